@@ -1,0 +1,42 @@
+# The two newcomer commands are `make demo` and `make test`; both install first if needed.
+# uv does not read pip's config, so the directory of the local CPU torch wheel is taken from
+# `pip config` at install time (never written into a committed file). Pins live in
+# constraints.txt, not uv.lock: a uv.lock would record that machine-local directory as torch's
+# registry and stop being portable (see README, "Install").
+VENV       ?= .venv
+PY         := $(VENV)/bin/python
+UV         ?= python3 -m uv
+FIND_LINKS ?= $(shell pip config get global.find-links 2>/dev/null)
+TORCH      ?= cpu
+
+.PHONY: install install-gpu demo test bench constraints clean
+install: $(VENV)/.installed-$(TORCH)
+
+$(VENV)/.installed-$(TORCH): pyproject.toml constraints.txt
+	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install -q uv
+	$(UV) venv -q --allow-existing --python 3.11 $(VENV)
+ifeq ($(TORCH),cpu)
+	$(UV) pip install -q --python $(PY) -e '.[dev]' -c constraints.txt $(if $(FIND_LINKS),--find-links $(FIND_LINKS))
+	@$(PY) -c "import torch, sys; sys.exit('augdag: a CUDA torch was installed where the CPU wheel was expected' if torch.version.cuda else 0)"
+else
+	$(UV) pip install -q --python $(PY) -e '.[dev]' -c constraints.txt
+endif
+	@rm -f $(VENV)/.installed-*; touch $@
+
+# A GPU machine: the same pins, torch 2.13.0 from PyPI (CUDA build) instead of the local CPU wheel.
+install-gpu:
+	$(MAKE) install TORCH=cuda FIND_LINKS=
+
+demo: install
+	$(VENV)/bin/augdag demo
+
+test: install
+	$(PY) -m pytest -q
+
+constraints:
+	$(UV) pip compile pyproject.toml --extra dev $(if $(FIND_LINKS),--find-links $(FIND_LINKS)) \
+	  --python-version 3.11 --python-platform x86_64-unknown-linux-gnu --no-emit-package torch \
+	  --no-header --no-annotate -o constraints.txt
+
+clean:
+	rm -rf $(VENV) .augdag

@@ -1,0 +1,56 @@
+"""Arrow schemas of the record kinds (DESIGN.md, data contracts) and the stable row uid.
+
+Every row carries ``uid`` (a hash of its source and content), ``source`` (the dataset name) and
+``line`` (1-based position in the input) so that errors, rejects and derived rows point back.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pyarrow as pa
+
+_ID = [("uid", pa.string())]
+_WHERE = [("source", pa.string()), ("line", pa.int64())]
+
+BITEXT = pa.schema(_ID + [("src", pa.string()), ("tgt", pa.string())] + _WHERE)
+MONO = pa.schema(_ID + [("text", pa.string())] + _WHERE)
+LABELED = pa.schema(_ID + [("text", pa.string()), ("label", pa.string())] + _WHERE)
+SLOTS = pa.schema(_ID + [("tokens", pa.list_(pa.string())), ("tags", pa.list_(pa.string()))] + _WHERE)
+
+SCHEMAS: dict[str, pa.Schema] = {"bitext": BITEXT, "mono": MONO, "labeled": LABELED, "slots": SLOTS}
+# the content fields of each kind, in their default input order (TSV columns, text files)
+FIELDS: dict[str, tuple[str, ...]] = {
+    kind: tuple(n for n in schema.names if n not in ("uid", "source", "line")) for kind, schema in SCHEMAS.items()
+}
+# the fields counted in tokens by length filters (text sides)
+TEXT_FIELDS: dict[str, tuple[str, ...]] = {"bitext": ("src", "tgt"), "mono": ("text",), "labeled": ("text",), "slots": ()}
+
+REJECTS = pa.schema(
+    [("source", pa.string()), ("file", pa.string()), ("line", pa.int64()), ("reason", pa.string()), ("content", pa.string())]
+)
+DROPPED_EXTRA = [("reason", pa.string())]  # a filter's drops: the input schema plus `reason`
+
+_SEP = "\x1f"  # unit separator: cannot appear in a kept row (control characters are not stripped, but NUL is)
+
+
+def with_uid(table: pa.Table, kind: str) -> pa.Table:
+    """Set ``uid`` = md5(source, content fields) as 32 hex chars, vectorised in DuckDB.
+
+    Exact duplicates of one source share a uid, which is what the `clean` stage deduplicates on.
+    """
+    fields = FIELDS[kind]
+    parts = ["source"] + [f"list_aggregate({f}, 'string_agg', chr(30))" if kind == "slots" else f for f in fields]
+    expr = f" || chr({ord(_SEP)}) || ".join(f"coalesce({p}, '')" for p in parts)
+    con = duckdb.connect()
+    try:
+        con.register("t", table)
+        uid = con.sql(f"SELECT md5({expr}) AS uid FROM t").to_arrow_table()["uid"]
+    finally:
+        con.close()
+    idx = table.schema.get_field_index("uid")
+    return table.set_column(idx, "uid", uid.cast(pa.string())) if idx >= 0 else table.add_column(0, "uid", uid)
+
+
+def empty(kind_or_schema: str | pa.Schema) -> pa.Table:
+    schema = SCHEMAS[kind_or_schema] if isinstance(kind_or_schema, str) else kind_or_schema
+    return schema.empty_table()

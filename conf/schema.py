@@ -7,6 +7,7 @@ Later pipelines add their own section here, with the paper's defaults beside the
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -105,10 +106,14 @@ class AugdagConf(ConfModel):
         return self
 
 
-def resolve_cache(conf_cache: Path | None, cli_cache: Path | None) -> Path:
-    """The cache root: ``--cache`` beats ``AUGDAG_CACHE`` beats the profile beats ``.augdag/``."""
+def resolve_cache(
+    conf_cache: Path | None, cli_cache: Path | None, environ: Mapping[str, str] | None = None
+) -> Path:
+    """The cache root: ``--cache`` beats ``AUGDAG_CACHE`` (read from ``environ``, default ``os.environ``)
+    beats the profile beats ``.augdag/``."""
+    environ = os.environ if environ is None else environ
     if cli_cache is not None:
         return Path(cli_cache)
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV])
+    if environ.get(CACHE_ENV):
+        return Path(environ[CACHE_ENV])
     return Path(conf_cache) if conf_cache is not None else DEFAULT_CACHE

@@ -1,0 +1,5 @@
+"""Prefect flows, the flow driver and the `augdag` CLI."""
+
+from conf.offline import go_offline
+
+go_offline()

@@ -1,0 +1,221 @@
+"""Reads a YAML profile into the typed ``AugdagConf``: ``${VAR}`` interpolation, ``--set`` overrides, line numbers.
+
+The one place YAML is read. Order: find the profile (a file path, else a packaged ``conf/<name>.yaml``),
+compose it keeping the line of every key, interpolate ``${VAR}`` / ``${VAR:-default}`` / ``$$`` in string
+scalars, apply ``--set a.b=c`` (values parsed as YAML), validate, then resolve the cache root
+(``--cache`` > ``AUGDAG_CACHE`` > the profile's ``cache:`` > ``.augdag``). Every problem is a ``ConfError``
+whose lines start with the place: ``<file>:<line>: <dotted.key>: ...`` or ``--set <key>=<value>: ...``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from conf.errors import ConfError
+from conf.schema import AugdagConf, resolve_cache
+
+PROFILES_DIR = Path(__file__).parent
+_VAR = re.compile(r"\$(?:\$|\{([^}]*)\})")  # $$, or ${...} whose inside _interpolate checks
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_KEY = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
+_INTERNAL_LOC = re.compile(r"[\w-]*\[.*\]")  # pydantic's own loc parts: '[key]', 'function-after[...]'
+
+
+class SetItem(NamedTuple):
+    """One ``--set`` override: the dotted key, its value parsed as YAML, and the text as given."""
+
+    key: str
+    value: Any
+    text: str
+
+
+def available_profiles() -> list[str]:
+    """The names of the packaged profiles, ``conf/<name>.yaml``."""
+    return sorted(p.stem for p in PROFILES_DIR.glob("*.yaml"))
+
+
+def parse_sets(sets: Sequence[str]) -> list[SetItem]:
+    """Parses ``["a.b=3", "c=[x, y]"]``: the key is dotted, the value a YAML scalar or flow value."""
+    items = []
+    for text in sets:
+        key, eq, raw = text.partition("=")
+        if not eq or not _KEY.fullmatch(key.strip()):
+            raise ConfError(f"--set {text!r}: expected KEY=VALUE with a dotted KEY, e.g. ingest.clean.max_ratio=2")
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError as e:
+            raise ConfError(f"--set {text}: the value is not valid YAML: {getattr(e, 'problem', e)}") from None
+        items.append(SetItem(key.strip(), value, text))
+    return items
+
+
+def load_profile(
+    profile: str | Path,
+    sets: Sequence[str] = (),
+    *,
+    cache: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> AugdagConf:
+    """Loads, interpolates, overrides and validates a profile; ``cache`` is the CLI's ``--cache``."""
+    environ = os.environ if environ is None else environ
+    items = parse_sets(sets)
+    path = _find_profile(profile)
+    doc, lines = _read_yaml(path, environ)
+    for item in items:
+        _apply_set(doc, item)
+    try:
+        conf = AugdagConf.model_validate(doc)
+    except ValidationError as e:
+        origins = {item.key: f"--set {item.text}" for item in items}
+        errors = [_describe(err, path, lines, origins) for err in e.errors(include_url=False)]
+        raise ConfError("\n".join(errors)) from None
+    return conf.model_copy(update={"cache": resolve_cache(conf.cache if "cache" in doc else None, cache, environ)})
+
+
+def dump_conf(conf: AugdagConf) -> dict:
+    """The configuration as JSON-ready data, for the run records."""
+    return conf.model_dump(mode="json")
+
+
+def _find_profile(profile: str | Path) -> Path:
+    path = Path(profile)
+    if path.is_file():
+        return path
+    bare = path.parent == Path(".") and path.suffix in ("", ".yaml")
+    packaged = PROFILES_DIR / f"{path.stem}.yaml"
+    if bare and packaged.is_file():
+        return packaged
+    looked = f"no such profile file, nor a packaged profile {packaged}" if bare else "no such profile file"
+    listing = ", ".join(available_profiles()) or "(none)"
+    raise ConfError(f"{profile}: {looked}. Hint: give a path to a YAML file or a packaged profile: {listing}")
+
+
+def _read_yaml(path: Path, environ: Mapping[str, str]) -> tuple[dict, dict[str, int]]:
+    """The document with ``${VAR}`` interpolated, and the 1-based line of every dotted key."""
+    try:
+        root = yaml.compose(path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        context = f" ({e.context} at line {e.context_mark.line + 1})" if e.context and e.context_mark else ""
+        raise ConfError(f"{path}:{mark.line + 1}: YAML syntax error: {e.problem}{context}") from None
+    except (yaml.YAMLError, OSError, UnicodeDecodeError) as e:
+        raise ConfError(f"{path}: cannot read the profile: {e}") from None
+    if root is None:
+        return {}, {}
+    if not isinstance(root, yaml.MappingNode):
+        raise ConfError(f"{path}:{root.start_mark.line + 1}: expected a mapping at the top level, found a {root.id}")
+    lines = {"": root.start_mark.line + 1}
+    return _build(root, "", lines, _Ctx(path, environ, yaml.constructor.SafeConstructor())), lines
+
+
+class _Ctx(NamedTuple):
+    path: Path
+    environ: Mapping[str, str]
+    constructor: yaml.constructor.SafeConstructor
+
+
+def _build(node: yaml.Node, key: str, lines: dict[str, int], ctx: _Ctx) -> Any:
+    """Plain data from a composed node; records the line of each key (and sequence item) in ``lines``."""
+    if isinstance(node, yaml.MappingNode):
+        out = {}
+        for key_node, value_node in node.value:
+            name = str(key_node.value)
+            child, line = f"{key}.{name}" if key else name, key_node.start_mark.line + 1
+            if name in out:
+                raise ConfError(f"{ctx.path}:{line}: {child}: duplicate key (first at line {lines[child]})")
+            lines[child] = line
+            out[name] = _build(value_node, child, lines, ctx)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            lines[f"{key}.{i}"] = item.start_mark.line + 1
+        return [_build(item, f"{key}.{i}", lines, ctx) for i, item in enumerate(node.value)]
+    value = ctx.constructor.construct_object(node)
+    return _interpolate(value, key, node.start_mark.line + 1, ctx) if isinstance(value, str) else value
+
+
+def _interpolate(text: str, key: str, line: int, ctx: _Ctx) -> str:
+    """``${VAR}``, ``${VAR:-default}`` (the default also when VAR is empty, as in sh), ``$$`` → ``$``."""
+
+    def substitute(m: re.Match) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        name, sep, default = m.group(1).partition(":-")
+        if not _NAME.fullmatch(name):
+            raise ConfError(f"{ctx.path}:{line}: {key}: malformed {m.group(0)!r}, expected ${{VAR}} or "
+                            f"${{VAR:-default}} (write $$ for a literal $)")
+        if ctx.environ.get(name) or (name in ctx.environ and not sep):
+            return ctx.environ[name]
+        if sep:
+            return default
+        raise ConfError(f"{ctx.path}:{line}: {key}: environment variable {name} is not set "
+                        f"(use ${{{name}:-default}} for a default)")
+
+    return _VAR.sub(substitute, text)
+
+
+def _apply_set(doc: dict, item: SetItem) -> None:
+    """Sets ``doc[a][b][c] = value`` for ``a.b.c``, creating missing (or null) mappings on the way."""
+    *parents, last = item.key.split(".")
+    node = doc
+    for i, part in enumerate(parents):
+        if node.get(part) is None:
+            node[part] = {}
+        node = node[part]
+        if not isinstance(node, dict):
+            where = ".".join(parents[: i + 1])
+            raise ConfError(f"--set {item.text}: {where} is {node!r}, not a mapping; set {where} as a whole instead")
+    node[last] = item.value
+
+
+def _describe(err: Mapping[str, Any], path: Path, lines: dict[str, int], origins: dict[str, str]) -> str:
+    """One line for one pydantic error: place, dotted key, what was expected, what was found."""
+    loc = [str(p) for p in err["loc"] if not (isinstance(p, str) and _INTERNAL_LOC.fullmatch(p))]
+    if err["type"] == "extra_forbidden":
+        model = _model_at(loc[:-1])
+        what = f"unknown key; expected one of: {', '.join(model.model_fields) if model else '?'}"
+    elif err["type"] == "missing":
+        what = "missing required key"
+    else:
+        what = err["msg"].removeprefix("Value error, ")
+        what += "" if isinstance(err["input"], Mapping) else f", found {err['input']!r}"
+    return ": ".join([_place(loc, path, lines, origins), *([".".join(loc)] if loc else []), what])
+
+
+def _place(loc: list[str], path: Path, lines: dict[str, int], origins: dict[str, str]) -> str:
+    """``--set k=v`` if it set the key or a parent, else the file line of the key or of its nearest parent."""
+    keys = [".".join(loc[:n]) for n in range(len(loc), 0, -1)]
+    for key in keys:
+        if key in origins:
+            return origins[key]
+    for key in keys:
+        if key in lines:
+            return f"{path}:{lines[key]}"
+        created_by = [origin for k, origin in origins.items() if k.startswith(key + ".")]
+        if created_by:  # a mapping made by --set (e.g. a new dataset) lacks a key
+            return created_by[0]
+    return f"{path}:{lines.get('', 1)}"
+
+
+def _model_at(loc: list[str]) -> type[BaseModel] | None:
+    """The model class a loc points into, through models, ``dict[str, X]``, ``list[X]`` and ``X | None``."""
+    tp: Any = AugdagConf
+    for part in loc:
+        if isinstance(tp, type) and issubclass(tp, BaseModel) and part in tp.model_fields:
+            tp = tp.model_fields[part].annotation
+        elif typing.get_origin(tp) in (dict, list):
+            tp = typing.get_args(tp)[-1]
+        else:
+            return None
+        if typing.get_origin(tp) in (typing.Union, types.UnionType):
+            tp = next((a for a in typing.get_args(tp) if a is not type(None)), tp)
+    return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None

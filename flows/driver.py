@@ -1,0 +1,195 @@
+"""The flow driver: fingerprints stages, maps shard tasks, writes manifests, and is the one catalog writer.
+
+``run_stage`` is how every flow runs a per-shard stage: it computes the output fingerprint, returns
+at once when the artifact's manifest is complete (a cached stage submits no task), otherwise maps
+the shard task over the shards — forcing a recompute of the shards whose files are missing — and,
+when every shard succeeded, writes the manifest and registers the artifact, its lineage, its
+rejects and the shard runs in the catalog. A shard that still fails after its retries fails the
+stage with the shard named; the other shards' outputs stay on disk for the next run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from prefect import get_run_logger, unmapped
+from prefect.context import FlowRunContext
+
+from conf.errors import StageError
+from conf.schema import AugdagConf, OrchestrationConf
+from storage.artifacts import ArtifactRef, fingerprint, read_manifest, write_manifest
+from storage.catalog import Catalog
+from tasks.stage import ShardResult, SourceFn, Stage, shard_task, source_task
+
+
+@dataclasses.dataclass
+class StageReport:
+    stage: str
+    dataset: str | None
+    fingerprint: str
+    status: str  # computed | cached | failed
+    shards: int
+    shards_computed: int
+    rows_in: int
+    rows_out: dict[str, int]
+    seconds: float
+    error: str | None = None
+
+
+@dataclasses.dataclass
+class Run:
+    """One flow run's bookkeeping: its id, where it writes, and the reports of its stages."""
+
+    run_id: str
+    pipeline: str
+    root: Path
+    catalog: Catalog
+    orchestration: OrchestrationConf
+    reports: list[StageReport] = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def start(cls, conf: AugdagConf, *, pipeline: str, profile: str, config: Mapping[str, Any]) -> "Run":
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+        root = Path(conf.cache).absolute()
+        run = cls(f"{pipeline}-{stamp}-{uuid.uuid4().hex[:6]}", pipeline, root,
+                  Catalog(root, lock_timeout_s=conf.orchestration.lock_timeout_s), conf.orchestration)
+        ctx = FlowRunContext.get()
+        flow_run_id = str(ctx.flow_run.id) if ctx and ctx.flow_run else None
+        run.catalog.start_run(run.run_id, pipeline=pipeline, profile=profile, config=config, flow_run_id=flow_run_id)
+        return run
+
+    def finish(self, *, error: BaseException | None = None) -> dict[str, Any]:
+        summary = {
+            "run_id": self.run_id, "pipeline": self.pipeline, "cache": str(self.root),
+            "status": "failed" if error else "completed", "error": str(error) if error else None,
+            "stages": [dataclasses.asdict(r) for r in self.reports],
+        }
+        self.catalog.finish_run(self.run_id, status=summary["status"], summary=summary)
+        return summary
+
+    def _task_options(self, stage_name: str, tags: Sequence[str] = ()) -> dict[str, Any]:
+        delays = [self.orchestration.retry_delay_s * 2**i for i in range(self.orchestration.retries)]
+        return {
+            "retries": self.orchestration.retries, "retry_delay_seconds": delays or 0,
+            "tags": [f"stage:{stage_name}", *tags],
+        }
+
+    def _conclude(
+        self, out: ArtifactRef, results: list[ShardResult], *, version: str, params: Mapping[str, Any],
+        inputs: Sequence[str], models: Sequence[str], t0: float,
+    ) -> ArtifactRef:
+        manifest = write_manifest(out, version=version, params=params, inputs=inputs, models=models)
+        rows = [
+            {"run_id": self.run_id, "stage": out.stage, "dataset": out.dataset, "fingerprint": out.fingerprint,
+             "shard": r.shard, "status": r.status, "started_at": r.started_at, "seconds": r.seconds,
+             "rows_in": r.rows_in, "rows_out": r.rows_out.get("part", 0), "error": None}
+            for r in results
+        ]
+        self.catalog.register(out, manifest, run_id=self.run_id, parents=inputs, stage_runs=rows)
+        rows_out: dict[str, int] = {}
+        for f in manifest["files"]:
+            rows_out[f["role"]] = rows_out.get(f["role"], 0) + f["rows"]
+        computed = [r for r in results if r.status == "computed"]
+        self.reports.append(StageReport(
+            out.stage, out.dataset, out.fingerprint, "computed" if computed else "cached", out.n_shards,
+            len(computed), sum(r.rows_in for r in results), rows_out, time.perf_counter() - t0))
+        get_run_logger().info(
+            "%s[%s] %s: %d/%d shards computed, rows %s -> %s", out.stage, out.dataset, out.fingerprint[:12],
+            len(computed), out.n_shards, sum(r.rows_in for r in results), rows_out)
+        return out
+
+    def _cached(self, out: ArtifactRef, manifest: Mapping[str, Any], parents: Sequence[str], t0: float) -> ArtifactRef:
+        self.catalog.register(out, manifest, run_id=self.run_id, parents=parents)
+        rows_out: dict[str, int] = {}
+        for f in manifest["files"]:
+            rows_out[f["role"]] = rows_out.get(f["role"], 0) + f["rows"]
+        self.reports.append(StageReport(out.stage, out.dataset, out.fingerprint, "cached", out.n_shards, 0, 0,
+                                        rows_out, time.perf_counter() - t0))
+        get_run_logger().info("%s[%s] %s: cached (%d shards)", out.stage, out.dataset, out.fingerprint[:12], out.n_shards)
+        return out
+
+    def _fail(self, out: ArtifactRef, failed: dict[int, BaseException], t0: float) -> StageError:
+        rows = [{"run_id": self.run_id, "stage": out.stage, "dataset": out.dataset, "fingerprint": out.fingerprint,
+                 "shard": shard, "status": "failed", "error": f"{type(e).__name__}: {e}"} for shard, e in failed.items()]
+        self.catalog.register_failures(rows)
+        first_shard, first = next(iter(sorted(failed.items())))
+        msg = (f"stage {out.stage!r} (dataset {out.dataset}) failed on shard(s) {sorted(failed)} of {out.n_shards}; "
+               f"shard {first_shard}: {type(first).__name__}: {first}. Finished shards are kept: re-run to resume.")
+        self.reports.append(StageReport(out.stage, out.dataset, out.fingerprint, "failed", out.n_shards, 0, 0, {},
+                                        time.perf_counter() - t0, msg))
+        return StageError(msg)
+
+
+def run_stage(
+    run: Run,
+    stage: Stage,
+    *,
+    inputs: Sequence[ArtifactRef],
+    params: Mapping[str, Any],
+    side: Mapping[str, ArtifactRef] | None = None,
+    models: Sequence[str] = (),
+    n_shards: int | None = None,
+) -> ArtifactRef:
+    """Run ``stage`` over the shards of ``inputs`` (all with the same shard count) and register its output."""
+    t0, side = time.perf_counter(), dict(side or {})
+    counts = {ref.n_shards for ref in inputs}
+    if n_shards is None:
+        if len(counts) != 1:
+            raise StageError(f"stage {stage.name!r}: inputs have different shard counts {sorted(counts)}")
+        n_shards = counts.pop()
+    parents = [ref.fingerprint for ref in inputs] + [side[k].fingerprint for k in sorted(side)]
+    fp = fingerprint(stage.name, stage.version, params, parents, models)
+    dataset = inputs[0].dataset if inputs else None
+    out = ArtifactRef(str(run.root), stage.name, fp, stage.view, dataset, n_shards)
+    if (manifest := read_manifest(out)) is not None:
+        return run._cached(out, manifest, parents, t0)
+    task = shard_task.with_options(name=stage.name, **run._task_options(stage.name, stage.tags))
+    missing = [i for i in range(n_shards) if not out.path(i).exists()]
+    present = [i for i in range(n_shards) if i not in set(missing)]
+    futures = []
+    for refresh, shards in ((False, present), (True, missing)):
+        if shards:
+            futures += zip(shards, task.with_options(refresh_cache=refresh).map(
+                stage=unmapped(stage), out=unmapped(out), shard=shards, inputs=unmapped(tuple(inputs)),
+                side=unmapped(side), params=unmapped(dict(params))))
+    results, failed = [], {}
+    for shard, future in sorted(futures, key=lambda sf: sf[0]):
+        try:
+            results.append(future.result())
+        except Exception as e:  # noqa: BLE001 — every shard's failure is collected, then reported together
+            failed[shard] = e
+    if failed:
+        raise run._fail(out, failed, t0)
+    return run._conclude(out, results, version=stage.version, params=params, inputs=parents, models=models, t0=t0)
+
+
+def run_source(
+    run: Run,
+    *,
+    name: str,
+    version: str,
+    produce: SourceFn,
+    params: Mapping[str, Any],
+    input_fingerprint: str,
+    dataset: str,
+    view: str | None = None,
+) -> ArtifactRef:
+    """Run a reader (one sequential task that writes shard after shard) and register its output."""
+    t0 = time.perf_counter()
+    fp = fingerprint(name, version, params, [input_fingerprint])
+    out = ArtifactRef(str(run.root), name, fp, view, dataset)
+    if (manifest := read_manifest(out)) is not None:
+        return run._cached(out.with_shards(manifest["n_shards"]), manifest, [], t0)
+    task = source_task.with_options(name=name, refresh_cache=True, **run._task_options(name))
+    try:
+        results = task(out=out, produce=produce)
+    except Exception as e:
+        raise run._fail(out, {len(list(out.dir.glob('part-*.parquet'))): e}, t0) from e
+    return run._conclude(out.with_shards(len(results)), results, version=version, params=params,
+                         inputs=[input_fingerprint], models=(), t0=t0)

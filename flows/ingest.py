@@ -1,0 +1,44 @@
+"""The `ingest` pipeline: read -> validate -> reject -> shard -> duplicates -> clean -> catalog."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from prefect import flow
+
+from conf.schema import AugdagConf, DatasetConf, IngestConf
+from flows.driver import Run, run_source, run_stage
+from storage.artifacts import ArtifactRef, hash_inputs
+from tasks.clean import CLEAN, DUPLICATES
+from tasks.ingest import READ_VERSION, read_params, reader
+
+
+def ingest_dataset(run: Run, name: str, ds: DatasetConf, conf: IngestConf, shard_size: int) -> ArtifactRef:
+    """One dataset through the pipeline; returns the cleaned artifact (view = the record kind)."""
+    read = run_source(
+        run, name="read", version=READ_VERSION, dataset=name,
+        produce=reader(name, ds, max_line_chars=conf.max_line_chars, shard_size=shard_size),
+        params=read_params(name, ds, max_line_chars=conf.max_line_chars, shard_size=shard_size),
+        input_fingerprint=hash_inputs(ds.files()),
+    )
+    dups = run_stage(run, DUPLICATES, inputs=[read], params={}, n_shards=1)
+    clean = conf.clean
+    return run_stage(
+        run, dataclasses.replace(CLEAN, view=ds.kind), inputs=[read], side={"duplicates": dups},
+        params={"kind": ds.kind, "dedup": clean.dedup, "min_tokens": clean.min_tokens,
+                "max_tokens": clean.max_tokens, "max_ratio": clean.max_ratio},
+    )
+
+
+@flow(name="ingest", log_prints=True)
+def ingest_flow(conf: AugdagConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Ingest every dataset of the profile; returns the run summary (also stored in the catalog)."""
+    run = Run.start(conf, pipeline="ingest", profile=profile, config=config or conf.model_dump(mode="json"))
+    try:
+        for name, ds in conf.datasets.items():
+            ingest_dataset(run, name, ds, conf.ingest, conf.shard_size)
+    except BaseException as e:
+        run.finish(error=e)
+        raise
+    return run.finish()

@@ -1,0 +1,198 @@
+"""The content-addressed artifact store.
+
+Layout: ``<cache>/artifacts/<stage>/<fingerprint>/<role>-<shard>.parquet`` plus ``manifest.json``.
+The fingerprint hashes the stage name, its code version, its canonical parameters, its input
+fingerprints and its model fingerprints, so the same inputs and config give the same directory.
+Every file is written under a temporary name and renamed (the rename is the commit); the manifest
+(rows, bytes, sha256 and schema of every file, plus the parameters) is written last, so a directory
+without a manifest is an unfinished stage that nobody may read as finished.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from conf.errors import ArtifactError
+
+MANIFEST = "manifest.json"
+MAIN = "part"  # the role of a stage's main output; others: "rejects", "dropped", ...
+_WRITE_OPTS = {"compression": "zstd", "use_dictionary": True, "write_statistics": True}
+
+
+def part_name(shard: int, role: str = MAIN) -> str:
+    return f"{role}-{shard:05d}.parquet"
+
+
+@dataclasses.dataclass(frozen=True)
+class ArtifactRef:
+    """A reference to one stage output, passed between tasks instead of the tables themselves."""
+
+    root: str  # the cache root, absolute
+    stage: str
+    fingerprint: str
+    view: str | None = None  # the catalog view its main parts appear in (bitext, curriculum, ...); None: internal
+    dataset: str | None = None
+    n_shards: int = 0
+
+    @property
+    def dir(self) -> Path:
+        return Path(self.root) / "artifacts" / self.stage / self.fingerprint
+
+    def path(self, shard: int, role: str = MAIN) -> Path:
+        return self.dir / part_name(shard, role)
+
+    def paths(self, role: str = MAIN) -> list[Path]:
+        return [self.path(i, role) for i in range(self.n_shards)]
+
+    def read(self, shard: int, role: str = MAIN) -> pa.Table:
+        path = self.path(shard, role)
+        try:
+            return pq.read_table(path)
+        except FileNotFoundError:
+            raise ArtifactError(f"{path}: shard {shard} of stage {self.stage!r} is missing; re-run to recompute it") from None
+
+    def with_shards(self, n_shards: int) -> "ArtifactRef":
+        return dataclasses.replace(self, n_shards=n_shards)
+
+
+def _jsonable(obj: Any) -> Any:
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump(mode="json")
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.asdict(obj)
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj)
+    raise TypeError(f"cannot fingerprint a {type(obj).__name__}: {obj!r}")
+
+
+def canonical(obj: Any) -> str:
+    """Canonical JSON: sorted keys, no whitespace; pydantic models, dataclasses and paths as plain JSON."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_jsonable, ensure_ascii=False)
+
+
+def fingerprint(
+    stage: str,
+    version: str,
+    params: Mapping[str, Any],
+    inputs: Sequence[str] = (),
+    models: Sequence[str] = (),
+) -> str:
+    """sha256 over (stage, version, canonical params, input fingerprints, model fingerprints), 32 hex chars."""
+    doc = {"stage": stage, "version": version, "params": params, "inputs": list(inputs), "models": list(models)}
+    return hashlib.sha256(canonical(doc).encode()).hexdigest()[:32]
+
+
+def hash_file(path: Path, *, block: int = 1 << 22) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(block):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def hash_inputs(paths: Iterable[Path]) -> str:
+    """Fingerprint of input files (by content); a directory hashes every file under it, by relative path."""
+    h = hashlib.sha256()
+    for path in paths:
+        path = Path(path)
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        for f in files:
+            h.update(f"{f.relative_to(path) if path.is_dir() else f.name}\0{hash_file(f)}\0".encode())
+    return h.hexdigest()[:32]
+
+
+def _commit(tmp: Path, final: Path) -> None:
+    os.replace(tmp, final)  # atomic on POSIX: a reader sees the old state or the whole new file
+
+
+def _tmp_for(final: Path) -> Path:
+    return final.with_name(f".{final.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+
+
+def write_part(table: pa.Table, path: Path) -> None:
+    """Write one Parquet part under a temporary name and rename it: no half file ever looks finished."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _tmp_for(path)
+    try:
+        pq.write_table(table, tmp, **_WRITE_OPTS)
+        _commit(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_manifest(
+    ref: ArtifactRef,
+    *,
+    version: str,
+    params: Mapping[str, Any],
+    inputs: Sequence[str] = (),
+    models: Sequence[str] = (),
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Describe every committed part of ``ref`` (rows, bytes, sha256, schema) and commit the manifest last."""
+    files, schemas = [], {}
+    for path in sorted(ref.dir.glob("*.parquet")):
+        role, shard = path.stem.rsplit("-", 1)
+        meta = pq.read_metadata(path)
+        schemas.setdefault(role, meta.schema.to_arrow_schema().to_string(show_schema_metadata=False))
+        files.append(
+            {"file": path.name, "role": role, "shard": int(shard), "rows": meta.num_rows,
+             "bytes": path.stat().st_size, "sha256": hash_file(path)}
+        )
+    main = [f for f in files if f["role"] == MAIN]
+    if len(main) != ref.n_shards or {f["shard"] for f in main} != set(range(ref.n_shards)):
+        found = sorted(f["shard"] for f in main)
+        raise ArtifactError(f"{ref.dir}: expected {ref.n_shards} main parts, found shards {found}")
+    manifest = {
+        "stage": ref.stage, "version": version, "fingerprint": ref.fingerprint, "view": ref.view,
+        "dataset": ref.dataset, "n_shards": ref.n_shards, "params": json.loads(canonical(params)),
+        "inputs": list(inputs), "models": list(models),
+        "rows": sum(f["rows"] for f in main), "bytes": sum(f["bytes"] for f in files),
+        "files": files, "schema": schemas, "extra": dict(extra or {}),
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    final = ref.dir / MANIFEST
+    tmp = _tmp_for(final)
+    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
+    _commit(tmp, final)
+    return manifest
+
+
+def read_manifest(ref: ArtifactRef) -> dict[str, Any] | None:
+    """The manifest, if the artifact is complete: it exists, names this fingerprint and every file it lists
+    is on disk with the recorded size. A deleted or truncated part makes the artifact incomplete."""
+    path = ref.dir / MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except json.JSONDecodeError as e:
+        raise ArtifactError(f"{path}: manifest is not valid JSON ({e}); delete the directory to recompute") from None
+    if manifest.get("fingerprint") != ref.fingerprint:
+        return None
+    for f in manifest["files"]:
+        p = ref.dir / f["file"]
+        if not p.exists() or p.stat().st_size != f["bytes"]:
+            return None
+    return manifest
+
+
+def verify(ref: ArtifactRef) -> list[str]:
+    """Re-hash every file of a complete artifact; returns the names whose sha256 differs from the manifest."""
+    manifest = read_manifest(ref)
+    if manifest is None:
+        raise ArtifactError(f"{ref.dir}: no complete manifest")
+    return [f["file"] for f in manifest["files"] if hash_file(ref.dir / f["file"]) != f["sha256"]]

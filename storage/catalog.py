@@ -1,0 +1,240 @@
+"""The DuckDB catalog: runs, stage runs, artifacts, lineage, models, rejects, and one view per output.
+
+DuckDB allows one writing process per database file, and a process that has it open for writing
+keeps every other process out, readers included. So every connection here is short-lived and taken
+under an ``flock`` on ``catalog.lock`` beside the database: writers (only the flow driver) hold it
+exclusively for one registration, readers share it for one query. Two flows on one cache therefore
+both succeed; they take turns for the few milliseconds each write needs.
+
+Views are rebuilt inside every write: view ``V`` reads the main Parquet parts of the *current*
+artifacts whose ``view`` is ``V`` (per stage and dataset, the one a run used last). Only artifacts
+with a complete manifest are ever registered, so no unfinished output is visible through a view.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from conf.errors import CatalogError
+from storage.artifacts import ArtifactRef, part_name, write_part
+from storage.schemas import SCHEMAS
+
+DB = "catalog.duckdb"
+# offline: never fetch an extension (parquet and json are built in)
+DUCKDB_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+BASE_VIEWS = tuple(SCHEMAS)  # bitext, mono, labeled, slots exist (maybe empty) from the start
+
+DDL = """
+CREATE TABLE IF NOT EXISTS runs (
+  run_id VARCHAR PRIMARY KEY, pipeline VARCHAR, profile VARCHAR, status VARCHAR,
+  started_at TIMESTAMP, finished_at TIMESTAMP, flow_run_id VARCHAR, config JSON, summary JSON);
+CREATE TABLE IF NOT EXISTS stage_runs (
+  run_id VARCHAR, stage VARCHAR, dataset VARCHAR, fingerprint VARCHAR, shard INTEGER, status VARCHAR,
+  started_at TIMESTAMP, seconds DOUBLE, rows_in BIGINT, rows_out BIGINT, error VARCHAR);
+CREATE TABLE IF NOT EXISTS artifacts (
+  fingerprint VARCHAR PRIMARY KEY, stage VARCHAR, version VARCHAR, view VARCHAR, dataset VARCHAR,
+  path VARCHAR, n_shards INTEGER, rows BIGINT, bytes BIGINT, params JSON, manifest JSON,
+  created_run VARCHAR, created_at TIMESTAMP, last_run VARCHAR, last_used_at TIMESTAMP);
+CREATE TABLE IF NOT EXISTS lineage (child VARCHAR, parent VARCHAR, PRIMARY KEY (child, parent));
+CREATE TABLE IF NOT EXISTS models (
+  fingerprint VARCHAR PRIMARY KEY, name VARCHAR, kind VARCHAR, path VARCHAR, created_run VARCHAR,
+  created_at TIMESTAMP, meta JSON);
+CREATE TABLE IF NOT EXISTS rejects (
+  fingerprint VARCHAR, source VARCHAR, file VARCHAR, line BIGINT, reason VARCHAR, detail VARCHAR, content VARCHAR);
+"""
+
+READ_ONLY_STATEMENTS = {"SELECT", "EXPLAIN"}
+
+
+def _sql_str(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+class Catalog:
+    """The catalog of one cache root. Cheap to construct; connections are opened per use."""
+
+    def __init__(self, root: Path, *, lock_timeout_s: float = 600.0) -> None:
+        self.root = Path(root).absolute()
+        self.path = self.root / DB
+        self.lock_path = self.root / "catalog.lock"
+        self.lock_timeout_s = lock_timeout_s
+
+    @contextmanager
+    def _locked(self, mode: int) -> Iterator[None]:
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            deadline, wait = time.monotonic() + self.lock_timeout_s, 0.005
+            while True:
+                try:
+                    fcntl.flock(fd, mode | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise CatalogError(
+                            f"{self.lock_path}: could not lock the catalog within {self.lock_timeout_s:.0f} s; "
+                            "another augdag process holds it (see `augdag runs`)"
+                        ) from None
+                    time.sleep(wait)
+                    wait = min(wait * 2, 0.25)
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the lock
+
+    @contextmanager
+    def write(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """An exclusive read-write connection in one transaction; the views are rebuilt before commit."""
+        with self._locked(fcntl.LOCK_EX):
+            con = duckdb.connect(str(self.path), config=DUCKDB_CONFIG)
+            try:
+                con.execute(DDL)
+                con.execute("BEGIN TRANSACTION")
+                yield con
+                self._refresh_views(con)
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            finally:
+                con.close()
+
+    @contextmanager
+    def read(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A shared read-only connection (the catalog is created first if it does not exist)."""
+        if not self.path.exists():
+            with self.write():
+                pass
+        with self._locked(fcntl.LOCK_SH):
+            con = duckdb.connect(str(self.path), read_only=True, config=DUCKDB_CONFIG)
+            try:
+                yield con
+            finally:
+                con.close()
+
+    def query(self, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None) -> pa.Table:
+        with self.read() as con:
+            return con.execute(sql, params).to_arrow_table() if params else con.sql(sql).to_arrow_table()
+
+    # -- writes (the flow driver only) ---------------------------------------------------------------
+
+    def start_run(self, run_id: str, *, pipeline: str, profile: str, config: Mapping[str, Any], flow_run_id: str | None) -> None:
+        with self.write() as con:
+            con.execute(
+                "INSERT INTO runs VALUES ($id, $p, $prof, 'running', now(), NULL, $fr, $cfg, NULL)",
+                {"id": run_id, "p": pipeline, "prof": profile, "fr": flow_run_id, "cfg": json.dumps(config)},
+            )
+
+    def finish_run(self, run_id: str, *, status: str, summary: Mapping[str, Any]) -> None:
+        with self.write() as con:
+            con.execute(
+                "UPDATE runs SET status = $s, finished_at = now(), summary = $sum WHERE run_id = $id",
+                {"s": status, "sum": json.dumps(summary, default=str), "id": run_id},
+            )
+
+    def register(
+        self,
+        ref: ArtifactRef,
+        manifest: Mapping[str, Any],
+        *,
+        run_id: str,
+        parents: Sequence[str] = (),
+        stage_runs: Sequence[Mapping[str, Any]] = (),
+    ) -> bool:
+        """Record a completed artifact, its lineage, its rejects and the stage's shard runs.
+
+        Returns True when the artifact is new to the catalog; a cached re-run only marks it used.
+        """
+        with self.write() as con:
+            new = con.execute("SELECT count(*) FROM artifacts WHERE fingerprint = $f", {"f": ref.fingerprint}).fetchone()[0] == 0
+            if new:
+                con.execute(
+                    "INSERT INTO artifacts VALUES ($f, $st, $v, $view, $ds, $path, $n, $rows, $bytes, $params, $m,"
+                    " $run, now(), $run, now())",
+                    {"f": ref.fingerprint, "st": ref.stage, "v": manifest["version"], "view": ref.view,
+                     "ds": ref.dataset, "path": str(ref.dir), "n": ref.n_shards, "rows": manifest["rows"],
+                     "bytes": manifest["bytes"], "params": json.dumps(manifest["params"]), "m": json.dumps(manifest),
+                     "run": run_id},
+                )
+                con.executemany("INSERT OR IGNORE INTO lineage VALUES (?, ?)", [(ref.fingerprint, p) for p in parents])
+                rejects = [ref.dir / f["file"] for f in manifest["files"] if f["role"] == "rejects" and f["rows"]]
+                if rejects:
+                    files = "[" + ", ".join(_sql_str(str(p)) for p in rejects) + "]"
+                    con.execute(
+                        f"INSERT INTO rejects SELECT $f, source, file, line, reason, detail, content FROM read_parquet({files})",
+                        {"f": ref.fingerprint},
+                    )
+            else:
+                con.execute(
+                    "UPDATE artifacts SET last_run = $run, last_used_at = now() WHERE fingerprint = $f",
+                    {"run": run_id, "f": ref.fingerprint},
+                )
+            _insert_stage_runs(con, stage_runs)
+            return new
+
+    def register_failures(self, stage_runs: Sequence[Mapping[str, Any]]) -> None:
+        """Record failed shards (the artifact itself stays unregistered: it has no manifest)."""
+        with self.write() as con:
+            _insert_stage_runs(con, stage_runs)
+
+    def register_model(self, fingerprint: str, *, name: str, kind: str, path: str, run_id: str, meta: Mapping[str, Any]) -> None:
+        with self.write() as con:
+            con.execute(
+                "INSERT OR IGNORE INTO models VALUES ($f, $n, $k, $p, $r, now(), $m)",
+                {"f": fingerprint, "n": name, "k": kind, "p": path, "r": run_id, "m": json.dumps(meta)},
+            )
+
+    def _empty_part(self, view: str) -> Path:
+        path = self.root / "empty" / f"{view}.parquet"
+        if not path.exists() and view in SCHEMAS:
+            write_part(SCHEMAS[view].empty_table(), path)
+        return path
+
+    def _refresh_views(self, con: duckdb.DuckDBPyConnection) -> None:
+        current = con.execute(
+            "SELECT view, path, n_shards FROM artifacts WHERE view IS NOT NULL "
+            "QUALIFY row_number() OVER (PARTITION BY view, stage, dataset ORDER BY last_used_at DESC, created_at DESC) = 1 "
+            "ORDER BY view, stage, dataset"
+        ).fetchall()
+        files: dict[str, list[str]] = {v: [] for v in BASE_VIEWS}
+        for view, path, n_shards in current:
+            files.setdefault(view, []).extend(str(Path(path) / part_name(i)) for i in range(n_shards))
+        for view, paths in files.items():
+            paths = [p for p in paths if Path(p).exists()] or ([str(self._empty_part(view))] if view in SCHEMAS else [])
+            if not paths:
+                continue
+            listed = "[" + ", ".join(_sql_str(p) for p in paths) + "]"
+            con.execute(f'CREATE OR REPLACE VIEW "{view}" AS SELECT * FROM read_parquet({listed}, union_by_name = true)')
+
+
+def _insert_stage_runs(con: duckdb.DuckDBPyConnection, rows: Sequence[Mapping[str, Any]]) -> None:
+    cols = ["run_id", "stage", "dataset", "fingerprint", "shard", "status", "started_at", "seconds", "rows_in",
+            "rows_out", "error"]
+    if rows:
+        con.executemany(f"INSERT INTO stage_runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                        [[r.get(c) for c in cols] for r in rows])
+
+
+def check_read_only(sql: str) -> None:
+    """Refuse every statement that is not a query (DDL, DML, ATTACH, COPY, INSTALL/LOAD, SET, PRAGMA, CALL ...)."""
+    try:
+        statements = duckdb.connect(config=DUCKDB_CONFIG).extract_statements(sql)
+    except duckdb.Error as e:
+        raise CatalogError(f"SQL does not parse: {e}") from None
+    for st in statements:
+        kind = st.type.name
+        if kind not in READ_ONLY_STATEMENTS:
+            raise CatalogError(
+                f"refused: `augdag sql` is read-only and this is a {kind} statement: {st.query.strip()[:80]!r}. "
+                "Hint: use SELECT over the views; `augdag export VIEW` writes files."
+            )
+

@@ -1,0 +1,98 @@
+"""The `clean` stage: exact-duplicate removal, token-length and length-ratio filters.
+
+The same filter the self-training pipeline applies to its synthetic pairs (thesis ch. 6: drop a
+pair with a side of fewer than 1 or more than 250 tokens, or a token-length ratio above 1.5).
+Duplicates are global: ``find_duplicates`` (a reduce step in DuckDB over every shard) lists each
+uid seen more than once with the line of its first occurrence; ``clean`` then keeps exactly that
+first occurrence, whichever shard it is in. Every dropped row is returned with its ``reason``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from storage.catalog import DUCKDB_CONFIG
+from storage.schemas import TEXT_FIELDS
+from tasks.stage import Stage
+
+DUPLICATES_SCHEMA = pa.schema([("uid", pa.string()), ("first_line", pa.int64()), ("copies", pa.int64())])
+# drop reasons, checked in this order; a row gets the first that applies
+REASONS = ("duplicate", "too_few_tokens", "too_many_tokens", "length_ratio")
+
+
+def find_duplicates(parts: Sequence[Path], *, memory_limit: str = "1GB") -> pa.Table:
+    """Every uid that occurs more than once, with the line of its first occurrence and its count."""
+    if not parts:
+        return DUPLICATES_SCHEMA.empty_table()
+    files = "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in parts) + "]"
+    con = duckdb.connect(config={**DUCKDB_CONFIG, "memory_limit": memory_limit, "threads": 2})
+    try:
+        dups = con.sql(
+            f"SELECT uid, min(line) AS first_line, count(*) AS copies FROM read_parquet({files}) "
+            "GROUP BY uid HAVING count(*) > 1 ORDER BY first_line"
+        ).to_arrow_table()
+    finally:
+        con.close()
+    return dups.cast(DUPLICATES_SCHEMA)
+
+
+def token_counts(table: pa.Table, field: str) -> pa.Array:
+    """Whitespace tokens per row (a list field, as in `slots`, counts its elements)."""
+    column = table[field]
+    if pa.types.is_list(column.type):
+        return pc.list_value_length(column)
+    return pc.list_value_length(pc.utf8_split_whitespace(column))
+
+
+def clean(
+    rows: pa.Table,
+    duplicates: pa.Table,
+    *,
+    kind: str,
+    dedup: bool = True,
+    min_tokens: int = 1,
+    max_tokens: int = 250,
+    max_ratio: float = 1.5,
+) -> dict[str, pa.Table]:
+    """Keep a row iff it is the first occurrence of its uid, every text side has ``min_tokens`` to
+    ``max_tokens`` tokens and, for bitext, max(|src|/|tgt|, |tgt|/|src|) <= ``max_ratio``.
+
+    Needs ``uid``, ``line`` and the kind's text fields. Returns ``{"part": kept, "dropped": dropped + reason}``;
+    kept + dropped = rows, in input order.
+    """
+    n = rows.num_rows
+    reason = pa.nulls(n, pa.string())
+
+    def mark(condition: pa.Array, why: str) -> None:
+        nonlocal reason
+        condition = pc.fill_null(condition, False)
+        reason = pc.if_else(pc.and_(pc.is_null(reason), condition), pa.scalar(why), reason)
+
+    if dedup and duplicates.num_rows:
+        first = pc.index_in(rows["uid"], value_set=duplicates["uid"])
+        first_line = pc.take(duplicates["first_line"], pc.fill_null(first, 0))
+        mark(pc.and_(pc.is_valid(first), pc.not_equal(rows["line"], first_line)), "duplicate")
+    fields = TEXT_FIELDS[kind] or ("tokens",)
+    lengths = {f: token_counts(rows, f) for f in fields}
+    for length in lengths.values():
+        mark(pc.less(length, min_tokens), "too_few_tokens")
+    for length in lengths.values():
+        mark(pc.greater(length, max_tokens), "too_many_tokens")
+    if kind == "bitext":
+        s, t = (pc.cast(lengths[f], pa.float64()) for f in ("src", "tgt"))
+        ratio = pc.divide(pc.max_element_wise(s, t), pc.max_element_wise(pc.min_element_wise(s, t), 1.0))
+        mark(pc.greater(ratio, max_ratio), "length_ratio")
+    dropped = pc.is_valid(reason)
+    return {
+        "part": rows.filter(pc.invert(dropped)),
+        "dropped": rows.filter(dropped).append_column("reason", pc.drop_null(reason)),
+    }
+
+
+DUPLICATES = Stage("duplicates", "1", find_duplicates, reduce=True)
+CLEAN = Stage("clean", "1", clean)  # view: the record kind, set per dataset by the flow

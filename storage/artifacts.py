@@ -114,21 +114,21 @@ def hash_inputs(paths: Iterable[Path]) -> str:
     return h.hexdigest()[:32]
 
 
-def _commit(tmp: Path, final: Path) -> None:
+def commit_file(tmp: Path, final: Path) -> None:
     os.replace(tmp, final)  # atomic on POSIX: a reader sees the old state or the whole new file
 
 
-def _tmp_for(final: Path) -> Path:
+def temp_path(final: Path) -> Path:
     return final.with_name(f".{final.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
 
 
 def write_part(table: pa.Table, path: Path) -> None:
     """Write one Parquet part under a temporary name and rename it: no half file ever looks finished."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp_for(path)
+    tmp = temp_path(path)
     try:
         pq.write_table(table, tmp, **_WRITE_OPTS)
-        _commit(tmp, path)
+        commit_file(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -165,9 +165,9 @@ def write_manifest(
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     final = ref.dir / MANIFEST
-    tmp = _tmp_for(final)
+    tmp = temp_path(final)
     tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
-    _commit(tmp, final)
+    commit_file(tmp, final)
     return manifest
 
 

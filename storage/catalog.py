@@ -165,7 +165,8 @@ class Catalog:
                      "bytes": manifest["bytes"], "params": json.dumps(manifest["params"]), "m": json.dumps(manifest),
                      "run": run_id},
                 )
-                con.executemany("INSERT OR IGNORE INTO lineage VALUES (?, ?)", [(ref.fingerprint, p) for p in parents])
+                if parents:
+                    con.executemany("INSERT OR IGNORE INTO lineage VALUES (?, ?)", [(ref.fingerprint, p) for p in parents])
                 rejects = [ref.dir / f["file"] for f in manifest["files"] if f["role"] == "rejects" and f["rows"]]
                 if rejects:
                     files = "[" + ", ".join(_sql_str(str(p)) for p in rejects) + "]"

@@ -46,7 +46,9 @@ def token_counts(table: pa.Table, field: str) -> pa.Array:
     column = table[field]
     if pa.types.is_list(column.type):
         return pc.list_value_length(column)
-    return pc.list_value_length(pc.utf8_split_whitespace(column))
+    trimmed = pc.utf8_trim_whitespace(column)
+    counts = pc.list_value_length(pc.utf8_split_whitespace(trimmed))  # runs of whitespace separate once
+    return pc.if_else(pc.equal(pc.utf8_length(trimmed), 0), 0, counts)  # "" splits into [""]: 0 tokens, not 1
 
 
 def clean(

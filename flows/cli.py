@@ -1,0 +1,201 @@
+"""The `augdag` command line: parse, load a profile, call one flow, print.
+
+Exit codes: 0 ok, 1 a run failed, 2 bad usage, configuration or input.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+import flows  # noqa: F401 — switches the stack offline before Prefect is imported
+from conf.errors import AugdagError, CatalogError
+from conf.loader import dump_conf, load_profile
+from conf.schema import AugdagConf, resolve_cache
+from storage.catalog import Catalog, check_read_only
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="augdag: offline data augmentation as a Prefect DAG")
+out = Console()
+err = Console(stderr=True)
+
+CacheOpt = Annotated[Optional[Path], typer.Option("--cache", help="cache root (default: $AUGDAG_CACHE or ./.augdag)")]
+SetOpt = Annotated[list[str], typer.Option("--set", help="override a profile key: a.b=value (repeatable)")]
+PIPELINES = ("ingest",)
+
+
+def _fail(e: AugdagError) -> None:
+    err.print(f"[bold red]error:[/] {e}", highlight=False, markup=True, soft_wrap=True)
+    raise typer.Exit(e.exit_code)
+
+
+def _catalog(cache: Path | None) -> Catalog:
+    return Catalog(resolve_cache(None, cache))
+
+
+def _run_pipeline(pipeline: str, conf: AugdagConf, profile: str) -> dict[str, Any]:
+    # Prefect's persisted task results live beside the artifacts they describe
+    os.environ.setdefault("PREFECT_LOCAL_STORAGE_PATH", str(Path(conf.cache).absolute() / "prefect-results"))
+    from flows.ingest import ingest_flow
+    from flows.runners import make_task_runner
+
+    flow = {"ingest": ingest_flow}[pipeline]
+    return flow.with_options(task_runner=make_task_runner(conf.task_runner))(conf, profile=profile, config=dump_conf(conf))
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    table = Table(title=f"run {summary['run_id']}", title_justify="left")
+    for col in ("stage", "dataset", "status", "shards", "rows in", "kept", "rejected", "dropped", "seconds"):
+        table.add_column(col, justify="right" if col not in ("stage", "dataset", "status") else "left")
+    for s in summary["stages"]:
+        rows = s["rows_out"]
+        table.add_row(s["stage"], s["dataset"] or "", s["status"], f"{s['shards_computed']}/{s['shards']} computed",
+                      f"{s['rows_in']:,}", f"{rows.get('part', 0):,}", f"{rows.get('rejects', 0):,}",
+                      f"{rows.get('dropped', 0):,}", f"{s['seconds']:.2f}")
+    out.print(table)
+
+
+def _print_table(result, fmt: str) -> None:
+    if fmt == "csv":
+        import pyarrow.csv as pacsv
+
+        sys.stdout.flush()
+        pacsv.write_csv(result, sys.stdout.buffer)
+    elif fmt == "json":
+        for row in result.to_pylist():
+            sys.stdout.write(json.dumps(row, default=str, ensure_ascii=False) + "\n")
+    else:
+        table = Table(show_lines=False)
+        for name in result.column_names:
+            table.add_column(name, overflow="fold")
+        for row in result.to_pylist():
+            table.add_row(*("" if v is None else str(v) for v in row.values()))
+        out.print(table)
+        out.print(f"[dim]{result.num_rows} row(s)[/]")
+
+
+@app.command()
+def run(
+    pipeline: Annotated[str, typer.Argument(help=f"one of: {', '.join(PIPELINES)}")],
+    config: Annotated[str, typer.Option("--config", "-c", help="a profile: a YAML path or a packaged name")] = "ingest",
+    set_: SetOpt = [],
+    cache: CacheOpt = None,
+) -> None:
+    """Run one pipeline over the datasets of a profile."""
+    if pipeline not in PIPELINES:
+        err.print(f"[bold red]error:[/] unknown pipeline {pipeline!r}; expected one of: {', '.join(PIPELINES)}")
+        raise typer.Exit(2)
+    try:
+        conf = load_profile(config, set_, cache=cache)
+        summary = _run_pipeline(pipeline, conf, config)
+    except AugdagError as e:
+        _fail(e)
+    print_summary(summary)
+
+
+@app.command()
+def demo(
+    cache: CacheOpt = None,
+    set_: SetOpt = [],
+    bitext_rows: Annotated[Optional[int], typer.Option(help="size of the demo bitext (default: the profile's)")] = None,
+) -> None:
+    """Generate the demo corpus, run the demo profile end to end, and show what to query."""
+    from storage.demo import write_demo
+
+    try:
+        root = resolve_cache(None, cache)
+        data = (root / "demo-data").absolute()
+        os.environ["AUGDAG_DEMO_DATA"] = str(data)
+        conf = load_profile("demo", set_, cache=root)
+        d = conf.demo
+        paths, _bad = write_demo(data, seed=d.seed, bitext_rows=bitext_rows or d.bitext_rows, mono_rows=d.mono_rows,
+                                 labeled_rows=d.labeled_rows, slots_rows=d.slots_rows)
+        out.print(f"demo data written to {paths.root}")
+        summary = _run_pipeline("ingest", conf, "demo")
+    except AugdagError as e:
+        _fail(e)
+    print_summary(summary)
+    c = f" --cache {cache}" if cache else ""
+    out.print(f"\nartifacts: {Path(conf.cache).absolute() / 'artifacts'}\ncatalog:   {Catalog(conf.cache).path}\n")
+    out.print("Try:")
+    for q in ("SELECT source, count(*) AS pairs FROM bitext GROUP BY source",
+              "SELECT source, reason, count(*) AS n FROM rejects GROUP BY ALL ORDER BY n DESC",
+              "SELECT label, count(*) AS n FROM labeled GROUP BY label ORDER BY n DESC"):
+        out.print(f"  augdag sql{c} \"{q}\"", highlight=False)
+
+
+@app.command()
+def sql(
+    query: Annotated[str, typer.Argument(help="a read-only SQL query over the catalog's tables and views")],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table | csv | json")] = "table",
+    cache: CacheOpt = None,
+) -> None:
+    """Query the catalog (read-only: DDL, DML, ATTACH, COPY, INSTALL/LOAD and SET are refused, exit 2)."""
+    if fmt not in ("table", "csv", "json"):
+        err.print(f"[bold red]error:[/] --format {fmt!r}: expected table, csv or json")
+        raise typer.Exit(2)
+    try:
+        check_read_only(query)
+        result = _catalog(cache).query(query)
+    except AugdagError as e:
+        _fail(e)
+    except Exception as e:  # a DuckDB error in the user's query is bad usage, not a failed run
+        _fail(CatalogError(f"query failed: {e}"))
+    _print_table(result, fmt)
+
+
+@app.command()
+def runs(limit: Annotated[int, typer.Option(help="how many recent runs")] = 10, cache: CacheOpt = None) -> None:
+    """Recent runs with their stages, shards and status."""
+    catalog = _catalog(cache)
+    recent = catalog.query(
+        "SELECT run_id, pipeline, profile, status, started_at, finished_at FROM runs ORDER BY started_at DESC LIMIT $n",
+        {"n": limit},
+    ).to_pylist()
+    if not recent:
+        out.print(f"no runs in {catalog.path}")
+        return
+    stages = catalog.query(
+        "SELECT run_id, stage, dataset, count(*) AS shards, count(*) FILTER (status = 'computed') AS computed,"
+        " count(*) FILTER (status = 'failed') AS failed, sum(rows_out) AS rows_out, round(sum(seconds), 2) AS seconds "
+        "FROM stage_runs WHERE run_id IN (SELECT run_id FROM runs ORDER BY started_at DESC LIMIT $n) "
+        "GROUP BY ALL ORDER BY run_id, min(started_at)", {"n": limit}).to_pylist()
+    for r in recent:
+        out.print(f"[bold]{r['run_id']}[/]  {r['pipeline']}  profile={r['profile']}  [{'green' if r['status'] == 'completed' else 'red'}]{r['status']}[/]"
+                  f"  {r['started_at']} -> {r['finished_at'] or '…'}")
+        for s in (s for s in stages if s["run_id"] == r["run_id"]):
+            out.print(f"    {s['stage']:<12} {s['dataset'] or '':<16} shards {s['computed']}/{s['shards']} computed"
+                      f"{', ' + str(s['failed']) + ' failed' if s['failed'] else ''}  rows out {s['rows_out'] or 0:,}"
+                      f"  {s['seconds'] or 0:.2f} s", highlight=False)
+
+
+@app.command()
+def export(
+    view: Annotated[str, typer.Argument(help="a catalog view: bitext, mono, labeled, slots, ...")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="output file (text: a prefix, one file per column)")],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="parquet | jsonl | text")] = "parquet",
+    where: Annotated[Optional[str], typer.Option(help="an SQL condition on the view's rows")] = None,
+    cache: CacheOpt = None,
+) -> None:
+    """Export a view to Parquet, JSONL or line-aligned text files."""
+    from storage.export import export_view
+
+    if fmt not in ("parquet", "jsonl", "text"):
+        err.print(f"[bold red]error:[/] --format {fmt!r}: expected parquet, jsonl or text")
+        raise typer.Exit(2)
+    try:
+        files = export_view(_catalog(cache), view, output, fmt=fmt, where=where)  # type: ignore[arg-type]
+    except AugdagError as e:
+        _fail(e)
+    for f in files:
+        out.print(f"wrote {f}")
+
+
+def main() -> None:
+    app()

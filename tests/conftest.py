@@ -1,0 +1,42 @@
+"""Shared fixtures: one Prefect test harness per session, small builders of Arrow tables."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import flows  # noqa: F401 — offline defaults before Prefect is imported
+from storage.schemas import BITEXT, with_uid
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def prefect_harness(tmp_path_factory):
+    """A temporary Prefect server for the whole session (~15 s once), results persisted in a tmp dir."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    os.environ["PREFECT_LOCAL_STORAGE_PATH"] = str(tmp_path_factory.mktemp("prefect-results"))
+    with prefect_test_harness(server_startup_timeout=180):
+        yield
+
+
+def bitext(pairs: list[tuple[str, str]], *, source: str = "t", first_line: int = 1) -> pa.Table:
+    """A bitext table with uids, ``line`` counting from ``first_line``."""
+    n = len(pairs)
+    table = pa.table(
+        {"uid": pa.nulls(n, pa.string()), "src": [s for s, _ in pairs], "tgt": [t for _, t in pairs],
+         "source": [source] * n, "line": pa.array(range(first_line, first_line + n), pa.int64())},
+        schema=BITEXT,
+    )
+    return with_uid(table, "bitext")
+
+
+def subprocess_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """The environment of an `augdag` subprocess: its own Prefect home, the repo on the path."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API", "PREFECT_LOCAL_STORAGE"))}
+    env.update({"PREFECT_HOME": str(tmp_path / "prefect-home"), "PYTHONPATH": str(REPO)}, **extra)
+    return env

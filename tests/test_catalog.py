@@ -1,0 +1,92 @@
+import multiprocessing as mp
+
+import pyarrow as pa
+import pytest
+
+from conf.errors import CatalogError
+from storage.artifacts import ArtifactRef, write_manifest, write_part
+from storage.catalog import Catalog, check_read_only
+from storage.schemas import REJECTS
+from tests.conftest import bitext
+
+
+def _artifact(root, fp, rows, *, view="bitext", rejects=None):
+    ref = ArtifactRef(str(root), "clean", fp, view, "d", 1)
+    write_part(rows, ref.path(0))
+    if rejects is not None:
+        write_part(rejects, ref.path(0, "rejects"))
+    return ref, write_manifest(ref, version="1", params={})
+
+
+def test_register_new_then_cached_adds_no_artifact_and_moves_the_view(tmp_path):
+    cat = Catalog(tmp_path)
+    ref, m = _artifact(tmp_path, "a" * 32, bitext([("a b", "x y"), ("c", "z")]))
+    assert cat.register(ref, m, run_id="r1", parents=["p" * 32]) is True
+    assert cat.register(ref, m, run_id="r2", parents=["p" * 32]) is False
+    assert cat.query("SELECT count(*) AS n, max(last_run) AS last FROM artifacts").to_pylist() == [{"n": 1, "last": "r2"}]
+    assert cat.query("SELECT count(*) AS n FROM lineage").to_pylist() == [{"n": 1}]
+    assert cat.query("SELECT src FROM bitext ORDER BY line")["src"].to_pylist() == ["a b", "c"]
+    # a newer artifact of the same stage and dataset replaces it in the view
+    ref2, m2 = _artifact(tmp_path, "b" * 32, bitext([("e f", "u v")]))
+    cat.register(ref2, m2, run_id="r3")
+    assert cat.query("SELECT src FROM bitext")["src"].to_pylist() == ["e f"]
+
+
+def test_base_views_exist_and_are_empty_before_any_run(tmp_path):
+    cat = Catalog(tmp_path)
+    for view in ("bitext", "mono", "labeled", "slots"):
+        assert cat.query(f"SELECT count(*) AS n FROM {view}").to_pylist() == [{"n": 0}]
+    assert cat.query("SELECT * FROM bitext").column_names == ["uid", "src", "tgt", "source", "line"]
+
+
+def test_rejects_are_copied_once_per_artifact(tmp_path):
+    cat = Catalog(tmp_path)
+    rej = pa.table({"source": ["d"], "file": ["x.en"], "line": pa.array([7], pa.int64()), "reason": ["nul_byte"],
+                    "detail": ["NUL byte in src"], "content": ["a\\x00b"]}, schema=REJECTS)
+    ref, m = _artifact(tmp_path, "c" * 32, bitext([("a", "b")]), rejects=rej)
+    cat.register(ref, m, run_id="r1")
+    cat.register(ref, m, run_id="r2")
+    assert cat.query("SELECT file, line, reason FROM rejects").to_pylist() == [{"file": "x.en", "line": 7, "reason": "nul_byte"}]
+
+
+def _writer(root, i, n):
+    cat = Catalog(root)
+    for k in range(n):
+        cat.start_run(f"run-{i}-{k}", pipeline="ingest", profile="p", config={}, flow_run_id=None)
+        cat.finish_run(f"run-{i}-{k}", status="completed", summary={"k": k})
+        cat.query("SELECT count(*) FROM runs")
+
+
+def test_two_processes_writing_and_reading_take_turns(tmp_path):
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(tmp_path, i, 15)) for i in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert Catalog(tmp_path).query("SELECT count(*) AS n, count(*) FILTER (status = 'completed') AS done FROM runs").to_pylist() == [
+        {"n": 30, "done": 30}]
+
+
+@pytest.mark.parametrize("statement", [
+    "CREATE TABLE t (a INT)", "CREATE VIEW v AS SELECT 1", "DROP TABLE runs", "ALTER TABLE runs ADD COLUMN x INT",
+    "INSERT INTO runs (run_id) VALUES ('x')", "UPDATE runs SET status = 'x'", "DELETE FROM runs",
+    "ATTACH 'other.duckdb' AS o", "DETACH o", "COPY runs TO 'runs.csv'", "COPY (SELECT 1) TO 'x.parquet' (FORMAT parquet)",
+    "COPY runs FROM 'runs.csv'", "INSTALL httpfs", "LOAD httpfs", "SET threads = 1", "PRAGMA enable_profiling",
+    "CALL checkpoint()", "CHECKPOINT", "EXPORT DATABASE 'dump'", "VACUUM", "SELECT 1; DROP TABLE runs",
+])
+def test_read_only_guard_refuses_every_write_form(statement):
+    with pytest.raises(CatalogError, match="refused: `augdag sql` is read-only"):
+        check_read_only(statement)
+
+
+@pytest.mark.parametrize("query", ["SELECT 1", "WITH a AS (SELECT 1 AS x) SELECT * FROM a", "FROM runs", "DESCRIBE runs",
+                                   "EXPLAIN SELECT 1", "SHOW TABLES", "SUMMARIZE runs"])
+def test_read_only_guard_lets_queries_through(query):
+    check_read_only(query)
+
+
+def test_unparseable_sql_is_a_catalog_error():
+    with pytest.raises(CatalogError, match="does not parse"):
+        check_read_only("SELEC 1")

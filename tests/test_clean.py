@@ -1,0 +1,66 @@
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tasks.clean import clean, find_duplicates
+from tests.conftest import bitext
+
+
+def _shards(tmp_path, *tables):
+    paths = []
+    for i, t in enumerate(tables):
+        paths.append(tmp_path / f"part-{i:05d}.parquet")
+        pq.write_table(t, paths[-1])
+    return paths
+
+
+def test_duplicates_across_shards_keep_the_first_occurrence(tmp_path):
+    a = bitext([("a b", "x y"), ("c d", "z w"), ("a b", "x y")], first_line=1)
+    b = bitext([("c d", "z w"), ("e f", "u v"), ("a b", "x y")], first_line=4)
+    dups = find_duplicates(_shards(tmp_path, a, b))
+    assert dups.select(["first_line", "copies"]).to_pylist() == [{"first_line": 1, "copies": 3}, {"first_line": 2, "copies": 2}]
+    kept_a, kept_b = (clean(t, dups, kind="bitext")["part"] for t in (a, b))
+    assert kept_a["line"].to_pylist() == [1, 2] and kept_b["line"].to_pylist() == [5]
+    dropped_b = clean(b, dups, kind="bitext")["dropped"]
+    assert dropped_b.select(["line", "reason"]).to_pylist() == [{"line": 4, "reason": "duplicate"}, {"line": 6, "reason": "duplicate"}]
+
+
+def test_duplicates_same_text_other_source_is_not_a_duplicate(tmp_path):
+    a, b = bitext([("a b", "x y")], source="one"), bitext([("a b", "x y")], source="two", first_line=2)
+    assert find_duplicates(_shards(tmp_path, a, b)).num_rows == 0
+
+
+def test_clean_filters_tokens_and_ratio_with_thesis_defaults_and_keeps_every_row_accounted():
+    pairs = [
+        ("one two three", "eins zwei drei"),         # kept
+        ("", "leer"),                               # 0 tokens < 1
+        ("a " * 251, "b " * 251),                   # 251 tokens > 250
+        ("a b c d", "w x"),                         # ratio 2.0 > 1.5
+        ("a b c", "w x"),                           # ratio 1.5: kept (not above)
+        ("a  b\tc", "x y z"),                       # whitespace runs: 3 vs 3 tokens, kept
+        ("a b", "x y z w"),                         # ratio 2.0 the other way
+    ]
+    rows = bitext(pairs)
+    out = clean(rows, pa.table({"uid": pa.array([], pa.string()), "first_line": pa.array([], pa.int64())}), kind="bitext")
+    assert out["part"]["line"].to_pylist() == [1, 5, 6]
+    assert out["dropped"].select(["line", "reason"]).to_pylist() == [
+        {"line": 2, "reason": "too_few_tokens"}, {"line": 3, "reason": "too_many_tokens"},
+        {"line": 4, "reason": "length_ratio"}, {"line": 7, "reason": "length_ratio"}]
+    assert out["part"].num_rows + out["dropped"].num_rows == rows.num_rows
+    assert out["part"].schema == rows.schema
+
+
+def test_clean_parameters_change_the_outcome():
+    rows = bitext([("a b c d", "w x"), ("a", "b")])
+    empty = pa.table({"uid": pa.array([], pa.string()), "first_line": pa.array([], pa.int64())})
+    assert clean(rows, empty, kind="bitext", max_ratio=2.0)["part"].num_rows == 2
+    assert clean(rows, empty, kind="bitext", min_tokens=2, max_ratio=2.0)["part"]["line"].to_pylist() == [1]
+    assert clean(rows, empty, kind="bitext", max_tokens=3, max_ratio=2.0)["part"]["line"].to_pylist() == [2]
+
+
+def test_clean_mono_and_slots_count_their_own_fields():
+    mono = pa.table({"uid": ["u1", "u2"], "text": ["a b c", "a " * 300], "source": ["m", "m"], "line": pa.array([1, 2], pa.int64())})
+    empty = pa.table({"uid": pa.array([], pa.string()), "first_line": pa.array([], pa.int64())})
+    assert clean(mono, empty, kind="mono")["dropped"]["reason"].to_pylist() == ["too_many_tokens"]
+    slots = pa.table({"uid": ["s1", "s2"], "tokens": [["fly", "to", "paris"], []], "tags": [["O", "O", "B-city"], []],
+                      "source": ["s", "s"], "line": pa.array([1, 2], pa.int64())})
+    assert clean(slots, empty, kind="slots")["part"]["uid"].to_pylist() == ["s1"]

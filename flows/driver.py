@@ -21,7 +21,7 @@ from typing import Any
 from prefect import get_run_logger, unmapped
 from prefect.context import FlowRunContext
 
-from conf.errors import StageError
+from conf.errors import AugdagError, StageError
 from conf.schema import AugdagConf, OrchestrationConf
 from storage.artifacts import ArtifactRef, fingerprint, read_manifest, write_manifest
 from storage.catalog import Catalog
@@ -77,6 +77,7 @@ class Run:
         delays = [self.orchestration.retry_delay_s * 2**i for i in range(self.orchestration.retries)]
         return {
             "retries": self.orchestration.retries, "retry_delay_seconds": delays or 0,
+            "retry_condition_fn": retry_transient,
             "tags": [f"stage:{stage_name}", *tags],
         }
 
@@ -123,7 +124,16 @@ class Run:
                f"shard {first_shard}: {type(first).__name__}: {first}. Finished shards are kept: re-run to resume.")
         self.reports.append(StageReport(out.stage, out.dataset, out.fingerprint, "failed", out.n_shards, 0, 0, {},
                                         time.perf_counter() - t0, msg))
-        return StageError(msg)
+        error = StageError(msg)
+        if all(isinstance(e, AugdagError) and e.exit_code == 2 for e in failed.values()):
+            error.exit_code = 2  # the input or configuration is wrong, not the run: bad usage
+        return error
+
+
+def retry_transient(_task: Any, _task_run: Any, state: Any) -> bool:
+    """Retry a failed shard unless its input or configuration is at fault (that fails the same way again)."""
+    error = state.result(raise_on_failure=False)
+    return not (isinstance(error, AugdagError) and error.exit_code == 2)
 
 
 def run_stage(

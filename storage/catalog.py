@@ -123,7 +123,7 @@ class Catalog:
 
     def query(self, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None) -> pa.Table:
         with self.read() as con:
-            return con.execute(sql, params).to_arrow_table() if params else con.sql(sql).to_arrow_table()
+            return con.sql(sql, params=params).to_arrow_table()
 
     # -- writes (the flow driver only) ---------------------------------------------------------------
 

@@ -6,6 +6,9 @@ Every row carries ``uid`` (a hash of its source and content), ``source`` (the da
 
 from __future__ import annotations
 
+import os
+import threading
+
 import duckdb
 import pyarrow as pa
 
@@ -25,12 +28,26 @@ FIELDS: dict[str, tuple[str, ...]] = {
 # the fields counted in tokens by length filters (text sides)
 TEXT_FIELDS: dict[str, tuple[str, ...]] = {"bitext": ("src", "tgt"), "mono": ("text",), "labeled": ("text",), "slots": ()}
 
+# a row the reader refused: `reason` is a word of storage.readers.REASONS, `detail` the human sentence
+# ("expected 2 tab-separated fields (src, tgt), found 3"), `content` the offending input, shortened
 REJECTS = pa.schema(
-    [("source", pa.string()), ("file", pa.string()), ("line", pa.int64()), ("reason", pa.string()), ("content", pa.string())]
+    [("source", pa.string()), ("file", pa.string()), ("line", pa.int64()), ("reason", pa.string()),
+     ("detail", pa.string()), ("content", pa.string())]
 )
 DROPPED_EXTRA = [("reason", pa.string())]  # a filter's drops: the input schema plus `reason`
 
 _SEP = "\x1f"  # unit separator: cannot appear in a kept row (control characters are not stripped, but NUL is)
+
+
+_local = threading.local()
+
+
+def _connection() -> duckdb.DuckDBPyConnection:
+    """One private in-memory DuckDB connection per thread (opening one costs ~25 ms)."""
+    if getattr(_local, "pid", None) != os.getpid():  # never reuse a connection inherited through fork
+        _local.con = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
+        _local.pid = os.getpid()
+    return _local.con
 
 
 def with_uid(table: pa.Table, kind: str) -> pa.Table:
@@ -41,12 +58,12 @@ def with_uid(table: pa.Table, kind: str) -> pa.Table:
     fields = FIELDS[kind]
     parts = ["source"] + [f"list_aggregate({f}, 'string_agg', chr(30))" if kind == "slots" else f for f in fields]
     expr = f" || chr({ord(_SEP)}) || ".join(f"coalesce({p}, '')" for p in parts)
-    con = duckdb.connect()
+    con = _connection()
+    con.register("uid_input", table)
     try:
-        con.register("t", table)
-        uid = con.sql(f"SELECT md5({expr}) AS uid FROM t").to_arrow_table()["uid"]
+        uid = con.sql(f"SELECT md5({expr}) AS uid FROM uid_input").to_arrow_table()["uid"]
     finally:
-        con.close()
+        con.unregister("uid_input")
     idx = table.schema.get_field_index("uid")
     return table.set_column(idx, "uid", uid.cast(pa.string())) if idx >= 0 else table.add_column(0, "uid", uid)
 

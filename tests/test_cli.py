@@ -1,0 +1,109 @@
+"""The `augdag` command line: exit codes, the read-only SQL guard, exports, and the demo end to end."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from flows.cli import app
+from tests.conftest import REPO, subprocess_env
+
+runner = CliRunner()
+
+
+def _unshare_ok() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    return subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("statement", [
+    "CREATE TABLE x AS SELECT 1", "DROP VIEW bitext", "INSERT INTO runs (run_id) VALUES ('x')", "DELETE FROM rejects",
+    "ATTACH '/tmp/x.duckdb' AS x", "COPY (SELECT * FROM runs) TO '/tmp/runs.csv'", "INSTALL httpfs", "LOAD httpfs",
+])
+def test_sql_refuses_write_forms_with_exit_2(tmp_path, statement):
+    result = runner.invoke(app, ["sql", statement, "--cache", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "read-only" in result.output
+
+
+def test_sql_formats_and_bad_query_exit_code(tmp_path):
+    ok = runner.invoke(app, ["sql", "SELECT 1 AS a, 'x' AS b", "--format", "json", "--cache", str(tmp_path)])
+    assert (ok.exit_code, ok.output.strip()) == (0, '{"a": 1, "b": "x"}')
+    csv = runner.invoke(app, ["sql", "SELECT 1 AS a, 'x' AS b", "--format", "csv", "--cache", str(tmp_path)])
+    assert csv.exit_code == 0 and csv.output.splitlines() == ['"a","b"', '1,"x"']
+    bad = runner.invoke(app, ["sql", "SELECT * FROM no_such_view", "--cache", str(tmp_path)])
+    assert bad.exit_code == 2 and "no_such_view" in bad.output
+
+
+def test_run_with_bad_profile_exits_2_naming_file_line_and_key(tmp_path):
+    profile = tmp_path / "p.yaml"
+    profile.write_text("shard_size: 10\ningest:\n  clean:\n    max_ratoi: 2\n")
+    result = runner.invoke(app, ["run", "ingest", "--config", str(profile), "--cache", str(tmp_path)])
+    assert result.exit_code == 2
+    assert f"{profile}:4: ingest.clean.max_ratoi: unknown key" in result.output.replace("\n", "")
+
+
+def test_run_unknown_pipeline_exits_2(tmp_path):
+    assert runner.invoke(app, ["run", "nope", "--cache", str(tmp_path)]).exit_code == 2
+
+
+@pytest.mark.slow
+def test_run_with_misaligned_pair_exits_2_naming_both_files(prefect_harness, tmp_path):
+    (tmp_path / "a.en").write_text("one\ntwo\nthree\n")
+    (tmp_path / "a.de").write_text("eins\nzwei\n")
+    profile = tmp_path / "p.yaml"
+    profile.write_text(f"datasets:\n  pair:\n    kind: bitext\n    format: text\n    src: {tmp_path}/a.en\n    tgt: {tmp_path}/a.de\n")
+    result = runner.invoke(app, ["run", "ingest", "--config", str(profile), "--cache", str(tmp_path / "c")])
+    text = result.output.replace("\n", "")
+    assert result.exit_code == 2, result.output
+    assert "a.en" in text and "a.de" in text and "3" in text and "2" in text
+
+
+@pytest.mark.slow
+def test_export_parquet_jsonl_and_aligned_text(prefect_harness, tmp_path):
+    for name, lines in (("x.en", ["a b", "c d", "a b", "e f"]), ("x.de", ["u v", "w x", "u v", "y z"])):
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    profile = tmp_path / "p.yaml"
+    profile.write_text(f"datasets:\n  pair:\n    kind: bitext\n    format: text\n    src: {tmp_path}/x.en\n    tgt: {tmp_path}/x.de\n")
+    cache = str(tmp_path / "c")
+    assert runner.invoke(app, ["run", "ingest", "--config", str(profile), "--cache", cache]).exit_code == 0
+    assert runner.invoke(app, ["export", "bitext", "-f", "parquet", "-o", str(tmp_path / "o.parquet"), "--cache", cache]).exit_code == 0
+    assert pq.read_table(tmp_path / "o.parquet").sort_by("line")["src"].to_pylist() == ["a b", "c d", "e f"]
+    assert runner.invoke(app, ["export", "bitext", "-f", "jsonl", "-o", str(tmp_path / "o.jsonl"), "--cache", cache,
+                               "--where", "line > 1"]).exit_code == 0
+    rows = sorted((json.loads(line) for line in (tmp_path / "o.jsonl").read_text().splitlines()), key=lambda r: r["line"])
+    assert [(r["src"], r["tgt"], r["line"]) for r in rows] == [("c d", "w x", 2), ("e f", "y z", 4)]
+    assert runner.invoke(app, ["export", "bitext", "-f", "text", "-o", str(tmp_path / "o"), "--cache", cache]).exit_code == 0
+    src, tgt = (sorted((tmp_path / f"o.{side}").read_text().splitlines()) for side in ("src", "tgt"))
+    assert (src, tgt) == (["a b", "c d", "e f"], ["u v", "w x", "y z"])
+    missing = runner.invoke(app, ["export", "nope", "-o", str(tmp_path / "n"), "--cache", cache])
+    assert missing.exit_code == 2 and "no view 'nope'" in missing.output
+
+
+@pytest.mark.slow
+def test_augdag_demo_exits_0_from_a_clean_cache_with_networking_off(tmp_path):
+    """`augdag demo` end to end in a subprocess; inside `unshare -n` (loopback only) where permitted."""
+    cmd = [sys.executable, "-m", "flows.cli", "demo", "--cache", str(tmp_path / "cache")]
+    offline = _unshare_ok()
+    if offline:
+        cmd = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *cmd]
+    proc = subprocess.run(cmd, env=subprocess_env(tmp_path, COLUMNS="200"), cwd=tmp_path, capture_output=True, text=True,
+                          timeout=900)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-4000:]
+    assert "Traceback" not in output and "ERROR" not in output
+    if offline:
+        assert "ConnectError" not in output and "Name or service not known" not in output
+    queries = [line.split("augdag sql", 1)[1] for line in proc.stdout.splitlines() if "augdag sql" in line]
+    assert len(queries) == 3
+    pairs = runner.invoke(app, ["sql", "SELECT count(*) AS n FROM bitext", "-f", "json", "--cache", str(tmp_path / "cache")])
+    assert 2800 < json.loads(pairs.output)["n"] < 3000
+    if not offline:
+        pytest.skip("ran with networking on: `unshare -n` is not permitted here")

@@ -1,0 +1,163 @@
+"""The ingest pipeline end to end under Prefect: row accounting, caching, crash and resume, concurrency."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conf.loader import load_profile
+from storage.catalog import Catalog
+from storage.demo import write_demo
+from tests.conftest import REPO, subprocess_env
+
+pytestmark = pytest.mark.slow
+AUGDAG = [sys.executable, "-m", "flows.cli"]
+
+
+@pytest.fixture(scope="module")
+def demo_data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("demo-data")
+    paths, bad = write_demo(root, seed=3, bitext_rows=3000, mono_rows=1000, labeled_rows=600, slots_rows=600)
+    return paths, bad
+
+
+def _conf(cache: Path, data: Path, *sets: str):
+    profile = REPO / "conf" / "demo.yaml"
+    return load_profile(profile, [*sets, "shard_size=500"], cache=cache, environ={"AUGDAG_DEMO_DATA": str(data)})
+
+
+def _parts(cache: Path) -> dict[str, str]:
+    """sha256 of every committed Parquet part under the cache, by path relative to it."""
+    return {str(p.relative_to(cache)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted((cache / "artifacts").rglob("*.parquet"))}
+
+
+def _ingest(conf):
+    from flows.ingest import ingest_flow
+
+    return ingest_flow(conf, profile="test")
+
+
+def test_ingest_flow_accounts_for_every_input_row(prefect_harness, demo_data, tmp_path):
+    paths, bad = demo_data
+    summary = _ingest(_conf(tmp_path, paths.root))
+    stages = {(s["stage"], s["dataset"]): s for s in summary["stages"]}
+    lines = {"demo_bitext": 3000, "demo_mono": 1000, "demo_labeled": 600, "demo_slots": 600}
+    planted = {"demo_bitext": "train.en", "demo_mono": "mono.en", "demo_labeled": "labeled.tsv", "demo_slots": "slots.jsonl"}
+    cat = Catalog(tmp_path)
+    for ds, n in lines.items():
+        read, clean = stages[("read", ds)]["rows_out"], stages[("clean", ds)]["rows_out"]
+        assert read["part"] + read["rejects"] == n  # input rows = kept + rejected, always
+        assert clean["part"] + clean["dropped"] == read["part"]
+        rejected = cat.query("SELECT line FROM rejects WHERE source = $s ORDER BY line", {"s": ds})["line"].to_pylist()
+        assert rejected == sorted(bad[planted[ds]])
+    assert stages[("read", "demo_bitext")]["shards"] == 6
+    views = cat.query("SELECT (SELECT count(*) FROM bitext) b, (SELECT count(*) FROM mono) m, "
+                      "(SELECT count(*) FROM labeled) l, (SELECT count(*) FROM slots) s").to_pylist()[0]
+    assert views == {"b": stages[("clean", "demo_bitext")]["rows_out"]["part"], "m": stages[("clean", "demo_mono")]["rows_out"]["part"],
+                     "l": stages[("clean", "demo_labeled")]["rows_out"]["part"], "s": stages[("clean", "demo_slots")]["rows_out"]["part"]}
+    # no duplicate survives, and every kept row traces back to its input line
+    assert cat.query("SELECT count(*) - count(DISTINCT uid) AS d FROM bitext").to_pylist() == [{"d": 0}]
+    src = paths.train_src.read_bytes().split(b"\n")
+    for row in cat.query("SELECT src, line FROM bitext USING SAMPLE 20 ROWS (reservoir, 1)").to_pylist():
+        assert src[row["line"] - 1].decode() == row["src"]
+
+
+def test_cached_rerun_registers_no_new_artifacts_and_param_change_recomputes_downstream_only(prefect_harness, demo_data, tmp_path):
+    paths, _ = demo_data
+    first = _ingest(_conf(tmp_path, paths.root))
+    cat = Catalog(tmp_path)
+    n_artifacts = cat.query("SELECT count(*) AS n FROM artifacts").to_pylist()[0]["n"]
+    before = _parts(tmp_path)
+    again = _ingest(_conf(tmp_path, paths.root))
+    assert {s["status"] for s in again["stages"]} == {"cached"}
+    assert [s["fingerprint"] for s in again["stages"]] == [s["fingerprint"] for s in first["stages"]]
+    assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist()[0]["n"] == n_artifacts == 12
+    assert _parts(tmp_path) == before
+    changed = _ingest(_conf(tmp_path, paths.root, "ingest.clean.max_ratio=3"))
+    status = {(s["stage"], s["dataset"]): s["status"] for s in changed["stages"]}
+    assert status[("read", "demo_bitext")] == status[("duplicates", "demo_bitext")] == "cached"
+    assert status[("clean", "demo_bitext")] == "computed"
+    assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist()[0]["n"] == 16
+    assert cat.query("SELECT count(*) AS n FROM bitext").to_pylist()[0]["n"] == next(
+        s["rows_out"]["part"] for s in changed["stages"] if s["stage"] == "clean" and s["dataset"] == "demo_bitext")
+
+
+def test_deleted_part_is_recomputed_alone_and_identically(prefect_harness, demo_data, tmp_path):
+    paths, _ = demo_data
+    conf = _conf(tmp_path, paths.root, "datasets={}", "datasets.demo_bitext.kind=bitext")
+    conf = _conf(tmp_path, paths.root)
+    first = _ingest(conf)
+    clean = next(s for s in first["stages"] if s["stage"] == "clean" and s["dataset"] == "demo_bitext")
+    part = tmp_path / "artifacts" / "clean" / clean["fingerprint"] / "part-00002.parquet"
+    before = part.read_bytes()
+    part.unlink()
+    again = _ingest(conf)
+    redo = next(s for s in again["stages"] if s["stage"] == "clean" and s["dataset"] == "demo_bitext")
+    assert (redo["status"], redo["shards_computed"], redo["shards"]) == ("computed", 1, 6)
+    assert part.read_bytes() == before
+
+
+CRASH = """
+import dataclasses, os, sys
+import flows.ingest as ingest
+from tasks.clean import CLEAN, clean
+calls = 0
+def clean_then_die(*args, **kwargs):
+    global calls
+    calls += 1
+    if calls > 2:
+        os._exit(137)  # the process is killed in the middle of the third clean shard
+    return clean(*args, **kwargs)
+ingest.CLEAN = dataclasses.replace(CLEAN, fn=clean_then_die)
+from flows.cli import app
+app(sys.argv[1:])
+"""
+
+
+def test_crash_mid_stage_resumes_missing_shards_byte_identical(prefect_harness, demo_data, tmp_path):
+    paths, _ = demo_data
+    crashed, clean_cache = tmp_path / "crashed", tmp_path / "clean"
+    args = ["run", "ingest", "--config", str(REPO / "conf" / "demo.yaml"), "--set", "shard_size=500",
+            "--set", "task_runner.max_workers=1", "--cache", str(crashed)]
+    env = subprocess_env(tmp_path, AUGDAG_DEMO_DATA=str(paths.root))
+    proc = subprocess.run([sys.executable, "-c", CRASH, *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 137, proc.stderr[-3000:]
+    clean_dirs = list((crashed / "artifacts" / "clean").iterdir())
+    assert len(clean_dirs) == 1
+    assert sorted(p.name for p in clean_dirs[0].glob("part-*.parquet")) == ["part-00000.parquet", "part-00001.parquet"]
+    assert not (clean_dirs[0] / "manifest.json").exists()
+    cat = Catalog(crashed)
+    assert cat.query("SELECT count(*) AS n FROM artifacts WHERE stage = 'clean'").to_pylist() == [{"n": 0}]
+    assert cat.query("SELECT count(*) AS n FROM bitext").to_pylist() == [{"n": 0}]  # nothing unfinished is visible
+    resumed = _ingest(_conf(crashed, paths.root, "task_runner.max_workers=1"))
+    redo = next(s for s in resumed["stages"] if s["stage"] == "clean" and s["dataset"] == "demo_bitext")
+    assert (redo["shards_computed"], redo["shards"]) == (4, 6)
+    assert next(s for s in resumed["stages"] if s["stage"] == "read" and s["dataset"] == "demo_bitext")["status"] == "cached"
+    _ingest(_conf(clean_cache, paths.root))
+    assert _parts(crashed) == _parts(clean_cache)
+
+
+def test_two_concurrent_ingest_runs_on_one_cache_both_succeed(demo_data, tmp_path):
+    paths, _ = demo_data
+    cache = tmp_path / "cache"
+    env = subprocess_env(tmp_path, AUGDAG_DEMO_DATA=str(paths.root))
+    cmd = [*AUGDAG, "run", "ingest", "--config", "demo", "--cache", str(cache)]
+    procs = [subprocess.Popen([*cmd, "--set", f"shard_size={size}"], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for size in (400, 700)]
+    outputs = [p.communicate(timeout=600)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], "\n".join(o[-2000:] for o in outputs)
+    cat = Catalog(cache)
+    assert cat.query("SELECT count(*) AS n, count(*) FILTER (status = 'completed') AS ok FROM runs").to_pylist() == [{"n": 2, "ok": 2}]
+    assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist() == [{"n": 24}]
+    # each run's clean artifacts hold the same rows whatever the shard size
+    rows = cat.query("SELECT dataset, count(DISTINCT rows) AS variants FROM artifacts WHERE stage = 'clean' GROUP BY dataset")
+    assert set(rows["variants"].to_pylist()) == {1}
+    for fp in cat.query("SELECT fingerprint FROM artifacts")["fingerprint"].to_pylist():
+        manifest = json.loads((cache / "artifacts").glob(f"*/{fp}/manifest.json").__next__().read_text())
+        assert manifest["fingerprint"] == fp

@@ -54,7 +54,7 @@ def read_dataset(
     Args:
         name: the dataset's name, written to ``source``.
         ds: its configuration.
-        max_line_chars: a longer line (tsv, jsonl, parquet, hf: a longer field) is rejected ``too_long``.
+        max_line_chars: a longer input line (text, tsv, jsonl) or field (also parquet, hf) is rejected ``too_long``.
         batch_rows: input rows per batch, kept and rejected together.
         block_bytes: bytes read per block from a text file (tests make it tiny).
 
@@ -67,7 +67,7 @@ def read_dataset(
         if key not in FIELDS[ds.kind]:
             raise ConfError(f"datasets.{name}.rename: {key!r} is not a field of kind {ds.kind} {FIELDS[ds.kind]}")
     parse = {"text": _text, "tsv": _tsv, "jsonl": _jsonl, "parquet": _parquet, "hf": _hf}[ds.format]
-    parsed = parse(name, ds, batch_rows=batch_rows, block_bytes=block_bytes)  # validates eagerly
+    parsed = parse(name, ds, batch_rows=batch_rows, block_bytes=block_bytes, max_chars=max_line_chars)  # eager checks
     return _batches(name, ds.kind, parsed, max_line_chars)
 
 
@@ -80,7 +80,7 @@ def _batches(name: str, kind: str, parsed: Iterator[Parsed], max_chars: int) -> 
 # --- text and tsv: lines of a file --------------------------------------------------------------------------------
 
 
-def _text(name: str, ds: DatasetConf, *, batch_rows: int, block_bytes: int) -> Iterator[Parsed]:
+def _text(name: str, ds: DatasetConf, *, batch_rows: int, block_bytes: int, max_chars: int) -> Iterator[Parsed]:
     if ds.kind == "mono":
         path = _existing(name, ds.path)
         return (_text_batch({"text": raw}, {None: str(ds.path)}, first) for first, raw in _numbered(
@@ -108,7 +108,7 @@ def _text_batch(raw: dict[str, pa.BinaryArray], files: dict, first: int) -> Pars
                   files, refused)
 
 
-def _tsv(name: str, ds: DatasetConf, *, batch_rows: int, block_bytes: int) -> Iterator[Parsed]:
+def _tsv(name: str, ds: DatasetConf, *, batch_rows: int, block_bytes: int, max_chars: int) -> Iterator[Parsed]:
     columns = list(ds.columns or FIELDS[ds.kind])
     missing = [f for f in FIELDS[ds.kind] if f not in columns]
     if missing:
@@ -117,11 +117,12 @@ def _tsv(name: str, ds: DatasetConf, *, batch_rows: int, block_bytes: int) -> It
     if ds.header:
         lines = _skip_first(lines)
     batches = rebatch(lines, batch_rows)
-    return (_tsv_batch(ds, columns, raw, first) for first, raw in _numbered(batches, start=2 if ds.header else 1))
+    return (_tsv_batch(ds, columns, raw, first, max_chars) for first, raw in _numbered(batches, start=2 if ds.header else 1))
 
 
-def _tsv_batch(ds: DatasetConf, columns: list[str], raw: pa.BinaryArray, first: int) -> Parsed:
+def _tsv_batch(ds: DatasetConf, columns: list[str], raw: pa.BinaryArray, first: int, max_chars: int) -> Parsed:
     text, refused = _decode(raw, None)
+    refused = _long_lines(text, max_chars) | refused
     parts = pc.split_pattern(text, "\t")
     counts = pc.list_value_length(parts)
     wrong = pc.fill_null(pc.not_equal(counts, len(columns)), False)
@@ -137,20 +138,32 @@ def _tsv_batch(ds: DatasetConf, columns: list[str], raw: pa.BinaryArray, first: 
                   {None: str(ds.path)}, refused)
 
 
+def _long_lines(lines: pa.Array, max_chars: int) -> dict[int, Problem]:
+    """Whole input lines (a TSV row, a JSON object) over ``max_line_chars`` characters."""
+    if not pc.any(pc.greater(pc.binary_length(lines), max_chars)).as_py():  # bytes >= characters
+        return {}
+    chars = pc.utf8_length(lines)
+    hits = np.flatnonzero(pc.fill_null(pc.greater(chars, max_chars), False).to_numpy(zero_copy_only=False))
+    return {i: ("too_long", None, f"line: {chars[i].as_py()} characters, max_line_chars is {max_chars}") for i in hits.tolist()}
+
+
 # --- jsonl: one object per line -----------------------------------------------------------------------------------
 
 
-def _jsonl(name: str, ds: DatasetConf, *, batch_rows: int, block_bytes: int) -> Iterator[Parsed]:
+def _jsonl(name: str, ds: DatasetConf, *, batch_rows: int, block_bytes: int, max_chars: int) -> Iterator[Parsed]:
     batches = rebatch(iter_lines(_existing(name, ds.path), block_bytes=block_bytes), batch_rows)
-    return (_jsonl_batch(ds, raw, first) for first, raw in _numbered(batches, start=1))
+    return (_jsonl_batch(ds, raw, first, max_chars) for first, raw in _numbered(batches, start=1))
 
 
-def _jsonl_batch(ds: DatasetConf, raw: pa.BinaryArray, first: int) -> Parsed:
+def _jsonl_batch(ds: DatasetConf, raw: pa.BinaryArray, first: int, max_chars: int) -> Parsed:
     names = FIELDS[ds.kind]
     values: dict[str, list] = {f: [] for f in names}
+    long = _long_lines(pc.cast(raw, pa.string(), safe=False), max_chars)
     refused: dict[int, Problem] = {}
     for i, line in enumerate(raw.to_pylist()):
         record, problem = _json_record(line, ds.kind, ds.rename)
+        if i in long and (problem is None or problem[0] != "invalid_utf8"):
+            record, problem = {}, long[i]
         if problem:
             refused[i] = problem
         for f in names:
@@ -210,7 +223,7 @@ def _label(v: object) -> str | None:
 # --- parquet and hf: columns of an Arrow table ----------------------------------------------------------------------
 
 
-def _parquet(name: str, ds: DatasetConf, *, batch_rows: int, block_bytes: int) -> Iterator[Parsed]:
+def _parquet(name: str, ds: DatasetConf, *, batch_rows: int, block_bytes: int, max_chars: int) -> Iterator[Parsed]:
     path = _existing(name, ds.path)
     try:
         pf = pq.ParquetFile(path)
@@ -222,7 +235,7 @@ def _parquet(name: str, ds: DatasetConf, *, batch_rows: int, block_bytes: int) -
     return _table_batches(ds, cols, rebatch(tables, batch_rows))
 
 
-def _hf(name: str, ds: DatasetConf, *, batch_rows: int, block_bytes: int) -> Iterator[Parsed]:
+def _hf(name: str, ds: DatasetConf, *, batch_rows: int, block_bytes: int, max_chars: int) -> Iterator[Parsed]:
     import datasets  # heavy: only for this format
 
     path = _existing(name, ds.path, directory=True)

@@ -239,12 +239,19 @@ def test_read_tsv_column_count_says_expected_and_found(tmp_path):
         (3, "column_count", "expected 2 tab-separated fields (src, tgt), found 1", "solo")]
 
 
-def test_read_tsv_rejects_empty_and_too_long_per_field(tmp_path):
+def test_read_tsv_rejects_empty_fields_and_too_long_lines(tmp_path):
     path = write(tmp_path, "p.tsv", "a\t \nabcdef\tb\nabc\tabc\n")
-    rows, rejects, _ = read(DatasetConf(kind="bitext", format="tsv", path=path), max_line_chars=5)
-    assert [r["line"] for r in rows] == [3]  # the line is 7 characters, each field at most 5
+    rows, rejects, _ = read(DatasetConf(kind="bitext", format="tsv", path=path), max_line_chars=7)
+    assert [r["line"] for r in rows] == [3]  # 7 characters: at the limit, kept
     assert [(r["line"], r["reason"], r["detail"]) for r in rejects] == [
-        (1, "empty", "tgt: empty or whitespace-only"), (2, "too_long", "src: 6 characters, max_line_chars is 5")]
+        (1, "empty", "tgt: empty or whitespace-only"), (2, "too_long", "line: 8 characters, max_line_chars is 7")]
+
+
+def test_read_jsonl_rejects_a_line_over_the_limit_even_when_each_field_fits(tmp_path):
+    path = write(tmp_path, "s.jsonl", '{"tokens": ["a", "b"], "tags": ["O", "O"]}\n{"tokens": ["a"], "tags": ["O"]}\n')
+    rows, rejects, _ = read(DatasetConf(kind="slots", format="jsonl", path=path), max_line_chars=40)
+    assert [r["line"] for r in rows] == [2]
+    assert [(r["line"], r["reason"]) for r in rejects] == [(1, "too_long")]
 
 
 def test_read_jsonl_rejects_bad_json_missing_field_bad_type(tmp_path):

@@ -8,11 +8,15 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.markup import escape
 from rich.table import Table
 
 import flows  # noqa: F401 — switches the stack offline before Prefect is imported
@@ -20,9 +24,10 @@ from conf.errors import AugdagError, CatalogError
 from conf.loader import dump_conf, load_profile
 from conf.schema import AugdagConf, resolve_cache
 from storage.catalog import Catalog, check_read_only
+from tasks.progress import reporting
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="augdag: offline data augmentation as a Prefect DAG")
-out = Console()
+out = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
 
 CacheOpt = Annotated[Optional[Path], typer.Option("--cache", help="cache root (default: $AUGDAG_CACHE or ./.augdag)")]
@@ -45,8 +50,28 @@ def _run_pipeline(pipeline: str, conf: AugdagConf, profile: str) -> dict[str, An
     from flows.ingest import ingest_flow
     from flows.runners import make_task_runner
 
-    flow = {"ingest": ingest_flow}[pipeline]
-    return flow.with_options(task_runner=make_task_runner(conf.task_runner))(conf, profile=profile, config=dump_conf(conf))
+    flow = {"ingest": ingest_flow}[pipeline].with_options(task_runner=make_task_runner(conf.task_runner))
+    with _progress_bars():
+        return flow(conf, profile=profile, config=dump_conf(conf))
+
+
+@contextmanager
+def _progress_bars() -> Iterator[None]:
+    """Shards done per stage as rich progress bars, when stdout is a terminal."""
+    if not out.is_terminal:
+        yield
+        return
+    with Progress(TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=out, transient=False) as bars:
+        ids: dict[str, TaskID] = {}
+
+        def show(label: str, done: int, total: int | None) -> None:
+            if label not in ids:
+                ids[label] = bars.add_task(escape(label), total=total)
+            bars.update(ids[label], completed=done, total=total)
+
+        with reporting(show):
+            yield
 
 
 def print_summary(summary: dict[str, Any]) -> None:

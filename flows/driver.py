@@ -19,12 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from prefect import get_run_logger, unmapped
+from prefect.futures import as_completed
 from prefect.context import FlowRunContext
 
 from conf.errors import AugdagError, StageError
 from conf.schema import AugdagConf, OrchestrationConf
 from storage.artifacts import ArtifactRef, fingerprint, read_manifest, write_manifest
 from storage.catalog import Catalog
+from tasks.progress import report
 from tasks.stage import ShardResult, SourceFn, Stage, shard_task, source_task
 
 
@@ -169,11 +171,19 @@ def run_stage(
                 stage=unmapped(stage), out=unmapped(out), shard=shards, inputs=unmapped(tuple(inputs)),
                 side=unmapped(side), params=unmapped(dict(params))))
     results, failed = [], {}
-    for shard, future in sorted(futures, key=lambda sf: sf[0]):
+    label, shard_of = f"{stage.name}[{dataset}]", {id(f): shard for shard, f in futures}
+    report(label, 0, n_shards)
+    for done, future in enumerate(as_completed([f for _, f in futures]), start=1):
+        shard = shard_of[id(future)]
+        report(label, done, n_shards)
         try:
-            results.append(future.result())
+            result = future.result()
+            if shard in present:  # finished before this run; Prefect may hand back the first run's record
+                result = dataclasses.replace(result, status="cached", seconds=0.0, rows_in=0)
+            results.append(result)
         except Exception as e:  # noqa: BLE001 — every shard's failure is collected, then reported together
             failed[shard] = e
+    results.sort(key=lambda r: r.shard)
     if failed:
         raise run._fail(out, failed, t0)
     return run._conclude(out, results, version=stage.version, params=params, inputs=parents, models=models, t0=t0)

@@ -20,6 +20,7 @@ import pyarrow as pa
 from prefect import task
 
 from storage.artifacts import MAIN, ArtifactRef, write_part
+from tasks.progress import report
 
 StageOutput = pa.Table | Mapping[str, pa.Table]
 
@@ -119,6 +120,7 @@ def run_source(out: ArtifactRef, produce: SourceFn) -> list[ShardResult]:
         else:
             rows_out = commit_shard(out, shard, outputs)
             results.append(ShardResult(shard, "computed", started, time.perf_counter() - t0, sum(rows_out.values()), rows_out))
+        report(f"{out.stage}[{out.dataset}]", len(results), None)
         t0, started = time.perf_counter(), _now()
     return results
 

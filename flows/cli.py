@@ -224,3 +224,7 @@ def export(
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":
+    main()

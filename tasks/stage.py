@@ -92,16 +92,9 @@ def shard_cache_key(_context: Any, parameters: Mapping[str, Any]) -> str:
     return f"{out.stage}-{out.fingerprint}-{parameters['shard']:05d}"
 
 
-@task(name="stage-shard", task_run_name="{stage.name}-{shard:05d}", cache_key_fn=shard_cache_key, persist_result=True)
-def shard_task(
-    stage: Stage,
-    out: ArtifactRef,
-    shard: int,
-    inputs: tuple[ArtifactRef, ...],
-    side: Mapping[str, ArtifactRef],
-    params: Mapping[str, Any],
-) -> ShardResult:
-    return run_shard(stage, out, shard, inputs, side, params)
+# the Prefect task over the same body: a shard task is run_shard with a cache key, retries and a name
+shard_task = task(run_shard, name="stage-shard", task_run_name="{stage.name}-{shard:05d}", cache_key_fn=shard_cache_key,
+                  persist_result=True)
 
 
 SourceFn = Callable[[], Iterator[tuple[int, StageOutput]]]
@@ -130,6 +123,5 @@ def source_cache_key(_context: Any, parameters: Mapping[str, Any]) -> str:
     return f"{out.stage}-{out.fingerprint}"
 
 
-@task(name="source", task_run_name="{out.stage}", cache_key_fn=source_cache_key, persist_result=True)
-def source_task(out: ArtifactRef, produce: SourceFn) -> list[ShardResult]:
-    return run_source(out, produce)
+source_task = task(run_source, name="source", task_run_name="{out.stage}", cache_key_fn=source_cache_key,
+                   persist_result=True)

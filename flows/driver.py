@@ -108,10 +108,14 @@ class Run:
         return out
 
     def _cached(self, out: ArtifactRef, manifest: Mapping[str, Any], parents: Sequence[str], t0: float) -> ArtifactRef:
-        self.catalog.register(out, manifest, run_id=self.run_id, parents=parents)
         rows_out: dict[str, int] = {}
         for f in manifest["files"]:
             rows_out[f["role"]] = rows_out.get(f["role"], 0) + f["rows"]
+        shard_rows = [  # every shard of a cached stage shows in `stage_runs` as cached, as in the UI
+            {"run_id": self.run_id, "stage": out.stage, "dataset": out.dataset, "fingerprint": out.fingerprint,
+             "shard": f["shard"], "status": "cached", "seconds": 0.0, "rows_in": 0, "rows_out": f["rows"]}
+            for f in manifest["files"] if f["role"] == "part"]
+        self.catalog.register(out, manifest, run_id=self.run_id, parents=parents, stage_runs=shard_rows)
         self.reports.append(StageReport(out.stage, out.dataset, out.fingerprint, "cached", out.n_shards, 0, 0,
                                         rows_out, time.perf_counter() - t0))
         get_run_logger().info("%s[%s] %s: cached (%d shards)", out.stage, out.dataset, out.fingerprint[:12], out.n_shards)

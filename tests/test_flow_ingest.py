@@ -82,6 +82,9 @@ def test_cached_rerun_registers_no_new_artifacts_and_param_change_recomputes_dow
     assert [s["fingerprint"] for s in again["stages"]] == [s["fingerprint"] for s in first["stages"]]
     assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist()[0]["n"] == n_artifacts == 12
     assert _parts(tmp_path) == before
+    shards = cat.query("SELECT status, count(*) AS n FROM stage_runs WHERE run_id = $r GROUP BY status",
+                       {"r": again["run_id"]}).to_pylist()
+    assert shards == [{"status": "cached", "n": sum(s["shards"] for s in first["stages"])}]
     changed = _ingest(_conf(tmp_path, paths.root, "ingest.clean.max_ratio=3"))
     status = {(s["stage"], s["dataset"]): s["status"] for s in changed["stages"]}
     assert status[("read", "demo_bitext")] == status[("duplicates", "demo_bitext")] == "cached"

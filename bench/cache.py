@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from bench.common import bench_conf, demo_pairs, median, prefect_server, run_ingest, stage_rows, workdir
 from storage.catalog import Catalog
@@ -21,7 +22,7 @@ from storage.catalog import Catalog
 GOAL = 0.05
 
 
-def artifact_count(cache) -> int:
+def artifact_count(cache: Path) -> int:
     return Catalog(cache).query("SELECT count(*) AS n FROM artifacts")["n"][0].as_py()
 
 

@@ -63,11 +63,10 @@ def prefect_server(root: Path) -> Iterator[None]:
 def run_ingest(conf: AugdagConf) -> tuple[dict[str, Any], float]:
     """``ingest_flow`` as `augdag run ingest` calls it (the profile's task runner); (summary, wall seconds)."""
     from flows.ingest import ingest_flow
-    from flows.runners import make_task_runner
+    from flows.runners import run_flow
 
-    flow = ingest_flow.with_options(task_runner=make_task_runner(conf.task_runner))
     t0 = time.perf_counter()
-    summary = flow(conf, profile="bench", config=conf.model_dump(mode="json"))
+    summary = run_flow(ingest_flow, conf, profile="bench", config=conf.model_dump(mode="json"))
     seconds = time.perf_counter() - t0
     if summary["status"] != "completed":
         raise RuntimeError(f"ingest run {summary['run_id']} {summary['status']}: {summary['error']}")

@@ -138,7 +138,7 @@ def clean_parts_identical(summary: dict, direct: Path) -> bool:
 
 def overhead(root: Path, n: int, *, seed: int, shard_size: int, workers: int, repeat: int) -> bool:
     ds = demo_pairs(root / "data", n, seed=seed)
-    flow_s, direct_s = [], []
+    flow_s, direct_s, stage_s = [], [], {}
     with prefect_server(root):
         run_ingest(bench_conf(root / "warm-cache", demo_pairs(root / "warm-data", 1000, seed=seed)))  # first-call costs
         for i in range(repeat):  # interleaved, fresh outputs each time

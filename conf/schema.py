@@ -78,6 +78,7 @@ class OrchestrationConf(ConfModel):
     retries: int = Field(2, ge=0)  # per shard task, with exponential backoff
     retry_delay_s: float = Field(1.0, ge=0)
     lock_timeout_s: float = Field(600, gt=0)  # waiting for the catalog's write lock
+    heartbeat_s: int | None = Field(None, ge=30)  # Prefect flow heartbeats to a long-lived server; None: off
 
 
 class DemoConf(ConfModel):

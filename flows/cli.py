@@ -48,11 +48,10 @@ def _run_pipeline(pipeline: str, conf: AugdagConf, profile: str) -> dict[str, An
     # Prefect's persisted task results live beside the artifacts they describe
     os.environ.setdefault("PREFECT_LOCAL_STORAGE_PATH", str(Path(conf.cache).absolute() / "prefect-results"))
     from flows.ingest import ingest_flow
-    from flows.runners import make_task_runner
+    from flows.runners import run_flow
 
-    flow = {"ingest": ingest_flow}[pipeline].with_options(task_runner=make_task_runner(conf.task_runner))
     with _progress_bars():
-        return flow(conf, profile=profile, config=dump_conf(conf))
+        return run_flow({"ingest": ingest_flow}[pipeline], conf, profile=profile, config=dump_conf(conf))
 
 
 @contextmanager

@@ -80,7 +80,8 @@ class Run:
         return {
             "retries": self.orchestration.retries, "retry_delay_seconds": delays or 0,
             "retry_condition_fn": retry_transient,
-            "tags": [f"stage:{stage_name}", *tags],
+            # only real tags (gpu, ...): any tag makes Prefect ask the server for concurrency slots per task
+            "tags": list(tags),
         }
 
     def _conclude(

@@ -9,6 +9,7 @@ from prefect import flow
 
 from conf.schema import AugdagConf, DatasetConf, IngestConf
 from flows.driver import Run, run_source, run_stage
+from flows.runners import default_task_runner
 from storage.artifacts import ArtifactRef, hash_inputs
 from tasks.clean import CLEAN, DUPLICATES
 from tasks.ingest import READ_VERSION, read_params, reader
@@ -20,7 +21,7 @@ def ingest_dataset(run: Run, name: str, ds: DatasetConf, conf: IngestConf, shard
         run, name="read", version=READ_VERSION, dataset=name,
         produce=reader(name, ds, max_line_chars=conf.max_line_chars, shard_size=shard_size),
         params=read_params(name, ds, max_line_chars=conf.max_line_chars, shard_size=shard_size),
-        input_fingerprint=hash_inputs(ds.files()),
+        input_fingerprint=hash_inputs(ds.files(), memo=run.root / "input-hashes"),
     )
     dups = run_stage(run, DUPLICATES, inputs=[read], params={}, n_shards=1)
     clean = conf.clean
@@ -31,7 +32,7 @@ def ingest_dataset(run: Run, name: str, ds: DatasetConf, conf: IngestConf, shard
     )
 
 
-@flow(name="ingest", log_prints=True)
+@flow(name="ingest", log_prints=True, task_runner=default_task_runner())
 def ingest_flow(conf: AugdagConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Ingest every dataset of the profile; returns the run summary (also stored in the catalog)."""
     run = Run.start(conf, pipeline="ingest", profile=profile, config=config or conf.model_dump(mode="json"))

@@ -103,15 +103,35 @@ def hash_file(path: Path, *, block: int = 1 << 22) -> str:
     return h.hexdigest()
 
 
-def hash_inputs(paths: Iterable[Path]) -> str:
-    """Fingerprint of input files (by content); a directory hashes every file under it, by relative path."""
+def hash_inputs(paths: Iterable[Path], *, memo: Path | None = None) -> str:
+    """Fingerprint of input files (by content); a directory hashes every file under it, by relative path.
+
+    With ``memo`` (a directory in the cache), a file's sha256 is remembered under its (path, size,
+    mtime, inode) and reused while those are unchanged, so a cached re-run does not re-read its inputs.
+    """
     h = hashlib.sha256()
     for path in paths:
         path = Path(path)
         files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
         for f in files:
-            h.update(f"{f.relative_to(path) if path.is_dir() else f.name}\0{hash_file(f)}\0".encode())
+            digest = _memo_hash(f, memo) if memo is not None else hash_file(f)
+            h.update(f"{f.relative_to(path) if path.is_dir() else f.name}\0{digest}\0".encode())
     return h.hexdigest()[:32]
+
+
+def _memo_hash(path: Path, memo: Path) -> str:
+    st = path.stat()
+    key = f"{path.absolute()}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}"
+    entry = memo / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.sha256"
+    try:
+        return entry.read_text()
+    except FileNotFoundError:
+        digest = hash_file(path)
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        tmp = temp_path(entry)
+        tmp.write_text(digest)
+        commit_file(tmp, entry)
+        return digest
 
 
 def commit_file(tmp: Path, final: Path) -> None:

@@ -68,6 +68,8 @@ class Catalog:
         self.path = self.root / DB
         self.lock_path = self.root / "catalog.lock"
         self.lock_timeout_s = lock_timeout_s
+        self._schema_checked = False
+        self._views_stale = False
 
     @contextmanager
     def _locked(self, mode: int) -> Iterator[None]:
@@ -95,12 +97,17 @@ class Catalog:
     def write(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """An exclusive read-write connection in one transaction; the views are rebuilt before commit."""
         with self._locked(fcntl.LOCK_EX):
+            created = not self.path.exists()
             con = duckdb.connect(str(self.path), config=DUCKDB_CONFIG)
             try:
-                con.execute(DDL)
+                if created or not self._schema_checked:
+                    con.execute(DDL)  # idempotent; once per process and catalog
+                    self._schema_checked = True
                 con.execute("BEGIN TRANSACTION")
+                self._views_stale = created
                 yield con
-                self._refresh_views(con)
+                if self._views_stale:
+                    self._refresh_views(con)
                 con.execute("COMMIT")
             except BaseException:
                 con.execute("ROLLBACK")
@@ -157,6 +164,7 @@ class Catalog:
         with self.write() as con:
             new = con.execute("SELECT count(*) FROM artifacts WHERE fingerprint = $f", {"f": ref.fingerprint}).fetchone()[0] == 0
             if new:
+                self._views_stale |= ref.view is not None
                 con.execute(
                     "INSERT INTO artifacts VALUES ($f, $st, $v, $view, $ds, $path, $n, $rows, $bytes, $params, $m,"
                     " $run, now(), $run, now())",
@@ -175,10 +183,16 @@ class Catalog:
                         {"f": ref.fingerprint},
                     )
             else:
+                current = con.execute(
+                    "SELECT fingerprint FROM artifacts WHERE view IS NOT DISTINCT FROM $v AND stage = $s"
+                    " AND dataset IS NOT DISTINCT FROM $d ORDER BY last_used_at DESC, created_at DESC LIMIT 1",
+                    {"v": ref.view, "s": ref.stage, "d": ref.dataset}).fetchone()
                 con.execute(
                     "UPDATE artifacts SET last_run = $run, last_used_at = now() WHERE fingerprint = $f",
                     {"run": run_id, "f": ref.fingerprint},
                 )
+                # a view moves only if this artifact was not already the current one
+                self._views_stale |= ref.view is not None and (current is None or current[0] != ref.fingerprint)
             _insert_stage_runs(con, stage_runs)
             return new
 

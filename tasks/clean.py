@@ -9,6 +9,7 @@ first occurrence, whichever shard it is in. Every dropped row is returned with i
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,12 +26,18 @@ DUPLICATES_SCHEMA = pa.schema([("uid", pa.string()), ("first_line", pa.int64()),
 REASONS = ("duplicate", "too_few_tokens", "too_many_tokens", "length_ratio")
 
 
-def find_duplicates(parts: Sequence[Path], *, memory_limit: str = "1GB") -> pa.Table:
-    """Every uid that occurs more than once, with the line of its first occurrence and its count."""
+def find_duplicates(parts: Sequence[Path], *, memory_limit: str = "384MB") -> pa.Table:
+    """Every uid that occurs more than once, with the line of its first occurrence and its count.
+
+    DuckDB's aggregate spills to a temporary directory past ``memory_limit`` (without one the limit is
+    not enforced), so memory stays flat whatever the number of distinct rows.
+    """
     if not parts:
         return DUPLICATES_SCHEMA.empty_table()
     files = "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in parts) + "]"
-    con = duckdb.connect(config={**DUCKDB_CONFIG, "memory_limit": memory_limit, "threads": 2})
+    spill = tempfile.TemporaryDirectory(prefix="augdag-duplicates-")
+    con = duckdb.connect(config={**DUCKDB_CONFIG, "memory_limit": memory_limit, "threads": 2,
+                                 "temp_directory": spill.name})
     try:
         dups = con.sql(
             f"SELECT uid, min(line) AS first_line, count(*) AS copies FROM read_parquet({files}) "
@@ -38,6 +45,7 @@ def find_duplicates(parts: Sequence[Path], *, memory_limit: str = "1GB") -> pa.T
         ).to_arrow_table()
     finally:
         con.close()
+        spill.cleanup()
     return dups.cast(DUPLICATES_SCHEMA)
 
 

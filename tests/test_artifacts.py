@@ -103,3 +103,13 @@ def test_verify_names_a_corrupted_file_of_the_same_size(tmp_path):
 def test_missing_shard_read_names_the_path(tmp_path):
     with pytest.raises(ArtifactError, match="shard 0 of stage 'clean' is missing"):
         _ref(tmp_path).read(0)
+
+
+def test_hash_inputs_memo_gives_the_same_fingerprint_and_notices_a_rewrite(tmp_path):
+    f, memo = tmp_path / "a.txt", tmp_path / "memo"
+    f.write_text("hello\n")
+    plain = hash_inputs([f])
+    assert hash_inputs([f], memo=memo) == plain == hash_inputs([f], memo=memo)
+    assert len(list(memo.iterdir())) == 1
+    f.write_text("hullo, world\n")  # size and mtime change: the memo entry no longer applies
+    assert hash_inputs([f], memo=memo) == hash_inputs([f]) != plain

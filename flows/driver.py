@@ -75,7 +75,7 @@ class Run:
         self.catalog.finish_run(self.run_id, status=summary["status"], summary=summary)
         return summary
 
-    def _task_options(self, stage_name: str, tags: Sequence[str] = ()) -> dict[str, Any]:
+    def _task_options(self, tags: Sequence[str] = ()) -> dict[str, Any]:
         delays = [self.orchestration.retry_delay_s * 2**i for i in range(self.orchestration.retries)]
         return {
             "retries": self.orchestration.retries, "retry_delay_seconds": delays or 0,
@@ -166,9 +166,9 @@ def run_stage(
     out = ArtifactRef(str(run.root), stage.name, fp, stage.view, dataset, n_shards)
     if (manifest := read_manifest(out)) is not None:
         return run._cached(out, manifest, parents, t0)
-    task = shard_task.with_options(name=stage.name, **run._task_options(stage.name, stage.tags))
+    task = shard_task.with_options(name=stage.name, **run._task_options(stage.tags))
     missing = [i for i in range(n_shards) if not out.path(i).exists()]
-    present = [i for i in range(n_shards) if i not in set(missing)]
+    present = sorted(set(range(n_shards)) - set(missing))
     futures = []
     for refresh, shards in ((False, present), (True, missing)):
         if shards:
@@ -183,7 +183,7 @@ def run_stage(
         report(label, done, n_shards)
         try:
             result = future.result()
-            if shard in present:  # finished before this run; Prefect may hand back the first run's record
+            if shard not in missing:  # finished before this run; Prefect may hand back the first run's record
                 result = dataclasses.replace(result, status="cached", seconds=0.0, rows_in=0)
             results.append(result)
         except Exception as e:  # noqa: BLE001 — every shard's failure is collected, then reported together
@@ -211,7 +211,7 @@ def run_source(
     out = ArtifactRef(str(run.root), name, fp, view, dataset)
     if (manifest := read_manifest(out)) is not None:
         return run._cached(out.with_shards(manifest["n_shards"]), manifest, [], t0)
-    task = source_task.with_options(name=name, refresh_cache=True, **run._task_options(name))
+    task = source_task.with_options(name=name, refresh_cache=True, **run._task_options())
     try:
         results = task(out=out, produce=produce)
     except Exception as e:

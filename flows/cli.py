@@ -40,6 +40,13 @@ def _fail(e: AugdagError) -> None:
     raise typer.Exit(e.exit_code)
 
 
+def _choice(what: str, value: str, choices: tuple[str, ...]) -> None:
+    """Bad usage (exit 2) unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        err.print(f"[bold red]error:[/] {what} {value!r}: expected one of {', '.join(choices)}")
+        raise typer.Exit(2)
+
+
 def _catalog(cache: Path | None) -> Catalog:
     return Catalog(resolve_cache(None, cache))
 
@@ -112,9 +119,7 @@ def run(
     cache: CacheOpt = None,
 ) -> None:
     """Run one pipeline over the datasets of a profile."""
-    if pipeline not in PIPELINES:
-        err.print(f"[bold red]error:[/] unknown pipeline {pipeline!r}; expected one of: {', '.join(PIPELINES)}")
-        raise typer.Exit(2)
+    _choice("pipeline", pipeline, PIPELINES)
     try:
         conf = load_profile(config, set_, cache=cache)
         summary = _run_pipeline(pipeline, conf, config)
@@ -161,9 +166,7 @@ def sql(
     cache: CacheOpt = None,
 ) -> None:
     """Query the catalog (read-only: DDL, DML, ATTACH, COPY, INSTALL/LOAD and SET are refused, exit 2)."""
-    if fmt not in ("table", "csv", "json"):
-        err.print(f"[bold red]error:[/] --format {fmt!r}: expected table, csv or json")
-        raise typer.Exit(2)
+    _choice("--format", fmt, ("table", "csv", "json"))
     try:
         check_read_only(query)
         result = _catalog(cache).query(query)
@@ -210,9 +213,7 @@ def export(
     """Export a view to Parquet, JSONL or line-aligned text files."""
     from storage.export import export_view
 
-    if fmt not in ("parquet", "jsonl", "text"):
-        err.print(f"[bold red]error:[/] --format {fmt!r}: expected parquet, jsonl or text")
-        raise typer.Exit(2)
+    _choice("--format", fmt, ("parquet", "jsonl", "text"))
     try:
         files = export_view(_catalog(cache), view, output, fmt=fmt, where=where)  # type: ignore[arg-type]
     except AugdagError as e:

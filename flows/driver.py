@@ -30,6 +30,14 @@ from tasks.progress import report
 from tasks.stage import ShardResult, SourceFn, Stage, shard_task, source_task
 
 
+def rows_by_role(manifest: Mapping[str, Any]) -> dict[str, int]:
+    """Rows of an artifact per role (part, rejects, dropped, ...), from its manifest."""
+    rows: dict[str, int] = {}
+    for f in manifest["files"]:
+        rows[f["role"]] = rows.get(f["role"], 0) + f["rows"]
+    return rows
+
+
 @dataclasses.dataclass
 class StageReport:
     stage: str
@@ -96,9 +104,7 @@ class Run:
             for r in results
         ]
         self.catalog.register(out, manifest, run_id=self.run_id, parents=inputs, stage_runs=rows)
-        rows_out: dict[str, int] = {}
-        for f in manifest["files"]:
-            rows_out[f["role"]] = rows_out.get(f["role"], 0) + f["rows"]
+        rows_out = rows_by_role(manifest)
         computed = [r for r in results if r.status == "computed"]
         self.reports.append(StageReport(
             out.stage, out.dataset, out.fingerprint, "computed" if computed else "cached", out.n_shards,
@@ -109,9 +115,7 @@ class Run:
         return out
 
     def _cached(self, out: ArtifactRef, manifest: Mapping[str, Any], parents: Sequence[str], t0: float) -> ArtifactRef:
-        rows_out: dict[str, int] = {}
-        for f in manifest["files"]:
-            rows_out[f["role"]] = rows_out.get(f["role"], 0) + f["rows"]
+        rows_out = rows_by_role(manifest)
         shard_rows = [  # every shard of a cached stage shows in `stage_runs` as cached, as in the UI
             {"run_id": self.run_id, "stage": out.stage, "dataset": out.dataset, "fingerprint": out.fingerprint,
              "shard": f["shard"], "status": "cached", "seconds": 0.0, "rows_in": 0, "rows_out": f["rows"]}
@@ -194,7 +198,7 @@ def run_stage(
     return run._conclude(out, results, version=stage.version, params=params, inputs=parents, models=models, t0=t0)
 
 
-def run_source(
+def run_source_stage(
     run: Run,
     *,
     name: str,

@@ -8,7 +8,7 @@ from typing import Any
 from prefect import flow
 
 from conf.schema import AugdagConf, DatasetConf, IngestConf
-from flows.driver import Run, run_source, run_stage
+from flows.driver import Run, run_source_stage, run_stage
 from flows.runners import default_task_runner
 from storage.artifacts import ArtifactRef, hash_inputs
 from tasks.clean import CLEAN, DUPLICATES
@@ -17,7 +17,7 @@ from tasks.ingest import READ_VERSION, read_params, reader
 
 def ingest_dataset(run: Run, name: str, ds: DatasetConf, conf: IngestConf, shard_size: int) -> ArtifactRef:
     """One dataset through the pipeline; returns the cleaned artifact (view = the record kind)."""
-    read = run_source(
+    read = run_source_stage(
         run, name="read", version=READ_VERSION, dataset=name,
         produce=reader(name, ds, max_line_chars=conf.max_line_chars, shard_size=shard_size),
         params=read_params(name, ds, max_line_chars=conf.max_line_chars, shard_size=shard_size),

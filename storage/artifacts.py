@@ -127,10 +127,7 @@ def _memo_hash(path: Path, memo: Path) -> str:
         return entry.read_text()
     except FileNotFoundError:
         digest = hash_file(path)
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        tmp = temp_path(entry)
-        tmp.write_text(digest)
-        commit_file(tmp, entry)
+        write_text(digest, entry)
         return digest
 
 
@@ -140,6 +137,17 @@ def commit_file(tmp: Path, final: Path) -> None:
 
 def temp_path(final: Path) -> Path:
     return final.with_name(f".{final.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+
+
+def write_text(text: str, path: Path) -> None:
+    """Write a small text file (a manifest, a memo entry) under a temporary name and rename it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_path(path)
+    try:
+        tmp.write_text(text)
+        commit_file(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def write_part(table: pa.Table, path: Path) -> None:
@@ -184,10 +192,7 @@ def write_manifest(
         "files": files, "schema": schemas, "extra": dict(extra or {}),
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
-    final = ref.dir / MANIFEST
-    tmp = temp_path(final)
-    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
-    commit_file(tmp, final)
+    write_text(json.dumps(manifest, indent=1, sort_keys=True), ref.dir / MANIFEST)
     return manifest
 
 

@@ -241,10 +241,13 @@ def _insert_stage_runs(con: duckdb.DuckDBPyConnection, rows: Sequence[Mapping[st
 
 def check_read_only(sql: str) -> None:
     """Refuse every statement that is not a query (DDL, DML, ATTACH, COPY, INSTALL/LOAD, SET, PRAGMA, CALL ...)."""
+    con = duckdb.connect(config=DUCKDB_CONFIG)
     try:
-        statements = duckdb.connect(config=DUCKDB_CONFIG).extract_statements(sql)
+        statements = con.extract_statements(sql)
     except duckdb.Error as e:
         raise CatalogError(f"SQL does not parse: {e}") from None
+    finally:
+        con.close()
     for st in statements:
         kind = st.type.name
         if kind not in READ_ONLY_STATEMENTS:

@@ -67,6 +67,56 @@ class IngestConf(ConfModel):
     clean: CleanConf = CleanConf()
 
 
+class AlignerConf(ConfModel):
+    """fast_align (Dyer et al. 2013), as the thesis used it (ch. 6): IBM Model 2 with a diagonal prior."""
+
+    iterations: int = Field(5, ge=2)  # EM iterations; the last one only decodes
+    p0: float = Field(0.08, gt=0, lt=1)  # NULL alignment probability
+    alpha: float = Field(0.01, gt=0)  # variational-Bayes Dirichlet prior of the translation table
+    tension: float = Field(4.0, gt=0)  # starting diagonal tension λ, optimised in [0.1, 14]
+    optimize_tension: bool = True
+
+
+class LMConf(ConfModel):
+    """KenLM n-gram language models (modified Kneser–Ney, lmplz)."""
+
+    order: int = Field(5, ge=1, le=6)  # lmplz is built with KENLM_MAX_ORDER=6
+    memory: str = "20%"  # lmplz -S
+
+
+class SamplingConf(ConfModel):
+    """Uncertainty-based sampling of monolingual data (thesis ch. 6, Eq. 6.3–6.7) and its baselines."""
+
+    method: Literal["uncertainty", "random", "word_rarity", "srclm"] = "uncertainty"
+    budget: int | None = Field(None, ge=1)  # N_s: sentences to draw over all monolingual datasets; if unset:
+    budget_ratio: float = Field(0.2, gt=0, le=1)  # this share of the (cleaned) monolingual rows
+    percentile_r: float = Field(90, gt=0, le=100)  # R: U_max is this percentile of the bitext uncertainties
+    beta: float = Field(2.0, gt=0)  # β of Eq. 6.6
+    seed: int = 0
+    bins: int = Field(5, ge=1)  # equal-size uncertainty bins for the linguistic properties (Fig. 6.3)
+
+
+class SyntheticFilterConf(ConfModel):
+    """What the self-training pipeline drops from its synthetic pairs (ch. 6): length, ratio, target LM."""
+
+    min_tokens: int = Field(1, ge=0)
+    max_tokens: int = Field(250, ge=1)
+    max_ratio: float = Field(1.5, ge=1.0)
+    lm_drop: float = Field(0.0, ge=0, lt=1)  # drop this share with the worst target-LM cross-entropy (0.2 in Table 6.3)
+
+
+class SelfTrainingConf(ConfModel):
+    """The self-training pipeline: which datasets play the bitext and the monolingual data, and how."""
+
+    bitext: str | None = None  # a dataset of kind bitext (default: the profile's only one)
+    mono: list[str] = []  # datasets of kind mono (default: all of them)
+    lowercase: bool = False  # lowercase before aligning and scoring
+    aligner: AlignerConf = AlignerConf()
+    lm: LMConf = LMConf()
+    sampling: SamplingConf = SamplingConf()
+    filter: SyntheticFilterConf = SyntheticFilterConf()
+
+
 class TaskRunnerConf(ConfModel):
     kind: Literal["threads", "processes", "dask"] = "threads"
     max_workers: int | None = Field(None, ge=1)  # threads / processes; None: the number of cores
@@ -95,8 +145,9 @@ class AugdagConf(ConfModel):
     task_runner: TaskRunnerConf = TaskRunnerConf()
     orchestration: OrchestrationConf = OrchestrationConf()
     datasets: dict[str, DatasetConf] = {}
-    pipelines: list[Literal["ingest"]] = ["ingest"]  # enabled pipelines, run in this order
+    pipelines: list[Literal["ingest", "self_training"]] = ["ingest"]  # enabled pipelines, run in this order
     ingest: IngestConf = IngestConf()
+    self_training: SelfTrainingConf = SelfTrainingConf()
     demo: DemoConf = DemoConf()
 
     @model_validator(mode="after")
@@ -104,7 +155,25 @@ class AugdagConf(ConfModel):
         for name in self.datasets:
             if not name.replace("_", "").replace("-", "").isalnum():
                 raise ValueError(f"dataset name {name!r}: use letters, digits, '_' and '-'")
+        if "self_training" in self.pipelines:
+            self.self_training_datasets()
         return self
+
+    def self_training_datasets(self) -> tuple[str, list[str]]:
+        """The bitext and the monolingual datasets of the self-training pipeline (named, or the defaults)."""
+        st, kinds = self.self_training, {name: ds.kind for name, ds in self.datasets.items()}
+        bitexts = [n for n, k in kinds.items() if k == "bitext"]
+        if st.bitext is None and len(bitexts) != 1:
+            raise ValueError(f"self_training.bitext: name the bitext dataset (the profile has {len(bitexts)}: {bitexts})")
+        bitext = st.bitext or bitexts[0]
+        mono = st.mono or [n for n, k in kinds.items() if k == "mono"]
+        for name, want in [(bitext, "bitext")] + [(m, "mono") for m in mono]:
+            if kinds.get(name) != want:
+                found = f"kind {kinds[name]!r}" if name in kinds else "no such dataset"
+                raise ValueError(f"self_training: dataset {name!r} must be of kind {want!r}, found {found}")
+        if not mono:
+            raise ValueError("self_training.mono: the profile has no dataset of kind 'mono' to sample from")
+        return bitext, mono
 
 
 def resolve_cache(

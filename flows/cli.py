@@ -32,7 +32,7 @@ err = Console(stderr=True)
 
 CacheOpt = Annotated[Optional[Path], typer.Option("--cache", help="cache root (default: $AUGDAG_CACHE or ./.augdag)")]
 SetOpt = Annotated[list[str], typer.Option("--set", help="override a profile key: a.b=value (repeatable)")]
-PIPELINES = ("ingest",)
+PIPELINES = ("ingest", "self_training")
 
 
 def _fail(e: AugdagError) -> None:
@@ -54,11 +54,14 @@ def _catalog(cache: Path | None) -> Catalog:
 def _run_pipeline(pipeline: str, conf: AugdagConf, profile: str) -> dict[str, Any]:
     # Prefect's persisted task results live beside the artifacts they describe
     os.environ.setdefault("PREFECT_LOCAL_STORAGE_PATH", str(Path(conf.cache).absolute() / "prefect-results"))
-    from flows.ingest import ingest_flow
     from flows.runners import run_flow
 
+    if pipeline == "self_training":
+        from flows.self_training import self_training_flow as pipeline_flow
+    else:
+        from flows.ingest import ingest_flow as pipeline_flow
     with _progress_bars():
-        return run_flow({"ingest": ingest_flow}[pipeline], conf, profile=profile, config=dump_conf(conf))
+        return run_flow(pipeline_flow, conf, profile=profile, config=dump_conf(conf))
 
 
 @contextmanager
@@ -90,6 +93,10 @@ def print_summary(summary: dict[str, Any]) -> None:
                       f"{s['rows_in']:,}", f"{rows.get('part', 0):,}", f"{rows.get('rejects', 0):,}",
                       f"{rows.get('dropped', 0):,}", f"{s['seconds']:.2f}")
     out.print(table)
+    if "u_max" in summary:
+        out.print(f"U_max = {summary['u_max']:.6f}")
+    for name, path in summary.get("reports", {}).items():
+        out.print(f"report {name}: {path}", highlight=False)
 
 
 def _print_table(result, fmt: str) -> None:
@@ -146,16 +153,18 @@ def demo(
         paths, _bad = write_demo(data, seed=d.seed, bitext_rows=bitext_rows or d.bitext_rows, mono_rows=d.mono_rows,
                                  labeled_rows=d.labeled_rows, slots_rows=d.slots_rows)
         out.print(f"demo data written to {paths.root}")
-        summary = _run_pipeline("ingest", conf, "demo")
+        for pipeline in conf.pipelines:
+            print_summary(_run_pipeline(pipeline, conf, "demo"))
     except AugdagError as e:
         _fail(e)
-    print_summary(summary)
     c = f" --cache {cache}" if cache else ""
     out.print(f"\nartifacts: {Path(conf.cache).absolute() / 'artifacts'}\ncatalog:   {Catalog(conf.cache).path}\n")
     out.print("Try:")
     for q in ("SELECT source, count(*) AS pairs FROM bitext GROUP BY source",
               "SELECT source, reason, count(*) AS n FROM rejects GROUP BY ALL ORDER BY n DESC",
-              "SELECT label, count(*) AS n FROM labeled GROUP BY label ORDER BY n DESC"):
+              "SELECT label, count(*) AS n FROM labeled GROUP BY label ORDER BY n DESC",
+              "SELECT src, round(H, 3) AS H, links FROM word_uncertainty ORDER BY H DESC LIMIT 10",
+              "SELECT text, round(uncertainty, 3) AS u FROM sampled_mono ORDER BY uncertainty DESC LIMIT 10"):
         out.print(f"  augdag sql{c} \"{q}\"", highlight=False)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from conf.schema import AugdagConf, OrchestrationConf
 from storage.artifacts import ArtifactRef, fingerprint, read_manifest, write_manifest
 from storage.catalog import Catalog
 from tasks.progress import report
-from tasks.stage import ShardResult, SourceFn, Stage, shard_task, source_task
+from tasks.stage import ShardResult, SourceFn, Stage, model_task, shard_task, source_task
 
 
 def rows_by_role(manifest: Mapping[str, Any]) -> dict[str, int]:
@@ -74,11 +74,12 @@ class Run:
         run.catalog.start_run(run.run_id, pipeline=pipeline, profile=profile, config=config, flow_run_id=flow_run_id)
         return run
 
-    def finish(self, *, error: BaseException | None = None) -> dict[str, Any]:
+    def finish(self, *, error: BaseException | None = None, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Close the run in the catalog; ``extra`` (e.g. report paths, U_max) joins the summary."""
         summary = {
             "run_id": self.run_id, "pipeline": self.pipeline, "cache": str(self.root),
             "status": "failed" if error else "completed", "error": str(error) if error else None,
-            "stages": [dataclasses.asdict(r) for r in self.reports],
+            "stages": [dataclasses.asdict(r) for r in self.reports], **(extra or {}),
         }
         self.catalog.finish_run(self.run_id, status=summary["status"], summary=summary)
         return summary
@@ -155,9 +156,14 @@ def run_stage(
     params: Mapping[str, Any],
     side: Mapping[str, ArtifactRef] | None = None,
     models: Sequence[str] = (),
+    resources: Mapping[str, Any] | None = None,
     n_shards: int | None = None,
 ) -> ArtifactRef:
-    """Run ``stage`` over the shards of ``inputs`` (all with the same shard count) and register its output."""
+    """Run ``stage`` over the shards of ``inputs`` (all with the same shard count) and register its output.
+
+    ``models`` are the fingerprints of the trained models the stage uses; ``resources`` hands the stage
+    their paths (``ModelRef.path``) without making the cache location part of the fingerprint.
+    """
     t0, side = time.perf_counter(), dict(side or {})
     counts = {ref.n_shards for ref in inputs}
     if n_shards is None:
@@ -178,7 +184,7 @@ def run_stage(
         if shards:
             futures += zip(shards, task.with_options(refresh_cache=refresh).map(
                 stage=unmapped(stage), out=unmapped(out), shard=shards, inputs=unmapped(tuple(inputs)),
-                side=unmapped(side), params=unmapped(dict(params))))
+                side=unmapped(side), params=unmapped(dict(params)), resources=unmapped(dict(resources or {}))))
     results, failed = [], {}
     label, shard_of = f"{stage.name}[{dataset}]", {id(f): shard for shard, f in futures}
     report(label, 0, n_shards)
@@ -196,6 +202,52 @@ def run_stage(
     if failed:
         raise run._fail(out, failed, t0)
     return run._conclude(out, results, version=stage.version, params=params, inputs=parents, models=models, t0=t0)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelRef:
+    """A trained model in the cache: ``<cache>/models/<name>/<fingerprint>/<file>``."""
+
+    name: str
+    fingerprint: str
+    path: Path
+
+
+def run_model_stage(
+    run: Run,
+    *,
+    name: str,
+    version: str,
+    kind: str,
+    filename: str,
+    build: Callable[[Path], None],
+    params: Mapping[str, Any],
+    inputs: Sequence[ArtifactRef],
+) -> ModelRef:
+    """Train a model once per fingerprint (name, version, params, inputs) and register it in `models`.
+
+    ``build(path)`` writes the model file; it runs as a Prefect task with the run's retries. A model
+    whose file exists is reused (cached), as an artifact with a complete manifest is.
+    """
+    t0 = time.perf_counter()
+    parents = [ref.fingerprint for ref in inputs]
+    fp = fingerprint(name, version, params, parents)
+    ref = ModelRef(name, fp, run.root / "models" / name / fp / filename)
+    cached = ref.path.exists()
+    if not cached:
+        task = model_task.with_options(name=name, **run._task_options())
+        try:
+            task(path=ref.path, build=build)
+        except Exception as e:
+            run.reports.append(StageReport(name, None, fp, "failed", 1, 0, 0, {}, time.perf_counter() - t0,
+                                           f"{type(e).__name__}: {e}"))
+            raise
+    run.catalog.register_model(fp, name=name, kind=kind, path=str(ref.path), run_id=run.run_id,
+                               meta={"version": version, "params": dict(params), "inputs": parents})
+    run.reports.append(StageReport(name, None, fp, "cached" if cached else "computed", 1, 0 if cached else 1, 0, {},
+                                   time.perf_counter() - t0))
+    get_run_logger().info("%s %s: %s (%s)", name, fp[:12], "cached" if cached else "trained", ref.path)
+    return ref
 
 
 def run_source_stage(

@@ -14,12 +14,14 @@ import dataclasses
 import time
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 from prefect import task
+from prefect.cache_policies import NO_CACHE
 
-from storage.artifacts import MAIN, ArtifactRef, write_part
+from storage.artifacts import MAIN, ArtifactRef, commit_file, temp_path, write_part
 from tasks.progress import report
 
 StageOutput = pa.Table | Mapping[str, pa.Table]
@@ -71,17 +73,23 @@ def run_shard(
     inputs: tuple[ArtifactRef, ...],
     side: Mapping[str, ArtifactRef],
     params: Mapping[str, Any],
+    resources: Mapping[str, Any] | None = None,
 ) -> ShardResult:
-    """The body of a shard task; callable without Prefect."""
+    """The body of a shard task; callable without Prefect.
+
+    ``resources`` are passed to ``fn`` like ``params`` but are not part of the fingerprint: the paths
+    of trained models, whose own fingerprints the flow adds to the artifact's (``models=``).
+    """
     started, t0 = _now(), time.perf_counter()
     if out.path(shard).exists():
         return ShardResult(shard, "cached", started, 0.0, 0, {})
     side_tables = {name: read_side(ref) for name, ref in side.items()}
     if stage.reduce:
-        result, rows_in = stage.fn(*[ref.paths() for ref in inputs], **side_tables, **params), 0
+        result, rows_in = stage.fn(*[ref.paths() for ref in inputs], **side_tables, **params, **(resources or {})), 0
     else:
         tables = [ref.read(shard) for ref in inputs]
-        result, rows_in = stage.fn(*tables, **side_tables, **params), sum(t.num_rows for t in tables)
+        result = stage.fn(*tables, **side_tables, **params, **(resources or {}))
+        rows_in = sum(t.num_rows for t in tables)
     rows_out = commit_shard(out, shard, result)
     return ShardResult(shard, "computed", started, time.perf_counter() - t0, rows_in, rows_out)
 
@@ -116,6 +124,25 @@ def run_source(out: ArtifactRef, produce: SourceFn) -> list[ShardResult]:
         report(f"{out.stage}[{out.dataset}]", len(results), None)
         t0, started = time.perf_counter(), _now()
     return results
+
+
+def build_model(path: Path, build: Callable[[Path], None]) -> float:
+    """The body of a model task: ``build`` writes the model to a temporary name, renamed to ``path`` when
+    complete (a crash never leaves a file that looks trained). Returns the seconds it took."""
+    t0 = time.perf_counter()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_path(path)
+    try:
+        build(tmp)
+        commit_file(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return time.perf_counter() - t0
+
+
+# no Prefect cache: the model file on disk is the record (as an artifact's manifest is)
+model_task = task(build_model, name="model", task_run_name="{path.parent.parent.name}", cache_policy=NO_CACHE,
+                  persist_result=False)
 
 
 def source_cache_key(_context: Any, parameters: Mapping[str, Any]) -> str:

@@ -1,0 +1,155 @@
+"""The self-training pipeline (thesis ch. 6), first half: which monolingual sentences the teacher translates.
+
+    ingest bitext + mono → align both ways → grow-diag-final-and → lexicon → H(word)
+      → U(bitext src) → U_max → U(mono) → keys → global sample → `sampled_mono`
+      + properties per uncertainty bin (Fig. 6.3) and the report (Fig. 6.4)
+
+The second half (the teacher's translations, `synthetic`) comes with the NMT backends; the filters its
+pairs go through are here already (`filter_synthetic`: length and ratio, then the target-side LM).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger
+
+from conf.schema import AugdagConf, SelfTrainingConf
+from flows.driver import ModelRef, Run, rows_by_role, run_model_stage, run_stage
+from flows.ingest import ingest_dataset
+from flows.runners import default_task_runner
+from storage.artifacts import ArtifactRef, read_manifest
+from tasks import lm as lm_tasks
+from tasks.alignment import ALIGN, LEXICON, WORD_UNCERTAINTY
+from tasks.clean import CLEAN, DUPLICATES
+from tasks.uncertainty import BINS, SAMPLE_KEYS, SAMPLED_MONO, SCORE, SELECT, U_MAX
+
+
+@dataclasses.dataclass(frozen=True)
+class Sampled:
+    """What the first half hands on: the sample per monolingual dataset and what the teacher needs."""
+
+    bitext: ArtifactRef
+    alignment: ArtifactRef
+    word_uncertainty: ArtifactRef
+    u_max: float
+    sampled: dict[str, ArtifactRef]
+    bins: dict[str, ArtifactRef]
+    scored_mono: list[ArtifactRef]
+
+
+def _rows(ref: ArtifactRef) -> int:
+    manifest = read_manifest(ref)
+    return rows_by_role(manifest).get("part", 0) if manifest else 0
+
+
+def train_lm(run: Run, corpus: ArtifactRef, *, column: str, conf: SelfTrainingConf, name: str) -> ModelRef:
+    """A KenLM ARPA model over one text column of an artifact (lmplz, modified Kneser–Ney)."""
+    return run_model_stage(
+        run, name=name, version=lm_tasks.LM_VERSION, kind="kenlm", filename="lm.arpa", inputs=[corpus],
+        params={"column": column, "order": conf.lm.order, "lowercase": conf.lowercase},
+        build=lm_tasks.arpa_builder(corpus.paths(), column=column, order=conf.lm.order, memory=conf.lm.memory,
+                                    lowercase=conf.lowercase),
+    )
+
+
+def sample_monolingual(run: Run, conf: AugdagConf) -> Sampled:
+    """Everything up to `sampled_mono`, one line per step of the method."""
+    st, s = conf.self_training, conf.self_training.sampling
+    bitext_name, mono_names = conf.self_training_datasets()
+    ingest = {name: ingest_dataset(run, name, conf.datasets[name], conf.ingest, conf.shard_size)
+              for name in [bitext_name, *mono_names]}
+    bitext, monos = ingest[bitext_name], [ingest[m] for m in mono_names]
+    lc = {"lowercase": st.lowercase}
+    align = run_stage(run, ALIGN, inputs=[bitext], n_shards=1, params={**lc, **st.aligner.model_dump()})
+    lexicon = run_stage(run, LEXICON, inputs=[bitext, align], n_shards=1, params=lc)
+    words = run_stage(run, WORD_UNCERTAINTY, inputs=[lexicon, bitext], n_shards=1, params=lc)
+    scored_bitext = run_stage(run, SCORE, inputs=[bitext], side={"word_uncertainty": words},
+                              params={"column": "src", **lc})  # Eq. 6.3 on the bitext source
+    u_max = run_stage(run, U_MAX, inputs=[scored_bitext], n_shards=1, params={"percentile_r": s.percentile_r})
+    scored = [run_stage(run, SCORE, inputs=[m], side={"word_uncertainty": words}, params={"column": "text", **lc})
+              for m in monos]
+    budget = s.budget or max(1, math.floor(s.budget_ratio * sum(_rows(m) for m in monos)))
+    extra: list[list[ArtifactRef]] = [[] for _ in monos]
+    if s.method == "srclm":  # baseline: lowest cross-entropy under a source-side LM of the bitext first
+        src_lm = train_lm(run, bitext, column="src", conf=st, name="source_lm")
+        extra = [[run_stage(run, lm_tasks.LM_SCORE, inputs=[m], params={"column": "text", **lc},
+                            models=[src_lm.fingerprint], resources={"lm_path": src_lm.path})] for m in monos]
+    keys = [run_stage(run, SAMPLE_KEYS, inputs=[sc, *ex], side={"u_max": u_max},
+                      params={"method": s.method, "beta": s.beta, "seed": s.seed, "budget": budget})
+            for sc, ex in zip(scored, extra)]
+    selected = run_stage(run, SELECT, inputs=keys, n_shards=1, params={"budget": budget, "method": s.method})
+    sampled = {m.dataset: run_stage(run, SAMPLED_MONO, inputs=[m], side={"selected": selected},
+                                    params={"method": s.method}) for m in monos}
+    bins = {"bitext": run_stage(run, BINS, inputs=[scored_bitext, align], n_shards=1, params={"bins": s.bins}),
+            "mono": run_stage(run, BINS, inputs=scored, n_shards=1, params={"bins": s.bins})}
+    return Sampled(bitext, align, words, u_max.read(0)["u_max"][0].as_py(), sampled, bins, scored)
+
+
+def filter_synthetic(run: Run, pairs: ArtifactRef, conf: SelfTrainingConf, target_lm: ModelRef | None) -> ArtifactRef:
+    """The synthetic pairs' filters (ch. 6): drop a side of < min or > max tokens and a token ratio above
+    max_ratio (the `clean` stage), then, with ``target_lm`` and ``filter.lm_drop`` > 0, the share of pairs
+    whose target side has the highest LM cross-entropy (a global cut over every shard)."""
+    f = conf.filter
+    dups = run_stage(run, DUPLICATES, inputs=[pairs], params={}, n_shards=1)
+    kept = run_stage(run, dataclasses.replace(CLEAN, name="synthetic_clean", view=None), inputs=[pairs],
+                     side={"duplicates": dups}, params={"kind": "bitext", "dedup": True, "min_tokens": f.min_tokens,
+                                                        "max_tokens": f.max_tokens, "max_ratio": f.max_ratio})
+    if target_lm is None or f.lm_drop == 0:
+        return kept
+    lm = {"models": [target_lm.fingerprint], "resources": {"lm_path": target_lm.path}}
+    scores = run_stage(run, lm_tasks.LM_SCORE, inputs=[kept], params={"column": "tgt", "lowercase": conf.lowercase}, **lm)
+    cut = run_stage(run, lm_tasks.LM_CUT, inputs=[scores], n_shards=1, params={"drop_fraction": f.lm_drop})
+    return run_stage(run, lm_tasks.LM_FILTER, inputs=[kept, scores], side={"cut": cut}, params={})
+
+
+def publish_report(run: Run, result: Sampled, conf: SelfTrainingConf) -> dict[str, str]:
+    """The uncertainty plot (Fig. 6.4) and the per-bin properties (Fig. 6.3): files under the cache's
+    `reports/<run>/`, and the same as Prefect artifacts (markdown, table, link) on the flow run."""
+    from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
+
+    from tasks.report import histogram, html_page, markdown_table, uncertainty_figure
+
+    s = conf.sampling
+    hist = histogram([p for ref in result.scored_mono for p in ref.paths()], "uncertainty")
+    png = uncertainty_figure(hist, u_max=result.u_max, beta=s.beta,
+                             title=f"monolingual uncertainty, U_max = {result.u_max:.4f} (R = {s.percentile_r:g})")
+    bins = {name: ref.read(0) for name, ref in result.bins.items()}
+    out = run.root / "reports" / run.run_id
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "uncertainty.png").write_bytes(png)
+    page = html_page(f"uncertainty sampling — {run.run_id}", [
+        ("Uncertainty and sampling probability (Fig. 6.4)", png),
+        ("Monolingual sentences per uncertainty bin (Fig. 6.3)", bins["mono"]),
+        ("Bitext source sentences per uncertainty bin (coverage from the symmetrised alignment)", bins["bitext"]),
+        ("Sampling", f"method {s.method}, β = {s.beta:g}, R = {s.percentile_r:g}, U_max = {result.u_max:.6f}, "
+                     f"seed {s.seed}"),
+    ])
+    (out / "uncertainty.html").write_text(page, encoding="utf-8")
+    md = (f"### Uncertainty sampling\n\nU_max = **{result.u_max:.4f}** (R = {s.percentile_r:g}), β = {s.beta:g}, "
+          f"method `{s.method}`.\n\n**Monolingual bins** (coverage needs the synthetic targets)\n\n"
+          f"{markdown_table(bins['mono'])}\n**Bitext bins**\n\n{markdown_table(bins['bitext'])}\n"
+          f"Report: `{out / 'uncertainty.html'}`\n")
+    try:
+        create_markdown_artifact(md, key="uncertainty-report", description="uncertainty sampling (thesis ch. 6)")
+        create_table_artifact(bins["mono"].to_pylist(), key="uncertainty-bins", description="per-bin properties")
+        create_link_artifact((out / "uncertainty.html").as_uri(), link_text="uncertainty report", key="uncertainty-html")
+    except Exception as e:  # noqa: BLE001 — a report artifact must not fail a finished run
+        get_run_logger().warning("could not publish the Prefect artifacts of the report: %s", e)
+    return {"uncertainty_html": str(out / "uncertainty.html"), "uncertainty_png": str(out / "uncertainty.png")}
+
+
+@flow(name="self_training", log_prints=True, task_runner=default_task_runner())
+def self_training_flow(conf: AugdagConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Sample the monolingual data by uncertainty; returns the run summary (also stored in the catalog)."""
+    run = Run.start(conf, pipeline="self_training", profile=profile, config=config or conf.model_dump(mode="json"))
+    try:
+        result = sample_monolingual(run, conf)
+        reports = publish_report(run, result, conf.self_training)
+    except BaseException as e:
+        run.finish(error=e)
+        raise
+    return run.finish(extra={"u_max": result.u_max, "reports": reports})

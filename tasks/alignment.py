@@ -1,0 +1,115 @@
+"""Word alignment of the bitext and the bilingual lexicon built from it (thesis ch. 6, step 1–2).
+
+`align` is a reduce step (the aligner's EM needs every pair each iteration): fast_align forward and
+reverse over the whole cleaned bitext, symmetrised with grow-diag-final-and. Its main part is one row
+per pair (links as Pharaoh text and as position lists, coverage = share of source words linked); the
+side roles keep the model: both translation tables (`e, f, log_prob`, exportable in fast_align's `-p`
+format) and the tensions and length multipliers, which force-alignment needs later. `lexicon` counts
+the linked word pairs; `word_uncertainty` adds H (Eq. 6.4) and the source-word frequencies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from conf.errors import InputError
+from models.aligner import Alignment, align_both, grow_diag_final_and
+from models.lexicon import build_lexicon, linked_words, tokenize, word_uncertainty
+from tasks.stage import Stage
+
+ALIGNMENT = pa.schema([
+    ("uid", pa.string()), ("source", pa.string()), ("line", pa.int64()), ("links", pa.string()),
+    ("src_pos", pa.list_(pa.int32())), ("tgt_pos", pa.list_(pa.int32())), ("src_tokens", pa.int32()),
+    ("tgt_tokens", pa.int32()), ("aligned_src", pa.int32()), ("coverage", pa.float64()),
+])
+
+
+def read_parts(parts: Sequence[Path], columns: list[str]) -> pa.Table:
+    """The given columns of every part, in order (one table; the aligner needs the whole corpus)."""
+    if not parts:
+        raise InputError("nothing to read: the input artifact has no parts")
+    return pa.concat_tables([pq.read_table(p, columns=columns) for p in parts])
+
+
+def pharaoh(alignment: Alignment) -> pa.Array:
+    """Links as Pharaoh text ("0-0 1-2"), built in Arrow without a Python loop over sentences."""
+    pairs = pc.binary_join_element_wise(pc.cast(pa.array(alignment.src), pa.string()), "-",
+                                        pc.cast(pa.array(alignment.tgt), pa.string()), "")
+    lists = pa.ListArray.from_arrays(pa.array(alignment.offsets.astype(np.int32)), pairs)
+    return pc.binary_join(lists, " ")
+
+
+def _positions(alignment: Alignment, values: np.ndarray) -> pa.ListArray:
+    return pa.ListArray.from_arrays(pa.array(alignment.offsets.astype(np.int32)), pa.array(values.astype(np.int32)))
+
+
+def aligned_source_words(alignment: Alignment, src_lengths: np.ndarray) -> np.ndarray:
+    """Per pair, how many source positions have at least one link."""
+    n = len(src_lengths)
+    sentence = np.repeat(np.arange(n), np.diff(alignment.offsets))
+    width = int(src_lengths.max(initial=0)) + 1
+    unique = np.unique(sentence.astype(np.int64) * width + alignment.src)
+    return np.bincount(unique // width, minlength=n)
+
+
+def align_bitext(
+    parts: Sequence[Path], *, lowercase: bool = False, iterations: int = 5, p0: float = 0.08, alpha: float = 0.01,
+    tension: float = 4.0, optimize_tension: bool = True,
+) -> dict[str, pa.Table]:
+    """fast_align both ways over the bitext, grow-diag-final-and; the links per pair and the two models."""
+    rows = read_parts(parts, ["uid", "source", "line", "src", "tgt"])
+    src = tokenize(rows["src"], lowercase=lowercase)
+    tgt = tokenize(rows["tgt"], lowercase=lowercase)
+    src_text, tgt_text = pc.binary_join(src, " "), pc.binary_join(tgt, " ")
+    fwd_model, rev_model, fwd, rev = align_both(
+        src_text, tgt_text, iterations=iterations, p0=p0, alpha=alpha, tension=tension, optimize_tension=optimize_tension)
+    src_len = pc.list_value_length(src).to_numpy(zero_copy_only=False).astype(np.int64)
+    tgt_len = pc.list_value_length(tgt).to_numpy(zero_copy_only=False).astype(np.int64)
+    links = grow_diag_final_and(fwd, rev, src_len, tgt_len)
+    aligned = aligned_source_words(links, src_len)
+    coverage = np.divide(aligned, src_len, out=np.zeros(len(src_len)), where=src_len > 0)
+    part = pa.table({
+        "uid": rows["uid"], "source": rows["source"], "line": rows["line"], "links": pharaoh(links),
+        "src_pos": _positions(links, links.src), "tgt_pos": _positions(links, links.tgt),
+        "src_tokens": src_len.astype(np.int32), "tgt_tokens": tgt_len.astype(np.int32),
+        "aligned_src": aligned.astype(np.int32), "coverage": coverage,
+    }, schema=ALIGNMENT)
+    models = pa.table({
+        "direction": ["forward", "reverse"],
+        "tension": [fwd_model.tension, rev_model.tension],
+        "mean_srclen_multiplier": [fwd_model.mean_srclen_multiplier, rev_model.mean_srclen_multiplier],
+        "p0": [p0, p0],
+    })
+    return {"part": part, "fwd_table": fwd_model.table(), "rev_table": rev_model.table(), "aligner": models}
+
+
+def lexicon(bitext_parts: Sequence[Path], alignment_parts: Sequence[Path], *, lowercase: bool = False) -> pa.Table:
+    """count[x][y] and p(y | x) over the symmetrised links of the whole bitext (models.lexicon)."""
+    rows = read_parts(bitext_parts, ["uid", "src", "tgt"])
+    links = read_parts(alignment_parts, ["uid", "src_pos", "tgt_pos"])
+    if not rows["uid"].equals(links["uid"]):
+        raise InputError("lexicon: the alignment's rows are not the bitext's rows, in order (a stale artifact?)")
+    src_pos, tgt_pos = links["src_pos"].combine_chunks(), links["tgt_pos"].combine_chunks()
+    offsets = np.asarray(src_pos.offsets, dtype=np.int64)
+    return build_lexicon(linked_words(
+        tokenize(rows["src"], lowercase=lowercase), tokenize(rows["tgt"], lowercase=lowercase),
+        offsets - offsets[0], src_pos.flatten().to_numpy(), tgt_pos.flatten().to_numpy()))
+
+
+def source_word_uncertainty(lexicon_parts: Sequence[Path], bitext_parts: Sequence[Path], *,
+                            lowercase: bool = False) -> pa.Table:
+    """H, links and frequency of every source word of the bitext (the `word_uncertainty` view)."""
+    lex = read_parts(lexicon_parts, ["src", "tgt", "count", "p"])
+    src = tokenize(read_parts(bitext_parts, ["src"])["src"], lowercase=lowercase)
+    return word_uncertainty(lex, src)
+
+
+ALIGN = Stage("align", "1", align_bitext, view="alignments", reduce=True)
+LEXICON = Stage("lexicon", "1", lexicon, view="lexicon", reduce=True)
+WORD_UNCERTAINTY = Stage("word_uncertainty", "1", source_word_uncertainty, view="word_uncertainty", reduce=True)

@@ -1,0 +1,104 @@
+"""Run reports: plots (PNG bytes, matplotlib's Agg backend) and a self-contained HTML page (images inlined).
+
+Pure functions: the flow decides where the bytes go (the cache's `reports/<run>/` and Prefect artifacts).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from storage.catalog import DUCKDB_CONFIG
+
+
+def histogram(parts: Sequence[Path], column: str, *, bins: int = 50) -> pa.Table:
+    """Equal-width histogram of a numeric column over Parquet parts, computed in DuckDB (no column in memory)."""
+    files = "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in parts) + "]"
+    with tempfile.TemporaryDirectory(prefix="augdag-hist-") as spill:
+        con = duckdb.connect(config={**DUCKDB_CONFIG, "memory_limit": "256MB", "temp_directory": spill})
+        try:
+            lo, hi, n = con.execute(f'SELECT min("{column}"), max("{column}"), count(*) FROM read_parquet({files})').fetchall()[0]
+            if not n:
+                return pa.table({"lo": pa.array([], pa.float64()), "hi": pa.array([], pa.float64()),
+                                 "rows": pa.array([], pa.int64())})
+            width = (hi - lo) / bins or 1.0
+            counts = dict(con.execute(
+                f'SELECT least(floor(("{column}" - $lo) / $w)::BIGINT, $last) AS b, count(*) FROM read_parquet({files}) '
+                "GROUP BY b", {"lo": lo, "w": width, "last": bins - 1}).fetchall())
+        finally:
+            con.close()
+    edges = lo + width * np.arange(bins + 1)
+    return pa.table({"lo": edges[:-1], "hi": edges[1:], "rows": [int(counts.get(b, 0)) for b in range(bins)]})
+
+
+def uncertainty_figure(hist: pa.Table, *, u_max: float, beta: float, title: str) -> bytes:
+    """Fig. 6.4 of the thesis: the distribution of monolingual U, U_max, and the sampling weight (α·u)^β
+    normalised over the monolingual rows (p per row, right axis)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    from tasks.uncertainty import sampling_weight
+
+    lo, hi, rows = (hist[c].to_numpy() for c in ("lo", "hi", "rows"))
+    mid = (lo + hi) / 2
+    fig, ax = plt.subplots(figsize=(8, 4.2), dpi=110)
+    ax.bar(lo, rows, width=hi - lo, align="edge", color="#8fb3d9", edgecolor="#4a7bb0", linewidth=0.4,
+           label="sentences")
+    ax.axvline(u_max, color="#c0392b", linestyle="--", label=f"U_max = {u_max:.3f}")
+    ax.set_xlabel("sentence uncertainty U (Eq. 6.3)")
+    ax.set_ylabel("monolingual sentences")
+    weight = sampling_weight(mid, u_max=u_max, beta=beta)
+    total = float((weight * rows).sum()) or 1.0
+    ax2 = ax.twinx()
+    ax2.plot(mid, weight / total, color="#27ae60", label=f"p per sentence (β = {beta:g})")
+    ax2.set_ylabel("sampling probability p (Eq. 6.6)")
+    handles = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
+    ax.legend(handles=handles, loc="upper right", fontsize=8)
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def markdown_table(table: pa.Table, *, digits: int = 4) -> str:
+    """A table as GitHub markdown (for Prefect's markdown artifacts and the summary)."""
+    def cell(v: object) -> str:
+        if v is None:
+            return "–"
+        return f"{v:.{digits}f}" if isinstance(v, float) else str(v)
+
+    head = "| " + " | ".join(table.column_names) + " |\n|" + "---|" * table.num_columns + "\n"
+    return head + "".join("| " + " | ".join(cell(v) for v in row.values()) + " |\n" for row in table.to_pylist())
+
+
+def html_page(title: str, sections: Sequence[tuple[str, str | bytes | pa.Table]]) -> str:
+    """One self-contained page: each section is (heading, text | PNG bytes | table)."""
+    body = []
+    for heading, content in sections:
+        body.append(f"<h2>{html.escape(heading)}</h2>")
+        if isinstance(content, bytes):
+            body.append(f'<img alt="{html.escape(heading)}" src="data:image/png;base64,'
+                        f'{base64.b64encode(content).decode()}">')
+        elif isinstance(content, pa.Table):
+            cols = content.column_names
+            rows = "".join("<tr>" + "".join(f"<td>{html.escape(f'{v:.4f}' if isinstance(v, float) else str(v))}</td>"
+                                            for v in r.values()) + "</tr>" for r in content.to_pylist())
+            body.append("<table><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in cols) + f"</tr>{rows}</table>")
+        else:
+            body.append(f"<p>{html.escape(content)}</p>")
+    style = ("body{font-family:sans-serif;max-width:960px;margin:2em auto}table{border-collapse:collapse}"
+             "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{style}</style></head><body><h1>{html.escape(title)}</h1>{''.join(body)}</body></html>")

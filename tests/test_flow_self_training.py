@@ -1,0 +1,121 @@
+"""The self-training pipeline's first half end to end on the demo corpus, under Prefect."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+import numpy as np
+import pytest
+
+from conf.loader import load_profile
+from storage.catalog import Catalog
+from storage.demo import ambiguous_words, word_entropy, write_demo
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def demo_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("st-demo-data")
+    write_demo(root, seed=5, bitext_rows=3000, mono_rows=2000, labeled_rows=100, slots_rows=100)
+    return root
+
+
+def _conf(cache, data, *sets):
+    return load_profile(REPO / "conf" / "demo.yaml", ["shard_size=500", *sets], cache=cache,
+                        environ={"AUGDAG_DEMO_DATA": str(data)})
+
+
+def _run(conf):
+    from flows.self_training import self_training_flow
+
+    return self_training_flow(conf, profile="test")
+
+
+@pytest.fixture(scope="module")
+def first_run(prefect_harness, demo_root, tmp_path_factory):
+    cache = tmp_path_factory.mktemp("st-cache")
+    return cache, _run(_conf(cache, demo_root))
+
+
+def _stages(summary):
+    return {(s["stage"], s["dataset"]): s for s in summary["stages"]}
+
+
+def test_highest_uncertainty_words_are_the_planted_ambiguous_ones(first_run):
+    cache, _ = first_run
+    planted = ambiguous_words()
+    top = Catalog(cache).query(f"SELECT src, H FROM word_uncertainty ORDER BY H DESC LIMIT {len(planted)}").to_pylist()
+    assert {r["src"] for r in top} == set(planted)
+    truth = word_entropy()
+    for r in top:  # the lexicon's entropy estimates the grammar's true one
+        assert r["H"] == pytest.approx(truth[r["src"]], abs=0.08), r["src"]
+
+
+def test_u_max_is_the_90th_percentile_of_the_bitext_source(first_run):
+    cache, summary = first_run
+    cat = Catalog(cache)
+    u = cat.query("SELECT uncertainty FROM uncertainty WHERE source = 'demo_bitext'")["uncertainty"].to_numpy()
+    clean = cat.query("SELECT count(*) AS n FROM bitext WHERE source = 'demo_bitext'")["n"][0].as_py()
+    assert len(u) == clean
+    assert summary["u_max"] == np.sort(u)[math.ceil(0.9 * len(u)) - 1]
+
+
+def test_sample_size_probabilities_and_lineage(first_run):
+    cache, summary = first_run
+    cat = Catalog(cache)
+    n_mono = cat.query("SELECT count(*) AS n FROM mono WHERE source = 'demo_mono'")["n"][0].as_py()
+    rows = cat.query("SELECT s.*, m.text AS mono_text, m.line AS mono_line FROM sampled_mono s "
+                     "LEFT JOIN mono m USING (uid) ORDER BY rank").to_pylist()
+    assert len(rows) == math.floor(0.2 * n_mono)
+    assert [r["rank"] for r in rows] == list(range(1, len(rows) + 1))
+    assert all(r["text"] == r["mono_text"] and r["line"] == r["mono_line"] for r in rows)  # every row traces back
+    u_max = summary["u_max"]
+    assert all(0 < r["uncertainty"] < 2 * u_max and r["p"] > 0 for r in rows)
+    # p is Eq. 6.6 over the whole monolingual set
+    u_all = cat.query("SELECT uncertainty FROM uncertainty WHERE source = 'demo_mono'")["uncertainty"].to_numpy()
+    w = np.where(u_all <= u_max, u_all, np.maximum(2 * u_max - u_all, 0)) ** 2
+    u0 = rows[0]["uncertainty"]
+    expected = (u0 if u0 <= u_max else 2 * u_max - u0) ** 2 / w.sum()
+    assert rows[0]["p"] == pytest.approx(expected, rel=1e-12)
+
+
+def test_bins_and_report(first_run):
+    cache, summary = first_run
+    bins = Catalog(cache).query("SELECT source, bin, rows, coverage FROM uncertainty_bins ORDER BY source, bin")
+    assert bins["source"].to_pylist() == ["demo_bitext"] * 5 + ["demo_mono"] * 5
+    assert bins["bin"].to_pylist() == [1, 2, 3, 4, 5] * 2
+    assert all(c is not None and 0 < c <= 1 for c in bins["coverage"].to_pylist()[:5])  # from the alignment
+    assert bins["coverage"].to_pylist()[5:] == [None] * 5  # needs the synthetic targets (second half)
+    html = open(summary["reports"]["uncertainty_html"], encoding="utf-8").read()
+    assert "data:image/png;base64," in html and f"{summary['u_max']:.6f}" in html
+    assert open(summary["reports"]["uncertainty_png"], "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def _part_hashes(cache, stage):
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted((cache / "artifacts" / stage).rglob("*.parquet"))}
+
+
+def test_rerun_is_cached_and_a_deleted_part_is_recomputed_alone(first_run, demo_root):
+    cache, summary = first_run
+    before = _part_hashes(cache, "sampled_mono")
+    again = _run(_conf(cache, demo_root))
+    assert {s["status"] for s in again["stages"]} == {"cached"}
+    scored = _stages(summary)[("uncertainty", "demo_mono")]
+    victim = cache / "artifacts" / "uncertainty" / scored["fingerprint"] / "part-00002.parquet"
+    victim.unlink()
+    third = _stages(_run(_conf(cache, demo_root)))
+    assert third[("uncertainty", "demo_mono")]["shards_computed"] == 1
+    assert third[("sample_keys", "demo_mono")]["status"] == "cached"  # same bytes, same fingerprint downstream
+    assert victim.exists() and _part_hashes(cache, "sampled_mono") == before
+
+
+def test_sample_is_the_same_with_another_shard_size(first_run, demo_root, tmp_path):
+    cache, _ = first_run
+    other = _run(_conf(tmp_path, demo_root, "shard_size=700"))
+    query = "SELECT uid, p, rank FROM sampled_mono ORDER BY rank"
+    assert Catalog(tmp_path).query(query).equals(Catalog(cache).query(query))
+    assert other["u_max"] == first_run[1]["u_max"]

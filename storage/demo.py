@@ -8,9 +8,11 @@ clause, a preposition phrase, a time adverb, "a cup of tea", names with intransi
 future); words are drawn per class with Zipf-like weights (p ∝ 1/rank^0.7). The target is the source
 translated word by word through `translation_table()` (~350 words) and reordered per template: verb-final
 after "that"/"because", verb-second after a fronted preposition phrase, the time adverb before the object,
-the verb first in a question, the infinitive last. Three words translate to nothing ("of", "does", "to"),
-so the gold alignment (Pharaoh `i-j`, 0-based, in source order, unlinked words left out) is not the
-identity and one template (1.5 % of pairs) has a length ratio of 5:3. Eight planted ambiguous words draw
+the infinitive last. Two words translate to nothing ("really", "to"), only in one template (1.5 % of
+pairs), whose length ratio of 5:3 makes the `clean` stage drop it; so the gold alignment (Pharaoh `i-j`,
+0-based, in source order, unlinked words left out) is not the identity, and no frequent word is linked
+to nothing (grow-diag-final-and would link it to its neighbours and give it an entropy above the planted
+words'). Eight planted ambiguous words draw
 their translation at the table's probabilities (2- to 4-way); every other word has exactly one. There are
 no one-to-two translations on purpose: a lexicon that counts links would give such a word H = ln 2, as high
 as the planted words. Short templates repeat, so exact duplicate pairs occur (~2.5 % of 3,000).
@@ -97,7 +99,7 @@ _CLASSES = {
     "F": """tea:tee coffee:kaffee water:wasser milk:milch bread:brot cheese:käse rice:reis soup:suppe wine:wein
         juice:saft sugar:zucker cake:kuchen fruit:obst butter:butter honey:honig salt:salz""",
     "K": "anna peter maria thomas lukas sophie jonas lena paul clara felix emma david sarah tom",  # names: kept
-    **{w.partition(":")[0]: w for w in "that:dass because:weil will:wird want:will of: does: to:".split()},
+    **{w.partition(":")[0]: w for w in "that:dass because:weil will:wird wants:will of:von does:tut really: to:".split()},
 }
 # (weight, source classes, target order as source slot indexes)
 _TEMPLATES = [
@@ -111,9 +113,9 @@ _TEMPLATES = [
     (0.07, "D N I because D N V D A N", [0, 1, 2, 3, 4, 5, 7, 8, 9, 6]),
     (0.06, "D A A N I T", None),
     (0.05, "K I", None),
-    (0.05, "does K B D N", [2, 0, 1, 3, 4]),  # question: verb first, "does" -> nothing
+    (0.05, "does K B D N", [0, 1, 3, 4, 2]),  # question: "tut peter ein mädchen finden", infinitive last
     (0.045, "K will B D N T", [0, 1, 5, 3, 4, 2]),  # infinitive last
-    (0.015, "does K want to J", [2, 0, 1, 3, 4]),  # 5 -> 3 words: the pairs over a 1.5 length ratio
+    (0.015, "K really wants to J", None),  # "really", "to" -> nothing: 5 -> 3 words, over a 1.5 length ratio
 ]
 
 

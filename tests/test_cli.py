@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from flows.cli import app
+from storage.demo import ambiguous_words
 from tests.conftest import REPO, subprocess_env
 
 runner = CliRunner()
@@ -102,12 +103,18 @@ def test_augdag_demo_exits_0_from_a_clean_cache_with_networking_off(tmp_path):
     if offline:
         assert "ConnectError" not in output and "Name or service not known" not in output
     queries = [line.split("augdag sql", 1)[1] for line in proc.stdout.splitlines() if "augdag sql" in line]
-    assert len(queries) == 3
+    assert len(queries) == 5
     counts = runner.invoke(app, ["sql", "SELECT (SELECT count(*) FROM bitext) AS view_rows, (SELECT rows FROM artifacts "
                                  "WHERE stage = 'clean' AND dataset = 'demo_bitext') AS clean_rows, (SELECT count(*) "
                                  "FROM rejects WHERE source = 'demo_bitext') AS rejected", "-f", "json",
                                  "--cache", str(tmp_path / "cache")])
     found = json.loads(counts.output)
     assert found["view_rows"] == found["clean_rows"] and found["rejected"] == 5  # 5 planted bad pairs in 3,000
+    top = runner.invoke(app, ["sql", "SELECT src FROM word_uncertainty ORDER BY H DESC LIMIT 8", "-f", "json",
+                              "--cache", str(tmp_path / "cache")])
+    assert {json.loads(line)["src"] for line in top.output.splitlines()} == set(ambiguous_words())  # issue 3
+    sampled = runner.invoke(app, ["sql", "SELECT count(*) AS n FROM sampled_mono", "-f", "json", "--cache",
+                                  str(tmp_path / "cache")])
+    assert json.loads(sampled.output)["n"] > 0
     if not offline:
         pytest.skip("ran with networking on: `unshare -n` is not permitted here")

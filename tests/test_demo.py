@@ -99,7 +99,7 @@ def test_every_aligned_translation_is_in_the_table_and_alignment_is_not_identity
             assert translation in table[word], (src, tgt, word, translation)
             null += translation == ""
         moved += any(s != t for s, t in links(alignment))
-    assert null > 300 and moved > 1000
+    assert 100 < null < 200 and moved > 1000  # "really" and "to" in 1.5 % of the pairs
 
 
 def test_ambiguous_words_follow_the_table_probabilities_within_4_sigma():
@@ -131,7 +131,7 @@ def test_lexicon_tsv_is_the_translation_table(written):
     assert {(en, de): float(p) for en, de, p in rows} == {
         (en, de): p for en, t in translation_table().items() for de, p in t.items()
     }
-    assert ["of", "", "1"] in rows
+    assert ["really", "", "1"] in rows and ["to", "", "1"] in rows
 
 
 def test_bitext_length_ratio_over_1_5_is_rare_and_duplicate_pairs_exist(written):

@@ -9,8 +9,8 @@ UV         ?= python3 -m uv
 FIND_LINKS ?= $(shell pip config get global.find-links 2>/dev/null)
 TORCH      ?= cpu
 
-.PHONY: install install-gpu demo test bench constraints clean
-install: $(VENV)/.installed-$(TORCH)
+.PHONY: install install-gpu kenlm demo test bench constraints clean
+install: $(VENV)/.installed-$(TORCH) $(VENV)/bin/lmplz $(VENV)/bin/build_binary
 
 $(VENV)/.installed-$(TORCH): pyproject.toml constraints.txt
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install -q uv
@@ -22,6 +22,13 @@ else
 	$(UV) pip install -q --python $(PY) -e '.[dev]' -c constraints.txt
 endif
 	@rm -f $(VENV)/.installed-*; touch $@
+
+# KenLM's lmplz/build_binary (n-gram LM training, models/lm.py), built from the kenlm sdist: the
+# registries have none. Only when missing (delete them to rebuild); apt-installs Boost dev packages.
+kenlm: $(VENV)/bin/lmplz $(VENV)/bin/build_binary
+
+$(VENV)/bin/lmplz $(VENV)/bin/build_binary &: | $(VENV)/.installed-$(TORCH)
+	scripts/build_kenlm.sh $(VENV)/bin
 
 # A GPU machine: the same pins, torch 2.13.0 from PyPI (CUDA build) instead of the local CPU wheel.
 install-gpu:

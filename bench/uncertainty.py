@@ -111,7 +111,7 @@ def memory_child(rows: int, budget: int) -> None:
         keys = []
         for k, s in enumerate(scored):
             keys.append(root / f"keys-{k:05d}.parquet")
-            write_part(sample_keys(pq.read_table(s), umax, budget=budget), keys[-1])
+            write_part(sample_keys(pq.read_table(s), u_max=umax, budget=budget), keys[-1])
         selected = select_sample(keys, budget=budget)
         taken = sum(take_sample(pq.read_table(p), selected).num_rows for p in parts)
         seconds = time.perf_counter() - t0

@@ -108,7 +108,7 @@ def uid_uniform(uid: pa.Array | pa.ChunkedArray, seed: int) -> np.ndarray:
 
 
 def sample_keys(
-    scored: pa.Table, u_max: pa.Table, lm_scores: pa.Table | None = None, *,
+    scored: pa.Table, lm_scores: pa.Table | None = None, *, u_max: pa.Table,
     method: str = "uncertainty", beta: float = 2.0, seed: int = 0, budget: int,
 ) -> pa.Table:
     """One shard's candidates: its rows with p > 0 and their key, only the shard's top ``budget`` kept.

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import math
+import shutil
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -119,3 +122,59 @@ def test_sample_is_the_same_with_another_shard_size(first_run, demo_root, tmp_pa
     query = "SELECT uid, p, rank FROM sampled_mono ORDER BY rank"
     assert Catalog(tmp_path).query(query).equals(Catalog(cache).query(query))
     assert other["u_max"] == first_run[1]["u_max"]
+
+
+needs_lmplz = pytest.mark.skipif(shutil.which("lmplz", path=str(Path(sys.executable).parent)) is None
+                                 and shutil.which("lmplz") is None, reason="no lmplz: `make kenlm` builds it")
+
+
+@needs_lmplz
+def test_synthetic_filters_drop_length_ratio_and_exactly_the_lm_worst_share(first_run, demo_root, prefect_harness):
+    """The second half's filters, run here on the bitext standing in for the synthetic pairs."""
+    from prefect import flow
+
+    from flows.driver import Run
+    from flows.self_training import filter_synthetic, train_lm
+
+    cache, summary = first_run
+    conf = _conf(cache, demo_root)
+    bitext = _stages(summary)[("clean", "demo_bitext")]
+
+    @flow
+    def filters():
+        from storage.artifacts import ArtifactRef
+
+        run = Run.start(conf, pipeline="test-filters", profile="test", config={})
+        pairs = ArtifactRef(str(cache.absolute()), "clean", bitext["fingerprint"], "bitext", "demo_bitext",
+                            bitext["shards"])
+        lm = train_lm(run, pairs, column="tgt", conf=conf.self_training, name="target_lm")
+        out = filter_synthetic(run, pairs, conf.self_training, lm)
+        run.finish()
+        return run, out
+
+    run, out = filters()
+    by_stage = {r.stage: r for r in run.reports}
+    n_in = bitext["rows_out"]["part"]
+    kept_by_length = by_stage["synthetic_clean"].rows_out["part"]
+    assert by_stage["synthetic_clean"].rows_out.get("dropped", 0) + kept_by_length == n_in
+    lm = by_stage["lm_filter"].rows_out
+    assert lm["dropped"] == math.floor(0.2 * kept_by_length) and lm["part"] + lm["dropped"] == kept_by_length
+    scores = Catalog(cache).query(f"SELECT max(cross_entropy) AS worst_kept FROM read_parquet('{cache}/artifacts/lm_score/*/part-*.parquet') s "
+                                  f"WHERE uid IN (SELECT uid FROM read_parquet('{out.dir}/part-*.parquet'))")
+    dropped = Catalog(cache).query(f"SELECT min(lm_cross_entropy) AS best_dropped, count(*) FILTER (reason = 'lm_score') AS n "
+                                   f"FROM read_parquet('{out.dir}/dropped-*.parquet')")
+    assert dropped["n"][0].as_py() == lm["dropped"]
+    assert dropped["best_dropped"][0].as_py() >= scores["worst_kept"][0].as_py()
+    assert Catalog(cache).query("SELECT count(*) AS n FROM models WHERE kind = 'kenlm'")["n"][0].as_py() == 1
+
+
+@needs_lmplz
+def test_source_lm_baseline_takes_the_lowest_cross_entropy(first_run, demo_root, tmp_path):
+    cache, _ = first_run
+    summary = _run(_conf(tmp_path, demo_root, "self_training.sampling.method=srclm", "self_training.sampling.budget=50"))
+    cat = Catalog(tmp_path)
+    fp = _stages(summary)[("lm_score", "demo_mono")]["fingerprint"]
+    best = cat.query(f"SELECT uid FROM read_parquet('{tmp_path}/artifacts/lm_score/{fp}/part-*.parquet') "
+                     "ORDER BY cross_entropy, uid DESC LIMIT 50")["uid"].to_pylist()
+    assert sorted(cat.query("SELECT uid FROM sampled_mono")["uid"].to_pylist()) == sorted(best)
+    assert set(cat.query("SELECT method FROM sampled_mono")["method"].to_pylist()) == {"srclm"}

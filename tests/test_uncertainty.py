@@ -104,7 +104,7 @@ def _sample_over_shards(scored: pa.Table, n_shards: int, tmp_path, *, budget: in
     umax = pa.table({"u_max": [2.9]})
     parts = []
     for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
-        keys = sample_keys(scored.slice(a, b - a), umax, method=method, beta=2.0, seed=seed, budget=budget)
+        keys = sample_keys(scored.slice(a, b - a), u_max=umax, method=method, beta=2.0, seed=seed, budget=budget)
         parts.append(tmp_path / f"{method}-{n_shards}-{k}.parquet")
         pq.write_table(keys, parts[-1])
     return select_sample(parts, budget=budget, method=method)

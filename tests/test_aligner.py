@@ -1,0 +1,329 @@
+"""models.aligner: fast_align's maths (da.h, ttables.h), training, force alignment, -p files, grow-diag-final-and.
+
+Numbers marked "fast_align" were printed by clab/fast_align (HEAD cab1e9a, built with OpenMP, run with
+OMP_NUM_THREADS=1, `-d -o -v [-r] -s`) on `toy_bitext(2000)` below, which this file owns so that they stay valid;
+with FAST_ALIGN_BIN set, `test_reference_binary_*` reruns such a comparison live on the demo corpus.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from conf.errors import InputError
+from models.aligner import (
+    Alignment, FastAlign, align_both, diagonal_prior, grow_diag_final_and, log_poisson, symmetrize, vb_normalize,
+)
+from storage.demo import iter_bitext
+
+
+def toy_bitext(n: int, seed: int = 0) -> tuple[list[str], list[str]]:
+    """Seeded pairs over 40 source words w0…w39 (Zipf-like): each translates to t<i>, every 8th also to u<i>;
+    a third of the pairs swap two neighbouring target words, a fifth insert "la" (no source word)."""
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(40)]
+    trans = {w: [f"t{i}"] if i % 8 else [f"t{i}", f"u{i}"] for i, w in enumerate(words)}
+    src, tgt = [], []
+    for _ in range(n):
+        s = [words[min(int(rng.random() ** 2 * 40), 39)] for _ in range(3 + int(rng.random() * 10))]
+        t = [trans[w][int(rng.random() * len(trans[w]))] for w in s]
+        if rng.random() < 0.3:
+            k = int(rng.random() * (len(t) - 1))
+            t[k], t[k + 1] = t[k + 1], t[k]
+        if rng.random() < 0.2:
+            t.insert(int(rng.random() * len(t)), "la")
+        src.append(" ".join(s))
+        tgt.append(" ".join(t))
+    return src, tgt
+
+
+@pytest.fixture(scope="module")
+def toy():
+    src, tgt = toy_bitext(2000)
+    return src, tgt, align_both(src, tgt)
+
+
+@pytest.fixture(scope="module")
+def demo3k():
+    rows = list(iter_bitext(3000, seed=0, split="train"))
+    return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
+
+
+def link_keys(al: Alignment) -> np.ndarray:
+    sentence = np.repeat(np.arange(len(al)), np.diff(al.offsets))
+    return (sentence * 1_000_000 + al.src.astype(np.int64) * 1000 + al.tgt).astype(np.int64)
+
+
+# ---- the maths
+@pytest.mark.parametrize("j, row", [
+    (1, [0.08, 0.690131, 0.181917, 0.047953]), (2, [0.08, 0.158794, 0.602412, 0.158794]),
+    (3, [0.08, 0.047953, 0.181917, 0.690131])])
+def test_diagonal_prior_row_for_tension_4_m_n_3(j, row):
+    assert diagonal_prior(j, 3, 3, tension=4.0, p0=0.08) == pytest.approx(row, abs=1e-6)
+
+
+def test_diagonal_prior_closed_form_z_equals_the_direct_sum():
+    j, m, n, lam = 3, 7, 5, 2.5
+    direct = np.exp(-lam * np.abs(np.arange(1, n + 1) / n - j / m))
+    assert diagonal_prior(j, m, n, tension=lam)[1:] == pytest.approx(0.92 * direct / direct.sum(), rel=1e-12)
+
+
+def test_vb_normalize_counts_2_1_0_alpha_001():
+    theta = vb_normalize(np.array([2.0, 1.0, 0.0]), alpha=0.01)
+    assert theta[:2] == pytest.approx([0.603294, 0.224148], abs=1e-6)
+    assert 0 < theta[2] < 1e-40  # exp(ψ(0.01) − ψ(3.03)): VB starves an unseen word
+
+
+def test_log_poisson_is_x_ln_lambda_minus_ln_x_factorial_minus_lambda():
+    assert log_poisson(3, 2.0) == pytest.approx(math.log(2.0**3 * math.exp(-2.0) / 6))
+
+
+# ---- training: the reference's numbers
+def test_train_reproduces_fast_align_statistics_on_toy_2000(toy):
+    _, _, (fwd_model, rev_model, _, _) = toy
+    # fast_align: "expected target length = source length * …", last "final tension: …", each "log_e likelihood: …"
+    assert fwd_model.mean_srclen_multiplier == pytest.approx(1.03356, abs=1e-5)
+    assert rev_model.mean_srclen_multiplier == pytest.approx(0.971761, abs=1e-6)
+    assert fwd_model.tension == pytest.approx(4.90921, abs=1e-5)
+    assert rev_model.tension == pytest.approx(5.1478, abs=1e-4)
+    assert fwd_model.log_likelihood == pytest.approx([-320133, -35990.1, -23731.9, -21093.1, -20403.3], rel=3e-6)
+    assert rev_model.log_likelihood == pytest.approx([-311409, -31882.4, -19219.8, -16678.4, -16207.7], rel=3e-6)
+
+
+def test_train_links_and_scores_match_fast_align_on_toy_2000(toy):
+    src, tgt, (fwd_model, rev_model, fwd, rev) = toy
+    # fast_align -s, lines 1-3: links ||| ln p (forward, then -r); "la" (tgt 2 of pair 2) goes to NULL
+    assert fwd.to_pharaoh()[:3] == rev.to_pharaoh()[:3] == [
+        "0-0 1-1 2-2 3-3 4-4 5-5 6-6 7-7 8-8 9-9 10-10", "0-0 1-1 2-3 3-4", "0-0 1-1 2-2 3-3 4-4 5-5"]
+    assert fwd_model.align(src[:3], tgt[:3])[1] == pytest.approx([-18.7008, -7.29073, -7.46596], rel=1e-5)
+    assert rev_model.align(src[:3], tgt[:3])[1] == pytest.approx([-16.7939, -5.00916, -6.45362], rel=1e-5)
+
+
+def test_symmetrize_demo_precision_recall_at_least_095():
+    rows = list(iter_bitext(4000, seed=0, split="train"))
+    sym = symmetrize([r[0] for r in rows], [r[1] for r in rows])
+    ours, gold = link_keys(sym), link_keys(Alignment.from_pharaoh(r[2] for r in rows))
+    hits = len(np.intersect1d(ours, gold))
+    precision, recall = hits / len(ours), hits / len(gold)
+    print(f"demo 4,000 pairs, grow-diag-final-and: P = {precision:.4f}, R = {recall:.4f}")
+    assert precision >= 0.95 and recall >= 0.95  # 0.9958 and 1.0 with the demo grammar of ce39ce0
+
+
+def test_train_iteration_0_is_the_prior_alone_so_one_iteration_decodes_the_diagonal():
+    _, links = FastAlign.train(["a b c", "d e"], ["x y z", "u v w"], iterations=1)
+    # θ = 1e-9 everywhere: argmax of [p0, p(1), …, p(n)]; in pair 2, target 2 of 3 lies nearer source 1 of 2
+    assert links.to_pharaoh() == ["0-0 1-1 2-2", "0-0 0-1 1-2"]
+
+
+def test_train_model_1_without_vb_is_plain_relative_counts():
+    model, _ = FastAlign.train(["a b", "b"], ["x y", "y"], iterations=2, favor_diagonal=False, variational_bayes=False)
+    # uniform 1/(n+1) over NULL and the words: c(NULL, y) = 1/3 + 1/2, c(a, x) = 1/3, …; θ = c / row total
+    assert {(r["e"], r["f"]): round(math.exp(r["log_prob"]), 12) for r in model.table().to_pylist()} == {
+        ("<eps>", "x"): round(2 / 7, 12), ("<eps>", "y"): round(5 / 7, 12), ("a", "x"): 0.5, ("a", "y"): 0.5,
+        ("b", "x"): round(2 / 7, 12), ("b", "y"): round(5 / 7, 12)}
+
+
+def test_train_without_cell_index_or_prior_cache_gives_the_same_bits(toy, monkeypatch):
+    src, tgt, (fwd_model, _, fwd, _) = toy
+    monkeypatch.setattr("models.aligner._CELL_INDEX_BUDGET", 0)  # binary search per cell and pass
+    monkeypatch.setattr("models.aligner._PRIOR_BUDGET", 0)  # every prior row computed inline
+    model, links = FastAlign.train(src, tgt)
+    assert links == fwd and np.array_equal(model.theta, fwd_model.theta) and model.tension == fwd_model.tension
+
+
+def test_train_reverse_reports_src_tgt_order(toy):
+    src, tgt, (_, rev_model, _, rev) = toy
+    src_len = np.array([len(s.split()) for s in src])
+    tgt_len = np.array([len(t.split()) for t in tgt])
+    sentence = np.repeat(np.arange(len(rev)), np.diff(rev.offsets))
+    assert rev_model.reverse and (rev.src < src_len[sentence]).all() and (rev.tgt < tgt_len[sentence]).all()
+    # reverse generates the source words: each source position has at most one link
+    assert len(np.unique(sentence * 1000 + rev.src)) == len(rev.src)
+    # "w7 w14 w33 w37" -> "t7 t14 la t33 t37": w33 (src 2) is t33 (tgt 3), "la" has no link
+    assert (src[1], tgt[1], rev.links(1)) == ("w7 w14 w33 w37", "t7 t14 la t33 t37", [(0, 0), (1, 1), (2, 3), (3, 4)])
+
+
+def test_train_threads_1_and_2_give_identical_links_and_table(demo3k):
+    src, tgt, _ = demo3k
+    m1, l1 = FastAlign.train(src[:1500], tgt[:1500], threads=1)
+    m2, l2 = FastAlign.train(src[:1500], tgt[:1500], threads=2)
+    assert l1 == l2 and np.array_equal(m1.theta, m2.theta) and m1.tension == m2.tension
+    assert m1.fingerprint() == m2.fingerprint()
+
+
+def test_train_empty_sides_get_no_links_and_do_not_count():
+    src = ["a b", "", "a c", "b", None]
+    tgt = ["x y", "z", "", "y", "x"]
+    model, links = FastAlign.train(src, tgt)
+    assert links.to_pharaoh() == ["0-0 1-1", "", "", "0-0", ""]
+    assert model.mean_srclen_multiplier == pytest.approx((2 / 2 + 1 / 1) / 2)  # the two complete pairs only
+    _, scores = model.align(src, tgt)
+    assert np.isnan(scores[[1, 2, 4]]).all() and np.isfinite(scores[[0, 3]]).all()
+
+
+def test_train_empty_corpus_gives_an_empty_alignment():
+    model, links = FastAlign.train([], [])
+    assert len(links) == 0 and model.table().num_rows == 0
+
+
+def test_train_mismatched_sides_raise_input_error_naming_both_counts():
+    with pytest.raises(InputError, match="src has 2 sentences, tgt has 1"):
+        FastAlign.train(["a", "b"], ["x"])
+
+
+def test_train_accepts_arrow_arrays_and_chunked_arrays(demo3k):
+    src, tgt, _ = demo3k
+    _, from_list = FastAlign.train(src[:300], tgt[:300])
+    _, from_arrow = FastAlign.train(pa.chunked_array([src[:100], src[100:300]]), pa.array(tgt[:300]))
+    assert from_list == from_arrow
+
+
+# ---- force alignment and tables
+def tiny_model(**kw) -> FastAlign:
+    table = pa.table({"e": ["<eps>", "a", "a", "b", "b"], "f": ["x", "x", "y", "y", "z"],
+                      "log_prob": np.log([0.1, 0.6, 0.3, 0.7, 0.2])})
+    return FastAlign.from_table(table, tension=4.0, mean_srclen_multiplier=1.5, **kw)
+
+
+def test_align_log_prob_is_poisson_length_plus_sum_of_log_marginals():
+    links, scores = tiny_model().align(["a b"], ["x y w"])  # "w" is unknown: θ = 1e-9 for every source
+    m, n, p0, lam = 3, 2, 0.08, 4.0
+    theta = np.array([[0.1, 0.6, 1e-9], [1e-9, 0.3, 0.7], [1e-9, 1e-9, 1e-9]])  # [j][NULL, a, b]
+    total = math.log((0.05 + n * 1.5) ** m * math.exp(-(0.05 + n * 1.5)) / math.factorial(m))
+    viterbi = []
+    for j in range(1, m + 1):
+        h = np.exp(-lam * np.abs(np.arange(1, n + 1) / n - j / m))
+        prior = np.concatenate([[p0], (1 - p0) * h / h.sum()])
+        p = theta[j - 1] * prior
+        total += math.log(p.sum())
+        viterbi.append(int(np.argmax(p)))
+    assert scores[0] == pytest.approx(total, rel=1e-12)
+    assert links.links(0) == [(i - 1, j) for j, i in enumerate(viterbi) if i > 0] == [(0, 0), (1, 1), (1, 2)]
+
+
+def test_align_reverse_model_reports_src_tgt_order():
+    links, _ = tiny_model(reverse=True).align(["x y"], ["a b"])  # reverse: e = tgt side, f = src side
+    assert links.links(0) == [(0, 0), (1, 1)]
+
+
+def test_export_table_keeps_rows_within_the_beam_of_each_source_word(tmp_path):
+    rows = tiny_model().export_table(tmp_path / "t.tsv")
+    # b: max θ 0.7, keep ln θ >= 4·ln 0.7 = −1.43: "b z" (ln 0.2 = −1.61) is dropped;
+    # a: 4·ln 0.6 = −2.04 keeps both
+    lines = (tmp_path / "t.tsv").read_text().splitlines()
+    assert rows == 4 and [tuple(line.split("\t")[:2]) for line in lines] == [
+        ("<eps>", "x"), ("a", "x"), ("a", "y"), ("b", "y")]
+    assert float(lines[1].split("\t")[2]) == math.log(0.6)
+
+
+def test_export_table_round_trip_gives_the_trained_links_and_scores(demo3k, tmp_path):
+    src, tgt, _ = demo3k
+    model, trained = FastAlign.train(src[:500], tgt[:500])
+    links, scores = model.align(src[:500], tgt[:500])
+    assert links == trained
+    assert model.export_table(tmp_path / "fwd.ttable", beam_threshold=-math.inf) == model.table().num_rows
+    pq.write_table(model.table(), tmp_path / "fwd.parquet")
+    for path in (tmp_path / "fwd.ttable", tmp_path / "fwd.parquet"):
+        back = FastAlign.from_table(path, tension=model.tension, mean_srclen_multiplier=model.mean_srclen_multiplier)
+        links2, scores2 = back.align(src[:500], tgt[:500])
+        assert links2 == trained
+        np.testing.assert_allclose(scores2, scores, rtol=1e-13)
+
+
+def test_train_first_em_step_is_vb_of_the_prior_posteriors():
+    model, _ = FastAlign.train(["a b", "b"], ["x y", "y"], iterations=2)  # iteration 0 counts, 1 only decodes
+    post = [diagonal_prior(j, 2, 2) for j in (1, 2)] + [diagonal_prior(1, 1, 1)]  # θ = 1e-9: posterior = prior
+    post = [p / p.sum() for p in post]
+    # counts[e][f] over the cells (sentence 1: x at j=1, y at j=2 over NULL, a, b; sentence 2: y over NULL, b)
+    rows = {"<eps>": {"x": post[0][0], "y": post[1][0] + post[2][0]}, "a": {"x": post[0][1], "y": post[1][1]},
+            "b": {"x": post[0][2], "y": post[1][2] + post[2][1]}}
+    expected = {(e, f): math.log(t) for e, cpd in rows.items() for f, t in zip(cpd, vb_normalize(list(cpd.values())))}
+    table = model.table().to_pylist()
+    assert [(r["e"], r["f"]) for r in table] == list(expected)
+    assert [r["log_prob"] for r in table] == pytest.approx(list(expected.values()), rel=1e-12)
+    assert model.tension == 4.0  # optimised only after iterations 1 … I−2
+
+
+def test_fingerprint_changes_with_tension_and_table():
+    a, b = tiny_model(), tiny_model()
+    c = FastAlign.from_table(pa.table({"e": ["a"], "f": ["x"], "log_prob": [0.0]}), tension=4.0,
+                             mean_srclen_multiplier=1.5)
+    d = FastAlign.from_table(tiny_model().table(), tension=5.0, mean_srclen_multiplier=1.5)
+    assert a.fingerprint() == b.fingerprint() and len({a.fingerprint(), c.fingerprint(), d.fingerprint()}) == 3
+
+
+def test_from_table_missing_file_raises_input_error(tmp_path):
+    with pytest.raises(InputError, match="no such translation table"):
+        FastAlign.from_table(tmp_path / "nope.ttable", tension=4.0, mean_srclen_multiplier=1.0)
+
+
+# ---- links
+def test_pharaoh_round_trip_sorts_links_and_keeps_empty_lines():
+    al = Alignment.from_pharaoh(["2-1 0-0 1-2", "", "3-3"])
+    assert (len(al), al.to_pharaoh()) == (3, ["0-0 1-2 2-1", "", "3-3"])
+    assert al.offsets.tolist() == [0, 3, 3, 4]
+
+
+def test_pharaoh_bad_link_raises_input_error_with_line():
+    with pytest.raises(InputError, match="line 2: expected Pharaoh links"):
+        Alignment.from_pharaoh(["0-0", "1-x"])
+
+
+def test_grow_diag_final_and_hand_example_as_atools():
+    fwd = Alignment.from_pharaoh(["0-0 1-1 2-1", "0-0 1-2 3-3", "1-1 3-3", ""])
+    rev = Alignment.from_pharaoh(["0-0 1-1 2-2", "0-0 2-3 3-1", "2-1 2-2 3-3", ""])
+    sym = grow_diag_final_and(fwd, rev, np.array([3, 4, 4, 2]), np.array([3, 4, 4, 2]))
+    # 1: ∩ = {0-0, 1-1}; grow adds 2-1 (i=2 free, next to 1-1), then 2-2 (j=2 free, diagonal to 1-1)
+    # 2: ∩ = {0-0}; nothing touches it; final-and adds fwd 1-2 and 3-3 (both words free), not rev 2-3 (j=3 taken)
+    # 3: ∩ = {3-3}; pass 1 adds 2-2 (1-1, 2-1 come first but touch nothing yet), pass 2 adds 1-1;
+    #    2-1 then has both words aligned
+    assert sym.to_pharaoh() == ["0-0 1-1 2-1 2-2", "0-0 1-2 3-3", "1-1 2-2 3-3", ""]
+
+
+def test_grow_diag_final_and_mismatched_counts_raise_input_error():
+    one = Alignment.from_pharaoh(["0-0"])
+    with pytest.raises(InputError, match="fwd has 1 sentences, rev 1, src_len 2"):
+        grow_diag_final_and(one, one, np.array([1, 1]), np.array([1]))
+
+
+# ---- the reference binary, when there is one
+FAST_ALIGN_BIN = os.environ.get("FAST_ALIGN_BIN")
+
+
+@pytest.mark.skipif(not FAST_ALIGN_BIN, reason="FAST_ALIGN_BIN is not set (a built clab/fast_align binary)")
+def test_reference_binary_links_scores_and_table_agree(demo3k, tmp_path):
+    src, tgt, _ = demo3k
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"{s} ||| {t}\n" for s, t in zip(src, tgt)))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # the tool's OpenMP count updates race otherwise
+    ours = {}
+    for flag in ("", "-r"):
+        cmd = [FAST_ALIGN_BIN, "-i", str(corpus), "-d", "-o", "-v", "-s", "-p", str(tmp_path / f"t{flag}")]
+        out = subprocess.run(cmd + ([flag] if flag else []), env=env, capture_output=True, text=True, check=True)
+        model, links = FastAlign.train(src, tgt, reverse=bool(flag))
+        ref = [line.split(" ||| ") for line in out.stdout.splitlines()]
+        assert links == Alignment.from_pharaoh(r[0] for r in ref)
+        _, scores = model.align(src, tgt)
+        np.testing.assert_allclose(scores, [float(r[1]) for r in ref], rtol=1e-5)
+        tension = float(out.stderr.rsplit("final tension:", 1)[1].split()[0])
+        assert model.tension == pytest.approx(tension, abs=1e-5)
+        model.export_table(tmp_path / f"ours{flag}")
+        rows = [set(tuple(line.split("\t")[:2]) for line in (tmp_path / name).read_text().splitlines())
+                for name in (f"t{flag}", f"ours{flag}")]
+        assert rows[0] == rows[1]
+        ours[flag] = (tmp_path / f"a{flag}", links)
+        ours[flag][0].write_text("\n".join(links.to_pharaoh()) + "\n")
+    atools = Path(FAST_ALIGN_BIN).with_name("atools")
+    if atools.exists():
+        out = subprocess.run([str(atools), "-i", str(ours[""][0]), "-j", str(ours["-r"][0]), "-c",
+                              "grow-diag-final-and"], capture_output=True, text=True, check=True)
+        lengths = [np.array([len(x.split()) for x in side]) for side in (src, tgt)]
+        assert grow_diag_final_and(ours[""][1], ours["-r"][1], *lengths).to_pharaoh() == out.stdout.splitlines()

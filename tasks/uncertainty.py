@@ -113,8 +113,8 @@ def sample_keys(
 ) -> pa.Table:
     """One shard's candidates: its rows with p > 0 and their key, only the shard's top ``budget`` kept.
 
-    ``shard_eligible`` (rows with p > 0) and ``shard_weight`` (Σ w) describe the whole shard, so the
-    reduce knows the totals although it sees at most ``budget`` rows per shard.
+    ``shard_eligible`` (rows with p > 0) and ``shard_weight_0..2`` (Σ w as ``sum_partials``) describe the
+    whole shard, so the reduce knows the totals although it sees at most ``budget`` rows per shard.
     """
     u = scored["uncertainty"].to_numpy()
     if method == "uncertainty":
@@ -139,9 +139,10 @@ def sample_keys(
         order = pc.sort_indices(table, [("key", "descending"), ("uid", "ascending")])
         table = table.take(order[:budget])
     n = table.num_rows
-    partials = pa.array([sum_partials(weight)] * n, pa.list_(pa.float64()))
-    return table.append_column("shard_eligible", pa.array(np.full(n, int(eligible.sum())), pa.int64())) \
-                .append_column("shard_weight", partials)
+    table = table.append_column("shard_eligible", pa.array(np.full(n, int(eligible.sum())), pa.int64()))
+    for i, part in enumerate(sum_partials(weight)):
+        table = table.append_column(f"shard_weight_{i}", pa.array(np.full(n, part)))
+    return table
 
 
 def sum_partials(values: np.ndarray, terms: int = 3) -> list[float]:
@@ -173,8 +174,9 @@ def select_sample(*key_parts: Sequence[Path], budget: int, method: str = "uncert
     try:
         src = f"read_parquet({_files(parts)}, filename = true)"
         shards = con.execute(
-            f"SELECT any_value(shard_eligible), any_value(shard_weight) FROM {src} GROUP BY filename").fetchall() if parts else []
-        eligible, weight = sum(e for e, _ in shards), math.fsum(x for _, w in shards for x in w)
+            f"SELECT any_value(shard_eligible), any_value(shard_weight_0), any_value(shard_weight_1), "
+            f"any_value(shard_weight_2) FROM {src} GROUP BY filename").fetchall() if parts else []
+        eligible, weight = sum(s[0] for s in shards), math.fsum(w for s in shards for w in s[1:])
         if eligible < budget:
             why = "U > 0 and U < 2·U_max" if method == "uncertainty" else "a score"
             raise InputError(
@@ -195,6 +197,11 @@ def select_sample(*key_parts: Sequence[Path], budget: int, method: str = "uncert
 
 def take_sample(rows: pa.Table, selected: pa.Table, *, method: str = "uncertainty") -> pa.Table:
     """The shard's rows that were drawn, in input order, with their U, p and rank (the `sampled_mono` view)."""
+    if rows.num_rows:  # only the drawn rows of this shard's lines: a small hash set, not the whole sample's
+        lo, hi = pc.min_max(rows["line"]).values()
+        mine = pc.and_(pc.is_in(selected["source"], value_set=pc.unique(rows["source"])),
+                       pc.and_(pc.greater_equal(selected["line"], lo), pc.less_equal(selected["line"], hi)))
+        selected = selected.filter(mine)
     idx = pc.index_in(rows["uid"], value_set=selected["uid"])
     keep = pc.is_valid(idx)
     picked, at = rows.filter(keep), pc.drop_null(idx)

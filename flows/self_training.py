@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger

@@ -22,7 +22,6 @@ import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from decimal import ROUND_FLOOR, Decimal
 from pathlib import Path
 
 import kenlm

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
@@ -85,7 +86,9 @@ def run_shard(
         return ShardResult(shard, "cached", started, 0.0, 0, {})
     side_tables = {name: read_side(ref) for name, ref in side.items()}
     if stage.reduce:
-        result, rows_in = stage.fn(*[ref.paths() for ref in inputs], **side_tables, **params, **(resources or {})), 0
+        paths = [ref.paths() for ref in inputs]
+        result = stage.fn(*paths, **side_tables, **params, **(resources or {}))
+        rows_in = sum(pq.ParquetFile(p).metadata.num_rows for ps in paths for p in ps)  # footers only
     else:
         tables = [ref.read(shard) for ref in inputs]
         result = stage.fn(*tables, **side_tables, **params, **(resources or {}))

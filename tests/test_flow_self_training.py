@@ -63,6 +63,9 @@ def test_u_max_is_the_90th_percentile_of_the_bitext_source(first_run):
     u = cat.query("SELECT uncertainty FROM uncertainty WHERE source = 'demo_bitext'")["uncertainty"].to_numpy()
     clean = cat.query("SELECT count(*) AS n FROM bitext WHERE source = 'demo_bitext'")["n"][0].as_py()
     assert len(u) == clean
+    stages = _stages(summary)
+    assert stages[("align", "demo_bitext")]["rows_in"] == clean  # a reduce stage counts its input rows too
+    assert stages[("sample", "demo_mono")]["rows_in"] == stages[("sample_keys", "demo_mono")]["rows_out"]["part"]
     assert summary["u_max"] == np.sort(u)[math.ceil(0.9 * len(u)) - 1]
 
 

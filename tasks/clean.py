@@ -9,15 +9,13 @@ first occurrence, whichever shard it is in. Every dropped row is returned with i
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from storage.catalog import DUCKDB_CONFIG
+from storage.scratch import parquet_list, scratch_duckdb
 from storage.schemas import TEXT_FIELDS
 from tasks.stage import Stage
 
@@ -34,18 +32,11 @@ def find_duplicates(parts: Sequence[Path], *, memory_limit: str = "384MB") -> pa
     """
     if not parts:
         return DUPLICATES_SCHEMA.empty_table()
-    files = "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in parts) + "]"
-    spill = tempfile.TemporaryDirectory(prefix="augdag-duplicates-")
-    con = duckdb.connect(config={**DUCKDB_CONFIG, "memory_limit": memory_limit, "threads": 2,
-                                 "temp_directory": spill.name})
-    try:
+    with scratch_duckdb(memory_limit=memory_limit, name="duplicates") as con:
         dups = con.sql(
-            f"SELECT uid, min(line) AS first_line, count(*) AS copies FROM read_parquet({files}) "
+            f"SELECT uid, min(line) AS first_line, count(*) AS copies FROM read_parquet({parquet_list(parts)}) "
             "GROUP BY uid HAVING count(*) > 1 ORDER BY first_line"
         ).to_arrow_table()
-    finally:
-        con.close()
-        spill.cleanup()
     return dups.cast(DUPLICATES_SCHEMA)
 
 

@@ -8,33 +8,27 @@ from __future__ import annotations
 import base64
 import html
 import io
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 
-from storage.catalog import DUCKDB_CONFIG
+from storage.scratch import parquet_list, scratch_duckdb
 
 
 def histogram(parts: Sequence[Path], column: str, *, bins: int = 50) -> pa.Table:
     """Equal-width histogram of a numeric column over Parquet parts, computed in DuckDB (no column in memory)."""
-    files = "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in parts) + "]"
-    with tempfile.TemporaryDirectory(prefix="augdag-hist-") as spill:
-        con = duckdb.connect(config={**DUCKDB_CONFIG, "memory_limit": "256MB", "temp_directory": spill})
-        try:
-            lo, hi, n = con.execute(f'SELECT min("{column}"), max("{column}"), count(*) FROM read_parquet({files})').fetchall()[0]
-            if not n:
-                return pa.table({"lo": pa.array([], pa.float64()), "hi": pa.array([], pa.float64()),
-                                 "rows": pa.array([], pa.int64())})
-            width = (hi - lo) / bins or 1.0
-            counts = dict(con.execute(
-                f'SELECT least(floor(("{column}" - $lo) / $w)::BIGINT, $last) AS b, count(*) FROM read_parquet({files}) '
-                "GROUP BY b", {"lo": lo, "w": width, "last": bins - 1}).fetchall())
-        finally:
-            con.close()
+    files = parquet_list(parts)
+    with scratch_duckdb(memory_limit="256MB", name="hist") as con:
+        lo, hi, n = con.execute(f'SELECT min("{column}"), max("{column}"), count(*) FROM read_parquet({files})').fetchall()[0]
+        if not n:
+            return pa.table({"lo": pa.array([], pa.float64()), "hi": pa.array([], pa.float64()),
+                             "rows": pa.array([], pa.int64())})
+        width = (hi - lo) / bins or 1.0
+        counts = dict(con.execute(
+            f'SELECT least(floor(("{column}" - $lo) / $w)::BIGINT, $last) AS b, count(*) FROM read_parquet({files}) '
+            "GROUP BY b", {"lo": lo, "w": width, "last": bins - 1}).fetchall())
     edges = lo + width * np.arange(bins + 1)
     return pa.table({"lo": edges[:-1], "hi": edges[1:], "rows": [int(counts.get(b, 0)) for b in range(bins)]})
 

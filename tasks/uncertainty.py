@@ -19,11 +19,9 @@ cross-entropy first).
 from __future__ import annotations
 
 import math
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -31,7 +29,7 @@ import pyarrow.parquet as pq
 
 from conf.errors import InputError
 from models.lexicon import WordScores
-from storage.catalog import DUCKDB_CONFIG
+from storage.scratch import parquet_list, scratch_duckdb
 from tasks.stage import Stage
 
 METHODS = ("uncertainty", "random", "word_rarity", "srclm")
@@ -156,10 +154,6 @@ def sum_partials(values: np.ndarray, terms: int = 3) -> list[float]:
     return out
 
 
-def _files(parts: Sequence[Path]) -> str:
-    return "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in parts) + "]"
-
-
 def select_sample(*key_parts: Sequence[Path], budget: int, method: str = "uncertainty",
                   memory_limit: str = "512MB") -> pa.Table:
     """The global top ``budget`` keys over every shard of every monolingual dataset (ties: smaller uid first).
@@ -168,11 +162,8 @@ def select_sample(*key_parts: Sequence[Path], budget: int, method: str = "uncert
     `uncertainty`; 1/N for the others), rank (1 = largest key). Refuses when fewer rows have p > 0.
     """
     parts = [p for ps in key_parts for p in ps]
-    spill = tempfile.TemporaryDirectory(prefix="augdag-sample-")
-    con = duckdb.connect(config={**DUCKDB_CONFIG, "memory_limit": memory_limit, "threads": 2,
-                                 "temp_directory": spill.name})
-    try:
-        src = f"read_parquet({_files(parts)}, filename = true)"
+    with scratch_duckdb(memory_limit=memory_limit, name="sample") as con:
+        src = f"read_parquet({parquet_list(parts)}, filename = true)"
         shards = con.execute(
             f"SELECT any_value(shard_eligible), any_value(shard_weight_0), any_value(shard_weight_1), "
             f"any_value(shard_weight_2) FROM {src} GROUP BY filename").fetchall() if parts else []
@@ -188,9 +179,6 @@ def select_sample(*key_parts: Sequence[Path], budget: int, method: str = "uncert
             f"SELECT uid, source, line, uncertainty, {p} AS p, row_number() OVER (ORDER BY key DESC, uid) AS rank "
             f"FROM (SELECT * FROM {src} ORDER BY key DESC, uid LIMIT $budget) ORDER BY rank",
             params={"total": total, "budget": budget}).to_arrow_table()
-    finally:
-        con.close()
-        spill.cleanup()
     return table.cast(pa.schema([("uid", pa.string()), ("source", pa.string()), ("line", pa.int64()),
                                  ("uncertainty", pa.float64()), ("p", pa.float64()), ("rank", pa.int64())]))
 
@@ -219,25 +207,19 @@ def uncertainty_bins(scored_parts: Sequence[Path], alignment_parts: Sequence[Pat
     source words with a link)."""
     if not scored_parts:
         raise InputError("uncertainty_bins: nothing was scored")
-    spill = tempfile.TemporaryDirectory(prefix="augdag-bins-")
-    con = duckdb.connect(config={**DUCKDB_CONFIG, "memory_limit": memory_limit, "threads": 2,
-                                 "temp_directory": spill.name})
-    try:
+    with scratch_duckdb(memory_limit=memory_limit, name="bins") as con:
         cov = "NULL::DOUBLE"
         join = ""
         if alignment_parts:
-            join = f"LEFT JOIN read_parquet({_files(alignment_parts)}) a USING (uid)"
+            join = f"LEFT JOIN read_parquet({parquet_list(alignment_parts)}) a USING (uid)"
             cov = "a.coverage"
         table = con.sql(
-            f"SELECT (SELECT string_agg(DISTINCT source, ',' ORDER BY source) FROM read_parquet({_files(scored_parts)})) "
+            f"SELECT (SELECT string_agg(DISTINCT source, ',' ORDER BY source) FROM read_parquet({parquet_list(scored_parts)})) "
             f"AS source, bin, count(*) AS rows, min(uncertainty) AS u_min, max(uncertainty) AS u_max, "
             f"avg(uncertainty) AS u_mean, avg(tokens) AS length, avg(word_rarity) AS word_rarity, "
             f"avg(coverage) AS coverage FROM (SELECT s.uncertainty, s.tokens, s.word_rarity, {cov} AS coverage, "
-            f"ntile($bins) OVER (ORDER BY s.uncertainty, s.uid) AS bin FROM read_parquet({_files(scored_parts)}) s {join}) "
+            f"ntile($bins) OVER (ORDER BY s.uncertainty, s.uid) AS bin FROM read_parquet({parquet_list(scored_parts)}) s {join}) "
             f"GROUP BY bin ORDER BY bin", params={"bins": bins}).to_arrow_table()
-    finally:
-        con.close()
-        spill.cleanup()
     return table.cast(pa.schema([("source", pa.string()), ("bin", pa.int64()), ("rows", pa.int64()), ("u_min", pa.float64()),
                                  ("u_max", pa.float64()), ("u_mean", pa.float64()), ("length", pa.float64()),
                                  ("word_rarity", pa.float64()), ("coverage", pa.float64())]))

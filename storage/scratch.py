@@ -1,0 +1,30 @@
+"""Scratch DuckDB for global steps over Parquet parts: a private in-memory connection that spills to a
+temporary directory past its memory limit (without one DuckDB does not enforce the limit), offline."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+
+from storage.catalog import DUCKDB_CONFIG
+
+
+def parquet_list(paths: Iterable[Path | str]) -> str:
+    """Paths as a DuckDB list literal for ``read_parquet([...])``."""
+    return "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths) + "]"
+
+
+@contextmanager
+def scratch_duckdb(*, memory_limit: str = "512MB", threads: int = 2, name: str = "scratch") -> Iterator[duckdb.DuckDBPyConnection]:
+    spill = tempfile.TemporaryDirectory(prefix=f"augdag-{name}-")
+    con = duckdb.connect(config={**DUCKDB_CONFIG, "memory_limit": memory_limit, "threads": threads,
+                                 "temp_directory": spill.name})
+    try:
+        yield con
+    finally:
+        con.close()
+        spill.cleanup()

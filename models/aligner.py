@@ -659,11 +659,15 @@ class Alignment:
 
     def to_pharaoh(self) -> list[str]:
         """"0-0 1-2" per sentence ("" for none), sorted by (src, tgt)."""
+        return self.pharaoh_array().to_pylist()
+
+    def pharaoh_array(self) -> pa.Array:
+        """The Pharaoh text per sentence as an Arrow string array, built without a loop over sentences."""
         src, tgt = self.src.copy(), self.tgt.copy()
         _sort_links(self.offsets, src, tgt)
         pairs = pc.binary_join_element_wise(pc.cast(pa.array(src), pa.string()), pc.cast(pa.array(tgt), pa.string()),
                                             "-")
-        return pc.binary_join(pa.LargeListArray.from_arrays(pa.array(self.offsets), pairs), " ").to_pylist()
+        return pc.binary_join(pa.LargeListArray.from_arrays(pa.array(self.offsets), pairs), " ").cast(pa.string())
 
     @classmethod
     def from_pharaoh(cls, lines: Iterable[str]) -> "Alignment":

@@ -38,6 +38,12 @@ def tokenize(texts: pa.Array | pa.ChunkedArray, *, lowercase: bool = False) -> p
     return split
 
 
+def joined_tokens(texts: pa.Array | pa.ChunkedArray, *, lowercase: bool = False) -> pa.Array:
+    """The rows' tokens joined by one space: what the aligner and the LMs are given, so that they split
+    (and count) words exactly as ``tokenize`` does."""
+    return pc.binary_join(tokenize(texts, lowercase=lowercase), " ")
+
+
 def linked_words(src: pa.ListArray, tgt: pa.ListArray, offsets: np.ndarray, i: np.ndarray, j: np.ndarray) -> pa.Table:
     """The (src word, tgt word) of every link; links of sentence s are ``i/j[offsets[s]:offsets[s+1]]``."""
     sentence = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))

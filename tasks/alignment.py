@@ -16,33 +16,17 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from conf.errors import InputError
 from models.aligner import Alignment, align_both, grow_diag_final_and
 from models.lexicon import build_lexicon, linked_words, tokenize, word_uncertainty
-from tasks.stage import Stage
+from tasks.stage import Stage, read_parts
 
 ALIGNMENT = pa.schema([
     ("uid", pa.string()), ("source", pa.string()), ("line", pa.int64()), ("links", pa.string()),
     ("src_pos", pa.list_(pa.int32())), ("tgt_pos", pa.list_(pa.int32())), ("src_tokens", pa.int32()),
     ("tgt_tokens", pa.int32()), ("aligned_src", pa.int32()), ("coverage", pa.float64()),
 ])
-
-
-def read_parts(parts: Sequence[Path], columns: list[str]) -> pa.Table:
-    """The given columns of every part, in order (one table; the aligner needs the whole corpus)."""
-    if not parts:
-        raise InputError("nothing to read: the input artifact has no parts")
-    return pa.concat_tables([pq.read_table(p, columns=columns) for p in parts])
-
-
-def pharaoh(alignment: Alignment) -> pa.Array:
-    """Links as Pharaoh text ("0-0 1-2"), built in Arrow without a Python loop over sentences."""
-    pairs = pc.binary_join_element_wise(pc.cast(pa.array(alignment.src), pa.string()), "-",
-                                        pc.cast(pa.array(alignment.tgt), pa.string()), "")
-    lists = pa.ListArray.from_arrays(pa.array(alignment.offsets.astype(np.int32)), pairs)
-    return pc.binary_join(lists, " ")
 
 
 def _positions(alignment: Alignment, values: np.ndarray) -> pa.ListArray:
@@ -66,7 +50,7 @@ def align_bitext(
     rows = read_parts(parts, ["uid", "source", "line", "src", "tgt"])
     src = tokenize(rows["src"], lowercase=lowercase)
     tgt = tokenize(rows["tgt"], lowercase=lowercase)
-    src_text, tgt_text = pc.binary_join(src, " "), pc.binary_join(tgt, " ")
+    src_text, tgt_text = pc.binary_join(src, " "), pc.binary_join(tgt, " ")  # split by the aligner as tokenize did
     fwd_model, rev_model, fwd, rev = align_both(
         src_text, tgt_text, iterations=iterations, p0=p0, alpha=alpha, tension=tension, optimize_tension=optimize_tension)
     src_len = pc.list_value_length(src).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -75,7 +59,7 @@ def align_bitext(
     aligned = aligned_source_words(links, src_len)
     coverage = np.divide(aligned, src_len, out=np.zeros(len(src_len)), where=src_len > 0)
     part = pa.table({
-        "uid": rows["uid"], "source": rows["source"], "line": rows["line"], "links": pharaoh(links),
+        "uid": rows["uid"], "source": rows["source"], "line": rows["line"], "links": links.pharaoh_array(),
         "src_pos": _positions(links, links.src), "tgt_pos": _positions(links, links.tgt),
         "src_tokens": src_len.astype(np.int32), "tgt_tokens": tgt_len.astype(np.int32),
         "aligned_src": aligned.astype(np.int32), "coverage": coverage,

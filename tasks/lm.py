@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from conf.errors import ModelError
-from models.lexicon import tokenize
+from models.lexicon import joined_tokens
 from models.lm import SCORES as LM_SCORES, NgramLM, train_arpa
 from tasks.stage import Stage
 
@@ -29,16 +29,11 @@ LM_VERSION = "1"
 SCORES = pa.schema([("uid", pa.string()), *zip(LM_SCORES.names, LM_SCORES.types)])
 
 
-def _texts(column: pa.Array | pa.ChunkedArray, lowercase: bool) -> pa.Array:
-    """The column as the LM sees it: whitespace tokens joined by one space (as the aligner sees it)."""
-    return pc.binary_join(tokenize(column, lowercase=lowercase), " ")
-
-
 def arpa_builder(parts: Sequence[Path], *, column: str, order: int, memory: str, lowercase: bool) -> Callable[[Path], None]:
     """A `build(path)` for `run_model_stage`: lmplz over one column of an artifact's parts, streamed."""
     def lines() -> Iterator[str]:
         for part in parts:
-            yield from _texts(pq.read_table(part, columns=[column])[column], lowercase).to_pylist()
+            yield from joined_tokens(pq.read_table(part, columns=[column])[column], lowercase=lowercase).to_pylist()
 
     def build(path: Path) -> None:
         train_arpa(lines(), path, order=order, memory=memory)
@@ -53,7 +48,7 @@ def _load(path: str) -> NgramLM:
 
 def lm_score(rows: pa.Table, *, column: str, lm_path: Path, lowercase: bool = False) -> pa.Table:
     """Per-row LM scores of ``column`` (`uid` kept for the filter's tie-break and the join)."""
-    scores = _load(str(lm_path)).score(_texts(rows[column], lowercase))
+    scores = _load(str(lm_path)).score(joined_tokens(rows[column], lowercase=lowercase))
     return pa.table({"uid": rows["uid"], **{c: scores[c] for c in SCORES.names[1:]}}, schema=SCORES)
 
 

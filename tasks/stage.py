@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from conf.errors import InputError
 from storage.artifacts import MAIN, ArtifactRef, commit_file, temp_path, write_part
 from tasks.progress import report
 
@@ -65,6 +66,13 @@ def commit_shard(out: ArtifactRef, shard: int, outputs: StageOutput) -> dict[str
 def read_side(ref: ArtifactRef) -> pa.Table:
     """All shards of a side input (a small, unsharded table such as a duplicate list or a lexicon)."""
     return pa.concat_tables([ref.read(i) for i in range(ref.n_shards)])
+
+
+def read_parts(parts: Sequence[Path], columns: list[str]) -> pa.Table:
+    """The given columns of every part, in order, as one table (for a reduce step that needs them all)."""
+    if not parts:
+        raise InputError("nothing to read: the input artifact has no parts")
+    return pa.concat_tables([pq.read_table(p, columns=columns) for p in parts])
 
 
 def run_shard(

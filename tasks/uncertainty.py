@@ -25,12 +25,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from conf.errors import InputError
 from models.lexicon import WordScores
 from storage.scratch import parquet_list, scratch_duckdb
-from tasks.stage import Stage
+from tasks.stage import Stage, read_parts
 
 METHODS = ("uncertainty", "random", "word_rarity", "srclm")
 SCORED = pa.schema([("uid", pa.string()), ("source", pa.string()), ("line", pa.int64()), ("tokens", pa.int32()),
@@ -51,15 +50,9 @@ def sentence_uncertainty(rows: pa.Table, word_uncertainty: pa.Table, *, column: 
                      "uncertainty": u, "word_rarity": rarity}, schema=SCORED)
 
 
-def _read_column(parts: Sequence[Path], column: str) -> np.ndarray:
-    if not parts:
-        return np.zeros(0)
-    return np.concatenate([pq.read_table(p, columns=[column])[column].to_numpy() for p in parts])
-
-
 def u_max(parts: Sequence[Path], *, percentile_r: float = 90.0) -> pa.Table:
     """U_max: sort the bitext source uncertainties ascending and take the one at R % (nearest rank)."""
-    u = _read_column(parts, "uncertainty")
+    u = read_parts(parts, ["uncertainty"])["uncertainty"].to_numpy() if parts else np.zeros(0)
     if u.size == 0:
         raise InputError("U_max: the bitext has no scored sentence (every pair was rejected or dropped)")
     value = float(np.percentile(u, percentile_r, method="inverted_cdf"))

@@ -113,8 +113,9 @@ def test_augdag_demo_exits_0_from_a_clean_cache_with_networking_off(tmp_path):
     top = runner.invoke(app, ["sql", "SELECT src FROM word_uncertainty ORDER BY H DESC LIMIT 8", "-f", "json",
                               "--cache", str(tmp_path / "cache")])
     assert {json.loads(line)["src"] for line in top.output.splitlines()} == set(ambiguous_words())  # issue 3
-    sampled = runner.invoke(app, ["sql", "SELECT count(*) AS n FROM sampled_mono", "-f", "json", "--cache",
-                                  str(tmp_path / "cache")])
-    assert json.loads(sampled.output)["n"] > 0
+    sampled = runner.invoke(app, ["sql", "SELECT (SELECT count(*) FROM sampled_mono) AS n, (SELECT count(*) FROM mono "
+                                  "WHERE source = 'demo_mono') AS mono", "-f", "json", "--cache", str(tmp_path / "cache")])
+    found = json.loads(sampled.output)
+    assert found["n"] == int(0.2 * found["mono"])  # budget_ratio 0.2 of the cleaned monolingual rows
     if not offline:
         pytest.skip("ran with networking on: `unshare -n` is not permitted here")

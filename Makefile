@@ -8,18 +8,21 @@ PY         := $(VENV)/bin/python
 UV         ?= python3 -m uv
 FIND_LINKS ?= $(shell pip config get global.find-links 2>/dev/null)
 TORCH      ?= cpu
+# fairseq-fixed builds from source against torch: pin its build torch; its torchaudio requirement is
+# a CUDA build that breaks `import transformers`, and fairseq needs it only for speech (STACK.md).
+PINS       := -b build-constraints.txt --excludes excludes.txt
 
 .PHONY: install install-gpu kenlm demo test bench constraints clean
 install: $(VENV)/.installed-$(TORCH) $(VENV)/bin/lmplz $(VENV)/bin/build_binary
 
-$(VENV)/.installed-$(TORCH): pyproject.toml constraints.txt
+$(VENV)/.installed-$(TORCH): pyproject.toml constraints.txt build-constraints.txt excludes.txt
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install -q uv
 	$(UV) venv -q --allow-existing --python 3.11 $(VENV)
 ifeq ($(TORCH),cpu)
-	$(UV) pip install -q --python $(PY) -e '.[dev]' -c constraints.txt $(if $(FIND_LINKS),--find-links $(FIND_LINKS))
+	$(UV) pip install -q --python $(PY) -e '.[dev]' -c constraints.txt $(PINS) $(if $(FIND_LINKS),--find-links $(FIND_LINKS))
 	@$(PY) -c "import torch, sys; sys.exit('augdag: a CUDA torch was installed where the CPU wheel was expected' if torch.version.cuda else 0)"
 else
-	$(UV) pip install -q --python $(PY) -e '.[dev]' -c constraints.txt
+	$(UV) pip install -q --python $(PY) -e '.[dev]' -c constraints.txt $(PINS)
 endif
 	@rm -f $(VENV)/.installed-*; touch $@
 
@@ -42,7 +45,7 @@ test: install
 
 constraints:
 	$(UV) pip compile pyproject.toml --extra dev $(if $(FIND_LINKS),--find-links $(FIND_LINKS)) \
-	  --python-version 3.11 --python-platform x86_64-unknown-linux-gnu --no-emit-package torch \
+	  $(PINS) --python-version 3.11 --python-platform x86_64-unknown-linux-gnu --no-emit-package torch \
 	  --no-header --no-annotate -o constraints.txt
 
 clean:

@@ -96,6 +96,42 @@ class SamplingConf(ConfModel):
     bins: int = Field(5, ge=1)  # equal-size uncertainty bins for the linguistic properties (Fig. 6.3)
 
 
+class NMTTrainConf(ConfModel):
+    """fairseq-train for a model the pipeline trains itself. The defaults are a tiny transformer that learns
+    the demo corpus in seconds on a CPU; a real run sets the thesis' sizes (transformer base, 6+6 layers)."""
+
+    arch: str = "transformer"
+    encoder_layers: int = Field(2, ge=1)
+    decoder_layers: int = Field(2, ge=1)
+    embed_dim: int = Field(64, ge=8)
+    ffn_dim: int = Field(128, ge=8)
+    heads: int = Field(4, ge=1)
+    dropout: float = Field(0.1, ge=0, lt=1)
+    label_smoothing: float = Field(0.1, ge=0, lt=1)
+    lr: float = Field(1e-3, gt=0)
+    warmup_updates: int = Field(100, ge=0)
+    max_update: int = Field(400, ge=1)  # training steps
+    max_tokens: int = Field(4096, ge=16)  # tokens per batch
+    seed: int = 1
+    vocab_size: int = Field(1000, ge=16)  # joint SentencePiece vocabulary (subwords inside the backend)
+    extra_args: list[str] = []  # passed verbatim to fairseq-train
+
+
+class NMTConf(ConfModel):
+    """One NMT model: loaded from ``model`` (a local path, or a Hugging Face name for ``transformers``), or, when
+    ``model`` is unset, trained with fairseq on the pipeline's own data (``train``)."""
+
+    backend: Literal["fairseq", "transformers", "ctranslate2"] = "fairseq"
+    model: str | None = None
+    trusted: bool = False  # unpickle a fairseq checkpoint augdag did not train (it can run arbitrary code)
+    inference: Literal["native", "ctranslate2"] = "native"  # ctranslate2: convert once, score/translate with it
+    compute_type: str = "default"  # ctranslate2: default, float32, int8, int8_float16, ...
+    device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA when present, else CPU threads
+    threads: int = Field(0, ge=0)  # CPU threads; 0: every core
+    max_tokens: int = Field(4096, ge=16)  # tokens per inference batch (batches are sorted by length)
+    train: NMTTrainConf = NMTTrainConf()
+
+
 class SyntheticFilterConf(ConfModel):
     """What the self-training pipeline drops from its synthetic pairs (ch. 6): length, ratio, target LM."""
 
@@ -115,6 +151,23 @@ class SelfTrainingConf(ConfModel):
     lm: LMConf = LMConf()
     sampling: SamplingConf = SamplingConf()
     filter: SyntheticFilterConf = SyntheticFilterConf()
+    teacher: NMTConf = NMTConf()  # translates the sample (trained on the bitext when `model` is unset)
+    beam: int = Field(5, ge=1)  # the teacher's beam
+    lenpen: float = 1.0
+
+
+class RejuvenationConf(ConfModel):
+    """Data rejuvenation (thesis ch. 5): identify the inactive pairs, forward-translate their sources."""
+
+    bitext: str | None = None  # a dataset of kind bitext (default: the profile's only one)
+    identification: NMTConf = NMTConf()  # scores every pair (trained on the bitext when `model` is unset)
+    rejuvenator: Literal["active", "identification"] = "active"  # train on the active pairs, or reuse
+    rejuvenation: NMTConf = NMTConf()  # the rejuvenation model when `rejuvenator` is "active"
+    inactive_ratio: float = Field(0.10, gt=0, lt=1)  # R: the share of lowest-probability pairs that are inactive
+    direction: Literal["forward", "backward", "both"] = "forward"  # forward: new targets; backward: new sources
+    beam: int = Field(4, ge=1)
+    lenpen: float = 0.6
+    bins: int = Field(10, ge=1)  # probability bins of the report (Fig. 5.2)
 
 
 class TaskRunnerConf(ConfModel):
@@ -131,6 +184,18 @@ class OrchestrationConf(ConfModel):
     heartbeat_s: int | None = Field(None, ge=30)  # Prefect flow heartbeats to a long-lived server; None: off
 
 
+class TrainNMTConf(ConfModel):
+    """The downstream student (train_nmt flow): a training mix selected from the catalog with SQL, a fairseq
+    student, sacrebleu BLEU and chrF on a test set, all registered in the catalog (`models`, `evaluations`)."""
+
+    mix: dict[str, str] = {}  # name -> SQL over the catalog's views returning (src, tgt); default below
+    copies: dict[str, int] = {}  # name -> times its rows enter the training data (default 1)
+    test: str | None = None  # a bitext dataset held out for evaluation (default: the profile's only bitext)
+    student: NMTConf = NMTConf()
+    beam: int = Field(5, ge=1)
+    lenpen: float = 1.0
+
+
 class DemoConf(ConfModel):
     seed: int = 0
     bitext_rows: int = Field(3000, ge=100)
@@ -145,9 +210,11 @@ class AugdagConf(ConfModel):
     task_runner: TaskRunnerConf = TaskRunnerConf()
     orchestration: OrchestrationConf = OrchestrationConf()
     datasets: dict[str, DatasetConf] = {}
-    pipelines: list[Literal["ingest", "self_training"]] = ["ingest"]  # enabled pipelines, run in this order
+    pipelines: list[Literal["ingest", "self_training", "rejuvenation", "train_nmt"]] = ["ingest"]  # run in this order
     ingest: IngestConf = IngestConf()
     self_training: SelfTrainingConf = SelfTrainingConf()
+    rejuvenation: RejuvenationConf = RejuvenationConf()
+    train_nmt: TrainNMTConf = TrainNMTConf()
     demo: DemoConf = DemoConf()
 
     @model_validator(mode="after")
@@ -157,20 +224,34 @@ class AugdagConf(ConfModel):
                 raise ValueError(f"dataset name {name!r}: use letters, digits, '_' and '-'")
         if "self_training" in self.pipelines:
             self.self_training_datasets()
+        if "rejuvenation" in self.pipelines:
+            self.rejuvenation_bitext()
+        if "train_nmt" in self.pipelines:
+            self.dataset_of_kind(self.train_nmt.test, "bitext", "train_nmt.test")
         return self
+
+    def dataset_of_kind(self, name: str | None, kind: str, key: str) -> str:
+        """``name`` if it is a dataset of ``kind``; unset: the profile's only dataset of that kind."""
+        kinds = {n: ds.kind for n, ds in self.datasets.items()}
+        if name is None:
+            of_kind = [n for n, k in kinds.items() if k == kind]
+            if len(of_kind) != 1:
+                raise ValueError(f"{key}: name the {kind} dataset (the profile has {len(of_kind)}: {of_kind})")
+            return of_kind[0]
+        if kinds.get(name) != kind:
+            found = f"kind {kinds[name]!r}" if name in kinds else "no such dataset"
+            raise ValueError(f"{key}: dataset {name!r} must be of kind {kind!r}, found {found}")
+        return name
+
+    def rejuvenation_bitext(self) -> str:
+        return self.dataset_of_kind(self.rejuvenation.bitext, "bitext", "rejuvenation.bitext")
 
     def self_training_datasets(self) -> tuple[str, list[str]]:
         """The bitext and the monolingual datasets of the self-training pipeline (named, or the defaults)."""
-        st, kinds = self.self_training, {name: ds.kind for name, ds in self.datasets.items()}
-        bitexts = [n for n, k in kinds.items() if k == "bitext"]
-        if st.bitext is None and len(bitexts) != 1:
-            raise ValueError(f"self_training.bitext: name the bitext dataset (the profile has {len(bitexts)}: {bitexts})")
-        bitext = st.bitext or bitexts[0]
-        mono = st.mono or [n for n, k in kinds.items() if k == "mono"]
-        for name, want in [(bitext, "bitext")] + [(m, "mono") for m in mono]:
-            if kinds.get(name) != want:
-                found = f"kind {kinds[name]!r}" if name in kinds else "no such dataset"
-                raise ValueError(f"self_training: dataset {name!r} must be of kind {want!r}, found {found}")
+        st = self.self_training
+        bitext = self.dataset_of_kind(st.bitext, "bitext", "self_training.bitext")
+        mono = [self.dataset_of_kind(m, "mono", "self_training")
+                for m in st.mono or [n for n, ds in self.datasets.items() if ds.kind == "mono"]]
         if not mono:
             raise ValueError("self_training.mono: the profile has no dataset of kind 'mono' to sample from")
         return bitext, mono

@@ -32,7 +32,7 @@ err = Console(stderr=True)
 
 CacheOpt = Annotated[Optional[Path], typer.Option("--cache", help="cache root (default: $AUGDAG_CACHE or ./.augdag)")]
 SetOpt = Annotated[list[str], typer.Option("--set", help="override a profile key: a.b=value (repeatable)")]
-PIPELINES = ("ingest", "self_training")
+PIPELINES = ("ingest", "self_training", "rejuvenation", "train_nmt")
 
 
 def _fail(e: AugdagError) -> None:
@@ -58,6 +58,10 @@ def _run_pipeline(pipeline: str, conf: AugdagConf, profile: str) -> dict[str, An
 
     if pipeline == "self_training":
         from flows.self_training import self_training_flow as pipeline_flow
+    elif pipeline == "rejuvenation":
+        from flows.rejuvenation import rejuvenation_flow as pipeline_flow
+    elif pipeline == "train_nmt":
+        from flows.train_nmt import train_nmt_flow as pipeline_flow
     else:
         from flows.ingest import ingest_flow as pipeline_flow
     with _progress_bars():
@@ -95,6 +99,15 @@ def print_summary(summary: dict[str, Any]) -> None:
     out.print(table)
     if "u_max" in summary:
         out.print(f"U_max = {summary['u_max']:.6f}")
+    if "synthetic" in summary:
+        out.print("synthetic pairs: " + ", ".join(f"{k} {v:,}" for k, v in summary["synthetic"].items()))
+    if rj := summary.get("rejuvenation"):
+        out.print(f"rejuvenation: {rj['active']:,} active, {rj['inactive']:,} inactive, {rj['rejuvenated']:,} rows in "
+                  f"`rejuvenated`; {rj['unscored']['count']:,} pair(s) could not be scored (kept active)"
+                  + (f": {', '.join(rj['unscored']['uids'])}" if rj["unscored"]["count"] else ""))
+    if tn := summary.get("train_nmt"):
+        for s in tn["evaluation"]:
+            out.print(f"{s['metric']} = {s['score']:.2f} on {tn['testset']}  {s['signature']}", highlight=False)
     for name, path in summary.get("reports", {}).items():
         out.print(f"report {name}: {path}", highlight=False)
 
@@ -164,7 +177,11 @@ def demo(
               "SELECT source, reason, count(*) AS n FROM rejects GROUP BY ALL ORDER BY n DESC",
               "SELECT label, count(*) AS n FROM labeled GROUP BY label ORDER BY n DESC",
               "SELECT src, round(H, 3) AS H, links FROM word_uncertainty ORDER BY H DESC LIMIT 10",
-              "SELECT text, round(uncertainty, 3) AS u FROM sampled_mono ORDER BY uncertainty DESC LIMIT 10"):
+              "SELECT text, round(uncertainty, 3) AS u FROM sampled_mono ORDER BY uncertainty DESC LIMIT 10",
+              "SELECT src, tgt, round(prob, 3) AS p FROM inactive ORDER BY prob LIMIT 10",
+              "SELECT origin, count(*) AS n, round(avg(coalesce(rejuvenated_prob, prob)), 3) AS p FROM rejuvenated GROUP BY origin",
+              "SELECT src, tgt, model FROM synthetic LIMIT 10",
+              "SELECT run_id, metric, round(score, 2) AS score, signature FROM evaluations ORDER BY created_at"):
         out.print(f"  augdag sql{c} \"{q}\"", highlight=False)
 
 

@@ -1,11 +1,10 @@
-"""The self-training pipeline (thesis ch. 6), first half: which monolingual sentences the teacher translates.
+"""The self-training pipeline (thesis ch. 6): sample monolingual sentences by uncertainty, translate them.
 
     ingest bitext + mono → align both ways → grow-diag-final-and → lexicon → H(word)
       → U(bitext src) → U_max → U(mono) → keys → global sample → `sampled_mono`
       + properties per uncertainty bin (Fig. 6.3) and the report (Fig. 6.4)
-
-The second half (the teacher's translations, `synthetic`) comes with the NMT backends; the filters its
-pairs go through are here already (`filter_synthetic`: length and ratio, then the target-side LM).
+    teacher (trained on the bitext, or configured) → beam-5 translations of `sampled_mono`
+      → length / ratio filter → target-LM filter (optional) → `synthetic` (with parent uid and teacher)
 """
 
 from __future__ import annotations
@@ -19,11 +18,14 @@ from prefect import flow, get_run_logger
 from conf.schema import AugdagConf, SelfTrainingConf
 from flows.driver import ModelRef, Run, rows_by_role, run_model_stage, run_stage
 from flows.ingest import ingest_dataset
+from flows.nmt import nmt_model
+from flows.reporting import publish
 from flows.runners import default_task_runner
 from storage.artifacts import ArtifactRef, read_manifest
 from tasks import lm as lm_tasks
 from tasks.alignment import ALIGN, LEXICON, WORD_UNCERTAINTY
 from tasks.clean import CLEAN, DUPLICATES
+from tasks.nmt import TRANSLATE_MONO, decode_options, loading
 from tasks.uncertainty import BINS, SAMPLE_KEYS, SAMPLED_MONO, SCORE, SELECT, U_MAX
 
 
@@ -55,6 +57,20 @@ def train_lm(run: Run, corpus: ArtifactRef, *, column: str, conf: SelfTrainingCo
     )
 
 
+def bitext_uncertainty(run: Run, bitext: ArtifactRef, conf: SelfTrainingConf) -> tuple[ArtifactRef, ArtifactRef, ArtifactRef]:
+    """Align the bitext (fast_align both ways, grow-diag-final-and), build the lexicon and H(word), and
+    score every source sentence with U (Eq. 6.3). Returns (alignment, word uncertainty, scored bitext)."""
+    lc = {"lowercase": conf.lowercase}
+    align = run_stage(run, ALIGN, inputs=[bitext], n_shards=1, params={**lc, **conf.aligner.model_dump()})
+    run.catalog.register_model(  # the aligner is its artifact: both tables (fwd_table, rev_table) and tensions
+        align.fingerprint, name="fast_align", kind="fast_align", path=str(align.dir), run_id=run.run_id,
+        meta={"tables": ["fwd_table-00000.parquet", "rev_table-00000.parquet"], "params": "aligner-00000.parquet"})
+    lexicon = run_stage(run, LEXICON, inputs=[bitext, align], n_shards=1, params=lc)
+    words = run_stage(run, WORD_UNCERTAINTY, inputs=[lexicon, bitext], n_shards=1, params=lc)
+    scored = run_stage(run, SCORE, inputs=[bitext], side={"word_uncertainty": words}, params={"column": "src", **lc})
+    return align, words, scored
+
+
 def sample_monolingual(run: Run, conf: AugdagConf) -> Sampled:
     """Everything up to `sampled_mono`, one line per step of the method."""
     st, s = conf.self_training, conf.self_training.sampling
@@ -63,14 +79,7 @@ def sample_monolingual(run: Run, conf: AugdagConf) -> Sampled:
               for name in [bitext_name, *mono_names]}
     bitext, monos = ingest[bitext_name], [ingest[m] for m in mono_names]
     lc = {"lowercase": st.lowercase}
-    align = run_stage(run, ALIGN, inputs=[bitext], n_shards=1, params={**lc, **st.aligner.model_dump()})
-    run.catalog.register_model(  # the aligner is its artifact: both tables (fwd_table, rev_table) and tensions
-        align.fingerprint, name="fast_align", kind="fast_align", path=str(align.dir), run_id=run.run_id,
-        meta={"tables": ["fwd_table-00000.parquet", "rev_table-00000.parquet"], "params": "aligner-00000.parquet"})
-    lexicon = run_stage(run, LEXICON, inputs=[bitext, align], n_shards=1, params=lc)
-    words = run_stage(run, WORD_UNCERTAINTY, inputs=[lexicon, bitext], n_shards=1, params=lc)
-    scored_bitext = run_stage(run, SCORE, inputs=[bitext], side={"word_uncertainty": words},
-                              params={"column": "src", **lc})  # Eq. 6.3 on the bitext source
+    align, words, scored_bitext = bitext_uncertainty(run, bitext, st)
     u_max = run_stage(run, U_MAX, inputs=[scored_bitext], n_shards=1, params={"percentile_r": s.percentile_r})
     scored = [run_stage(run, SCORE, inputs=[m], side={"word_uncertainty": words}, params={"column": "text", **lc})
               for m in monos]
@@ -91,67 +100,74 @@ def sample_monolingual(run: Run, conf: AugdagConf) -> Sampled:
     return Sampled(bitext, align, words, u_max.read(0)["u_max"][0].as_py(), sampled, bins, scored)
 
 
-def filter_synthetic(run: Run, pairs: ArtifactRef, conf: SelfTrainingConf, target_lm: ModelRef | None) -> ArtifactRef:
+def filter_synthetic(run: Run, pairs: ArtifactRef, conf: SelfTrainingConf, target_lm: ModelRef | None, *,
+                     view: str | None = None) -> ArtifactRef:
     """The synthetic pairs' filters (ch. 6): drop a side of < min or > max tokens and a token ratio above
     max_ratio (the `clean` stage), then, with ``target_lm`` and ``filter.lm_drop`` > 0, the share of pairs
-    whose target side has the highest LM cross-entropy (a global cut over every shard)."""
+    whose target side has the highest LM cross-entropy (a global cut over every shard). The last step's
+    output shows in ``view``."""
     f = conf.filter
+    use_lm = target_lm is not None and f.lm_drop > 0
     dups = run_stage(run, DUPLICATES, inputs=[pairs], params={}, n_shards=1)
-    kept = run_stage(run, dataclasses.replace(CLEAN, name="synthetic_clean", view=None), inputs=[pairs],
-                     side={"duplicates": dups}, params={"kind": "bitext", "dedup": True, "min_tokens": f.min_tokens,
-                                                        "max_tokens": f.max_tokens, "max_ratio": f.max_ratio})
-    if target_lm is None or f.lm_drop == 0:
+    kept = run_stage(run, dataclasses.replace(CLEAN, name="synthetic_clean", view=None if use_lm else view),
+                     inputs=[pairs], side={"duplicates": dups},
+                     params={"kind": "bitext", "dedup": True, "min_tokens": f.min_tokens, "max_tokens": f.max_tokens,
+                             "max_ratio": f.max_ratio})
+    if not use_lm:
         return kept
     lm = {"models": [target_lm.fingerprint], "resources": {"lm_path": target_lm.path}}
     scores = run_stage(run, lm_tasks.LM_SCORE, inputs=[kept], params={"column": "tgt", "lowercase": conf.lowercase}, **lm)
     cut = run_stage(run, lm_tasks.LM_CUT, inputs=[scores], n_shards=1, params={"drop_fraction": f.lm_drop})
-    return run_stage(run, lm_tasks.LM_FILTER, inputs=[kept, scores], side={"cut": cut}, params={})
+    return run_stage(run, dataclasses.replace(lm_tasks.LM_FILTER, view=view), inputs=[kept, scores],
+                     side={"cut": cut}, params={})
+
+
+def teach(run: Run, conf: SelfTrainingConf, sampled: Sampled) -> dict[str, ArtifactRef]:
+    """The teacher's half: translate each sampled monolingual dataset (beam 5), filter, `synthetic`."""
+    teacher = nmt_model(run, conf.teacher, name="teacher", train_on=sampled.bitext)
+    target_lm = train_lm(run, sampled.bitext, column="tgt", conf=conf, name="target_lm") if conf.filter.lm_drop else None
+    params = {"model": loading(conf.teacher), "decode": decode_options(beam=conf.beam, lenpen=conf.lenpen),
+              "model_fingerprint": teacher.fingerprint}
+    return {name: filter_synthetic(run, run_stage(run, TRANSLATE_MONO, inputs=[ref], params=params,
+                                                  models=[teacher.fingerprint], resources={"model_path": teacher.path}),
+                                   conf, target_lm, view="synthetic")
+            for name, ref in sampled.sampled.items()}
 
 
 def publish_report(run: Run, result: Sampled, conf: SelfTrainingConf) -> dict[str, str]:
     """The uncertainty plot (Fig. 6.4) and the per-bin properties (Fig. 6.3): files under the cache's
     `reports/<run>/`, and the same as Prefect artifacts (markdown, table, link) on the flow run."""
-    from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
-
-    from tasks.report import histogram, html_page, markdown_table, uncertainty_figure
+    from tasks.report import histogram, markdown_table, uncertainty_figure
 
     s = conf.sampling
     hist = histogram([p for ref in result.scored_mono for p in ref.paths()], "uncertainty")
     png = uncertainty_figure(hist, u_max=result.u_max, beta=s.beta,
                              title=f"monolingual uncertainty, U_max = {result.u_max:.4f} (R = {s.percentile_r:g})")
     bins = {name: ref.read(0) for name, ref in result.bins.items()}
-    out = run.root / "reports" / run.run_id
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "uncertainty.png").write_bytes(png)
-    page = html_page(f"uncertainty sampling — {run.run_id}", [
+    md = (f"### Uncertainty sampling\n\nU_max = **{result.u_max:.4f}** (R = {s.percentile_r:g}), β = {s.beta:g}, "
+          f"method `{s.method}`.\n\n**Monolingual bins** (coverage needs the synthetic targets)\n\n"
+          f"{markdown_table(bins['mono'])}\n**Bitext bins**\n\n{markdown_table(bins['bitext'])}\n")
+    return publish(run, stem="uncertainty", title=f"uncertainty sampling — {run.run_id}", markdown=md,
+                   table=bins["mono"], pngs={"uncertainty": png}, sections=[
         ("Uncertainty and sampling probability (Fig. 6.4)", png),
         ("Monolingual sentences per uncertainty bin (Fig. 6.3)", bins["mono"]),
         ("Bitext source sentences per uncertainty bin (coverage from the symmetrised alignment)", bins["bitext"]),
         ("Sampling", f"method {s.method}, β = {s.beta:g}, R = {s.percentile_r:g}, U_max = {result.u_max:.6f}, "
                      f"seed {s.seed}"),
     ])
-    (out / "uncertainty.html").write_text(page, encoding="utf-8")
-    md = (f"### Uncertainty sampling\n\nU_max = **{result.u_max:.4f}** (R = {s.percentile_r:g}), β = {s.beta:g}, "
-          f"method `{s.method}`.\n\n**Monolingual bins** (coverage needs the synthetic targets)\n\n"
-          f"{markdown_table(bins['mono'])}\n**Bitext bins**\n\n{markdown_table(bins['bitext'])}\n"
-          f"Report: `{out / 'uncertainty.html'}`\n")
-    try:
-        create_markdown_artifact(md, key="uncertainty-report", description="uncertainty sampling (thesis ch. 6)")
-        create_table_artifact(bins["mono"].to_pylist(), key="uncertainty-bins", description="per-bin properties")
-        create_link_artifact((out / "uncertainty.html").as_uri(), link_text="uncertainty report", key="uncertainty-html")
-    except Exception as e:  # noqa: BLE001 — a report artifact must not fail a finished run
-        get_run_logger().warning("could not publish the Prefect artifacts of the report: %s", e)
-    return {"uncertainty_html": str(out / "uncertainty.html"), "uncertainty_png": str(out / "uncertainty.png")}
 
 
 @flow(name="self_training", log_prints=True, task_runner=default_task_runner())
 def self_training_flow(conf: AugdagConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Sample the monolingual data by uncertainty; returns the run summary (also stored in the catalog)."""
+    """Sample the monolingual data by uncertainty and translate the sample with the teacher; returns the
+    run summary (also stored in the catalog)."""
     run = Run.start(conf, pipeline="self_training", profile=profile, config=config or conf.model_dump(mode="json"))
     try:
         result = sample_monolingual(run, conf)
+        synthetic = teach(run, conf.self_training, result)
         reports = publish_report(run, result, conf.self_training)
     except BaseException as e:
         run.finish(error=e)
         raise
-    return run.finish(extra={"u_max": result.u_max, "reports": reports})
+    return run.finish(extra={"u_max": result.u_max, "reports": reports,
+                             "synthetic": {name: _rows(ref) for name, ref in synthetic.items()}})

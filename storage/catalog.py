@@ -1,4 +1,4 @@
-"""The DuckDB catalog: runs, stage runs, artifacts, lineage, models, rejects, and one view per output.
+"""The DuckDB catalog: runs, stage runs, artifacts, lineage, models, evaluations, rejects, and one view per output.
 
 DuckDB allows one writing process per database file, and a process that has it open for writing
 keeps every other process out, readers included. So every connection here is short-lived and taken
@@ -49,6 +49,9 @@ CREATE TABLE IF NOT EXISTS lineage (child VARCHAR, parent VARCHAR, PRIMARY KEY (
 CREATE TABLE IF NOT EXISTS models (
   fingerprint VARCHAR PRIMARY KEY, name VARCHAR, kind VARCHAR, path VARCHAR, created_run VARCHAR,
   created_at TIMESTAMP, meta JSON);
+CREATE TABLE IF NOT EXISTS evaluations (
+  run_id VARCHAR, model VARCHAR, model_name VARCHAR, testset VARCHAR, metric VARCHAR, score DOUBLE,
+  signature VARCHAR, sentences BIGINT, created_at TIMESTAMP, meta JSON);
 CREATE TABLE IF NOT EXISTS rejects (
   fingerprint VARCHAR, source VARCHAR, file VARCHAR, line BIGINT, reason VARCHAR, detail VARCHAR, content VARCHAR);
 """
@@ -207,6 +210,16 @@ class Catalog:
                 "INSERT OR IGNORE INTO models VALUES ($f, $n, $k, $p, $r, now(), $m)",
                 {"f": fingerprint, "n": name, "k": kind, "p": path, "r": run_id, "m": json.dumps(meta)},
             )
+
+    def register_evaluation(self, *, run_id: str, model: str, model_name: str, testset: str,
+                            scores: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> None:
+        """One row per metric (BLEU, chrF, ...) of a model on a test set, with its sacrebleu signature."""
+        with self.write() as con:
+            for s in scores:
+                con.execute(
+                    "INSERT INTO evaluations VALUES ($r, $m, $n, $t, $metric, $score, $sig, $sent, now(), $meta)",
+                    {"r": run_id, "m": model, "n": model_name, "t": testset, "metric": s["metric"], "score": s["score"],
+                     "sig": s["signature"], "sent": s["sentences"], "meta": json.dumps(meta)})
 
     def _empty_part(self, view: str) -> Path:
         path = self.root / "empty" / f"{view}.parquet"

@@ -59,11 +59,7 @@ def uncertainty_figure(hist: pa.Table, *, u_max: float, beta: float, title: str)
     handles = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
     ax.legend(handles=handles, loc="upper right", fontsize=8)
     ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()
+    return _png(fig)
 
 
 def markdown_table(table: pa.Table, *, digits: int = 4) -> str:
@@ -96,3 +92,28 @@ def html_page(title: str, sections: Sequence[tuple[str, str | bytes | pa.Table]]
              "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
             f"<style>{style}</style></head><body><h1>{html.escape(title)}</h1>{''.join(body)}</body></html>")
+
+
+def bar_figure(labels: Sequence[str], values: Sequence[float], *, xlabel: str, ylabel: str, title: str) -> bytes:
+    """A bar chart as PNG bytes (e.g. Fig. 5.2: mean probability per probability bin)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.2), dpi=110)
+    ax.bar([str(x) for x in labels], values, color="#8fb3d9", edgecolor="#4a7bb0", linewidth=0.4)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    return _png(fig)
+
+
+def _png(fig) -> bytes:
+    from matplotlib import pyplot as plt
+
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()

@@ -11,6 +11,7 @@ of any shard whose file is missing, because the artifact store, not Prefect, is 
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
@@ -138,8 +139,9 @@ def run_source(out: ArtifactRef, produce: SourceFn) -> list[ShardResult]:
 
 
 def build_model(path: Path, build: Callable[[Path], None]) -> float:
-    """The body of a model task: ``build`` writes the model to a temporary name, renamed to ``path`` when
-    complete (a crash never leaves a file that looks trained). Returns the seconds it took."""
+    """The body of a model task: ``build`` writes the model (a file or a directory) to a temporary name,
+    renamed to ``path`` when complete (a crash never leaves a model that looks trained). Returns the
+    seconds it took."""
     t0 = time.perf_counter()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_path(path)
@@ -147,6 +149,8 @@ def build_model(path: Path, build: Callable[[Path], None]) -> float:
         build(tmp)
         commit_file(tmp, path)
     finally:
+        if tmp.is_dir():
+            shutil.rmtree(tmp, ignore_errors=True)
         tmp.unlink(missing_ok=True)
     return time.perf_counter() - t0
 

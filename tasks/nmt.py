@@ -1,0 +1,130 @@
+"""NMT stages shared by rejuvenation, self-training and the student: score pairs, translate a column, train.
+
+Models reach a stage as ``resources`` (their paths, not fingerprinted) plus ``model``, the loading options
+(fingerprinted with the stage's parameters); the flow adds the model's fingerprint with ``models=``. One
+model is loaded per process and reused by every shard (``load``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from conf.schema import NMTConf
+from models.nmt import DecodeOptions, NMTModel, load_model
+from storage.schemas import with_uid
+from tasks.stage import Stage
+
+NMT_VERSION = "1"
+SCORES = pa.schema([("uid", pa.string()), ("tokens", pa.int32()), ("logprob", pa.float64()),
+                    ("cross_entropy", pa.float64()), ("prob", pa.float64())])
+
+
+def loading(conf: NMTConf, backend: str | None = None) -> dict[str, Any]:
+    """The options a stage needs to load a model (part of its parameters, hence of the fingerprint)."""
+    inference_backend = "ctranslate2" if conf.inference == "ctranslate2" else (backend or conf.backend)
+    return {"backend": inference_backend, "trusted": conf.trusted, "device": conf.device, "threads": conf.threads,
+            "compute_type": conf.compute_type, "max_tokens": conf.max_tokens}
+
+
+@functools.lru_cache(maxsize=4)
+def _cached(path: str, backend: str, trusted: bool, device: str, threads: int, compute_type: str) -> NMTModel:
+    return load_model(path, backend=backend, trusted=trusted, device=device, threads=threads, compute_type=compute_type)
+
+
+def load(path: Path | str, model: Mapping[str, Any]) -> NMTModel:
+    """The model at ``path`` with the options ``loading`` made, loaded once per process."""
+    return _cached(str(path), model["backend"], model["trusted"], model["device"], model["threads"],
+                   model["compute_type"])
+
+
+def sentence_probabilities(uids: pa.Array | pa.ChunkedArray, logprobs: Sequence[np.ndarray | None]) -> pa.Table:
+    """Per pair: target tokens (EOS included), the sum of their log-probabilities, the cross-entropy
+    −mean and the probability exp(mean) (thesis ch. 5: the length-normalised sentence probability).
+    A pair the model could not score has nulls in all four columns, never a made-up number."""
+    n = len(logprobs)
+    tokens = np.zeros(n, np.int32)
+    total = np.zeros(n, np.float64)
+    scored = np.zeros(n, bool)
+    for i, lp in enumerate(logprobs):
+        if lp is not None and len(lp):
+            tokens[i], total[i], scored[i] = len(lp), float(np.sum(lp, dtype=np.float64)), True
+    mask = ~scored
+    mean = np.divide(total, tokens, out=np.zeros(n), where=scored)
+    col = lambda values, t: pa.array(values, t, mask=mask)  # noqa: E731
+    return pa.table({"uid": uids, "tokens": col(tokens, pa.int32()), "logprob": col(total, pa.float64()),
+                     "cross_entropy": col(-mean, pa.float64()), "prob": col(np.exp(mean), pa.float64())},
+                    schema=SCORES)
+
+
+def score_pairs(rows: pa.Table, *, src: str = "src", tgt: str = "tgt", model: Mapping[str, Any],
+                model_path: Path) -> pa.Table:
+    """Force-decode every pair of the shard: ``sentence_probabilities`` of (``src`` → ``tgt``)."""
+    nmt = load(model_path, model)
+    logprobs = nmt.score(rows[src].to_pylist(), rows[tgt].to_pylist(), max_tokens=model["max_tokens"])
+    return sentence_probabilities(rows["uid"], logprobs)
+
+
+def decode_options(*, beam: int, lenpen: float, seed: int = 0) -> dict[str, Any]:
+    return {"beam": beam, "lenpen": lenpen, "seed": seed}
+
+
+def translate_column(texts: pa.Array | pa.ChunkedArray, *, model: Mapping[str, Any], model_path: Path,
+                     decode: Mapping[str, Any]) -> pa.Array:
+    """Translations of ``texts`` (beam search as ``decode`` says), one per row, in order."""
+    nmt = load(model_path, model)
+    out = nmt.translate(texts.to_pylist(), DecodeOptions(**decode), max_tokens=model["max_tokens"])
+    return pa.array(out, pa.string())
+
+
+def translate_mono(rows: pa.Table, *, model: Mapping[str, Any], model_path: Path, decode: Mapping[str, Any],
+                   model_fingerprint: str) -> pa.Table:
+    """The teacher's step (ch. 6): each monolingual sentence and its translation as a synthetic pair,
+    with ``parent_uid`` (the sentence's uid) and the teacher's fingerprint as lineage."""
+    pairs = pa.table({
+        "uid": rows["uid"], "src": rows["text"], "tgt": translate_column(rows["text"], model=model,
+                                                                         model_path=model_path, decode=decode),
+        "source": rows["source"], "line": rows["line"],
+    })
+    pairs = with_uid(pairs, "bitext")
+    return pairs.append_column("parent_uid", rows["uid"]).append_column(
+        "model", pa.repeat(pa.scalar(model_fingerprint), rows.num_rows))
+
+
+def fairseq_builder(parts: Sequence[Path], conf: NMTConf, *, src: str = "src", tgt: str = "tgt",
+                    where: tuple[str, str] | None = None) -> Callable[[Path], None]:
+    """A ``build(path)`` for ``run_model_stage``: fairseq-train on (``src`` → ``tgt``) of an artifact's
+    parts, rows filtered by ``where`` = (column, value) when given; its log goes to the Prefect logs and
+    its updates to the progress bar."""
+    def build(path: Path) -> None:
+        from models.nmt.fairseq import train_fairseq
+        from tasks.progress import report
+
+        table = pa.concat_tables([pq.read_table(p, columns=[src, tgt] + ([where[0]] if where else [])) for p in parts])
+        if where:
+            table = table.filter(pc.equal(table[where[0]], where[1]))
+        log = _run_logger()
+        train_fairseq(table[src].to_pylist(), table[tgt].to_pylist(), path, conf.train, log=log,
+                      progress=lambda done, total: report(f"train {path.parent.parent.name}", done, total),
+                      threads=conf.threads, device=conf.device)
+
+    return build
+
+
+def _run_logger() -> Callable[[str], None]:
+    try:
+        from prefect import get_run_logger
+
+        return get_run_logger().info
+    except Exception:  # noqa: BLE001 — outside a flow run (a test calling the builder directly)
+        return lambda line: None
+
+
+TRANSLATE_MONO = Stage("teacher_translate", NMT_VERSION, translate_mono, tags=("gpu",))

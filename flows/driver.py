@@ -223,16 +223,19 @@ def run_model_stage(
     build: Callable[[Path], None],
     params: Mapping[str, Any],
     inputs: Sequence[ArtifactRef],
+    key: str | None = None,
 ) -> ModelRef:
-    """Train a model once per fingerprint (name, version, params, inputs) and register it in `models`.
+    """Train a model once per fingerprint (``key``, version, params, inputs) and register it in `models`.
 
     ``build(path)`` writes the model file; it runs as a Prefect task with the run's retries. A model
-    whose file exists is reused (cached), as an artifact with a complete manifest is.
+    whose file exists is reused (cached), as an artifact with a complete manifest is. ``key`` (default
+    ``name``) is what the model is, ``name`` the role it plays: two roles with one key and the same
+    parameters and data (a teacher that is also the identification model) share one training.
     """
     t0 = time.perf_counter()
     parents = [ref.fingerprint for ref in inputs]
-    fp = fingerprint(name, version, params, parents)
-    ref = ModelRef(name, fp, run.root / "models" / name / fp / filename)
+    fp = fingerprint(key or name, version, params, parents)
+    ref = ModelRef(name, fp, run.root / "models" / (key or name) / fp / filename)
     cached = ref.path.exists()
     if not cached:
         task = model_task.with_options(name=name, **run._task_options())

@@ -31,7 +31,7 @@ def nmt_model(run: Run, conf: NMTConf, *, name: str, train_on: ArtifactRef | Non
             raise ConfError(f"{name}: no `model:` configured and nothing to train it on")
         src, tgt = ("tgt", "src") if reverse else ("src", "tgt")
         ref = run_model_stage(
-            run, name=name, version=NMT_VERSION, kind="fairseq", filename="model", inputs=[train_on],
+            run, name=name, key="fairseq", version=NMT_VERSION, kind="fairseq", filename="model", inputs=[train_on],
             params={"train": conf.train.model_dump(), "src": src, "tgt": tgt, "role": role},
             build=fairseq_builder(train_on.paths(role), conf, src=src, tgt=tgt))
     if conf.inference == "ctranslate2" and conf.backend != "ctranslate2":
@@ -60,5 +60,6 @@ def _converted(run: Run, conf: NMTConf, source: ModelRef) -> ModelRef:
 
             convert_transformers(source.path, path)
 
-    return run_model_stage(run, name=f"{source.name}_ct2", version=NMT_VERSION, kind="ctranslate2", filename="model",
-                           inputs=[], params={"source": source.fingerprint, "backend": conf.backend}, build=build)
+    return run_model_stage(run, name=f"{source.name}_ct2", key="ctranslate2", version=NMT_VERSION, kind="ctranslate2",
+                           filename="model", inputs=[], params={"source": source.fingerprint, "backend": conf.backend},
+                           build=build)

@@ -1,0 +1,126 @@
+"""Rejuvenation and the student end to end on the demo corpus, under Prefect, with tiny fairseq models."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from conf.loader import load_profile
+from storage.catalog import Catalog
+from storage.demo import write_demo
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+TINY = ["rejuvenation.rejuvenator=active", "rejuvenation.identification.inference=native",
+        "rejuvenation.identification.train.max_update=200", "rejuvenation.rejuvenation.train.max_update=200",
+        "train_nmt.student.train.max_update=200"]
+
+
+@pytest.fixture(scope="module")
+def demo_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("rj-demo-data")
+    write_demo(root, seed=7, bitext_rows=1200, mono_rows=200, labeled_rows=100, slots_rows=100)
+    return root
+
+
+def _conf(cache, data, *sets):
+    return load_profile(REPO / "conf" / "demo.yaml", ["shard_size=400", "pipelines=[rejuvenation]", *TINY, *sets],
+                        cache=cache, environ={"AUGDAG_DEMO_DATA": str(data)})
+
+
+@pytest.fixture(scope="module")
+def first_run(prefect_harness, demo_root, tmp_path_factory):
+    from flows.rejuvenation import rejuvenation_flow
+
+    cache = tmp_path_factory.mktemp("rj-cache")
+    return cache, rejuvenation_flow(_conf(cache, demo_root), profile="test")
+
+
+def _one(cat: Catalog, sql: str):
+    return cat.query(sql).to_pylist()[0]
+
+
+def test_row_accounting_active_plus_inactive_is_the_input(first_run):
+    cache, summary = first_run
+    cat = Catalog(cache)
+    n = _one(cat, "SELECT count(*) AS n FROM bitext WHERE source = 'demo_bitext'")["n"]
+    rj = summary["rejuvenation"]
+    assert rj["active"] + rj["inactive"] == n
+    assert rj["unscored"]["count"] == _one(cat, "SELECT count(*) AS n FROM pair_scores WHERE prob IS NULL")["n"]
+    scored = n - rj["unscored"]["count"]
+    assert rj["inactive"] == math.floor(0.1 * scored)
+    assert rj["rejuvenated"] == rj["active"] + rj["inactive"]
+    assert _one(cat, "SELECT count(*) AS n FROM inactive")["n"] == rj["inactive"]
+    # inactive = the lowest probabilities: every inactive pair scores at most every scored active pair
+    worst_active = _one(cat, "SELECT min(s.prob) AS p FROM pair_scores s ANTI JOIN inactive USING (uid) "
+                             "WHERE s.prob IS NOT NULL")["p"]
+    assert _one(cat, "SELECT max(prob) AS p FROM inactive")["p"] <= worst_active
+
+
+def test_every_rejuvenated_row_traces_back_to_its_inactive_parent_and_model(first_run):
+    cache, summary = first_run
+    cat = Catalog(cache)
+    rows = cat.query("SELECT r.*, i.src AS parent_src, i.prob AS parent_prob FROM rejuvenated r "
+                     "LEFT JOIN inactive i ON r.parent_uid = i.uid WHERE r.origin = 'rejuvenated'").to_pylist()
+    assert len(rows) == summary["rejuvenation"]["inactive"]
+    models = {r["fingerprint"]: r for r in cat.query("SELECT fingerprint, name, kind FROM models").to_pylist()}
+    forward = summary["rejuvenation"]["models"]["forward"]
+    assert models[forward]["name"] == "rejuvenation_ct2" and models[forward]["kind"] == "ctranslate2"
+    for r in rows:
+        assert r["src"] == r["parent_src"] and r["prob"] == r["parent_prob"]
+        assert r["model"] == forward and r["direction"] == "forward"
+        assert r["rejuvenated_prob"] is not None and 0 < r["rejuvenated_prob"] <= 1
+    originals = _one(cat, "SELECT count(*) AS n FROM rejuvenated WHERE origin = 'original' AND parent_uid IS NULL")
+    assert originals["n"] == summary["rejuvenation"]["active"]
+
+
+def test_report_has_ten_bins_and_both_states(first_run):
+    cache, summary = first_run
+    cat = Catalog(cache)
+    bins = cat.query("SELECT * FROM probability_bins ORDER BY bin").to_pylist()
+    assert [b["bin"] for b in bins] == list(range(1, 11))
+    assert [b["p_mean"] for b in bins] == sorted(b["p_mean"] for b in bins)
+    states = {r["state"]: r for r in cat.query("SELECT * FROM rejuvenation_states").to_pylist()}
+    assert states["inactive"]["rows"] == summary["rejuvenation"]["inactive"]
+    assert states["inactive"]["prob"] < states["active"]["prob"]
+    assert 0 < states["active"]["coverage"] <= 1 and states["active"]["uncertainty"] is not None
+    page = open(summary["reports"]["rejuvenation_html"], encoding="utf-8").read()
+    assert "data:image/png;base64," in page and "Inactive vs active" in page
+
+
+def test_cached_rerun_trains_and_recomputes_nothing(first_run, demo_root):
+    from flows.rejuvenation import rejuvenation_flow
+
+    cache, first = first_run
+    again = rejuvenation_flow(_conf(cache, demo_root), profile="test")
+    assert {s["status"] for s in again["stages"]} == {"cached"}
+    assert again["rejuvenation"] == first["rejuvenation"]
+
+
+def test_student_on_a_sql_mix_is_evaluated_with_sacrebleu(first_run, demo_root):
+    from flows.train_nmt import train_nmt_flow
+
+    cache, rj = first_run
+    conf = _conf(cache, demo_root, "pipelines=[train_nmt]",
+                 "train_nmt.mix={original: \"SELECT src, tgt FROM bitext WHERE source = 'demo_bitext'\", "
+                 "rejuvenated: \"SELECT src, tgt FROM rejuvenated WHERE origin = 'rejuvenated'\"}",
+                 "train_nmt.copies={original: 1, rejuvenated: 2}")
+    summary = train_nmt_flow(conf, profile="test")
+    tn = summary["train_nmt"]
+    cat = Catalog(cache)
+    n = _one(cat, "SELECT count(*) AS n FROM bitext WHERE source = 'demo_bitext'")["n"]
+    assert tn["mix_rows"] == {"original": n, "rejuvenated": 2 * rj["rejuvenation"]["inactive"]}
+    evals = cat.query("SELECT metric, score, signature, sentences, model FROM evaluations ORDER BY metric").to_pylist()
+    n_test = _one(cat, "SELECT count(*) AS n FROM bitext WHERE source = 'demo_test'")["n"]
+    assert [e["metric"] for e in evals] == ["BLEU", "chrF"]
+    assert all(e["sentences"] == n_test and e["model"] == tn["student"] for e in evals)
+    assert evals[0]["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+    hyps = cat.query("SELECT hyp, ref FROM test_translations")
+    import sacrebleu
+
+    assert evals[0]["score"] == pytest.approx(sacrebleu.corpus_bleu(hyps["hyp"].to_pylist(),
+                                                                    [hyps["ref"].to_pylist()]).score)
+    assert evals[0]["score"] > 5  # a 150-step student has learnt something of the demo grammar
+    assert _one(cat, f"SELECT name FROM models WHERE fingerprint = '{tn['student']}'")["name"] == "student"

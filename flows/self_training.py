@@ -23,7 +23,7 @@ from flows.reporting import publish
 from flows.runners import default_task_runner
 from storage.artifacts import ArtifactRef, read_manifest
 from tasks import lm as lm_tasks
-from tasks.alignment import ALIGN, LEXICON, WORD_UNCERTAINTY
+from tasks.alignment import ALIGN, FORCE_ALIGN, LEXICON, WORD_UNCERTAINTY
 from tasks.clean import CLEAN, DUPLICATES
 from tasks.nmt import TRANSLATE_MONO, decode_options, loading
 from tasks.uncertainty import BINS, SAMPLE_KEYS, SAMPLED_MONO, SCORE, SELECT, U_MAX
@@ -95,8 +95,8 @@ def sample_monolingual(run: Run, conf: AugdagConf) -> Sampled:
     selected = run_stage(run, SELECT, inputs=keys, n_shards=1, params={"budget": budget, "method": s.method})
     sampled = {m.dataset: run_stage(run, SAMPLED_MONO, inputs=[m], side={"selected": selected},
                                     params={"method": s.method}) for m in monos}
-    bins = {"bitext": run_stage(run, BINS, inputs=[scored_bitext, align], n_shards=1, params={"bins": s.bins}),
-            "mono": run_stage(run, BINS, inputs=scored, n_shards=1, params={"bins": s.bins})}
+    bins = {"bitext": run_stage(run, BINS, inputs=[scored_bitext, align], n_shards=1,
+                                params={"bins": s.bins, "aligned": True})}
     return Sampled(bitext, align, words, u_max.read(0)["u_max"][0].as_py(), sampled, bins, scored)
 
 
@@ -122,16 +122,25 @@ def filter_synthetic(run: Run, pairs: ArtifactRef, conf: SelfTrainingConf, targe
                      side={"cut": cut}, params={})
 
 
-def teach(run: Run, conf: SelfTrainingConf, sampled: Sampled) -> dict[str, ArtifactRef]:
-    """The teacher's half: translate each sampled monolingual dataset (beam 5), filter, `synthetic`."""
+def teach(run: Run, conf: SelfTrainingConf, sampled: Sampled) -> tuple[dict[str, ArtifactRef], ArtifactRef]:
+    """The teacher's half: translate each sampled monolingual dataset (beam 5), filter, `synthetic`; then
+    the monolingual uncertainty bins, with coverage from the synthetic pairs' alignment. Returns
+    (synthetic per dataset, the monolingual bins)."""
     teacher = nmt_model(run, conf.teacher, name="teacher", train_on=sampled.bitext)
     target_lm = train_lm(run, sampled.bitext, column="tgt", conf=conf, name="target_lm") if conf.filter.lm_drop else None
     params = {"model": loading(conf.teacher), "decode": decode_options(beam=conf.beam, lenpen=conf.lenpen),
               "model_fingerprint": teacher.fingerprint}
-    return {name: filter_synthetic(run, run_stage(run, TRANSLATE_MONO, inputs=[ref], params=params,
-                                                  models=[teacher.fingerprint], resources={"model_path": teacher.path}),
-                                   conf, target_lm, view="synthetic")
-            for name, ref in sampled.sampled.items()}
+    synthetic = {name: filter_synthetic(run, run_stage(run, TRANSLATE_MONO, inputs=[ref], params=params,
+                                                       models=[teacher.fingerprint],
+                                                       resources={"model_path": teacher.path}),
+                                        conf, target_lm, view="synthetic")
+                 for name, ref in sampled.sampled.items()}
+    # Fig. 6.3 for the monolingual side: coverage from force-aligning each sentence with its translation
+    aligned = run_stage(run, FORCE_ALIGN, inputs=[*synthetic.values(), sampled.alignment], n_shards=1,
+                        params={"lowercase": conf.lowercase, "key": "parent_uid"})
+    mono_bins = run_stage(run, BINS, inputs=[*sampled.scored_mono, aligned], n_shards=1,
+                          params={"bins": conf.sampling.bins, "aligned": True})
+    return synthetic, mono_bins
 
 
 def publish_report(run: Run, result: Sampled, conf: SelfTrainingConf) -> dict[str, str]:
@@ -145,7 +154,7 @@ def publish_report(run: Run, result: Sampled, conf: SelfTrainingConf) -> dict[st
                              title=f"monolingual uncertainty, U_max = {result.u_max:.4f} (R = {s.percentile_r:g})")
     bins = {name: ref.read(0) for name, ref in result.bins.items()}
     md = (f"### Uncertainty sampling\n\nU_max = **{result.u_max:.4f}** (R = {s.percentile_r:g}), β = {s.beta:g}, "
-          f"method `{s.method}`.\n\n**Monolingual bins** (coverage needs the synthetic targets)\n\n"
+          f"method `{s.method}`.\n\n**Monolingual bins** (coverage: each sentence force-aligned with its translation)\n\n"
           f"{markdown_table(bins['mono'])}\n**Bitext bins**\n\n{markdown_table(bins['bitext'])}\n")
     return publish(run, stem="uncertainty", title=f"uncertainty sampling — {run.run_id}", markdown=md,
                    table=bins["mono"], pngs={"uncertainty": png}, sections=[
@@ -164,7 +173,8 @@ def self_training_flow(conf: AugdagConf, profile: str = "", config: dict[str, An
     run = Run.start(conf, pipeline="self_training", profile=profile, config=config or conf.model_dump(mode="json"))
     try:
         result = sample_monolingual(run, conf)
-        synthetic = teach(run, conf.self_training, result)
+        synthetic, mono_bins = teach(run, conf.self_training, result)
+        result = dataclasses.replace(result, bins={**result.bins, "mono": mono_bins})
         reports = publish_report(run, result, conf.self_training)
     except BaseException as e:
         run.finish(error=e)

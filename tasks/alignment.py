@@ -16,9 +16,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from conf.errors import InputError
-from models.aligner import Alignment, align_both, grow_diag_final_and
+from models.aligner import Alignment, FastAlign, align_both, grow_diag_final_and
 from models.lexicon import build_lexicon, linked_words, tokenize, word_uncertainty
 from tasks.stage import Stage, read_parts
 
@@ -42,6 +43,22 @@ def aligned_source_words(alignment: Alignment, src_lengths: np.ndarray) -> np.nd
     return np.bincount(unique // width, minlength=n)
 
 
+def _alignment_rows(uid: pa.Array | pa.ChunkedArray, rows: pa.Table, src: pa.ListArray, tgt: pa.ListArray,
+                    fwd: Alignment, rev: Alignment) -> pa.Table:
+    """The `alignments` rows of a bitext: grow-diag-final-and of both directions, positions, coverage."""
+    src_len = pc.list_value_length(src).to_numpy(zero_copy_only=False).astype(np.int64)
+    tgt_len = pc.list_value_length(tgt).to_numpy(zero_copy_only=False).astype(np.int64)
+    links = grow_diag_final_and(fwd, rev, src_len, tgt_len)
+    aligned = aligned_source_words(links, src_len)
+    coverage = np.divide(aligned, src_len, out=np.zeros(len(src_len)), where=src_len > 0)
+    return pa.table({
+        "uid": uid, "source": rows["source"], "line": rows["line"], "links": links.pharaoh_array(),
+        "src_pos": _positions(links, links.src), "tgt_pos": _positions(links, links.tgt),
+        "src_tokens": src_len.astype(np.int32), "tgt_tokens": tgt_len.astype(np.int32),
+        "aligned_src": aligned.astype(np.int32), "coverage": coverage,
+    }, schema=ALIGNMENT)
+
+
 def align_bitext(
     parts: Sequence[Path], *, lowercase: bool = False, iterations: int = 5, p0: float = 0.08, alpha: float = 0.01,
     tension: float = 4.0, optimize_tension: bool = True,
@@ -53,17 +70,7 @@ def align_bitext(
     src_text, tgt_text = pc.binary_join(src, " "), pc.binary_join(tgt, " ")  # split by the aligner as tokenize did
     fwd_model, rev_model, fwd, rev = align_both(
         src_text, tgt_text, iterations=iterations, p0=p0, alpha=alpha, tension=tension, optimize_tension=optimize_tension)
-    src_len = pc.list_value_length(src).to_numpy(zero_copy_only=False).astype(np.int64)
-    tgt_len = pc.list_value_length(tgt).to_numpy(zero_copy_only=False).astype(np.int64)
-    links = grow_diag_final_and(fwd, rev, src_len, tgt_len)
-    aligned = aligned_source_words(links, src_len)
-    coverage = np.divide(aligned, src_len, out=np.zeros(len(src_len)), where=src_len > 0)
-    part = pa.table({
-        "uid": rows["uid"], "source": rows["source"], "line": rows["line"], "links": links.pharaoh_array(),
-        "src_pos": _positions(links, links.src), "tgt_pos": _positions(links, links.tgt),
-        "src_tokens": src_len.astype(np.int32), "tgt_tokens": tgt_len.astype(np.int32),
-        "aligned_src": aligned.astype(np.int32), "coverage": coverage,
-    }, schema=ALIGNMENT)
+    part = _alignment_rows(rows["uid"], rows, src, tgt, fwd, rev)
     models = pa.table({
         "direction": ["forward", "reverse"],
         "tension": [fwd_model.tension, rev_model.tension],
@@ -94,6 +101,28 @@ def source_word_uncertainty(lexicon_parts: Sequence[Path], bitext_parts: Sequenc
     return word_uncertainty(lex, src)
 
 
+def force_align(*inputs: Sequence[Path], lowercase: bool = False, key: str = "uid") -> pa.Table:
+    """New pairs (the teacher's synthetic ones) aligned with the bitext's fast_align models, no training:
+    force alignment both ways (the tables and tensions of the `align` artifact), grow-diag-final-and.
+    ``inputs``: the pairs' parts (one or more artifacts), then the `align` artifact's parts. ``key`` names
+    the column that becomes ``uid`` (``parent_uid``: the monolingual sentence's, for its bins)."""
+    *pairs, alignment_parts = inputs
+    parts = [p for ps in pairs for p in ps]
+    model_dir = Path(alignment_parts[0]).parent
+    params = {r["direction"]: r for r in pq.read_table(model_dir / "aligner-00000.parquet").to_pylist()}
+    fwd_model, rev_model = (FastAlign.from_table(model_dir / f"{name}-00000.parquet", reverse=name == "rev_table",
+                                                 tension=params[d]["tension"], p0=params[d]["p0"],
+                                                 mean_srclen_multiplier=params[d]["mean_srclen_multiplier"])
+                            for name, d in (("fwd_table", "forward"), ("rev_table", "reverse")))
+    rows = read_parts(parts, [key, "source", "line", "src", "tgt"])
+    src = tokenize(rows["src"], lowercase=lowercase)
+    tgt = tokenize(rows["tgt"], lowercase=lowercase)
+    src_text, tgt_text = pc.binary_join(src, " "), pc.binary_join(tgt, " ")
+    return _alignment_rows(rows[key], rows, src, tgt, fwd_model.align(src_text, tgt_text)[0],
+                           rev_model.align(src_text, tgt_text)[0])
+
+
 ALIGN = Stage("align", "1", align_bitext, view="alignments", reduce=True)
 LEXICON = Stage("lexicon", "1", lexicon, view="lexicon", reduce=True)
 WORD_UNCERTAINTY = Stage("word_uncertainty", "1", source_word_uncertainty, view="word_uncertainty", reduce=True)
+FORCE_ALIGN = Stage("force_align", "1", force_align, reduce=True)

@@ -193,11 +193,14 @@ def take_sample(rows: pa.Table, selected: pa.Table, *, method: str = "uncertaint
     }, schema=SAMPLED)
 
 
-def uncertainty_bins(scored_parts: Sequence[Path], alignment_parts: Sequence[Path] = (), *, bins: int = 5,
+def uncertainty_bins(*inputs: Sequence[Path], bins: int = 5, aligned: bool = False,
                      memory_limit: str = "512MB") -> pa.Table:
     """Linguistic properties per uncertainty bin (Fig. 6.3): rows ranked by U (ties: uid) into ``bins``
-    equal-size bins; mean length, word rarity and, where an alignment is given, coverage (the share of
-    source words with a link)."""
+    equal-size bins; mean length, word rarity and, with ``aligned``, coverage (the share of source words
+    with a link). ``inputs``: the scored parts of one or more datasets, then, with ``aligned``, the
+    alignment parts (joined on uid)."""
+    scored_parts = [p for parts in (inputs[:-1] if aligned else inputs) for p in parts]
+    alignment_parts = inputs[-1] if aligned else ()
     if not scored_parts:
         raise InputError("uncertainty_bins: nothing was scored")
     with scratch_duckdb(memory_limit=memory_limit, name="bins") as con:
@@ -223,4 +226,4 @@ U_MAX = Stage("u_max", "1", u_max, reduce=True)
 SAMPLE_KEYS = Stage("sample_keys", "1", sample_keys)
 SELECT = Stage("sample", "1", select_sample, reduce=True)
 SAMPLED_MONO = Stage("sampled_mono", "1", take_sample, view="sampled_mono")
-BINS = Stage("uncertainty_bins", "1", uncertainty_bins, view="uncertainty_bins", reduce=True)
+BINS = Stage("uncertainty_bins", "2", uncertainty_bins, view="uncertainty_bins", reduce=True)

@@ -103,8 +103,10 @@ def test_augdag_demo_exits_0_from_a_clean_cache_with_networking_off(tmp_path):
     if offline:
         assert "ConnectError" not in output and "Name or service not known" not in output
     queries = [line.split("augdag sql", 1)[1] for line in proc.stdout.splitlines() if "augdag sql" in line]
-    assert len(queries) == 5
-    counts = runner.invoke(app, ["sql", "SELECT (SELECT count(*) FROM bitext) AS view_rows, (SELECT rows FROM artifacts "
+    assert len(queries) == 9
+    for q in queries:  # every query the demo suggests runs
+        assert runner.invoke(app, ["sql", q.split('"')[1], "--cache", str(tmp_path / "cache")]).exit_code == 0, q
+    counts = runner.invoke(app, ["sql", "SELECT (SELECT count(*) FROM bitext WHERE source = 'demo_bitext') AS view_rows, (SELECT rows FROM artifacts "
                                  "WHERE stage = 'clean' AND dataset = 'demo_bitext') AS clean_rows, (SELECT count(*) "
                                  "FROM rejects WHERE source = 'demo_bitext') AS rejected", "-f", "json",
                                  "--cache", str(tmp_path / "cache")])
@@ -117,5 +119,16 @@ def test_augdag_demo_exits_0_from_a_clean_cache_with_networking_off(tmp_path):
                                   "WHERE source = 'demo_mono') AS mono", "-f", "json", "--cache", str(tmp_path / "cache")])
     found = json.loads(sampled.output)
     assert found["n"] == int(0.2 * found["mono"])  # budget_ratio 0.2 of the cleaned monolingual rows
+    nmt = runner.invoke(app, ["sql", "SELECT (SELECT count(*) FROM synthetic s JOIN sampled_mono m ON s.parent_uid = m.uid "
+                              "AND s.src = m.text) AS synthetic, (SELECT count(*) FROM sampled_mono) AS sampled, "
+                              "(SELECT count(*) FROM inactive) AS inactive, (SELECT count(*) FROM rejuvenated WHERE "
+                              "origin = 'rejuvenated') AS rejuvenated, (SELECT count(*) FROM pair_scores WHERE prob IS "
+                              "NOT NULL) AS scored, (SELECT score FROM evaluations WHERE metric = 'BLEU') AS bleu",
+                              "-f", "json", "--cache", str(tmp_path / "cache")])
+    found = json.loads(nmt.output)  # issue 4: the teacher, rejuvenation and the student in the demo
+    assert 0.5 * found["sampled"] < found["synthetic"] <= found["sampled"]  # filters drop some, lineage on all
+    assert found["inactive"] == found["rejuvenated"] == int(0.1 * found["scored"])
+    assert found["bleu"] > 20  # a minute of training learns much of the demo grammar
+    assert "BLEU = " in proc.stdout and "nrefs:1|case:mixed" in proc.stdout
     if not offline:
         pytest.skip("ran with networking on: `unshare -n` is not permitted here")

@@ -27,7 +27,8 @@ def demo_root(tmp_path_factory):
 
 
 def _conf(cache, data, *sets):
-    return load_profile(REPO / "conf" / "demo.yaml", ["shard_size=500", *sets], cache=cache,
+    return load_profile(REPO / "conf" / "demo.yaml", ["shard_size=500", "self_training.teacher.train.max_update=100",
+                                                      *sets], cache=cache,
                         environ={"AUGDAG_DEMO_DATA": str(data)})
 
 
@@ -41,6 +42,11 @@ def _run(conf):
 def first_run(prefect_harness, demo_root, tmp_path_factory):
     cache = tmp_path_factory.mktemp("st-cache")
     return cache, _run(_conf(cache, demo_root))
+
+
+def _teacher(cache) -> str:
+    """The first run's teacher, configured by path (as a user's model): no second training in another cache."""
+    return "self_training.teacher.model=" + Catalog(cache).query("SELECT path FROM models WHERE name = 'teacher'")["path"][0].as_py()
 
 
 def _stages(summary):
@@ -94,7 +100,8 @@ def test_bins_and_report(first_run):
     assert bins["source"].to_pylist() == ["demo_bitext"] * 5 + ["demo_mono"] * 5
     assert bins["bin"].to_pylist() == [1, 2, 3, 4, 5] * 2
     assert all(c is not None and 0 < c <= 1 for c in bins["coverage"].to_pylist()[:5])  # from the alignment
-    assert bins["coverage"].to_pylist()[5:] == [None] * 5  # needs the synthetic targets (second half)
+    # the monolingual side: each sampled sentence force-aligned with the teacher's translation
+    assert all(c is not None and 0 < c <= 1 for c in bins["coverage"].to_pylist()[5:])
     html = open(summary["reports"]["uncertainty_html"], encoding="utf-8").read()
     assert "data:image/png;base64," in html and f"{summary['u_max']:.6f}" in html
     assert open(summary["reports"]["uncertainty_png"], "rb").read(8) == b"\x89PNG\r\n\x1a\n"
@@ -121,7 +128,7 @@ def test_rerun_is_cached_and_a_deleted_part_is_recomputed_alone(first_run, demo_
 
 def test_sample_is_the_same_with_another_shard_size(first_run, demo_root, tmp_path):
     cache, _ = first_run
-    other = _run(_conf(tmp_path, demo_root, "shard_size=700"))
+    other = _run(_conf(tmp_path, demo_root, "shard_size=700", _teacher(cache)))
     query = "SELECT uid, p, rank FROM sampled_mono ORDER BY rank"
     assert Catalog(tmp_path).query(query).equals(Catalog(cache).query(query))
     assert other["u_max"] == first_run[1]["u_max"]
@@ -169,13 +176,31 @@ def test_synthetic_filters_drop_length_ratio_and_exactly_the_lm_worst_share(firs
     assert dropped["n"][0].as_py() == lm["dropped"]
     assert dropped["best_dropped"][0].as_py() >= scores["worst_kept"][0].as_py()
     models = Catalog(cache).query("SELECT kind, count(*) AS n FROM models GROUP BY kind ORDER BY kind").to_pylist()
-    assert models == [{"kind": "fast_align", "n": 1}, {"kind": "kenlm", "n": 1}]
+    assert models == [{"kind": "fairseq", "n": 1}, {"kind": "fast_align", "n": 1}, {"kind": "kenlm", "n": 1}]
+
+
+def test_teacher_translates_the_sample_into_synthetic_pairs_with_lineage(first_run):
+    cache, summary = first_run
+    cat = Catalog(cache)
+    teacher = cat.query("SELECT fingerprint FROM models WHERE name = 'teacher'")["fingerprint"][0].as_py()
+    rows = cat.query("SELECT s.*, m.text FROM synthetic s LEFT JOIN sampled_mono m ON s.parent_uid = m.uid").to_pylist()
+    sampled = cat.query("SELECT count(*) AS n FROM sampled_mono")["n"][0].as_py()
+    assert summary["synthetic"] == {"demo_mono": len(rows)}
+    assert 0 < len(rows) <= sampled
+    assert all(r["src"] == r["text"] and r["model"] == teacher and r["tgt"] for r in rows)  # every pair traces back
+    stages = _stages(summary)
+    translated = stages[("teacher_translate", "demo_mono")]["rows_out"]["part"]
+    clean = stages[("synthetic_clean", "demo_mono")]["rows_out"]
+    lm = stages[("lm_filter", "demo_mono")]["rows_out"]
+    assert translated == sampled and clean["part"] + clean.get("dropped", 0) == translated
+    assert lm["dropped"] == math.floor(0.2 * clean["part"]) and lm["part"] == len(rows)
 
 
 @needs_lmplz
 def test_source_lm_baseline_takes_the_lowest_cross_entropy(first_run, demo_root, tmp_path):
     cache, _ = first_run
-    summary = _run(_conf(tmp_path, demo_root, "self_training.sampling.method=srclm", "self_training.sampling.budget=50"))
+    summary = _run(_conf(tmp_path, demo_root, "self_training.sampling.method=srclm", "self_training.sampling.budget=50",
+                         _teacher(cache)))
     cat = Catalog(tmp_path)
     fp = _stages(summary)[("lm_score", "demo_mono")]["fingerprint"]
     best = cat.query(f"SELECT uid FROM read_parquet('{tmp_path}/artifacts/lm_score/{fp}/part-*.parquet') "

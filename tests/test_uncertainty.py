@@ -203,3 +203,21 @@ def test_word_scores_split_exactly_like_tokenize():
         expected = text.split()
         assert n == len(expected), repr(text)
         assert got == pytest.approx(sum(H.get(w, 0.0) for w in expected) / len(expected) if expected else 0.0)
+
+
+def test_force_align_with_the_stored_models_reproduces_the_training_links(tmp_path):
+    """The `align` artifact's tables and tensions are a usable aligner: force-aligning the training pairs
+    gives back exactly the links of its last (decode-only) iteration, so the synthetic pairs' coverage
+    (monolingual bins) is measured with the very model that aligned the bitext."""
+    from storage.demo import iter_bitext
+    from tasks.alignment import align_bitext, force_align
+    from tests.conftest import bitext
+
+    rows = bitext([(s, t) for s, t, _ in iter_bitext(400, seed=3)])
+    pq.write_table(rows, tmp_path / "bitext.parquet")
+    out = align_bitext([tmp_path / "bitext.parquet"])
+    for role, table in out.items():
+        pq.write_table(table, tmp_path / f"{role}-00000.parquet")
+    again = force_align([tmp_path / "bitext.parquet"], [tmp_path / "part-00000.parquet"])
+    assert again["links"].equals(out["part"]["links"]) and again["coverage"].equals(out["part"]["coverage"])
+    assert again["uid"].equals(rows["uid"])

@@ -182,7 +182,7 @@ def demo(
               "SELECT origin, count(*) AS n, round(avg(coalesce(rejuvenated_prob, prob)), 3) AS p FROM rejuvenated GROUP BY origin",
               "SELECT src, tgt, model FROM synthetic LIMIT 10",
               "SELECT run_id, metric, round(score, 2) AS score, signature FROM evaluations ORDER BY created_at"):
-        out.print(f"  augdag sql{c} \"{q}\"", highlight=False)
+        out.print(f"  augdag sql{c} \"{q}\"", highlight=False, soft_wrap=True)  # one line: copy-pastable
 
 
 @app.command()

@@ -100,8 +100,14 @@ def test_bins_and_report(first_run):
     assert bins["source"].to_pylist() == ["demo_bitext"] * 5 + ["demo_mono"] * 5
     assert bins["bin"].to_pylist() == [1, 2, 3, 4, 5] * 2
     assert all(c is not None and 0 < c <= 1 for c in bins["coverage"].to_pylist()[:5])  # from the alignment
-    # the monolingual side: each sampled sentence force-aligned with the teacher's translation
-    assert all(c is not None and 0 < c <= 1 for c in bins["coverage"].to_pylist()[5:])
+    # the monolingual side: each sampled sentence force-aligned with the teacher's translation; a bin none
+    # of whose sentences was sampled has no translation, hence no coverage
+    sampled_bins = Catalog(cache).query(
+        "SELECT DISTINCT b.bin FROM (SELECT uid, ntile(5) OVER (ORDER BY uncertainty, uid) AS bin FROM uncertainty "
+        "WHERE source = 'demo_mono') b JOIN synthetic s ON s.parent_uid = b.uid ORDER BY b.bin")["bin"].to_pylist()
+    mono = bins["coverage"].to_pylist()[5:]
+    assert sampled_bins and [i + 1 for i, c in enumerate(mono) if c is not None] == sampled_bins
+    assert all(0 < c <= 1 for c in mono if c is not None)
     html = open(summary["reports"]["uncertainty_html"], encoding="utf-8").read()
     assert "data:image/png;base64," in html and f"{summary['u_max']:.6f}" in html
     assert open(summary["reports"]["uncertainty_png"], "rb").read(8) == b"\x89PNG\r\n\x1a\n"
@@ -202,7 +208,7 @@ def test_source_lm_baseline_takes_the_lowest_cross_entropy(first_run, demo_root,
     summary = _run(_conf(tmp_path, demo_root, "self_training.sampling.method=srclm", "self_training.sampling.budget=50",
                          _teacher(cache)))
     cat = Catalog(tmp_path)
-    fp = _stages(summary)[("lm_score", "demo_mono")]["fingerprint"]
+    fp = next(s["fingerprint"] for s in summary["stages"] if s["stage"] == "lm_score")  # the source LM's, not the filter's
     best = cat.query(f"SELECT uid FROM read_parquet('{tmp_path}/artifacts/lm_score/{fp}/part-*.parquet') "
                      "ORDER BY cross_entropy, uid DESC LIMIT 50")["uid"].to_pylist()
     assert sorted(cat.query("SELECT uid FROM sampled_mono")["uid"].to_pylist()) == sorted(best)

@@ -17,14 +17,14 @@ from typing import Any
 from prefect import flow
 
 from conf.schema import AugdagConf, RejuvenationConf
-from flows.driver import Run, rows_by_role, run_stage
+from flows.driver import ModelRef, Run, rows_by_role, run_stage
 from flows.ingest import ingest_dataset
 from flows.nmt import nmt_model
 from flows.reporting import publish
 from flows.runners import default_task_runner
 from flows.self_training import bitext_uncertainty
 from storage.artifacts import ArtifactRef, read_manifest
-from tasks.nmt import decode_options, loading
+from tasks.nmt import decode_options, loading, runtime
 from tasks.rejuvenation import (ACTIVE, INACTIVE, INACTIVE_CUT, PAIR_SCORE, PROBABILITY_BINS, REJUVENATE,
                                 REJUVENATED_BITEXT, STATE_PROPERTIES, unscored_pairs)
 
@@ -47,8 +47,8 @@ def rejuvenate_bitext(run: Run, conf: AugdagConf) -> Rejuvenated:
     bitext = ingest_dataset(run, name, conf.datasets[name], conf.ingest, conf.shard_size)
     ident = nmt_model(run, rj.identification, name="identification", train_on=bitext)
     ident_loading = loading(rj.identification)
-    scores = run_stage(run, PAIR_SCORE, inputs=[bitext], params={"model": ident_loading},
-                       models=[ident.fingerprint], resources={"model_path": ident.path})
+    scores = run_stage(run, PAIR_SCORE, inputs=[bitext], params={"model": ident_loading}, models=[ident.fingerprint],
+                       resources={"model_path": ident.path, "runtime": runtime(rj.identification)})
     cut = run_stage(run, INACTIVE_CUT, inputs=[scores], n_shards=1, params={"inactive_ratio": rj.inactive_ratio})
     inactive = run_stage(run, INACTIVE, inputs=[bitext, scores], side={"cut": cut}, params={"state": "inactive"})
     active = run_stage(run, ACTIVE, inputs=[bitext, scores], side={"cut": cut}, params={"state": "active"})
@@ -67,11 +67,14 @@ class _Fresh:
     models: dict[str, str]
 
 
-def rejuvenate_inactive(run: Run, rj: RejuvenationConf, inactive: ArtifactRef, active: ArtifactRef, ident: Any,
+def rejuvenate_inactive(run: Run, rj: RejuvenationConf, inactive: ArtifactRef, active: ArtifactRef, ident: ModelRef,
                         ident_loading: dict[str, Any]) -> _Fresh:
     """The new pairs: forward translations of the inactive sources (and/or back-translations of their targets)."""
     reuse = rj.rejuvenator == "identification"
-    models, resources, params = {}, {"identification_path": ident.path}, {}
+    conf = rj.identification if reuse else rj.rejuvenation
+    models, params = {}, {}
+    resources = {"identification_path": ident.path, "identification_runtime": runtime(rj.identification),
+                 "runtime": runtime(conf)}
     if rj.direction in ("forward", "both"):
         fwd = ident if reuse else nmt_model(run, rj.rejuvenation, name="rejuvenation", train_on=active)
         models["forward"], resources["forward_path"] = fwd.fingerprint, fwd.path
@@ -79,8 +82,8 @@ def rejuvenate_inactive(run: Run, rj: RejuvenationConf, inactive: ArtifactRef, a
     if rj.direction in ("backward", "both"):  # a target → source model: trained on the active pairs, reversed
         bwd = nmt_model(run, rj.rejuvenation, name="rejuvenation_backward", train_on=active, reverse=True)
         models["backward"], resources["backward_path"] = bwd.fingerprint, bwd.path
-        params["backward_fingerprint"] = bwd.fingerprint
-    conf = rj.identification if reuse else rj.rejuvenation
+        params["backward_fingerprint"], params["backward"] = bwd.fingerprint, loading(rj.rejuvenation)
+        resources["backward_runtime"] = runtime(rj.rejuvenation)
     ref = run_stage(run, REJUVENATE, inputs=[inactive], resources=resources,
                     models=[ident.fingerprint, *models.values()],
                     params={**params, "direction": rj.direction, "model": loading(conf), "identification": ident_loading,

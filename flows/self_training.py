@@ -25,7 +25,7 @@ from storage.artifacts import ArtifactRef, read_manifest
 from tasks import lm as lm_tasks
 from tasks.alignment import ALIGN, FORCE_ALIGN, LEXICON, WORD_UNCERTAINTY
 from tasks.clean import CLEAN, DUPLICATES
-from tasks.nmt import TRANSLATE_MONO, decode_options, loading
+from tasks.nmt import TRANSLATE_MONO, decode_options, loading, runtime
 from tasks.uncertainty import BINS, SAMPLE_KEYS, SAMPLED_MONO, SCORE, SELECT, U_MAX
 
 
@@ -132,7 +132,8 @@ def teach(run: Run, conf: SelfTrainingConf, sampled: Sampled) -> tuple[dict[str,
               "model_fingerprint": teacher.fingerprint}
     synthetic = {name: filter_synthetic(run, run_stage(run, TRANSLATE_MONO, inputs=[ref], params=params,
                                                        models=[teacher.fingerprint],
-                                                       resources={"model_path": teacher.path}),
+                                                       resources={"model_path": teacher.path,
+                                                                  "runtime": runtime(conf.teacher)}),
                                         conf, target_lm, view="synthetic")
                  for name, ref in sampled.sampled.items()}
     # Fig. 6.3 for the monolingual side: coverage from force-aligning each sentence with its translation

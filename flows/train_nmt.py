@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import duckdb
+import pyarrow.compute as pc
 from prefect import flow
 
 from conf.errors import CatalogError, ConfError
@@ -20,7 +21,7 @@ from flows.nmt import nmt_model
 from flows.runners import default_task_runner
 from tasks.evaluation import EVALUATE, TRANSLATE_TEST
 from tasks.mix import content_hash, training_mix
-from tasks.nmt import decode_options, loading
+from tasks.nmt import decode_options, loading, runtime
 
 MIX_VERSION = "1"
 
@@ -55,10 +56,11 @@ def train_and_evaluate(run: Run, conf: AugdagConf) -> dict[str, Any]:
                            dataset="train_nmt", view="training_mix")
     student = nmt_model(run, tn.student, name="student", train_on=mix)
     hyps = run_stage(run, TRANSLATE_TEST, inputs=[test], models=[student.fingerprint],
-                     resources={"model_path": student.path},
+                     resources={"model_path": student.path, "runtime": runtime(tn.student)},
                      params={"model": loading(tn.student), "decode": decode_options(beam=tn.beam, lenpen=tn.lenpen)})
     scores = run_stage(run, EVALUATE, inputs=[hyps], n_shards=1, params={}).read(0).to_pylist()
-    mix_rows = {name: int(sum(1 for s in table["source"].to_pylist() if s == name)) for name in mix_sql}
+    counts = {c["values"]: c["counts"] for c in pc.value_counts(table["source"]).to_pylist()}
+    mix_rows = {name: counts.get(name, 0) for name in mix_sql}
     run.catalog.register_evaluation(run_id=run.run_id, model=student.fingerprint, model_name="student", testset=test_name,
                                     scores=scores, meta={"mix": mix_sql, "copies": tn.copies, "mix_rows": mix_rows})
     for s in scores:

@@ -21,9 +21,10 @@ SCORES = pa.schema([("metric", pa.string()), ("score", pa.float64()), ("signatur
                     ("sentences", pa.int64())])
 
 
-def translate_test(rows: pa.Table, *, model: Mapping[str, Any], model_path: Path, decode: Mapping[str, Any]) -> pa.Table:
+def translate_test(rows: pa.Table, *, model: Mapping[str, Any], model_path: Path, runtime: Mapping[str, Any],
+                   decode: Mapping[str, Any]) -> pa.Table:
     """The test set's sources translated: uid, src, the reference `ref` and the hypothesis `hyp`."""
-    hyp = translate_column(rows["src"], model=model, model_path=model_path, decode=decode)
+    hyp = translate_column(rows["src"], model=model, model_path=model_path, runtime=runtime, decode=decode)
     return pa.table({"uid": rows["uid"], "src": rows["src"], "ref": rows["tgt"], "hyp": hyp})
 
 

@@ -1,8 +1,9 @@
 """NMT stages shared by rejuvenation, self-training and the student: score pairs, translate a column, train.
 
-Models reach a stage as ``resources`` (their paths, not fingerprinted) plus ``model``, the loading options
-(fingerprinted with the stage's parameters); the flow adds the model's fingerprint with ``models=``. One
-model is loaded per process and reused by every shard (``load``).
+Models reach a stage as ``resources`` (their paths and ``runtime``: device, threads, batch size, trust —
+how it runs, not fingerprinted, so moving a run to a GPU recomputes nothing) plus ``model``, what changes
+the numbers (backend, compute type: fingerprinted with the stage's parameters); the flow adds the model's
+fingerprint with ``models=``. One model is loaded per process and reused by every shard (``load``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from conf.schema import NMTConf
@@ -27,11 +27,15 @@ SCORES = pa.schema([("uid", pa.string()), ("tokens", pa.int32()), ("logprob", pa
                     ("cross_entropy", pa.float64()), ("prob", pa.float64())])
 
 
-def loading(conf: NMTConf, backend: str | None = None) -> dict[str, Any]:
-    """The options a stage needs to load a model (part of its parameters, hence of the fingerprint)."""
-    inference_backend = "ctranslate2" if conf.inference == "ctranslate2" else (backend or conf.backend)
-    return {"backend": inference_backend, "trusted": conf.trusted, "device": conf.device, "threads": conf.threads,
-            "compute_type": conf.compute_type, "max_tokens": conf.max_tokens}
+def loading(conf: NMTConf) -> dict[str, Any]:
+    """What of a model's loading changes its outputs (a stage parameter, hence in the fingerprint)."""
+    return {"backend": "ctranslate2" if conf.inference == "ctranslate2" else conf.backend,
+            "compute_type": conf.compute_type}
+
+
+def runtime(conf: NMTConf) -> dict[str, Any]:
+    """How a model runs (a stage resource, not fingerprinted)."""
+    return {"trusted": conf.trusted, "device": conf.device, "threads": conf.threads, "max_tokens": conf.max_tokens}
 
 
 @functools.lru_cache(maxsize=4)
@@ -39,10 +43,9 @@ def _cached(path: str, backend: str, trusted: bool, device: str, threads: int, c
     return load_model(path, backend=backend, trusted=trusted, device=device, threads=threads, compute_type=compute_type)
 
 
-def load(path: Path | str, model: Mapping[str, Any]) -> NMTModel:
-    """The model at ``path`` with the options ``loading`` made, loaded once per process."""
-    return _cached(str(path), model["backend"], model["trusted"], model["device"], model["threads"],
-                   model["compute_type"])
+def load(path: Path | str, model: Mapping[str, Any], run: Mapping[str, Any]) -> NMTModel:
+    """The model at ``path`` as ``loading`` and ``runtime`` say, loaded once per process."""
+    return _cached(str(path), model["backend"], run["trusted"], run["device"], run["threads"], model["compute_type"])
 
 
 def sentence_probabilities(uids: pa.Array | pa.ChunkedArray, logprobs: Sequence[np.ndarray | None]) -> pa.Table:
@@ -65,10 +68,10 @@ def sentence_probabilities(uids: pa.Array | pa.ChunkedArray, logprobs: Sequence[
 
 
 def score_pairs(rows: pa.Table, *, src: str = "src", tgt: str = "tgt", model: Mapping[str, Any],
-                model_path: Path) -> pa.Table:
+                model_path: Path, runtime: Mapping[str, Any]) -> pa.Table:
     """Force-decode every pair of the shard: ``sentence_probabilities`` of (``src`` → ``tgt``)."""
-    nmt = load(model_path, model)
-    logprobs = nmt.score(rows[src].to_pylist(), rows[tgt].to_pylist(), max_tokens=model["max_tokens"])
+    nmt = load(model_path, model, runtime)
+    logprobs = nmt.score(rows[src].to_pylist(), rows[tgt].to_pylist(), max_tokens=runtime["max_tokens"])
     return sentence_probabilities(rows["uid"], logprobs)
 
 
@@ -77,20 +80,20 @@ def decode_options(*, beam: int, lenpen: float, seed: int = 0) -> dict[str, Any]
 
 
 def translate_column(texts: pa.Array | pa.ChunkedArray, *, model: Mapping[str, Any], model_path: Path,
-                     decode: Mapping[str, Any]) -> pa.Array:
+                     runtime: Mapping[str, Any], decode: Mapping[str, Any]) -> pa.Array:
     """Translations of ``texts`` (beam search as ``decode`` says), one per row, in order."""
-    nmt = load(model_path, model)
-    out = nmt.translate(texts.to_pylist(), DecodeOptions(**decode), max_tokens=model["max_tokens"])
+    nmt = load(model_path, model, runtime)
+    out = nmt.translate(texts.to_pylist(), DecodeOptions(**decode), max_tokens=runtime["max_tokens"])
     return pa.array(out, pa.string())
 
 
-def translate_mono(rows: pa.Table, *, model: Mapping[str, Any], model_path: Path, decode: Mapping[str, Any],
-                   model_fingerprint: str) -> pa.Table:
+def translate_mono(rows: pa.Table, *, model: Mapping[str, Any], model_path: Path, runtime: Mapping[str, Any],
+                   decode: Mapping[str, Any], model_fingerprint: str) -> pa.Table:
     """The teacher's step (ch. 6): each monolingual sentence and its translation as a synthetic pair,
     with ``parent_uid`` (the sentence's uid) and the teacher's fingerprint as lineage."""
     pairs = pa.table({
-        "uid": rows["uid"], "src": rows["text"], "tgt": translate_column(rows["text"], model=model,
-                                                                         model_path=model_path, decode=decode),
+        "uid": rows["uid"], "src": rows["text"], "tgt": translate_column(rows["text"], model=model, model_path=model_path,
+                                                                         runtime=runtime, decode=decode),
         "source": rows["source"], "line": rows["line"],
     })
     pairs = with_uid(pairs, "bitext")
@@ -99,20 +102,16 @@ def translate_mono(rows: pa.Table, *, model: Mapping[str, Any], model_path: Path
 
 
 def fairseq_builder(parts: Sequence[Path], conf: NMTConf, *, src: str = "src", tgt: str = "tgt",
-                    where: tuple[str, str] | None = None) -> Callable[[Path], None]:
+                    label: str = "nmt") -> Callable[[Path], None]:
     """A ``build(path)`` for ``run_model_stage``: fairseq-train on (``src`` → ``tgt``) of an artifact's
-    parts, rows filtered by ``where`` = (column, value) when given; its log goes to the Prefect logs and
-    its updates to the progress bar."""
+    parts; its log goes to the Prefect logs and its updates to the progress bar ``train <label>``."""
     def build(path: Path) -> None:
         from models.nmt.fairseq import train_fairseq
         from tasks.progress import report
 
-        table = pa.concat_tables([pq.read_table(p, columns=[src, tgt] + ([where[0]] if where else [])) for p in parts])
-        if where:
-            table = table.filter(pc.equal(table[where[0]], where[1]))
-        log = _run_logger()
-        train_fairseq(table[src].to_pylist(), table[tgt].to_pylist(), path, conf.train, log=log,
-                      progress=lambda done, total: report(f"train {path.parent.parent.name}", done, total),
+        table = pa.concat_tables([pq.read_table(p, columns=[src, tgt]) for p in parts])
+        train_fairseq(table[src].to_pylist(), table[tgt].to_pylist(), path, conf.train, log=_run_logger(),
+                      progress=lambda done, total: report(f"train {label}", done, total),
                       threads=conf.threads, device=conf.device)
 
     return build

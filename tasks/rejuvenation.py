@@ -79,30 +79,36 @@ def inactive_split(rows: pa.Table, scores: pa.Table, *, cut: pa.Table, state: st
 
 
 def rejuvenate(inactive: pa.Table, *, direction: str, model: Mapping[str, Any], decode: Mapping[str, Any],
-               identification: Mapping[str, Any], identification_path: Path, forward_path: Path | None = None, backward_path: Path | None = None,
-               forward_fingerprint: str | None = None, backward_fingerprint: str | None = None) -> pa.Table:
+               identification: Mapping[str, Any], identification_path: Path, runtime: Mapping[str, Any],
+               identification_runtime: Mapping[str, Any], forward_path: Path | None = None, backward_path: Path | None = None,
+               forward_fingerprint: str | None = None, backward_fingerprint: str | None = None,
+               backward: Mapping[str, Any] | None = None, backward_runtime: Mapping[str, Any] | None = None) -> pa.Table:
     """New pairs for the inactive ones: forward (x, f(x)), backward (b(y), y), or both; each new pair
     carries its parent's uid and score, the model that made it, and its own score under the
     identification model (``rejuvenated_prob``). ``model`` and ``identification`` are the loading options
-    (``tasks.nmt.loading``) of the rejuvenation models and of the identification model."""
+    (``tasks.nmt.loading``) of the rejuvenation models and of the identification model; ``runtime`` and
+    ``identification_runtime`` how they run (``tasks.nmt.runtime``); ``backward`` and ``backward_runtime``
+    those of the backward model when they differ from the forward one's."""
     made = []
     if direction in ("forward", "both"):
-        made.append(_new_pairs(inactive, "forward", forward_path, forward_fingerprint, model, decode))
+        made.append(_new_pairs(inactive, "forward", forward_path, forward_fingerprint, model, runtime, decode))
     if direction in ("backward", "both"):
-        made.append(_new_pairs(inactive, "backward", backward_path, backward_fingerprint, model, decode))
+        made.append(_new_pairs(inactive, "backward", backward_path, backward_fingerprint, backward or model,
+                               backward_runtime or runtime, decode))
     if not made:
         raise ValueError(f"rejuvenate: direction {direction!r}, expected forward, backward or both")
     new = pa.concat_tables(made)
-    rescored = score_pairs(new, model=identification, model_path=identification_path)
+    rescored = score_pairs(new, model=identification, model_path=identification_path, runtime=identification_runtime)
     return new.set_column(new.schema.get_field_index("rejuvenated_prob"), "rejuvenated_prob", rescored["prob"])
 
 
 def _new_pairs(inactive: pa.Table, direction: str, path: Path | None, fp: str | None,
-               model: Mapping[str, Any], decode: Mapping[str, Any]) -> pa.Table:
+               model: Mapping[str, Any], runtime: Mapping[str, Any], decode: Mapping[str, Any]) -> pa.Table:
     if path is None or fp is None:
         raise ValueError(f"rejuvenate: direction {direction!r} needs its model's path and fingerprint")
     forward = direction == "forward"
-    made = translate_column(inactive["src" if forward else "tgt"], model=model, model_path=path, decode=decode)
+    made = translate_column(inactive["src" if forward else "tgt"], model=model, model_path=path, runtime=runtime,
+                            decode=decode)
     src, tgt = (inactive["src"], made) if forward else (made, inactive["tgt"])
     n = inactive.num_rows
     pairs = with_uid(pa.table({"uid": inactive["uid"], "src": src, "tgt": tgt, "source": inactive["source"],

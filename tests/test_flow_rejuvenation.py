@@ -124,3 +124,21 @@ def test_student_on_a_sql_mix_is_evaluated_with_sacrebleu(first_run, demo_root):
                                                                     [hyps["ref"].to_pylist()]).score)
     assert evals[0]["score"] > 5  # a 150-step student has learnt something of the demo grammar
     assert _one(cat, f"SELECT name FROM models WHERE fingerprint = '{tn['student']}'")["name"] == "student"
+
+
+def test_both_directions_add_a_back_translated_pair_per_inactive_one(first_run, demo_root):
+    from flows.rejuvenation import rejuvenation_flow
+
+    cache, first = first_run
+    summary = rejuvenation_flow(_conf(cache, demo_root, "rejuvenation.direction=both"), profile="test")
+    rj = summary["rejuvenation"]
+    assert (rj["active"], rj["inactive"]) == (first["rejuvenation"]["active"], first["rejuvenation"]["inactive"])
+    assert rj["rejuvenated"] == rj["active"] + 2 * rj["inactive"]
+    computed = {s["stage"] for s in summary["stages"] if s["status"] == "computed"}
+    assert "pair_score" not in computed and "rejuvenation_backward" in computed  # only the new model and its rows
+    rows = Catalog(cache).query("SELECT r.direction, r.src, r.tgt, r.model, i.src AS psrc, i.tgt AS ptgt FROM rejuvenated r "
+                                "JOIN inactive i ON r.parent_uid = i.uid").to_pylist()
+    assert sorted(r["direction"] for r in rows) == ["backward"] * rj["inactive"] + ["forward"] * rj["inactive"]
+    for r in rows:  # forward keeps the source, backward keeps the target; each names its model
+        assert (r["src"] == r["psrc"]) if r["direction"] == "forward" else (r["tgt"] == r["ptgt"])
+        assert r["model"] == rj["models"][r["direction"]]

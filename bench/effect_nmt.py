@@ -1,6 +1,6 @@
 """Effect of rejuvenation and of uncertainty-sampled synthetic data on a student (not a test; a report).
 
-    python bench/effect_nmt.py [--data ../shared/data] [--updates 2000] [--budget 10000] [--cache DIR]
+    python bench/effect_nmt.py [--data ../shared/data] [--updates 800] [--budget 10000] [--cache DIR]
 
 On Multi30k en→de (train 29k, test 1k) with Tatoeba English as monolingual data, the same small
 transformer trained the same number of updates on:
@@ -47,7 +47,7 @@ train_nmt:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
-    p.add_argument("--updates", type=int, default=2000)
+    p.add_argument("--updates", type=int, default=800)
     p.add_argument("--budget", type=int, default=10000)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--cache", type=Path, default=Path("/tmp/augdag-bench-effect"))
@@ -60,7 +60,7 @@ def main() -> None:
     from flows.train_nmt import train_nmt_flow
 
     args.cache.mkdir(parents=True, exist_ok=True)
-    train = "{max_update: %d, vocab_size: 8000, embed_dim: 128, ffn_dim: 256, max_tokens: 2048}" % args.updates
+    train = "{max_update: %d, vocab_size: 8000}" % args.updates  # the tiny defaults: 2+2 layers, 64 dims
     profile = args.cache / "effect.yaml"
     profile.write_text(PROFILE.format(d=args.data.resolve(), budget=args.budget, train=train, threads=args.threads))
     original = "SELECT src, tgt FROM bitext WHERE source = 'm30k'"

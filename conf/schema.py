@@ -126,6 +126,8 @@ class NMTConf(ConfModel):
     trusted: bool = False  # unpickle a fairseq checkpoint augdag did not train (it can run arbitrary code)
     inference: Literal["native", "ctranslate2"] = "native"  # ctranslate2: convert once, score/translate with it
     compute_type: str = "default"  # ctranslate2: default, float32, int8, int8_float16, ...
+    src_lang: str | None = None  # multilingual transformers models (M2M100, NLLB): source language code
+    tgt_lang: str | None = None  # ... and the target language, forced as the first token of a translation
     device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA when present, else CPU threads
     threads: int = Field(0, ge=0)  # CPU threads; 0: every core
     max_tokens: int = Field(4096, ge=16)  # tokens per inference batch (batches are sorted by length)

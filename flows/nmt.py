@@ -58,7 +58,7 @@ def _converted(run: Run, conf: NMTConf, source: ModelRef) -> ModelRef:
         else:
             from models.nmt.ctranslate2 import convert_transformers
 
-            convert_transformers(source.path, path)
+            convert_transformers(source.path, path, src_lang=conf.src_lang, tgt_lang=conf.tgt_lang)
 
     return run_model_stage(run, name=f"{source.name}_ct2", key="ctranslate2", version=NMT_VERSION, kind="ctranslate2",
                            filename="model", inputs=[], params={"source": source.fingerprint, "backend": conf.backend},

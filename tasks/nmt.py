@@ -30,7 +30,7 @@ SCORES = pa.schema([("uid", pa.string()), ("tokens", pa.int32()), ("logprob", pa
 def loading(conf: NMTConf) -> dict[str, Any]:
     """What of a model's loading changes its outputs (a stage parameter, hence in the fingerprint)."""
     return {"backend": "ctranslate2" if conf.inference == "ctranslate2" else conf.backend,
-            "compute_type": conf.compute_type}
+            "compute_type": conf.compute_type, "src_lang": conf.src_lang, "tgt_lang": conf.tgt_lang}
 
 
 def runtime(conf: NMTConf) -> dict[str, Any]:
@@ -39,13 +39,16 @@ def runtime(conf: NMTConf) -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=4)
-def _cached(path: str, backend: str, trusted: bool, device: str, threads: int, compute_type: str) -> NMTModel:
-    return load_model(path, backend=backend, trusted=trusted, device=device, threads=threads, compute_type=compute_type)
+def _cached(path: str, backend: str, trusted: bool, device: str, threads: int, compute_type: str,
+            src_lang: str | None, tgt_lang: str | None) -> NMTModel:
+    return load_model(path, backend=backend, trusted=trusted, device=device, threads=threads, compute_type=compute_type,
+                      src_lang=src_lang, tgt_lang=tgt_lang)
 
 
 def load(path: Path | str, model: Mapping[str, Any], run: Mapping[str, Any]) -> NMTModel:
     """The model at ``path`` as ``loading`` and ``runtime`` say, loaded once per process."""
-    return _cached(str(path), model["backend"], run["trusted"], run["device"], run["threads"], model["compute_type"])
+    return _cached(str(path), model["backend"], run["trusted"], run["device"], run["threads"], model["compute_type"],
+                   model.get("src_lang"), model.get("tgt_lang"))
 
 
 def sentence_probabilities(uids: pa.Array | pa.ChunkedArray, logprobs: Sequence[np.ndarray | None]) -> pa.Table:

@@ -36,8 +36,10 @@ def detect_backend(model: str | Path) -> str:
 
 
 def load_model(model: str | Path, *, backend: str = "auto", trusted: bool = False, device: str = "auto",
-               threads: int = 0, compute_type: str = "default") -> NMTModel:
-    """Load a translation model by local path (any backend) or Hugging Face name (transformers)."""
+               threads: int = 0, compute_type: str = "default", src_lang: str | None = None,
+               tgt_lang: str | None = None) -> NMTModel:
+    """Load a translation model by local path (any backend) or Hugging Face name (transformers).
+    ``src_lang``/``tgt_lang``: the language codes of a multilingual model (M2M100, NLLB); fairseq ignores them."""
     backend = detect_backend(model) if backend == "auto" else backend
     if backend == "fairseq":
         from models.nmt.fairseq import FairseqModel
@@ -46,9 +48,10 @@ def load_model(model: str | Path, *, backend: str = "auto", trusted: bool = Fals
     if backend == "transformers":
         from models.nmt.transformers import TransformersModel
 
-        return TransformersModel.load(model, device=device, threads=threads)
+        return TransformersModel.load(model, device=device, threads=threads, src_lang=src_lang, tgt_lang=tgt_lang)
     if backend == "ctranslate2":
         from models.nmt.ctranslate2 import CT2Model
 
-        return CT2Model.load(model, device=device, threads=threads, compute_type=compute_type)
+        return CT2Model.load(model, device=device, threads=threads, compute_type=compute_type, src_lang=src_lang,
+                             tgt_lang=tgt_lang)
     raise ModelError(f"{model}: unknown NMT backend {backend!r}; expected fairseq, transformers or ctranslate2")

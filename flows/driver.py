@@ -38,6 +38,12 @@ def rows_by_role(manifest: Mapping[str, Any]) -> dict[str, int]:
     return rows
 
 
+def artifact_rows(ref: ArtifactRef, role: str = "part") -> int:
+    """Rows of one role of a finished artifact, from its manifest (0 when it has none)."""
+    manifest = read_manifest(ref)
+    return rows_by_role(manifest).get(role, 0) if manifest else 0
+
+
 @dataclasses.dataclass
 class StageReport:
     stage: str

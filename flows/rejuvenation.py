@@ -17,13 +17,13 @@ from typing import Any
 from prefect import flow
 
 from conf.schema import AugdagConf, RejuvenationConf
-from flows.driver import ModelRef, Run, rows_by_role, run_stage
+from flows.driver import ModelRef, Run, artifact_rows, run_stage
 from flows.ingest import ingest_dataset
 from flows.nmt import nmt_model
 from flows.reporting import publish
 from flows.runners import default_task_runner
 from flows.self_training import bitext_uncertainty
-from storage.artifacts import ArtifactRef, read_manifest
+from storage.artifacts import ArtifactRef
 from tasks.nmt import decode_options, loading, runtime
 from tasks.rejuvenation import (ACTIVE, INACTIVE, INACTIVE_CUT, PAIR_SCORE, PROBABILITY_BINS, REJUVENATE,
                                 REJUVENATED_BITEXT, STATE_PROPERTIES, unscored_pairs)
@@ -91,11 +91,6 @@ def rejuvenate_inactive(run: Run, rj: RejuvenationConf, inactive: ArtifactRef, a
     return _Fresh(ref, models)
 
 
-def _rows(ref: ArtifactRef) -> int:
-    manifest = read_manifest(ref)
-    return rows_by_role(manifest).get("part", 0) if manifest else 0
-
-
 def publish_report(run: Run, result: Rejuvenated, conf: RejuvenationConf) -> dict[str, str]:
     from tasks.report import bar_figure, markdown_table
 
@@ -126,7 +121,7 @@ def rejuvenation_flow(conf: AugdagConf, profile: str = "", config: dict[str, Any
     except BaseException as e:
         run.finish(error=e)
         raise
-    counts = {"active": _rows(result.active), "inactive": _rows(result.inactive),
-              "rejuvenated": _rows(result.rejuvenated)}
+    counts = {"active": artifact_rows(result.active), "inactive": artifact_rows(result.inactive),
+              "rejuvenated": artifact_rows(result.rejuvenated)}
     return run.finish(extra={"rejuvenation": {**counts, "unscored": result.unscored, "models": result.models},
                              "reports": reports})

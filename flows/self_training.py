@@ -13,15 +13,15 @@ import dataclasses
 import math
 from typing import Any
 
-from prefect import flow, get_run_logger
+from prefect import flow
 
 from conf.schema import AugdagConf, SelfTrainingConf
-from flows.driver import ModelRef, Run, rows_by_role, run_model_stage, run_stage
+from flows.driver import ModelRef, Run, artifact_rows, run_model_stage, run_stage
 from flows.ingest import ingest_dataset
 from flows.nmt import nmt_model
 from flows.reporting import publish
 from flows.runners import default_task_runner
-from storage.artifacts import ArtifactRef, read_manifest
+from storage.artifacts import ArtifactRef
 from tasks import lm as lm_tasks
 from tasks.alignment import ALIGN, FORCE_ALIGN, LEXICON, WORD_UNCERTAINTY
 from tasks.clean import CLEAN, DUPLICATES
@@ -40,11 +40,6 @@ class Sampled:
     sampled: dict[str, ArtifactRef]
     bins: dict[str, ArtifactRef]
     scored_mono: list[ArtifactRef]
-
-
-def _rows(ref: ArtifactRef) -> int:
-    manifest = read_manifest(ref)
-    return rows_by_role(manifest).get("part", 0) if manifest else 0
 
 
 def train_lm(run: Run, corpus: ArtifactRef, *, column: str, conf: SelfTrainingConf, name: str) -> ModelRef:
@@ -83,7 +78,7 @@ def sample_monolingual(run: Run, conf: AugdagConf) -> Sampled:
     u_max = run_stage(run, U_MAX, inputs=[scored_bitext], n_shards=1, params={"percentile_r": s.percentile_r})
     scored = [run_stage(run, SCORE, inputs=[m], side={"word_uncertainty": words}, params={"column": "text", **lc})
               for m in monos]
-    budget = s.budget or max(1, math.floor(s.budget_ratio * sum(_rows(m) for m in monos)))
+    budget = s.budget or max(1, math.floor(s.budget_ratio * sum(artifact_rows(m) for m in monos)))
     extra: list[list[ArtifactRef]] = [[] for _ in monos]
     if s.method == "srclm":  # baseline: lowest cross-entropy under a source-side LM of the bitext first
         src_lm = train_lm(run, bitext, column="src", conf=st, name="source_lm")
@@ -181,4 +176,4 @@ def self_training_flow(conf: AugdagConf, profile: str = "", config: dict[str, An
         run.finish(error=e)
         raise
     return run.finish(extra={"u_max": result.u_max, "reports": reports,
-                             "synthetic": {name: _rows(ref) for name, ref in synthetic.items()}})
+                             "synthetic": {name: artifact_rows(ref) for name, ref in synthetic.items()}})

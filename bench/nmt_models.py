@@ -20,6 +20,22 @@ from storage.demo import iter_bitext
 TRAIN_ROWS = 3000
 
 
+def prepare(work: Path, threads: int) -> tuple[Path, Path, Path, Path]:
+    """Offline, torch on ``threads``, and the four models (fairseq, its CT2, Marian, its CT2), ready."""
+    from conf.offline import go_offline
+
+    go_offline()
+    import torch
+
+    torch.set_num_threads(threads)
+    work.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    fs, fs_ct2 = fairseq_models(work, threads=threads)
+    hf, hf_ct2 = marian_models(work)
+    print(f"models ready in {time.perf_counter() - t0:.0f} s; {threads} CPU threads")
+    return fs, fs_ct2, hf, hf_ct2
+
+
 def demo_pairs(n: int, *, split: str = "train", seed: int = 0) -> list[tuple[str, str]]:
     return [(s, t) for s, t, *_ in iter_bitext(n, seed=seed, split=split)]
 

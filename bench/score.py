@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -20,8 +19,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import timed  # noqa: E402
-from bench.nmt_models import demo_pairs, fairseq_models, marian_models  # noqa: E402
-from conf.offline import go_offline  # noqa: E402
+from bench.nmt_models import demo_pairs, prepare  # noqa: E402
 
 
 def max_diff(a: list, b: list) -> float:
@@ -35,19 +33,12 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--work", type=Path, default=Path("/tmp/augdag-bench-nmt"))
     args = p.parse_args()
-    go_offline()
-    import torch
-
+    fs, fs_ct2, hf, hf_ct2 = prepare(args.work, args.threads)
     from models.nmt import load_model
 
-    torch.set_num_threads(args.threads)
-    args.work.mkdir(parents=True, exist_ok=True)
     pairs = demo_pairs(args.pairs, split="test")
     src, tgt = [s for s, _ in pairs], [t for _, t in pairs]
-    t0 = time.perf_counter()
-    fs, fs_ct2 = fairseq_models(args.work, threads=args.threads)
-    hf, hf_ct2 = marian_models(args.work)
-    print(f"models ready in {time.perf_counter() - t0:.0f} s; {len(src):,} pairs, {args.threads} CPU threads")
+    print(f"{len(src):,} pairs")
 
     models = {name: load_model(path, backend=backend, device="cpu", threads=args.threads)
               for name, path, backend in [("fairseq", fs, "fairseq"), ("ctranslate2 (fairseq)", fs_ct2, "ctranslate2"),

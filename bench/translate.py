@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import timed  # noqa: E402
-from bench.nmt_models import demo_pairs, fairseq_models, marian_models  # noqa: E402
-from conf.offline import go_offline  # noqa: E402
+from bench.nmt_models import demo_pairs, prepare  # noqa: E402
 
 
 def bleu(hyps: list[str], refs: list[str]) -> float:
@@ -47,18 +45,10 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--work", type=Path, default=Path("/tmp/augdag-bench-nmt"))
     args = p.parse_args()
-    go_offline()
-    import torch
-
-    torch.set_num_threads(args.threads)
-    args.work.mkdir(parents=True, exist_ok=True)
+    fs, fs_ct2, hf, hf_ct2 = prepare(args.work, args.threads)
     test = demo_pairs(args.sentences, split="test")
     src, refs = [s for s, _ in test], [t for _, t in test]
-    t0 = time.perf_counter()
-    fs, fs_ct2 = fairseq_models(args.work, threads=args.threads)
-    hf, hf_ct2 = marian_models(args.work)
-    print(f"models ready in {time.perf_counter() - t0:.0f} s; {len(src):,} sentences, beam {args.beam}, "
-          f"{args.threads} CPU threads")
+    print(f"{len(src):,} sentences, beam {args.beam}")
 
     print("fairseq model:")
     fs_hyps, fs_s = run("fairseq SequenceGenerator", fs, "fairseq", src, refs, args.beam, args.threads)

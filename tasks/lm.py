@@ -192,14 +192,21 @@ def _require(table: pa.Table, *columns: str) -> None:
 
 # ---- the stages over artifacts ---------------------------------------------------------------------------
 
-def lm_cut(parts: Sequence[Path], *, drop_fraction: float) -> pa.Table:
-    """The global cut over every shard's scores: k = ⌊f·N⌋, candidates = each shard's k worst."""
-    n_rows = sum(pq.ParquetFile(p).metadata.num_rows for p in parts)
+def global_cut(shards: Sequence[pa.Table], *, drop_fraction: float) -> tuple[int, LmCut]:
+    """(N, the cut) over every shard's (uid, cross_entropy): k = ⌊f·N⌋, candidates = each shard's k worst.
+    Shared by the LM filter and rejuvenation's inactive split (lowest probability = highest cross-entropy)."""
+    n_rows = sum(t.num_rows for t in shards)
     k = lm_drop_count(n_rows, drop_fraction)
-    worst = [lm_worst(pq.read_table(p, columns=["uid", "cross_entropy"]), n_drop=k) for p in parts]
+    worst = [lm_worst(t, n_drop=k) for t in shards]
     cands = pa.concat_tables(worst) if worst else pa.table({"cross_entropy": pa.array([], pa.float64()),
                                                             "uid": pa.array([], pa.string())})
-    cut = lm_threshold(cands["cross_entropy"], uids=cands["uid"], n_rows=n_rows, drop_fraction=drop_fraction)
+    return n_rows, lm_threshold(cands["cross_entropy"], uids=cands["uid"], n_rows=n_rows, drop_fraction=drop_fraction)
+
+
+def lm_cut(parts: Sequence[Path], *, drop_fraction: float) -> pa.Table:
+    """The global cut over every shard's scores (``global_cut``) as a one-row table."""
+    n_rows, cut = global_cut([pq.read_table(p, columns=["uid", "cross_entropy"]) for p in parts],
+                             drop_fraction=drop_fraction)
     return pa.table({"rows": [n_rows], "n_drop": [cut.n_drop], "cross_entropy": [cut.cross_entropy],
                      "uid": pa.array([cut.uid], pa.string())})
 

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from conf.errors import InputError
 from storage.scratch import parquet_list, scratch_duckdb
 from storage.schemas import with_uid
-from tasks.lm import LmCut, lm_drop_count, lm_filter, lm_threshold, lm_worst
+from tasks.lm import LmCut, global_cut, lm_filter
 from tasks.nmt import score_pairs, translate_column
 from tasks.stage import Stage
 
@@ -38,17 +38,11 @@ REJUVENATED = pa.schema([
 def inactive_cut(parts: Sequence[Path], *, inactive_ratio: float) -> pa.Table:
     """The global cut over every shard's scores: k = ⌊R·N⌋ over the N scored pairs; candidates = each
     shard's k lowest. Unscored pairs (null probability) take no part."""
-    scored = [pq.read_table(p, columns=["uid", "cross_entropy"]) for p in parts]
-    scored = [t.filter(pc.is_valid(t["cross_entropy"])) for t in scored]
-    n_rows = sum(t.num_rows for t in scored)
-    k = lm_drop_count(n_rows, inactive_ratio)
-    worst = [lm_worst(t, n_drop=k) for t in scored]
-    cands = pa.concat_tables(worst) if worst else pa.table({"cross_entropy": pa.array([], pa.float64()),
-                                                            "uid": pa.array([], pa.string())})
-    cut = lm_threshold(cands["cross_entropy"], uids=cands["uid"], n_rows=n_rows, drop_fraction=inactive_ratio)
+    tables = [pq.read_table(p, columns=["uid", "cross_entropy"]) for p in parts]
+    n_rows, cut = global_cut([t.filter(pc.is_valid(t["cross_entropy"])) for t in tables], drop_fraction=inactive_ratio)
     return pa.table({"scored": [n_rows], "n_inactive": [cut.n_drop], "cross_entropy": [cut.cross_entropy],
                      "uid": pa.array([cut.uid], pa.string()),
-                     "unscored": [sum(pq.ParquetFile(p).metadata.num_rows for p in parts) - n_rows]})
+                     "unscored": [sum(t.num_rows for t in tables) - n_rows]})
 
 
 def pair_states(rows: pa.Table, scores: pa.Table, cut: pa.Table) -> pa.Table:

@@ -47,7 +47,7 @@ test: install
 	$(PY) -m pytest -q
 
 constraints:
-	$(UV) pip compile pyproject.toml --extra dev $(if $(FIND_LINKS),--find-links $(FIND_LINKS)) \
+	$(UV) pip compile pyproject.toml --extra dev --extra bench $(if $(FIND_LINKS),--find-links $(FIND_LINKS)) \
 	  $(PINS) --python-version 3.11 --python-platform x86_64-unknown-linux-gnu --no-emit-package torch \
 	  --no-header --no-annotate -o constraints.txt
 

@@ -172,6 +172,93 @@ class RejuvenationConf(ConfModel):
     bins: int = Field(10, ge=1)  # probability bins of the report (Fig. 5.2)
 
 
+class GeneratorConf(ConfModel):
+    """The paraphrase candidate generator (PCC §3.2.1): a Hugging Face model, or round-trip translation."""
+
+    kind: Literal["round_trip", "hf"] = "round_trip"
+    model: str | None = None  # hf: a seq2seq or causal LM, local path or Hugging Face name
+    prompt: str = "{text}"  # hf: the model's input, e.g. "paraphrase: {text}"; a causal LM continues it
+    bitext: str | None = None  # round_trip: trains the pivot models whose `model` is unset (default: the only bitext)
+    forward: NMTConf = NMTConf()  # round_trip: source → pivot, beam search
+    backward: NMTConf = NMTConf()  # round_trip: pivot → source, sampled (bottom-k needs `inference: native`)
+    pivot_beam: int = Field(4, ge=1)
+    device: Literal["auto", "cpu", "cuda"] = "auto"  # hf
+    threads: int = Field(0, ge=0)  # hf
+    max_tokens: int = Field(4096, ge=16)  # hf: prompt tokens × samples per batch
+
+
+class NLIConf(ConfModel):
+    """The mutual-implication classifier M of Eq. 3 (any NLI sequence-classification model)."""
+
+    model: str | None = None  # local path or HF name; unset: no MI, Eq. 3 keeps candidates with G ≥ β only
+    entailment_label: str | None = None  # the label name of entailment, when config.id2label does not say
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    threads: int = Field(0, ge=0)
+    max_tokens: int = Field(4096, ge=16)
+
+
+class SimilarityConf(ConfModel):
+    """The textual similarity G(x, x̄) of Eq. 3–4 (BLEURT in the paper)."""
+
+    kind: Literal["chrf", "cross_encoder", "embedding"] = "chrf"  # chrF/100 needs no model
+    model: str | None = None  # cross_encoder: a regression checkpoint; embedding: a sentence-transformers model
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    threads: int = Field(0, ge=0)
+    max_tokens: int = Field(4096, ge=16)
+
+
+class ParaphraseConf(ConfModel):
+    """PCC's curriculum-aware paraphrase generation (Alg. 2): candidates, Eq. 3 filter, Eq. 4 levels."""
+
+    dataset: str | None = None  # a labeled (or mono) dataset (default: the profile's only labeled one)
+    generator: GeneratorConf = GeneratorConf()
+    top_k: int = Field(120, ge=0)  # Eq. 1: the easy candidates' top-k ...
+    top_p: float = Field(0.95, gt=0, le=1)  # ... and top-p
+    bottom_k: int = Field(2, ge=0)  # k of Eq. 2
+    bottom_k_steps: int = Field(1, ge=0)  # N: the first N tokens are drawn without the top k
+    temperature: float = Field(1.0, gt=0)
+    candidates: int = Field(20, ge=1)  # |X|: paraphrases kept per sentence after filtering (appendix A)
+    bottom_k_candidates: int = Field(4, ge=0)  # of which drawn with bottom-k (appendix A: 4; 0 = PCC w/o bottom-k)
+    oversample: float = Field(2.0, ge=1.0)  # samples drawn per kept candidate, before dedup and filtering
+    nli: NLIConf = NLIConf()
+    similarity: SimilarityConf = SimilarityConf()
+    beta: float = 0.5  # β of Eq. 3 (the authors' code), on G's scale
+    levels: int = Field(5, ge=1)  # C of Eq. 4; originals are level 0
+    shortfall: Literal["skip", "repeat"] = "repeat"  # fewer than `candidates` survive: rank those, or repeat them
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _bottom_k_share(self) -> "ParaphraseConf":
+        if self.bottom_k_candidates > self.candidates:
+            raise ValueError(f"paraphrase.bottom_k_candidates ({self.bottom_k_candidates}) exceeds "
+                             f"paraphrase.candidates ({self.candidates})")
+        return self
+
+
+class ClassifierConf(ConfModel):
+    """The downstream text classifier (models/classifier.py)."""
+
+    kind: Literal["builtin", "sentence_embedding", "hf"] = "builtin"  # builtin: hashed n-gram bag, CPU-sized
+    model: str | None = None  # sentence_embedding: the frozen encoder; hf: a sequence-classification model
+    lr: float | None = Field(None, gt=0)  # None: the kind's default
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    threads: int = Field(0, ge=0)
+
+
+class TrainClassifierConf(ConfModel):
+    """The curriculum consumer (PCC Alg. 1): batches from the `curriculum` view, level by level."""
+
+    dataset: str | None = None  # whose curriculum trains (default: paraphrase.dataset)
+    test: str | None = None  # a labeled dataset held out for accuracy and macro-F1
+    schedule: Literal["original", "none", "two_stage", "gradual", "cyclic", "inverse_cyclic"] = "cyclic"
+    cycles: int = Field(2, ge=1)  # passes over levels 0..C (appendix A: twice)
+    steps_per_level: int = Field(30, ge=1)
+    batch_size: int = Field(16, ge=1)
+    original_share: float = Field(0.2, ge=0, le=1)  # originals mixed into every augmented batch (appendix A)
+    classifier: ClassifierConf = ClassifierConf()
+    seed: int = 0
+
+
 class TaskRunnerConf(ConfModel):
     kind: Literal["threads", "processes", "dask"] = "threads"
     max_workers: int | None = Field(None, ge=1)  # threads / processes; None: the number of cores
@@ -212,11 +299,14 @@ class AugdagConf(ConfModel):
     task_runner: TaskRunnerConf = TaskRunnerConf()
     orchestration: OrchestrationConf = OrchestrationConf()
     datasets: dict[str, DatasetConf] = {}
-    pipelines: list[Literal["ingest", "self_training", "rejuvenation", "train_nmt"]] = ["ingest"]  # run in this order
+    pipelines: list[Literal["ingest", "self_training", "rejuvenation", "train_nmt", "paraphrase",
+                            "train_classifier"]] = ["ingest"]  # run in this order
     ingest: IngestConf = IngestConf()
     self_training: SelfTrainingConf = SelfTrainingConf()
     rejuvenation: RejuvenationConf = RejuvenationConf()
     train_nmt: TrainNMTConf = TrainNMTConf()
+    paraphrase: ParaphraseConf = ParaphraseConf()
+    train_classifier: TrainClassifierConf = TrainClassifierConf()
     demo: DemoConf = DemoConf()
 
     @model_validator(mode="after")
@@ -230,7 +320,38 @@ class AugdagConf(ConfModel):
             self.rejuvenation_bitext()
         if "train_nmt" in self.pipelines:
             self.dataset_of_kind(self.train_nmt.test, "bitext", "train_nmt.test")
+        if "paraphrase" in self.pipelines:
+            self.paraphrase_dataset()
+            if self.paraphrase.generator.kind == "round_trip":
+                self.paraphrase_bitext()
+            elif self.paraphrase.generator.model is None:
+                raise ValueError("paraphrase.generator.model: kind 'hf' needs a model (local path or HF name)")
+        if "train_classifier" in self.pipelines:
+            self.classifier_datasets()
         return self
+
+    def paraphrase_dataset(self) -> str:
+        """The dataset PCC paraphrases: named (labeled or mono), else the profile's only labeled one."""
+        name = self.paraphrase.dataset
+        if name is not None and name in self.datasets and self.datasets[name].kind == "mono":
+            return name
+        return self.dataset_of_kind(name, "labeled", "paraphrase.dataset")
+
+    def paraphrase_bitext(self) -> str | None:
+        """The bitext that trains the round-trip models, when one of them is not configured."""
+        g = self.paraphrase.generator
+        if g.forward.model is not None and g.backward.model is not None:
+            return None
+        return self.dataset_of_kind(g.bitext, "bitext", "paraphrase.generator.bitext")
+
+    def classifier_datasets(self) -> tuple[str, str]:
+        """The curriculum's dataset and the held-out test set of train_classifier."""
+        tc = self.train_classifier
+        train = self.dataset_of_kind(tc.dataset or self.paraphrase.dataset, "labeled", "train_classifier.dataset")
+        test = self.dataset_of_kind(tc.test, "labeled", "train_classifier.test")
+        if test == train:
+            raise ValueError(f"train_classifier.test: {test!r} is also the training dataset; hold out another one")
+        return train, test
 
     def dataset_of_kind(self, name: str | None, kind: str, key: str) -> str:
         """``name`` if it is a dataset of ``kind``; unset: the profile's only dataset of that kind."""

@@ -40,12 +40,18 @@ def nmt_model(run: Run, conf: NMTConf, *, name: str, train_on: ArtifactRef | Non
 
 
 def _configured(run: Run, conf: NMTConf, name: str) -> ModelRef:
-    path = Path(conf.model)
+    return configured_model(run, conf.model, name=name, kind=conf.backend, meta={"trusted": conf.trusted})
+
+
+def configured_model(run: Run, model: str, *, name: str, kind: str, meta: dict | None = None) -> ModelRef:
+    """A model named in the config, registered in `models`: a local path (fingerprint = hash of its files,
+    memoised by size and time) or a Hugging Face name (fingerprint = the name)."""
+    path = Path(model)
     local = path.exists()
-    fp = hash_inputs([path], memo=run.root / "input-hashes") if local else fingerprint("hf-model", "1", {"name": conf.model}, [])
+    fp = hash_inputs([path], memo=run.root / "input-hashes") if local else fingerprint("hf-model", "1", {"name": model}, [])
     ref = ModelRef(name, fp, path.absolute() if local else path)
-    run.catalog.register_model(fp, name=name, kind=conf.backend, path=str(conf.model), run_id=run.run_id,
-                               meta={"configured": True, "trusted": conf.trusted})
+    run.catalog.register_model(fp, name=name, kind=kind, path=str(model), run_id=run.run_id,
+                               meta={"configured": True, **(meta or {})})
     return ref
 
 

@@ -17,9 +17,10 @@ their translation at the table's probabilities (2- to 4-way); every other word h
 no one-to-two translations on purpose: a lexicon that counts links would give such a word H = ln 2, as high
 as the planted words. Short templates repeat, so exact duplicate pairs occur (~2.5 % of 3,000).
 The mono corpus is the source side of its own stream plus ~10 % out-of-grammar lines (pseudo-words and
-table words in random order); the labelled set (6 topics, TSV `label<TAB>text`, nouns and verbs shared
-between topics) and the slot set (ATIS-like BIO tags, JSONL `{"tokens": [...], "tags": [...]}`) come from
-small template sets of their own.
+table words in random order). The labelled set (6 topics, TSV `label<TAB>text`) is sentences of the bitext
+grammar, so the demo NMT models can translate it and back: the templates with a noun slot, nouns from the
+topic's own (30 % from a pool shared by all topics), every other word drawn as in the bitext. The slot set
+(ATIS-like BIO tags, JSONL `{"tokens": [...], "tags": [...]}`) comes from a small template set of its own.
 
 Rows are a pure function of (seed, stream, row index): chunk k of `_CHUNK` rows draws one uniform
 matrix from `default_rng([seed, stream, k])` (row-major, so fewer rows are a prefix of more), and every
@@ -284,85 +285,76 @@ def _mono_chunks(n: int, seed: int) -> Iterator[list[str]]:
         yield _lines("\n", _SRC_STR[0][src[:, 0]], _SRC_STR[1][src[:, 1:]])
 
 
-# ---- labelled topics: shared templates, class-specific fillers, some fillers shared across classes
-_LABELS = ["sports", "weather", "food", "travel", "music", "technology"]
-_LAB_NOUNS = {
-    "sports": "goalkeeper referee stadium league marathon tournament champion striker racket penalty playoffs medal",
-    "weather": "rain snow sunshine wind thunderstorm fog temperature humidity hurricane frost drizzle hail",
-    "food": "pasta soup salad pizza dessert bread cheese sauce recipe kitchen breakfast curry",
-    "travel": "airport hotel passport luggage beach cruise museum visa suitcase hostel map border",
-    "music": "album guitar concert singer drummer melody chorus orchestra piano lyrics song violin",
-    "technology": "laptop software server database smartphone update browser keyboard processor battery robot chatbot",
+# ---- labelled topics: sentences of the bitext grammar (so the demo NMT models translate them), nouns by topic
+# Every labelled sentence is one the bitext grammar can generate: a bitext template that has a noun slot, its
+# non-noun slots drawn exactly as in the bitext (names, verbs, adjectives, ... shared by all topics). A noun slot
+# takes one of the topic's nouns, or with probability _LAB_SHARE one of the nouns of no topic (shared by all);
+# "a cup of tea" (the M and F classes) is a food template only. A sentence whose nouns are all shared carries no
+# topic, so no classifier reaches 100 % (~8 % of the rows).
+_LABELS = ["animals", "food", "travel", "family", "nature", "buildings"]
+_LAB_NOUNS = {  # topic -> nouns of the N class, each in one topic; the other N nouns are the shared pool
+    "animals": "dog bird horse fish mouse cow pig sheep wolf bear fox duck goat",
+    "food": "apple egg cook baker kitchen market farm farmer",
+    "travel": "car train bus ship plane station airport harbour ticket map boat bicycle driver pilot hotel road",
+    "family": "man woman child friend brother sister mother father girl boy guest neighbour",
+    "nature": "tree garden river mountain lake sea forest field flower stone island sun moon star cloud snow wind "
+              "storm",
+    "buildings": "house city village school church hospital office museum library factory castle tower shop door "
+                 "window wall roof room",
 }
-_LAB_VERBS = {
-    "sports": "won lost scored coached", "weather": "checked predicted felt survived", "food": "cooked baked ate",
-    "travel": "booked visited packed explored", "music": "heard recorded sang composed",
-    "technology": "installed updated fixed downloaded",
-}
-_LAB_SHARED_NOUNS = """record:sports,music stream:music,technology chip:food,technology pitch:sports,music
-    tour:travel,music,sports cloud:weather,technology apple:food,technology jam:food,music,travel train:travel,sports
-    coach:sports,travel ticket:travel,music,sports fan:sports,music,technology wave:weather,music,sports
-    heat:weather,food,sports driver:technology,travel,sports key:music,technology season:sports,weather,food
-    festival:music,food,travel menu:food,technology forecast:weather,technology"""
-_LAB_FILL = {
-    "A": "great terrible amazing boring new long cold hot fast slow expensive cheap strange perfect loud".split(),
-    "T": ["today", "yesterday", "last night", "this morning", "all week", "again", "last weekend"],
-    "W": "liked loved hated watched enjoyed missed".split(),  # verbs shared by all classes
-}
-_LAB_TEMPLATES = [
-    "what do you think about the A N", "the N was A T", "i V the N T", "did you see the news about the N and the N",
-    "we V a really A N T", "my friend says the N is A", "tell me more about the N",
-]
-_LAB_SHARE = 0.3  # the probability that a noun or verb slot takes a filler shared with other classes
+_LAB_FOOD_ONLY = "K V D M of F"  # its M and F slots are food words
+_LAB_SHARE = 0.3  # the probability that a noun slot takes a noun shared by all topics
 
 
 def _labeled_tables():
-    shared = {c: [] for c in _LABELS}
-    for item in _LAB_SHARED_NOUNS.split():
-        word, _, cls = item.partition(":")
-        for c in cls.split(","):
-            shared[c].append(word)
-    def mix(own: list[str], common: list[str]) -> tuple[list[str], list[float]]:
-        return own + common, [(1 - _LAB_SHARE) / len(own)] * len(own) + [_LAB_SHARE / len(common)] * len(common)
+    """Per topic: (template ids, cumulative weights) and (noun word ids, cumulative weights), padded with 2."""
+    nouns = _CLASS_WORDS["N"]
+    topical = [w for c in _LABELS for w in _LAB_NOUNS[c].split()]
+    if len(set(topical)) != len(topical) or not set(topical) <= set(nouns):
+        raise AssertionError("demo labelled set: topic nouns must be distinct N-class words")
+    shared = [w for w in nouns if w not in topical]
 
-    fillers = {  # slot -> per class: (words, probabilities)
-        "N": [mix(_LAB_NOUNS[c].split(), shared[c]) for c in _LABELS],
-        "V": [mix(_LAB_VERBS[c].split(), _LAB_FILL["W"]) for c in _LABELS],
-        "A": [(_LAB_FILL["A"], [1 / len(_LAB_FILL["A"])] * len(_LAB_FILL["A"]))] * len(_LABELS),
-        "T": [(_LAB_FILL["T"], [1 / len(_LAB_FILL["T"])] * len(_LAB_FILL["T"]))] * len(_LABELS),
-    }
-    words = {w for t in _LAB_TEMPLATES for w in t.split()} | {w for v in fillers.values() for ws, _ in v for w in ws}
-    words = sorted(words)
-    wid = {w: i for i, w in enumerate(words)}
-    tables = {}
-    for slot, per_class in fillers.items():
-        width = max(len(ws) for ws, _ in per_class)
+    def table(per_label: list[tuple[list[int], list[float]]]) -> tuple[np.ndarray, np.ndarray]:
+        width = max(len(ids) for ids, _ in per_label)
         ids, cum = np.zeros((len(_LABELS), width), dtype=np.int64), np.full((len(_LABELS), width), 2.0)
-        for c, (ws, ps) in enumerate(per_class):
-            ids[c, : len(ws)], cum[c, : len(ws)] = [wid[w] for w in ws], _cum(ps)
-        tables[slot] = ids, cum
-    return _strings(words + [""]), wid, tables
+        for c, (i, p) in enumerate(per_label):
+            ids[c, : len(i)], cum[c, : len(i)] = i, _cum(np.array(p) / sum(p))
+        return ids, cum
+
+    templates = []
+    for c in _LABELS:
+        ts = [t for t, (_, classes, _) in enumerate(_TEMPLATES)
+              if "N" in classes.split() or (c == "food" and classes == _LAB_FOOD_ONLY)]
+        templates.append((ts, [_TEMPLATES[t][0] for t in ts]))
+    noun = []
+    for c in _LABELS:
+        own = _LAB_NOUNS[c].split()
+        noun.append(([_WID[w] for w in own + shared],
+                      [(1 - _LAB_SHARE) / len(own)] * len(own) + [_LAB_SHARE / len(shared)] * len(shared)))
+    return table(templates), table(noun)
 
 
-_LAB_STR, _LAB_WID, _LAB_TABLES = _labeled_tables()
-_LAB_LMAX = max(len(t.split()) for t in _LAB_TEMPLATES)
+(_LAB_TPL_ID, _LAB_TPL_CUM), (_LAB_NOUN_ID, _LAB_NOUN_CUM) = _labeled_tables()
+_LAB_NOUN_SLOTS = [[c == "N" for c in classes.split()] for _, classes, _ in _TEMPLATES]
 _LAB_HEAD = np.array(["\n" + c + "\t" for c in _LABELS], dtype=object)
 
 
 def _labeled_chunks(n: int, seed: int) -> Iterator[list[str]]:
-    for u in _uniforms(seed, "labeled", n, 2 + _LAB_LMAX):
+    for u in _uniforms(seed, "labeled", n, 2 + _LMAX):
         cls = (u[:, 0] * len(_LABELS)).astype(int)
-        tpl = (u[:, 1] * len(_LAB_TEMPLATES)).astype(int)
-        ids = np.full((len(u), _LAB_LMAX), _LAB_STR.shape[1] - 1)
-        for t, template in enumerate(_LAB_TEMPLATES):
+        tpl = _LAB_TPL_ID[cls, _pick(_LAB_TPL_CUM[cls], u[:, 1])]
+        ids = np.full((len(u), _LMAX), _PAD_WORD)
+        for t, (slots, _, _) in enumerate(_TPL):
             rows = np.flatnonzero(tpl == t)
-            for j, tok in enumerate(template.split()):
-                if tok in _LAB_TABLES:
-                    table, cum = _LAB_TABLES[tok]
-                    ids[rows, j] = table[cls[rows], _pick(cum[cls[rows]], u[rows, 2 + j])]
+            if len(rows) == 0:
+                continue
+            for j, (words, cum, _) in enumerate(slots):
+                if _LAB_NOUN_SLOTS[t][j]:
+                    c = cls[rows]
+                    ids[rows, j] = _LAB_NOUN_ID[c, _pick(_LAB_NOUN_CUM[c], u[rows, 2 + j])]
                 else:
-                    ids[rows, j] = _LAB_WID[tok]
-        yield _lines(_LAB_HEAD[cls], _LAB_STR[0][ids[:, 0]], _LAB_STR[1][ids[:, 1:]])
+                    ids[rows, j] = words[np.searchsorted(cum, u[rows, 2 + j], side="right")]
+        yield _lines(_LAB_HEAD[cls], _SRC_STR[0][ids[:, 0]], _SRC_STR[1][ids[:, 1:]])
 
 
 # ---- slot filling (ATIS-like): flight, restaurant and weather requests, BIO tags

@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 import html
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -106,6 +106,44 @@ def bar_figure(labels: Sequence[str], values: Sequence[float], *, xlabel: str, y
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
+    return _png(fig)
+
+
+def box_figure(groups: Mapping[str, Sequence[float]], *, ylabel: str, title: str) -> bytes:
+    """One box per group (e.g. the similarity of each difficulty level), its count under the label."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.2), dpi=110)
+    names = list(groups)
+    if names:
+        ax.boxplot([list(groups[n]) for n in names], showmeans=True)
+        ax.set_xticks(range(1, len(names) + 1), [f"{n}\n(n = {len(groups[n])})" for n in names])
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    return _png(fig)
+
+
+def line_figure(series: Mapping[str, tuple[Sequence[float], Sequence[float]]], *, xlabel: str, ylabel: str,
+                title: str, spans: Sequence[tuple[float, float, str]] = ()) -> bytes:
+    """Lines (x, y) per name; ``spans`` shade x-ranges with a label (e.g. the curriculum level of each step)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4.2), dpi=110)
+    for i, (lo, hi, label) in enumerate(spans):
+        ax.axvspan(lo, hi, color="#eeeeee" if i % 2 else "#f8f8f8", linewidth=0)
+        ax.text((lo + hi) / 2, 1.0, label, transform=ax.get_xaxis_transform(), ha="center", va="bottom", fontsize=7)
+    for name, (x, y) in series.items():
+        ax.plot(list(x), list(y), label=name, linewidth=1)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8)
+    ax.set_title(title, fontsize=10, pad=14)
     return _png(fig)
 
 

@@ -157,16 +157,47 @@ def test_mono_has_about_10_percent_out_of_grammar_lines():
     assert 400 <= oog <= 600 and all(line.split() for line in lines)
 
 
-def test_labeled_set_has_six_labels_that_share_words():
-    rows = list(demo.iter_labeled(1200))
+def _in_grammar(sentence: str) -> bool:
+    """Whether a bitext template generates the sentence: as many words as slots, each word in its slot's class."""
+    words = sentence.split()
+    slots = [classes.split() for _, classes, _ in demo._TEMPLATES]
+    return any(len(s) == len(words) and all(w in demo._CLASS_WORDS[c] for w, c in zip(words, s)) for s in slots)
+
+
+def test_labeled_sentences_are_bitext_grammar_sentences_in_six_balanced_topics():
+    rows = list(demo.iter_labeled(6000))
     labels = Counter(label for label, _ in rows)
-    assert sorted(labels) == sorted(["sports", "weather", "food", "travel", "music", "technology"])
-    assert min(labels.values()) >= 150
-    labels_of = defaultdict(set)
+    assert sorted(labels) == sorted(["animals", "food", "travel", "family", "nature", "buildings"])
+    assert all(850 <= n <= 1150 for n in labels.values()), labels  # 1,000 each, ~1 % sd
+    table, nouns = translation_table(), set(demo._CLASS_WORDS["N"]) | set(demo._CLASS_WORDS["F"])
+    for _, text in rows:  # the demo NMT models, trained on the bitext, know every word and every sentence shape
+        assert text and all(w in table for w in text.split()), text
+        assert _in_grammar(text), text
+        assert any(w in nouns for w in text.split()), text  # a noun slot, the topic's carrier, in every sentence
+
+
+def test_labeled_topics_share_words_and_are_learnable_but_not_trivial():
+    rows = list(demo.iter_labeled(6000))
+    labels_of, topic_of = defaultdict(set), {w: c for c, ws in demo._LAB_NOUNS.items() for w in ws.split()}
+    topic_of |= {w: "food" for w in demo._CLASS_WORDS["M"] + demo._CLASS_WORDS["F"]}
     for label, text in rows:
         for word in text.split():
             labels_of[word].add(label)
-    assert {"cloud", "apple", "ticket", "fan"} <= {w for w, ls in labels_of.items() if len(ls) >= 2}
+    assert all(labels_of[w] <= {c} for w, c in topic_of.items())  # a topic noun belongs to one topic
+    shared = {w for w, ls in labels_of.items() if len(ls) == 6}
+    assert {"book", "teacher", "game", "money"} <= shared  # nouns of no topic, drawn in every topic
+    assert {"the", "sees", "anna", "old", "because", "today"} <= shared  # the other classes, as in the bitext
+    # a sentence with a topic noun has its label's; ~8 % have only shared nouns, so no rule is always right
+    carried = sum(any(topic_of.get(w) == label for w in text.split()) for label, text in rows)
+    assert 0.85 * len(rows) < carried < 0.97 * len(rows)
+
+
+def test_labeled_rows_are_deterministic_for_a_seed_across_a_chunk_boundary():
+    n = demo._CHUNK + 7
+    rows = list(demo.iter_labeled(n, seed=2))
+    assert rows == list(demo.iter_labeled(n, seed=2)) and rows[:500] == list(demo.iter_labeled(500, seed=2))
+    assert rows[:500] != list(demo.iter_labeled(500, seed=3))
+    assert rows[demo._CHUNK :] != rows[:7]
 
 
 def test_slots_rows_are_valid_bio_with_several_slot_types():

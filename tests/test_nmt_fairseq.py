@@ -366,3 +366,26 @@ def test_to_ctranslate2_refuses_to_overwrite_another_directory(model, converted,
         model.to_ctranslate2(trained[0])
     assert sorted(os.listdir(trained[0])) == before
     assert model.to_ctranslate2(converted) == converted  # its own output: converted again in place
+
+
+def test_bottom_k_sampling_never_starts_with_one_of_the_top_k_tokens(model):
+    """PCC Eq. 2 in fairseq's SequenceGenerator (the round-trip paraphraser's return decoder): the first token
+    is never one of the k most probable at step 0; later steps are plain sampling, seeded."""
+    import torch
+
+    src = SRC[:10]
+    ids = model._ids(src, model.src_dict)
+    tokens, lengths = model._collate_source(ids)
+    prev = torch.full((len(src), 1), model.tgt_dict.eos(), dtype=torch.long)
+    with torch.inference_mode():
+        lprobs = model.model.get_normalized_probs(model.model(tokens, lengths, prev), log_probs=True)[:, -1]
+        lprobs[:, [model.tgt_dict.eos(), model.tgt_dict.pad()]] = float("-inf")  # the generator bars them at step 0
+    top2 = lprobs.topk(2, -1).indices.tolist()
+    repeated = [s for s in src for _ in range(8)]
+    hard = DecodeOptions(sampling=True, topk=120, topp=0.95, bottom_k=2, bottom_k_steps=1, seed=3)
+    first = [model._ids([h], model.tgt_dict)[0][:1] for h in model.translate(repeated, hard)]
+    assert all(f and f[0] not in top2[i // 8] for i, f in enumerate(first))
+    assert model.translate(repeated, hard) == model.translate(repeated, hard)
+    plain = [model._ids([h], model.tgt_dict)[0][:1] for h in
+             model.translate(repeated, DecodeOptions(sampling=True, topk=120, topp=0.95, seed=3))]
+    assert sum(f[0] in top2[i // 8] for i, f in enumerate(plain) if f) > 0.9 * len(repeated)  # the model's habit

@@ -36,7 +36,9 @@ CARD = "augdag_nmt.json"
 class DecodeOptions:
     """How ``translate`` decodes. ``lenpen`` divides a hypothesis' score by length**lenpen (fairseq's,
     CTranslate2's and transformers' convention alike). ``sampling`` draws instead of searching: one
-    sample per sentence, from the top ``topk`` tokens (0: all) within ``topp`` mass, at ``temperature``."""
+    sample per sentence, from the top ``topk`` tokens (0: all) within ``topp`` mass, at ``temperature``;
+    with ``bottom_k`` the first ``bottom_k_steps`` tokens are drawn without the ``bottom_k`` most probable
+    (PCC's bottom-k, Eq. 2; fairseq and transformers — CTranslate2 has no per-step hook for it)."""
 
     beam: int = 5
     lenpen: float = 1.0
@@ -47,6 +49,8 @@ class DecodeOptions:
     topp: float = 1.0
     temperature: float = 1.0
     seed: int = 0
+    bottom_k: int = 0  # sampling: for the first `bottom_k_steps` tokens the `bottom_k` most probable are removed
+    bottom_k_steps: int = 0  # and the rest renormalised before top-k/top-p (PCC Eq. 2; models.generation)
 
 
 @dataclasses.dataclass(frozen=True)

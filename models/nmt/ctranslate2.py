@@ -196,6 +196,10 @@ class CT2Model(NMTModel):
         """
         import ctranslate2
 
+        if options.bottom_k and options.bottom_k_steps:
+            raise ModelError(f"{self.path}: bottom-k sampling needs the model's per-step distribution, which "
+                             "CTranslate2's Python API does not expose. Hint: decode this model with "
+                             "`inference: native` (fairseq or transformers)")
         tokens = self.codec.source(src, max_len=self.max_positions - self.source_extra)
         out = [""] * len(tokens)
         translator = self.translator

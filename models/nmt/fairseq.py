@@ -500,9 +500,12 @@ class FairseqModel(NMTModel):
             from fairseq import search
             from fairseq.sequence_generator import SequenceGenerator
 
-            strategy = (search.Sampling(self.tgt_dict, sampling_topk=options.topk or -1,
-                                        sampling_topp=options.topp if options.topp < 1 else -1.0)
+            sampling = _bottom_k_sampling() if options.sampling and options.bottom_k and options.bottom_k_steps else None
+            strategy = ((sampling or search.Sampling)(self.tgt_dict, sampling_topk=options.topk or -1,
+                                                     sampling_topp=options.topp if options.topp < 1 else -1.0)
                         if options.sampling else None)
+            if sampling is not None:
+                strategy.bottom_k, strategy.bottom_k_steps = options.bottom_k, options.bottom_k_steps
             self._generators[key] = SequenceGenerator(
                 [self.model], self.tgt_dict, beam_size=1 if options.sampling else options.beam,
                 max_len_a=options.max_len_a, max_len_b=options.max_len_b, len_penalty=options.lenpen,
@@ -564,3 +567,28 @@ def _stamp(files: _Files) -> tuple[Any, ...]:
 def _load_cached(checkpoint: Path, stamp: tuple[Any, ...], trusted: bool, device: str) -> FairseqModel:
     del stamp  # part of the cache key only
     return FairseqModel._load_uncached(checkpoint, trusted, device)
+
+
+@functools.lru_cache(maxsize=1)
+def _bottom_k_sampling() -> type:
+    """fairseq's ``search.Sampling`` with PCC's bottom-k (Eq. 2): for the first ``bottom_k_steps`` steps the
+    ``bottom_k`` most probable tokens are removed and the rest renormalised, then top-k / top-p as usual.
+    The twin of ``models.generation.BottomKLogitsProcessor`` for fairseq's ``SequenceGenerator``."""
+    import torch
+    from fairseq import search
+
+    class BottomKSampling(search.Sampling):
+        bottom_k, bottom_k_steps = 0, 0
+
+        def step(self, step, lprobs, scores, prev_output_tokens=None, original_batch_idxs=None):
+            if step < self.bottom_k_steps and self.bottom_k > 0:
+                finite = torch.isfinite(lprobs).sum(-1, keepdim=True)
+                top = lprobs.topk(self.bottom_k, dim=-1).indices
+                masked = lprobs.scatter(-1, top, float("-inf"))
+                # a row with no more than k allowed tokens (EOS/pad already barred) is left as it is
+                lprobs = torch.where(finite > self.bottom_k, masked, lprobs)
+                lprobs = lprobs - torch.logsumexp(lprobs, dim=-1, keepdim=True)
+            return super().step(step, lprobs, scores, prev_output_tokens, original_batch_idxs)
+
+    return BottomKSampling
+

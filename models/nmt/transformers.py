@@ -181,6 +181,14 @@ class TransformersModel(NMTModel):
         if options.sampling:
             kwargs.update(do_sample=True, num_beams=1, top_k=options.topk, top_p=options.topp,
                           temperature=options.temperature)
+            if options.bottom_k and options.bottom_k_steps:
+                from transformers import LogitsProcessorList
+
+                from models.generation import BottomKLogitsProcessor
+
+                start = 1 + len(self.prefix)  # the decoder start token and a forced language token come first
+                kwargs["logits_processor"] = LogitsProcessorList(
+                    [BottomKLogitsProcessor(options.bottom_k, options.bottom_k_steps, start=start)])
         else:
             kwargs.update(do_sample=False, num_beams=options.beam, length_penalty=options.lenpen)
         if self.prefix:

@@ -1,0 +1,223 @@
+"""Paraphrase candidates (PCC §3.2.1): a bag of sampled paraphrases per sentence, easy and hard.
+
+Easy candidates are top-k + top-p samples (Eq. 1; k = 120, p = 0.95). Hard ones come from bottom-k
+(Eq. 2): for the first N decoding steps the k most probable tokens are removed and the rest
+renormalised, then decoding goes on with top-k + top-p (defaults k = 2, N = 1). Removing the dominant
+first tokens is what stops the generator from copying the input's opening (appendix F).
+
+Two generators, one verb: ``generate(texts, plan) -> {sampler: [[candidate, ...] per text]}``.
+
+- ``HFParaphraser``: any Hugging Face seq2seq or causal LM, by name or local path (a causal LM continues
+  ``prompt``), sentences batched by length, on the GPU when there is one.
+- ``RoundTripParaphraser``: source → pivot (beam search) → source (sampling) through the NMT backends
+  of ``models.nmt``, bottom-k in the return decoder: paraphrases for anyone who has translation models.
+
+``BottomKLogitsProcessor`` is written here (no library ships bottom-k); it masks, and transformers'
+own temperature / top-k / top-p warpers, which run after every custom processor, do the rest. So with
+``top_k = 0`` and ``top_p = 1`` its first N steps are exactly Eq. 2, after step N it is the identity,
+and with k = 0 generation is plain top-k/top-p sampling. fairseq's twin is
+``models.nmt.fairseq._bottom_k_sampling``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from conf.errors import ModelError
+from models.nmt.base import DecodeOptions, NMTModel, cpu_threads, length_batches, pick_device
+
+try:  # transformers is a dependency; the import is deferred only for the class's base
+    from transformers import LogitsProcessor
+except ImportError:  # pragma: no cover
+    LogitsProcessor = object  # type: ignore[misc,assignment]
+
+TOP_K_TOP_P, BOTTOM_K = "top_k_top_p", "bottom_k"
+
+
+@dataclasses.dataclass(frozen=True)
+class Sampler:
+    """One way of drawing candidates: top-k + top-p (Eq. 1), or bottom-k first (Eq. 2) then top-k + top-p."""
+
+    name: str = TOP_K_TOP_P
+    top_k: int = 120
+    top_p: float = 0.95
+    bottom_k: int = 0  # k of Eq. 2 (0: plain top-k/top-p)
+    bottom_k_steps: int = 0  # N: the first N generated tokens are drawn without the top k
+    temperature: float = 1.0
+    seed: int = 0
+
+    def decode_options(self) -> DecodeOptions:
+        return DecodeOptions(sampling=True, topk=self.top_k, topp=self.top_p, temperature=self.temperature,
+                             seed=self.seed, bottom_k=self.bottom_k, bottom_k_steps=self.bottom_k_steps)
+
+
+def pcc_samplers(*, top_k: int = 120, top_p: float = 0.95, bottom_k: int = 2, bottom_k_steps: int = 1,
+                 seed: int = 0) -> tuple[Sampler, Sampler]:
+    """The paper's two samplers: easy (top-k + top-p) and hard (bottom-k for N steps, then top-k + top-p)."""
+    return (Sampler(TOP_K_TOP_P, top_k, top_p, seed=seed),
+            Sampler(BOTTOM_K, top_k, top_p, bottom_k=bottom_k, bottom_k_steps=bottom_k_steps, seed=seed + 1))
+
+
+class BottomKLogitsProcessor(LogitsProcessor):
+    """PCC Eq. 2 as a transformers ``LogitsProcessor``: while fewer than ``steps`` tokens have been generated,
+    the ``k`` highest scores are set to −inf (softmax renormalises the rest).
+
+    Args:
+        k: how many of the most probable tokens to remove (0: none).
+        steps: N, the number of first generated tokens drawn this way.
+        start: the length of ``input_ids`` before the first generated token (1 for an encoder-decoder's start
+            token, plus a forced first token; the padded prompt length for a causal LM).
+    """
+
+    def __init__(self, k: int = 2, steps: int = 1, *, start: int = 1):
+        if k < 0 or steps < 0:
+            raise ValueError(f"bottom-k: k and steps must be ≥ 0, got k={k}, steps={steps}")
+        self.k, self.steps, self.start = k, steps, start
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        if self.k == 0 or input_ids.shape[-1] - self.start >= self.steps:
+            return scores
+        masked = scores.scatter(-1, scores.topk(self.k, dim=-1).indices, float("-inf"))
+        # a row with at most k allowed tokens (e.g. a forced token) is left alone rather than emptied
+        allowed = torch.isfinite(scores).sum(-1, keepdim=True)
+        return torch.where(allowed > self.k, masked, scores)
+
+
+Plan = Sequence[tuple[Sampler, int]]  # (sampler, samples per sentence)
+
+
+class HFParaphraser:
+    """A Hugging Face seq2seq or causal LM that samples paraphrases of ``prompt.format(text=...)``."""
+
+    def __init__(self, model: Any, tokenizer: Any, *, path: str | Path, device: str, prompt: str):
+        self.model, self.tokenizer, self.path, self.device, self.prompt = model, tokenizer, path, device, prompt
+        self.encoder_decoder = bool(getattr(model.config, "is_encoder_decoder", False))
+        if not self.encoder_decoder:
+            tokenizer.padding_side = "left"  # a causal LM continues the prompt: pad on the left
+            if tokenizer.pad_token_id is None:
+                tokenizer.pad_token = tokenizer.eos_token
+
+    @classmethod
+    def load(cls, name_or_path: str | Path, *, device: str = "auto", threads: int = 0,
+             prompt: str = "{text}") -> "HFParaphraser":
+        """Load by local path or Hugging Face name (offline: the local cache), seq2seq or causal."""
+        import torch
+        from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+
+        if "{text}" not in prompt:
+            raise ModelError(f"paraphrase prompt {prompt!r} has no '{{text}}' placeholder")
+        device = pick_device(device)
+        if device == "cpu":
+            torch.set_num_threads(cpu_threads(threads))
+        try:
+            config = AutoConfig.from_pretrained(str(name_or_path))
+            auto = AutoModelForSeq2SeqLM if getattr(config, "is_encoder_decoder", False) else AutoModelForCausalLM
+            model = auto.from_pretrained(str(name_or_path))
+            tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
+        except (OSError, ValueError) as e:
+            raise ModelError(f"{name_or_path}: no seq2seq or causal transformers model found offline by this name "
+                             f"or path: {e}. Hint: a directory written by save_pretrained, or a model in the "
+                             "Hugging Face cache") from e
+        return cls(model.to(device).eval(), tokenizer, path=name_or_path, device=device, prompt=prompt)
+
+    def fingerprint(self) -> str:
+        from models.nmt.transformers import local_files
+        from storage.artifacts import fingerprint, hash_inputs
+
+        return fingerprint("hf-paraphraser", "1", {"prompt": self.prompt}, [hash_inputs([local_files(self.path)])])
+
+    def generate(self, texts: Sequence[str], plan: Plan, *, max_tokens: int = 4096,
+                 max_len_a: float = 1.5, max_len_b: int = 10) -> dict[str, list[list[str]]]:
+        """``n`` samples per text for each (sampler, n) of ``plan``, in input order."""
+        prompts = [self.prompt.format(text=t) for t in texts]
+        ids = self.tokenizer(prompts, truncation=True)["input_ids"]
+        return {s.name: self._sample(ids, s, n, max_tokens, max_len_a, max_len_b) for s, n in plan}
+
+    def _sample(self, ids: list[list[int]], sampler: Sampler, n: int, max_tokens: int, a: float,
+                b: int) -> list[list[str]]:
+        import torch
+        from transformers import LogitsProcessorList
+
+        from models.nmt.transformers import seeded
+
+        out: list[list[str]] = [[] for _ in ids]
+        if n == 0:
+            return out
+        with seeded(sampler.seed), torch.inference_mode():
+            for batch in length_batches([len(x) * n for x in ids], max_tokens=max_tokens):
+                rows = [ids[i] for i in batch]
+                inputs = self.tokenizer.pad({"input_ids": rows}, return_tensors="pt").to(self.device)
+                width = inputs["input_ids"].shape[1]
+                start = 1 if self.encoder_decoder else width
+                processors = LogitsProcessorList([BottomKLogitsProcessor(sampler.bottom_k, sampler.bottom_k_steps,
+                                                                         start=start)])
+                generated = self.model.generate(
+                    **inputs, do_sample=True, num_beams=1, num_return_sequences=n, top_k=sampler.top_k,
+                    top_p=sampler.top_p, temperature=sampler.temperature, logits_processor=processors,
+                    max_new_tokens=int(a * max(map(len, rows)) + b))
+                if not self.encoder_decoder:
+                    generated = generated[:, width:]
+                texts = self.tokenizer.batch_decode(generated, skip_special_tokens=True)
+                for j, i in enumerate(batch):
+                    out[i] = [t.strip() for t in texts[j * n:(j + 1) * n]]
+        return out
+
+
+class RoundTripParaphraser:
+    """Source → pivot with ``forward`` (beam search), pivot → source with ``backward`` (sampling, bottom-k
+    in this return decoder). One pivot per sentence, shared by every sampler of the plan."""
+
+    def __init__(self, forward: NMTModel, backward: NMTModel, *, pivot_beam: int = 4):
+        self.forward, self.backward, self.pivot_beam = forward, backward, pivot_beam
+
+    def fingerprint(self) -> str:
+        from storage.artifacts import fingerprint
+
+        return fingerprint("round-trip", "1", {"pivot_beam": self.pivot_beam},
+                           [self.forward.fingerprint(), self.backward.fingerprint()])
+
+    def pivots(self, texts: Sequence[str], *, max_tokens: int = 4096) -> list[str]:
+        return self.forward.translate(list(texts), DecodeOptions(beam=self.pivot_beam), max_tokens=max_tokens)
+
+    def generate(self, texts: Sequence[str], plan: Plan, *, max_tokens: int = 4096,
+                 pivots: Sequence[str] | None = None) -> dict[str, list[list[str]]]:
+        pivots = self.pivots(texts, max_tokens=max_tokens) if pivots is None else pivots
+        out = {}
+        for sampler, n in plan:
+            repeated = [p for p in pivots for _ in range(n)]
+            back = self.backward.translate(repeated, sampler.decode_options(), max_tokens=max_tokens) if n else []
+            out[sampler.name] = [back[i * n:(i + 1) * n] for i in range(len(pivots))]
+        return out
+
+
+def candidate_bag(text: str, samples: Mapping[str, Sequence[str]]) -> list[tuple[str, int, str]]:
+    """The bag of one sentence: (sampler, sample index, candidate) in plan order, whitespace-normalised,
+    deduplicated (first draw kept), never the input itself nor empty."""
+    seen = {" ".join(text.split())}
+    bag = []
+    for name, drawn in samples.items():
+        for i, cand in enumerate(drawn):
+            norm = " ".join(cand.split())
+            if norm and norm not in seen:
+                seen.add(norm)
+                bag.append((name, i, norm))
+    return bag
+
+
+def distinct_n(texts: Sequence[str], n: int) -> float:
+    """Distinct-n (Li et al. 2016): distinct n-grams / n-grams over all ``texts`` (whitespace tokens); 0 if none."""
+    grams = [tuple(toks[i:i + n]) for t in texts for toks in [t.split()] for i in range(len(toks) - n + 1)]
+    return len(set(grams)) / len(grams) if grams else 0.0
+
+
+def copies_first_token(texts: Sequence[str], candidates: Sequence[str]) -> np.ndarray:
+    """Per candidate: does it start with its input's first token (case-insensitive)? Appendix F's copying."""
+    first = lambda s: (s.split() or [""])[0].lower()  # noqa: E731
+    return np.array([bool(first(c)) and first(c) == first(t) for t, c in zip(texts, candidates)], dtype=bool)

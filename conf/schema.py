@@ -291,6 +291,7 @@ class DemoConf(ConfModel):
     mono_rows: int = Field(5000, ge=100)
     labeled_rows: int = Field(1200, ge=100)
     slots_rows: int = Field(1200, ge=100)
+    test_rows: int = Field(300, ge=50)  # held-out bitext and labelled rows
 
 
 class AugdagConf(ConfModel):

@@ -32,7 +32,7 @@ err = Console(stderr=True)
 
 CacheOpt = Annotated[Optional[Path], typer.Option("--cache", help="cache root (default: $AUGDAG_CACHE or ./.augdag)")]
 SetOpt = Annotated[list[str], typer.Option("--set", help="override a profile key: a.b=value (repeatable)")]
-PIPELINES = ("ingest", "self_training", "rejuvenation", "train_nmt")
+PIPELINES = ("ingest", "self_training", "rejuvenation", "train_nmt", "paraphrase", "train_classifier")
 
 
 def _fail(e: AugdagError) -> None:
@@ -62,6 +62,10 @@ def _run_pipeline(pipeline: str, conf: AugdagConf, profile: str) -> dict[str, An
         from flows.rejuvenation import rejuvenation_flow as pipeline_flow
     elif pipeline == "train_nmt":
         from flows.train_nmt import train_nmt_flow as pipeline_flow
+    elif pipeline == "paraphrase":
+        from flows.paraphrase import paraphrase_flow as pipeline_flow
+    elif pipeline == "train_classifier":
+        from flows.train_classifier import train_classifier_flow as pipeline_flow
     else:
         from flows.ingest import ingest_flow as pipeline_flow
     with _progress_bars():
@@ -108,6 +112,17 @@ def print_summary(summary: dict[str, Any]) -> None:
     if tn := summary.get("train_nmt"):
         for s in tn["evaluation"]:
             out.print(f"{s['metric']} = {s['score']:.2f} on {tn['testset']}  {s['signature']}", highlight=False)
+    if pp := summary.get("paraphrase"):
+        short = pp["shortfall"]
+        out.print(f"paraphrase: {pp['candidates']:,} candidates, {pp['dropped']:,} dropped by Eq. 3, {pp['curriculum']:,} "
+                  f"curriculum rows; {short['count']:,} sentence(s) short of the bag size"
+                  + (f": {', '.join(short['rows'])}" if short["count"] else ""), highlight=False)
+        for role, what in pp["ran"].items():
+            out.print(f"  {role}: {what}", highlight=False)
+    if tc := summary.get("train_classifier"):
+        for s in tc["evaluation"]:
+            out.print(f"{s['metric']} = {s['score']:.4f} on {tc['testset']} (schedule {tc['schedule']})  "
+                      f"{s['signature']}", highlight=False)
     for name, path in summary.get("reports", {}).items():
         out.print(f"report {name}: {path}", highlight=False)
 
@@ -164,7 +179,7 @@ def demo(
         conf = load_profile("demo", set_, cache=root)
         d = conf.demo
         paths, _bad = write_demo(data, seed=d.seed, bitext_rows=bitext_rows or d.bitext_rows, mono_rows=d.mono_rows,
-                                 labeled_rows=d.labeled_rows, slots_rows=d.slots_rows)
+                                 labeled_rows=d.labeled_rows, slots_rows=d.slots_rows, test_rows=d.test_rows)
         out.print(f"demo data written to {paths.root}")
         for pipeline in conf.pipelines:
             print_summary(_run_pipeline(pipeline, conf, "demo"))
@@ -181,7 +196,10 @@ def demo(
               "SELECT src, tgt, round(prob, 3) AS p FROM inactive ORDER BY prob LIMIT 10",
               "SELECT origin, count(*) AS n, round(avg(coalesce(rejuvenated_prob, prob)), 3) AS p FROM rejuvenated GROUP BY origin",
               "SELECT src, tgt, model FROM synthetic LIMIT 10",
-              "SELECT run_id, metric, round(score, 2) AS score, signature FROM evaluations ORDER BY created_at"):
+              "SELECT level, count(*) AS n, round(avg(sim), 3) AS sim, round(avg(CASE WHEN sampler = 'bottom_k' THEN 1 ELSE 0 END), 2) AS bottom_k FROM curriculum GROUP BY level ORDER BY level",
+              "SELECT c.level, o.text AS original, c.text AS paraphrase FROM curriculum c JOIN curriculum o ON o.uid = c.parent_uid AND o.level = 0 WHERE c.level = 5 LIMIT 10",
+              "SELECT * FROM paraphrase_diversity",
+              "SELECT run_id, model_name, testset, metric, round(score, 4) AS score, signature FROM evaluations ORDER BY created_at"):
         out.print(f"  augdag sql{c} \"{q}\"", highlight=False, soft_wrap=True)  # one line: copy-pastable
 
 

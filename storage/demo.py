@@ -42,7 +42,7 @@ from typing import Literal
 import numpy as np
 
 _CHUNK = 50_000
-_STREAMS = {"train": 1, "test": 2, "mono": 3, "labeled": 4, "slots": 5}
+_STREAMS = {"train": 1, "test": 2, "mono": 3, "labeled": 4, "slots": 5, "labeled_test": 6}
 _BAD_STREAM = 99
 MAX_LINE_CHARS = 4096  # a planted too-long line exceeds this (IngestConf.max_line_chars)
 
@@ -339,8 +339,8 @@ _LAB_NOUN_SLOTS = [[c == "N" for c in classes.split()] for _, classes, _ in _TEM
 _LAB_HEAD = np.array(["\n" + c + "\t" for c in _LABELS], dtype=object)
 
 
-def _labeled_chunks(n: int, seed: int) -> Iterator[list[str]]:
-    for u in _uniforms(seed, "labeled", n, 2 + _LMAX):
+def _labeled_chunks(n: int, seed: int, stream: str = "labeled") -> Iterator[list[str]]:
+    for u in _uniforms(seed, stream, n, 2 + _LMAX):
         cls = (u[:, 0] * len(_LABELS)).astype(int)
         tpl = _LAB_TPL_ID[cls, _pick(_LAB_TPL_CUM[cls], u[:, 1])]
         ids = np.full((len(u), _LMAX), _PAD_WORD)
@@ -509,10 +509,12 @@ class DemoPaths:
     labeled: Path
     slots: Path
     lexicon: Path  # TSV en, de, p of the true table; an empty de is the null translation
+    labeled_test: Path  # held out: the classifier of train_classifier is evaluated on it
 
     @classmethod
     def at(cls, root: Path) -> "DemoPaths":
-        names = "train.en train.de train.align test.en test.de mono.en labeled.tsv slots.jsonl lexicon.tsv".split()
+        names = ("train.en train.de train.align test.en test.de mono.en labeled.tsv slots.jsonl lexicon.tsv "
+                 "labeled_test.tsv").split()
         return cls(Path(root), *(Path(root) / name for name in names))
 
 
@@ -553,7 +555,8 @@ def write_demo(
     """Write every demo corpus under `root`; returns the paths and {file name: {1-based line: planted reason}}.
 
     A bad bitext pair corrupts one side and leaves its `train.align` line empty; the line count of the
-    three bitext files stays equal. `test.*` and `lexicon.tsv` are always clean.
+    three bitext files stays equal. `test.*`, `labeled_test.tsv` (``test_rows`` rows) and `lexicon.tsv` are
+    always clean.
     """
     paths = DemoPaths.at(root)
     paths.root.mkdir(parents=True, exist_ok=True)
@@ -565,6 +568,7 @@ def write_demo(
     _write([paths.mono], _mono_chunks(mono_rows, seed), planted["mono"])
     _write([paths.labeled], _labeled_chunks(labeled_rows, seed), planted["labeled"])
     _write([paths.slots], _slots_chunks(slots_rows, seed), planted["slots"])
+    _write([paths.labeled_test], _labeled_chunks(test_rows, seed, stream="labeled_test"), {})
     lexicon = [f"{en}\t{de}\t{p:g}" for en, t in sorted(_TABLE.items()) for de, p in sorted(t.items())]
     _write([paths.lexicon], iter([lexicon]), {})
     by_file = {p.name: planted["bitext"] for p in train}

@@ -12,7 +12,8 @@ import pytest
 from storage import demo
 from storage.demo import DemoPaths, ambiguous_words, translation_table, word_entropy, write_demo
 
-DATA_FILES = ["train.en", "train.de", "train.align", "test.en", "test.de", "mono.en", "labeled.tsv", "slots.jsonl"]
+DATA_FILES = ["train.en", "train.de", "train.align", "test.en", "test.de", "mono.en", "labeled.tsv", "slots.jsonl",
+              "labeled_test.tsv"]
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +52,8 @@ def test_write_demo_same_seed_same_bytes_other_seed_differs(tmp_path, written):
 def test_demo_paths_name_the_files_under_root(tmp_path):
     paths = DemoPaths.at(tmp_path)
     assert [p.name for p in (paths.train_src, paths.train_tgt, paths.alignments, paths.test_src, paths.test_tgt,
-                             paths.mono, paths.labeled, paths.slots, paths.lexicon)] == DATA_FILES + ["lexicon.tsv"]
+                             paths.mono, paths.labeled, paths.slots, paths.labeled_test, paths.lexicon)] == DATA_FILES + [
+        "lexicon.tsv"]
 
 
 @pytest.mark.parametrize("iterate", [demo.iter_mono, demo.iter_labeled, demo.iter_slots])

@@ -27,7 +27,7 @@ CLASSIFIER_VERSION = "1"
 
 
 def read_curriculum(run: Run, dataset: str) -> pa.Table:
-    table = run.catalog.query("SELECT uid, parent_uid, text, label, level FROM curriculum WHERE source = $d "
+    table = run.catalog.query("SELECT uid, parent_uid, text, label, level, copy FROM curriculum WHERE source = $d "
                               "ORDER BY parent_uid, level, rank, copy", {"d": dataset})
     if table.num_rows == 0:
         raise ConfError(f"train_classifier.dataset: no `curriculum` rows for {dataset!r}. Hint: run the paraphrase "
@@ -50,7 +50,7 @@ def train_and_evaluate(run: Run, conf: AugdagConf) -> dict[str, Any]:
                             filename="model", inputs=[], build=classifier_builder(curriculum, **{
                                 **options, "classifier": {**options["classifier"], "device": c.device,
                                                           "threads": c.threads}}),
-                            params={**options, "curriculum": content_hash(curriculum)})
+                            params={**options, "curriculum": content_hash(curriculum, ("uid", "level", "copy"))})
     preds = run_stage(run, PREDICT, inputs=[test], models=[model.fingerprint], params={},
                       resources={"model_path": str(model.path), "device": c.device, "threads": c.threads})
     scores = run_stage(run, SCORE_PREDICTIONS, inputs=[preds], n_shards=1, params={"labels": labels}).read(0).to_pylist()

@@ -43,10 +43,10 @@ def training_mix(selected: Mapping[str, pa.Table], copies: Mapping[str, int]) ->
     return mix.select(MIX.names).cast(MIX)
 
 
-def content_hash(table: pa.Table) -> str:
+def content_hash(table: pa.Table, columns: tuple[str, ...] = ("uid", "copy")) -> str:
     """A fingerprint of the selected data (the uids in order): the mix is recomputed when the data moves."""
     h = hashlib.sha256()
-    for name in ("uid", "copy"):
+    for name in columns:
         for chunk in table[name].chunks:
             h.update(str(chunk.to_pylist()).encode())
     return h.hexdigest()[:32]

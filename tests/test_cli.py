@@ -103,7 +103,7 @@ def test_augdag_demo_exits_0_from_a_clean_cache_with_networking_off(tmp_path):
     if offline:
         assert "ConnectError" not in output and "Name or service not known" not in output
     queries = [line.split("augdag sql", 1)[1] for line in proc.stdout.splitlines() if "augdag sql" in line]
-    assert len(queries) == 9
+    assert len(queries) == 12
     for q in queries:  # every query the demo suggests runs
         assert runner.invoke(app, ["sql", q.split('"')[1], "--cache", str(tmp_path / "cache")]).exit_code == 0, q
     counts = runner.invoke(app, ["sql", "SELECT (SELECT count(*) FROM bitext WHERE source = 'demo_bitext') AS view_rows, (SELECT rows FROM artifacts "
@@ -130,5 +130,16 @@ def test_augdag_demo_exits_0_from_a_clean_cache_with_networking_off(tmp_path):
     assert found["inactive"] == found["rejuvenated"] == int(0.1 * found["scored"])
     assert found["bleu"] > 20  # a minute of training learns much of the demo grammar
     assert "BLEU = " in proc.stdout and "nrefs:1|case:mixed" in proc.stdout
+    pcc = runner.invoke(app, ["sql", "SELECT (SELECT count(*) FROM curriculum WHERE level = 0) AS originals, "
+                              "(SELECT count(*) FROM labeled WHERE source = 'demo_labeled') AS labeled, "
+                              "(SELECT count(*) FROM curriculum c ANTI JOIN labeled l ON l.uid = c.parent_uid) AS orphans, "
+                              "(SELECT count(DISTINCT level) FROM curriculum) AS levels, "
+                              "(SELECT score FROM evaluations WHERE metric = 'accuracy') AS accuracy",
+                              "-f", "json", "--cache", str(tmp_path / "cache")])
+    found = json.loads(pcc.output)  # issue 5: the paraphrase curriculum and its classifier in the demo
+    assert found["originals"] == found["labeled"] and found["orphans"] == 0 and found["levels"] == 6
+    assert found["accuracy"] > 0.5  # 6 topics; measured 0.88 with 1,200 labelled rows
+    assert "generator: round trip: ctranslate2" in proc.stdout and "similarity: chrf" in proc.stdout
+    assert "accuracy = " in proc.stdout and "classes:6|average:macro" in proc.stdout
     if not offline:
         pytest.skip("ran with networking on: `unshare -n` is not permitted here")

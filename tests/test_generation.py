@@ -223,3 +223,31 @@ def test_distinct_n_and_first_token_copying():
     assert distinct_n(texts, 6) == 0.0
     assert copies_first_token(["I like it", "you go", ""], ["i love it", "we go", "x"]).tolist() == [True, False, False]
     assert np.asarray(copies_first_token([], [])).size == 0
+
+
+def test_generate_candidates_stage_keeps_lineage_and_never_the_input(marian):
+    """The stage over an Arrow shard with an HF generator: one row per distinct candidate, uid = md5(parent, text)."""
+    import hashlib
+
+    import pyarrow as pa
+
+    from tasks.paraphrase import CANDIDATES, generate_candidates, sampling_plan
+
+    rows = pa.table({"uid": [f"u{i}" for i in range(4)], "text": SRC[:4], "label": ["a", "b", "a", "b"],
+                     "source": ["d"] * 4, "line": [1, 2, 3, 4]})
+    plan = sampling_plan(candidates=5, bottom_k_candidates=1, oversample=2.0, top_k=120, top_p=0.95, bottom_k=2,
+                         bottom_k_steps=1, temperature=1.0, seed=0)
+    out = generate_candidates(rows, generator={"kind": "hf", "prompt": "{text}"},
+                              plan=[{"sampler": s.__dict__, "n": n} for s, n in plan], generator_fingerprint="gen",
+                              max_tokens=4096, model_path=str(marian[0]), device="cpu", threads=1)
+    assert out.schema == CANDIDATES and out.num_rows > 0
+    got = out.to_pylist()
+    by_uid = {r["uid"]: r for r in rows.to_pylist()}
+    for r in got:
+        parent = by_uid[r["parent_uid"]]
+        assert (r["label"], r["source"], r["line"], r["original"]) == (parent["label"], "d", parent["line"], parent["text"])
+        assert r["text"] != parent["text"] and r["model"] == "gen"
+        assert r["uid"] == hashlib.md5(f"{r['parent_uid']}\x1f{r['text']}".encode()).hexdigest()
+    assert len({(r["parent_uid"], r["text"]) for r in got}) == len(got)
+    assert {r["sampler"] for r in got} <= {TOP_K_TOP_P, BOTTOM_K}
+    assert max(r["sample"] for r in got if r["sampler"] == TOP_K_TOP_P) < 8  # ceil(2 × 4) easy draws per sentence

@@ -10,10 +10,11 @@ stage with the shard named; the other shards' outputs stay on disk for the next 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,18 @@ class Run:
         flow_run_id = str(ctx.flow_run.id) if ctx and ctx.flow_run else None
         run.catalog.start_run(run.run_id, pipeline=pipeline, profile=profile, config=config, flow_run_id=flow_run_id)
         return run
+
+    @classmethod
+    @contextlib.contextmanager
+    def started(cls, conf: AugdagConf, *, pipeline: str, profile: str,
+                config: Mapping[str, Any] | None) -> Iterator["Run"]:
+        """``start``, and on any exception inside the block ``finish`` the run as failed before re-raising."""
+        run = cls.start(conf, pipeline=pipeline, profile=profile, config=config or conf.model_dump(mode="json"))
+        try:
+            yield run
+        except BaseException as e:
+            run.finish(error=e)
+            raise
 
     def finish(self, *, error: BaseException | None = None, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Close the run in the catalog; ``extra`` (e.g. report paths, U_max) joins the summary."""

@@ -35,11 +35,7 @@ def ingest_dataset(run: Run, name: str, ds: DatasetConf, conf: IngestConf, shard
 @flow(name="ingest", log_prints=True, task_runner=default_task_runner())
 def ingest_flow(conf: AugdagConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Ingest every dataset of the profile; returns the run summary (also stored in the catalog)."""
-    run = Run.start(conf, pipeline="ingest", profile=profile, config=config or conf.model_dump(mode="json"))
-    try:
+    with Run.started(conf, pipeline="ingest", profile=profile, config=config) as run:
         for name, ds in conf.datasets.items():
             ingest_dataset(run, name, ds, conf.ingest, conf.shard_size)
-    except BaseException as e:
-        run.finish(error=e)
-        raise
     return run.finish()

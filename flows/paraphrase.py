@@ -155,13 +155,9 @@ def publish_report(run: Run, result: Paraphrased, conf: ParaphraseConf) -> dict[
 @flow(name="paraphrase", log_prints=True, task_runner=default_task_runner())
 def paraphrase_flow(conf: AugdagConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Build the paraphrase curriculum of a dataset; returns the run summary (also stored in the catalog)."""
-    run = Run.start(conf, pipeline="paraphrase", profile=profile, config=config or conf.model_dump(mode="json"))
-    try:
+    with Run.started(conf, pipeline="paraphrase", profile=profile, config=config) as run:
         result = build_curriculum(run, conf)
         reports = publish_report(run, result, conf.paraphrase)
-    except BaseException as e:
-        run.finish(error=e)
-        raise
     summary = {"dataset": result.dataset, "candidates": artifact_rows(result.candidates),
                "dropped": artifact_rows(result.curriculum, "dropped"), "curriculum": artifact_rows(result.curriculum),
                "shortfall": shortfall(result.curriculum), "models": result.models, "ran": result.ran}

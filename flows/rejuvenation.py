@@ -114,13 +114,9 @@ def publish_report(run: Run, result: Rejuvenated, conf: RejuvenationConf) -> dic
 @flow(name="rejuvenation", log_prints=True, task_runner=default_task_runner())
 def rejuvenation_flow(conf: AugdagConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Rejuvenate the inactive pairs of a bitext; returns the run summary (also stored in the catalog)."""
-    run = Run.start(conf, pipeline="rejuvenation", profile=profile, config=config or conf.model_dump(mode="json"))
-    try:
+    with Run.started(conf, pipeline="rejuvenation", profile=profile, config=config) as run:
         result = rejuvenate_bitext(run, conf)
         reports = publish_report(run, result, conf.rejuvenation)
-    except BaseException as e:
-        run.finish(error=e)
-        raise
     counts = {"active": artifact_rows(result.active), "inactive": artifact_rows(result.inactive),
               "rejuvenated": artifact_rows(result.rejuvenated)}
     return run.finish(extra={"rejuvenation": {**counts, "unscored": result.unscored, "models": result.models},

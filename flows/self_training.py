@@ -166,14 +166,10 @@ def publish_report(run: Run, result: Sampled, conf: SelfTrainingConf) -> dict[st
 def self_training_flow(conf: AugdagConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Sample the monolingual data by uncertainty and translate the sample with the teacher; returns the
     run summary (also stored in the catalog)."""
-    run = Run.start(conf, pipeline="self_training", profile=profile, config=config or conf.model_dump(mode="json"))
-    try:
+    with Run.started(conf, pipeline="self_training", profile=profile, config=config) as run:
         result = sample_monolingual(run, conf)
         synthetic, mono_bins = teach(run, conf.self_training, result)
         result = dataclasses.replace(result, bins={**result.bins, "mono": mono_bins})
         reports = publish_report(run, result, conf.self_training)
-    except BaseException as e:
-        run.finish(error=e)
-        raise
     return run.finish(extra={"u_max": result.u_max, "reports": reports,
                              "synthetic": {name: artifact_rows(ref) for name, ref in synthetic.items()}})

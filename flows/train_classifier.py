@@ -105,12 +105,8 @@ def publish_report(run: Run, result: dict[str, Any]) -> dict[str, str]:
 @flow(name="train_classifier", log_prints=True, task_runner=default_task_runner())
 def train_classifier_flow(conf: AugdagConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Train and evaluate a classifier on the curriculum; returns the run summary (also in the catalog)."""
-    run = Run.start(conf, pipeline="train_classifier", profile=profile, config=config or conf.model_dump(mode="json"))
-    try:
+    with Run.started(conf, pipeline="train_classifier", profile=profile, config=config) as run:
         result = train_and_evaluate(run, conf)
         reports = publish_report(run, result)
-    except BaseException as e:
-        run.finish(error=e)
-        raise
     result.pop("_losses")
     return run.finish(extra={"train_classifier": result, "reports": reports})

@@ -71,10 +71,6 @@ def train_and_evaluate(run: Run, conf: AugdagConf) -> dict[str, Any]:
 @flow(name="train_nmt", log_prints=True, task_runner=default_task_runner())
 def train_nmt_flow(conf: AugdagConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Train and evaluate a student on the configured mix; returns the run summary (also in the catalog)."""
-    run = Run.start(conf, pipeline="train_nmt", profile=profile, config=config or conf.model_dump(mode="json"))
-    try:
+    with Run.started(conf, pipeline="train_nmt", profile=profile, config=config) as run:
         result = train_and_evaluate(run, conf)
-    except BaseException as e:
-        run.finish(error=e)
-        raise
     return run.finish(extra={"train_nmt": result})

@@ -35,10 +35,25 @@ def read_curriculum(run: Run, dataset: str) -> pa.Table:
     return table
 
 
+def check_levels(curriculum: pa.Table, schedule: str, levels: int, dataset: str) -> None:
+    """A schedule other than `original` needs paraphrases: with none it would silently train on originals only."""
+    present = set(curriculum["level"].to_pylist())
+    missing = [lv for lv in range(1, levels + 1) if lv not in present]
+    if schedule == "original" or not missing:
+        return
+    if len(missing) == levels:
+        raise ConfError(f"train_classifier.schedule: {schedule!r} needs paraphrases, but the curriculum of {dataset!r} "
+                        f"has none (every candidate was filtered out or none was generated: see the paraphrase run's "
+                        "shortfall). Hint: lower paraphrase.beta, or use schedule: original")
+    print(f"warning: the curriculum of {dataset!r} has no paraphrases at level(s) {missing}; those steps train on "
+          "originals only")
+
+
 def train_and_evaluate(run: Run, conf: AugdagConf) -> dict[str, Any]:
     tc = conf.train_classifier
     train_name, test_name = conf.classifier_datasets()
     curriculum = read_curriculum(run, train_name)
+    check_levels(curriculum, tc.schedule, conf.paraphrase.levels, train_name)
     test = ingest_dataset(run, test_name, conf.datasets[test_name], conf.ingest, conf.shard_size)
     labels = sorted({str(x) for x in curriculum["label"].to_pylist()})
     c = tc.classifier

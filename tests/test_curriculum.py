@@ -221,3 +221,15 @@ def test_batches_mix_the_original_share_with_paraphrases_of_the_step_level():
     assert sorted(parents[i] for b in batches[:2] for i in b) == sorted(f"p{p}" for p in range(10))
     again = list(curriculum_batches(parents, levels, uids, steps, batch_size=5, original_share=0.2, seed=3))
     assert all((a == b).all() for a, b in zip(batches, again))
+
+
+def test_a_curriculum_without_paraphrases_is_refused_unless_the_schedule_is_original(capsys):
+    from conf.errors import ConfError
+    from flows.train_classifier import check_levels
+
+    only_originals = pa.table({"level": [0, 0, 0]})
+    check_levels(only_originals, "original", 5, "d")
+    with pytest.raises(ConfError, match="lower paraphrase.beta"):
+        check_levels(only_originals, "cyclic", 5, "d")
+    check_levels(pa.table({"level": [0, 1, 2, 5]}), "cyclic", 5, "d")
+    assert "level(s) [3, 4]" in capsys.readouterr().out

@@ -154,8 +154,9 @@ def main() -> None:
     catalog = Catalog(args.cache)
     augmented = catalog.query("SELECT count(*) AS n FROM curriculum WHERE source = 'trec6' AND level > 0")
     if augmented["n"][0].as_py() == 0:
-        print(f"  NOTE: no paraphrase survived Eq. 3 (β = {args.beta}); every augmented schedule then trains on the "
-              "originals only. Hint: more --updates, or a lower --beta")
+        print(f"  NOTE: no paraphrase survived Eq. 3 (β = {args.beta}): only the `original` schedule can run "
+              "(train_classifier refuses the others). Hint: more --updates, or a lower --beta")
+        schedules = [s for s in schedules if s == "original"]
     print("candidates with G ≥ β, for a few β (Eq. 3 without NLI), from `paraphrase_candidates`:")
     show(catalog.query(
         "SELECT b.beta, count(c.uid) AS candidates, count(DISTINCT c.parent_uid) AS sentences "

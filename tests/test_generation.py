@@ -130,11 +130,17 @@ def test_hf_paraphraser_seq2seq_bags_are_seeded_and_in_input_order(marian):
     out = para.generate(SRC, [(easy, 6), (hard, 3)])
     assert [len(b) for b in out[TOP_K_TOP_P]] == [6] * len(SRC) and [len(b) for b in out[BOTTOM_K]] == [3] * len(SRC)
     assert para.generate(SRC, [(easy, 6), (hard, 3)]) == out
-    reversed_out = para.generate(SRC[::-1], [(hard, 3)], max_tokens=40)[BOTTOM_K][::-1]
     top2 = _first_step_logprobs(model, tok, SRC).topk(2, -1).indices
-    for i, bag in enumerate(reversed_out):  # a different batching: still no top-2 first token
-        first = tok(bag, add_special_tokens=False)["input_ids"]
-        assert all(ids and ids[0] not in top2[i].tolist() for ids in first)
+
+    def top2_first(bags):  # the share of candidates whose first word is one of the model's top 2 first tokens
+        firsts = [(i, tok(c, add_special_tokens=False)["input_ids"][:1]) for i, bag in enumerate(bags) for c in bag]
+        return sum(bool(f) and f[0] in top2[i].tolist() for i, f in firsts) / len(firsts)
+
+    # another batching (reversed input, small batches); decoding drops a special first token (<unk>), so the
+    # first *word* can come from step 2: compare shares rather than demand zero
+    hard_share = top2_first(para.generate(SRC[::-1], [(hard, 6)], max_tokens=40)[BOTTOM_K][::-1])
+    easy_share = top2_first(out[TOP_K_TOP_P])
+    assert hard_share < 0.2 and easy_share > 0.8, (hard_share, easy_share)
 
 
 # ---- a causal LM -----------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 import flows  # noqa: F401 — switches the stack offline before Prefect is imported
-from conf.errors import AugdagError, CatalogError
+from conf.errors import AugdagError, CatalogError, ConfError
 from conf.loader import dump_conf, load_profile
 from conf.schema import AugdagConf, resolve_cache
 from storage.catalog import Catalog, check_read_only
@@ -206,11 +206,17 @@ def demo(
 @app.command()
 def sql(
     query: Annotated[str, typer.Argument(help="a read-only SQL query over the catalog's tables and views")],
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table | csv | json")] = "table",
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table | csv | json | parquet")] = "table",
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="write the result to this file "
+                                                   "(csv, json or parquet) instead of the terminal")] = None,
     cache: CacheOpt = None,
 ) -> None:
     """Query the catalog (read-only: DDL, DML, ATTACH, COPY, INSTALL/LOAD and SET are refused, exit 2)."""
-    _choice("--format", fmt, ("table", "csv", "json"))
+    _choice("--format", fmt, ("table", "csv", "json", "parquet"))
+    if fmt == "parquet" and output is None:
+        _fail(ConfError("--format parquet needs --output FILE (Parquet is not written to a terminal)"))
+    if fmt == "table" and output is not None:
+        _fail(ConfError("--output writes csv, json or parquet: add --format csv|json|parquet"))
     try:
         check_read_only(query)
         result = _catalog(cache).query(query)
@@ -218,7 +224,33 @@ def sql(
         _fail(e)
     except Exception as e:  # a DuckDB error in the user's query is bad usage, not a failed run
         _fail(CatalogError(f"query failed: {e}"))
-    _print_table(result, fmt)
+    if output is None:
+        _print_table(result, fmt)
+        return
+    _write_result(result, fmt, output)
+    err.print(f"wrote {result.num_rows:,} row(s) to {output}", highlight=False)
+
+
+def _write_result(result, fmt: str, output: Path) -> None:
+    """The result as a file, written to a temporary name and renamed: an interrupted write leaves no half file."""
+    import pyarrow.parquet as pq
+
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output.with_name(f".{output.name}.tmp")
+    try:
+        if fmt == "parquet":
+            pq.write_table(result, tmp)
+        elif fmt == "csv":
+            import pyarrow.csv as pacsv
+
+            pacsv.write_csv(result, tmp)
+        else:
+            with open(tmp, "w", encoding="utf-8") as f:
+                for row in result.to_pylist():
+                    f.write(json.dumps(row, default=str, ensure_ascii=False) + "\n")
+        os.replace(tmp, output)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 @app.command()

@@ -43,6 +43,27 @@ def test_sql_formats_and_bad_query_exit_code(tmp_path):
     assert bad.exit_code == 2 and "no_such_view" in bad.output
 
 
+def test_sql_writes_parquet_csv_and_json_files(tmp_path):
+    import pyarrow.parquet as pq
+
+    q = "SELECT range AS n, 'row ' || range AS s FROM range(3)"
+    out = tmp_path / "out" / "r.parquet"
+    ok = runner.invoke(app, ["sql", q, "--format", "parquet", "--output", str(out), "--cache", str(tmp_path)])
+    assert ok.exit_code == 0, ok.output
+    assert pq.read_table(out).to_pylist() == [{"n": i, "s": f"row {i}"} for i in range(3)]
+    assert [p.name for p in out.parent.iterdir()] == ["r.parquet"]  # no temporary file left
+    as_json = tmp_path / "r.jsonl"
+    assert runner.invoke(app, ["sql", q, "-f", "json", "-o", str(as_json), "--cache", str(tmp_path)]).exit_code == 0
+    assert as_json.read_text().splitlines()[2] == '{"n": 2, "s": "row 2"}'
+    as_csv = tmp_path / "r.csv"
+    assert runner.invoke(app, ["sql", q, "-f", "csv", "-o", str(as_csv), "--cache", str(tmp_path)]).exit_code == 0
+    assert as_csv.read_text().splitlines()[:2] == ['"n","s"', '0,"row 0"']
+    no_file = runner.invoke(app, ["sql", q, "--format", "parquet", "--cache", str(tmp_path)])
+    assert no_file.exit_code == 2 and "--output" in no_file.output
+    table_to_file = runner.invoke(app, ["sql", q, "--output", str(tmp_path / "x"), "--cache", str(tmp_path)])
+    assert table_to_file.exit_code == 2 and not (tmp_path / "x").exists()
+
+
 def test_run_with_bad_profile_exits_2_naming_file_line_and_key(tmp_path):
     profile = tmp_path / "p.yaml"
     profile.write_text("shard_size: 10\ningest:\n  clean:\n    max_ratoi: 2\n")

@@ -22,13 +22,12 @@ and with k = 0 generation is plain top-k/top-p sampling. fairseq's twin is
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from conf.errors import ModelError
+from models.candidates import BOTTOM_K, TOP_K_TOP_P, candidate_bag, copies_first_token, distinct_n  # noqa: F401
 from models.nmt.base import DecodeOptions, NMTModel, cpu_threads, length_batches, pick_device
 
 try:  # transformers is a dependency; the import is deferred only for the class's base
@@ -36,7 +35,6 @@ try:  # transformers is a dependency; the import is deferred only for the class'
 except ImportError:  # pragma: no cover
     LogitsProcessor = object  # type: ignore[misc,assignment]
 
-TOP_K_TOP_P, BOTTOM_K = "top_k_top_p", "bottom_k"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,29 +193,3 @@ class RoundTripParaphraser:
             back = self.backward.translate(repeated, sampler.decode_options(), max_tokens=max_tokens) if n else []
             out[sampler.name] = [back[i * n:(i + 1) * n] for i in range(len(pivots))]
         return out
-
-
-def candidate_bag(text: str, samples: Mapping[str, Sequence[str]]) -> list[tuple[str, int, str]]:
-    """The bag of one sentence: (sampler, sample index, candidate) in plan order, whitespace-normalised,
-    deduplicated (first draw kept), never the input itself nor empty."""
-    seen = {" ".join(text.split())}
-    bag = []
-    for name, drawn in samples.items():
-        for i, cand in enumerate(drawn):
-            norm = " ".join(cand.split())
-            if norm and norm not in seen:
-                seen.add(norm)
-                bag.append((name, i, norm))
-    return bag
-
-
-def distinct_n(texts: Sequence[str], n: int) -> float:
-    """Distinct-n (Li et al. 2016): distinct n-grams / n-grams over all ``texts`` (whitespace tokens); 0 if none."""
-    grams = [tuple(toks[i:i + n]) for t in texts for toks in [t.split()] for i in range(len(toks) - n + 1)]
-    return len(set(grams)) / len(grams) if grams else 0.0
-
-
-def copies_first_token(texts: Sequence[str], candidates: Sequence[str]) -> np.ndarray:
-    """Per candidate: does it start with its input's first token (case-insensitive)? Appendix F's copying."""
-    first = lambda s: (s.split() or [""])[0].lower()  # noqa: E731
-    return np.array([bool(first(c)) and first(c) == first(t) for t, c in zip(texts, candidates)], dtype=bool)

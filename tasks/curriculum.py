@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from conf.errors import InputError
-from models.generation import BOTTOM_K, copies_first_token, distinct_n
+from models.candidates import BOTTOM_K, copies_first_token, distinct_n
 from tasks.stage import Stage
 
 ORIGINAL = "original"

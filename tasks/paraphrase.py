@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from models.generation import BOTTOM_K, TOP_K_TOP_P, Sampler, candidate_bag
+from models.candidates import BOTTOM_K, TOP_K_TOP_P, candidate_bag
+from models.generation import Sampler
 from tasks.stage import Stage
 
 CANDIDATES = pa.schema([

@@ -64,7 +64,9 @@ def curriculum_batches(parent: Sequence[str], level: Sequence[int], uid: Sequenc
     rng = np.random.default_rng(seed)
     keep = int(round(original_share * batch_size))
     order, pos = rng.permutation(len(originals)), 0
+    none: list[list[int]] = [[] for _ in originals]  # a level no sentence has: every step stays original
     for lv in steps:
+        paraphrases = by_level.get(lv, none)
         picked = []
         for _ in range(batch_size):
             if pos == len(order):
@@ -73,6 +75,6 @@ def curriculum_batches(parent: Sequence[str], level: Sequence[int], uid: Sequenc
             pos += 1
         batch = []
         for j, o in enumerate(picked):
-            options = by_level.get(lv, [[]] * len(originals))[o] if lv != 0 and j >= keep else []
+            options = paraphrases[o] if lv != 0 and j >= keep else []
             batch.append(options[rng.integers(len(options))] if options else originals[o])
         yield np.asarray(batch, dtype=np.int64)

@@ -83,11 +83,13 @@ def test_eq_3_and_eq_4_hold_on_the_flow_output(runs):
     inverted = _q(cache, "SELECT count(*) AS n FROM curriculum a JOIN curriculum b USING (parent_uid) "
                          "WHERE a.level > 0 AND b.level > a.level AND b.sim > a.sim")[0]["n"]
     assert inverted == 0
-    short = summary["paraphrase"]["shortfall"]
-    with_bag = _q(cache, "SELECT count(DISTINCT parent_uid) AS n FROM curriculum WHERE level > 0")[0]["n"]
-    kept_full = _q(cache, "SELECT count(*) AS n FROM (SELECT parent_uid FROM curriculum WHERE level > 0 "
-                          "GROUP BY parent_uid HAVING max(copy) = 0)")[0]["n"]
-    assert with_bag - kept_full <= short["count"]
+    # the shortfall is exactly the sentences with fewer than CANDIDATES Eq. 3 survivors (none counts too)
+    survivors = {r["parent_uid"]: r["n"] for r in _q(
+        cache, f"SELECT parent_uid, count(*) AS n FROM paraphrase_candidates WHERE mi OR sim >= {beta} GROUP BY ALL")}
+    originals = [r["uid"] for r in _q(cache, "SELECT uid FROM curriculum WHERE level = 0")]
+    assert summary["paraphrase"]["shortfall"]["count"] == sum(survivors.get(u, 0) < CANDIDATES for u in originals) > 0
+    repeated = _q(cache, "SELECT count(DISTINCT parent_uid) AS n FROM curriculum WHERE copy > 0")[0]["n"]
+    assert repeated == sum(0 < survivors.get(u, 0) < CANDIDATES for u in originals)
     levels = _q(cache, "SELECT level, rows FROM curriculum_levels ORDER BY level")
     assert [r["level"] for r in levels] == list(range(6))
 

@@ -9,6 +9,7 @@ whose lines start with the place: ``<file>:<line>: <dotted.key>: ...`` or ``--se
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import types
@@ -67,18 +68,28 @@ def load_profile(
 ) -> AugdagConf:
     """Loads, interpolates, overrides and validates a profile; ``cache`` is the CLI's ``--cache``."""
     environ = os.environ if environ is None else environ
-    items = parse_sets(sets)
     path = _find_profile(profile)
     doc, lines = _read_yaml(path, environ)
+    conf = _validate(doc, parse_sets(sets), path, lines)
+    return conf.model_copy(update={"cache": resolve_cache(conf.cache if "cache" in doc else None, cache, environ)})
+
+
+def load_recorded(config: Mapping[str, Any], sets: Sequence[str] = (), *, run_id: str, cache: Path) -> AugdagConf:
+    """The configuration a run recorded in the catalog (`augdag retry`), with ``--set`` overrides, over ``cache``."""
+    doc = copy.deepcopy(dict(config))
+    conf = _validate(doc, parse_sets(sets), Path(f"<configuration of run {run_id}>"), {})
+    return conf.model_copy(update={"cache": Path(cache)})
+
+
+def _validate(doc: dict, items: Sequence[SetItem], path: Path, lines: dict[str, int]) -> AugdagConf:
     for item in items:
         _apply_set(doc, item)
     try:
-        conf = AugdagConf.model_validate(doc)
+        return AugdagConf.model_validate(doc)
     except ValidationError as e:
         origins = {item.key: f"--set {item.text}" for item in items}
         errors = [_describe(err, path, lines, origins) for err in e.errors(include_url=False)]
         raise ConfError("\n".join(errors)) from None
-    return conf.model_copy(update={"cache": resolve_cache(conf.cache if "cache" in doc else None, cache, environ)})
 
 
 def dump_conf(conf: AugdagConf) -> dict:

@@ -260,10 +260,10 @@ class TrainClassifierConf(ConfModel):
 
 
 class TaskRunnerConf(ConfModel):
-    kind: Literal["threads", "processes", "dask"] = "threads"
+    kind: Literal["threads", "processes", "dask", "ray"] = "threads"  # ray needs the `ray` extra
     max_workers: int | None = Field(None, ge=1)  # threads / processes; None: the number of cores
-    address: str | None = None  # dask: a scheduler address; None starts a local cluster
-    n_workers: int = Field(2, ge=1)  # dask local cluster
+    address: str | None = None  # dask: a scheduler (tcp://...); ray: ray://...; None starts a local one
+    n_workers: int = Field(2, ge=1)  # a local Dask cluster's worker processes, a local Ray instance's CPUs
 
 
 class OrchestrationConf(ConfModel):
@@ -271,6 +271,7 @@ class OrchestrationConf(ConfModel):
     retry_delay_s: float = Field(1.0, ge=0)
     lock_timeout_s: float = Field(600, gt=0)  # waiting for the catalog's write lock
     heartbeat_s: int | None = Field(None, ge=30)  # Prefect flow heartbeats to a long-lived server; None: off
+    gpu_slots: int | None = Field(None, ge=1)  # `gpu`-tagged tasks at once (a Prefect tag limit); None: no limit
 
 
 class TrainNMTConf(ConfModel):
@@ -283,6 +284,17 @@ class TrainNMTConf(ConfModel):
     student: NMTConf = NMTConf()
     beam: int = Field(5, ge=1)
     lenpen: float = 1.0
+
+
+class NightlyConf(ConfModel):
+    """The nightly run (flows/nightly.py) and its deployment (prefect.yaml, `augdag serve`)."""
+
+    cron: str = "0 2 * * *"  # when the deployment starts a run
+    timezone: str = "UTC"  # of the cron schedule (an IANA name)
+    # a run that starts while the previous one still holds the cache: skip it, or wait for the lock
+    overlap: Literal["skip", "wait"] = "skip"
+    wait_timeout_s: float = Field(6 * 3600, gt=0)  # overlap: wait gives up (the run fails) after this long
+    parallel: int = Field(2, ge=1)  # independent pipelines run at once (e.g. rejuvenation beside paraphrase)
 
 
 class DemoConf(ConfModel):
@@ -308,6 +320,7 @@ class AugdagConf(ConfModel):
     train_nmt: TrainNMTConf = TrainNMTConf()
     paraphrase: ParaphraseConf = ParaphraseConf()
     train_classifier: TrainClassifierConf = TrainClassifierConf()
+    nightly: NightlyConf = NightlyConf()
     demo: DemoConf = DemoConf()
 
     @model_validator(mode="after")

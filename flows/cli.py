@@ -51,25 +51,64 @@ def _catalog(cache: Path | None) -> Catalog:
     return Catalog(resolve_cache(None, cache))
 
 
-def _run_pipeline(pipeline: str, conf: AugdagConf, profile: str) -> dict[str, Any]:
+def _prepare(conf: AugdagConf) -> None:
+    """Before Prefect is imported: results beside the artifacts, and the cache's server if one runs."""
+    from flows.server import connect
+
     # Prefect's persisted task results live beside the artifacts they describe
     os.environ.setdefault("PREFECT_LOCAL_STORAGE_PATH", str(Path(conf.cache).absolute() / "prefect-results"))
+    if url := connect(Path(conf.cache)):
+        err.print(f"[dim]reporting to the Prefect server at {url}[/]", highlight=False)
+
+
+def _run_pipeline(pipeline: str, conf: AugdagConf, profile: str) -> dict[str, Any]:
+    _prepare(conf)
+    from flows.nightly import pipeline_flow
     from flows.runners import run_flow
 
-    if pipeline == "self_training":
-        from flows.self_training import self_training_flow as pipeline_flow
-    elif pipeline == "rejuvenation":
-        from flows.rejuvenation import rejuvenation_flow as pipeline_flow
-    elif pipeline == "train_nmt":
-        from flows.train_nmt import train_nmt_flow as pipeline_flow
-    elif pipeline == "paraphrase":
-        from flows.paraphrase import paraphrase_flow as pipeline_flow
-    elif pipeline == "train_classifier":
-        from flows.train_classifier import train_classifier_flow as pipeline_flow
-    else:
-        from flows.ingest import ingest_flow as pipeline_flow
     with _progress_bars():
-        return run_flow(pipeline_flow, conf, profile=profile, config=dump_conf(conf))
+        return run_flow(pipeline_flow(pipeline), conf, profile=profile, config=dump_conf(conf))
+
+
+def _run_nightly(conf: AugdagConf, profile: str) -> dict[str, Any]:
+    """The nightly flow over ``conf``; prints every pipeline's summary and the run's, failed or not."""
+    _prepare(conf)
+    from flows.nightly import NightlyFailed, nightly_flow
+
+    try:
+        with _progress_bars():
+            summary = nightly_flow(profile=profile, conf=conf)
+    except NightlyFailed as e:
+        print_nightly(e.summary)
+        raise
+    print_nightly(summary)
+    return summary
+
+
+def print_nightly(summary: dict[str, Any]) -> None:
+    if summary["status"] == "skipped":
+        out.print(f"[yellow]nightly run skipped:[/] {summary['error']}", highlight=False)
+        return
+    for child in summary["pipelines"]:
+        if child.get("stages"):
+            print_summary(child)
+    table = Table(title=f"nightly run {summary['run_id']} ({summary['profile']}): {summary['status']}",
+                  title_justify="left")
+    for col in ("pipeline", "run", "status", "stages computed/cached/failed", "shards computed", "rows out", "seconds"):
+        table.add_column(col, justify="right" if col in ("rows out", "seconds") else "left")
+    for c in summary["pipelines"]:
+        st = [s["status"] for s in c.get("stages", [])]
+        done = [s for s in c.get("stages", []) if s["status"] != "failed"]
+        table.add_row(c["pipeline"], c["run_id"] or "-", c["status"],
+                      f"{st.count('computed')}/{st.count('cached')}/{st.count('failed')}",
+                      f"{sum(s['shards_computed'] for s in done)}/{sum(s['shards'] for s in done)}",
+                      f"{sum(s['rows_out'].get('part', 0) for s in done):,}", f"{c['seconds']:.1f}")
+    out.print(table)
+    t = summary["totals"]
+    out.print(f"shards: {t['shards_computed']:,} computed, {t['shards_cached']:,} cached of {t['shards']:,}; "
+              f"rows out {t['rows_out']:,}; rejects {t['rejects']:,}; {t['seconds']:.1f} s", highlight=False)
+    for f in t["failed_shards"]:
+        out.print(f"[red]failed:[/] {f['stage']}[{f['dataset']}] shard(s) {f['shards']}: {f['error']}", highlight=False)
 
 
 @contextmanager
@@ -181,8 +220,7 @@ def demo(
         paths, _bad = write_demo(data, seed=d.seed, bitext_rows=bitext_rows or d.bitext_rows, mono_rows=d.mono_rows,
                                  labeled_rows=d.labeled_rows, slots_rows=d.slots_rows, test_rows=d.test_rows)
         out.print(f"demo data written to {paths.root}")
-        for pipeline in conf.pipelines:
-            print_summary(_run_pipeline(pipeline, conf, "demo"))
+        _run_nightly(conf, "demo")
     except AugdagError as e:
         _fail(e)
     c = f" --cache {cache}" if cache else ""
@@ -205,18 +243,34 @@ def demo(
 
 @app.command()
 def sql(
-    query: Annotated[str, typer.Argument(help="a read-only SQL query over the catalog's tables and views")],
+    query: Annotated[Optional[str], typer.Argument(help="a read-only SQL query over the catalog's tables and views "
+                                                   "(none with --shell)")] = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="table | csv | json | parquet")] = "table",
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="write the result to this file "
                                                    "(csv, json or parquet) instead of the terminal")] = None,
+    shell: Annotated[bool, typer.Option("--shell", help="an interactive read-only loop: statements end with ;, "
+                                        ".views, .schema NAME, .help, .quit")] = False,
     cache: CacheOpt = None,
 ) -> None:
-    """Query the catalog (read-only: DDL, DML, ATTACH, COPY, INSTALL/LOAD and SET are refused, exit 2)."""
+    """Query the catalog (read-only: DDL, DML, ATTACH, COPY, INSTALL/LOAD and SET are refused, exit 2).
+
+    With --shell, read statements from the terminal (or stdin) until .quit: a refused or failing one prints
+    its error and the loop goes on."""
     _choice("--format", fmt, ("table", "csv", "json", "parquet"))
     if fmt == "parquet" and output is None:
         _fail(ConfError("--format parquet needs --output FILE (Parquet is not written to a terminal)"))
     if fmt == "table" and output is not None:
         _fail(ConfError("--output writes csv, json or parquet: add --format csv|json|parquet"))
+    if shell:
+        if query is not None or output is not None:
+            _fail(ConfError("--shell reads its statements from the terminal: give no QUERY and no --output"))
+        from flows.shell import sql_shell
+
+        sql_shell(_catalog(cache), show=lambda result: _print_table(result, fmt),
+                  error=lambda msg: err.print(f"[bold red]error:[/] {escape(msg)}", soft_wrap=True))
+        return
+    if query is None:
+        _fail(ConfError("augdag sql: give a QUERY, or --shell for an interactive loop"))
     try:
         check_read_only(query)
         result = _catalog(cache).query(query)
@@ -229,6 +283,30 @@ def sql(
         return
     _write_result(result, fmt, output)
     err.print(f"wrote {result.num_rows:,} row(s) to {output}", highlight=False)
+
+
+@app.command()
+def views(
+    name: Annotated[Optional[str], typer.Argument(help="a table or view: show its columns")] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table | json (json: one line per column, of NAME "
+                                     "or of every table and view)")] = "table",
+    cache: CacheOpt = None,
+) -> None:
+    """The catalog's tables and views with what they hold and their row counts; with NAME, its columns."""
+    from storage.views_doc import catalog_columns, catalog_objects
+
+    _choice("--format", fmt, ("table", "json"))
+    catalog = _catalog(cache)
+    try:
+        if fmt == "json":
+            result = catalog_columns(catalog, name)
+        elif name is None:
+            result = catalog_objects(catalog)
+        else:
+            result = catalog_columns(catalog, name).select(["column", "type", "description"])
+    except AugdagError as e:
+        _fail(e)
+    _print_table(result, fmt)
 
 
 def _write_result(result, fmt: str, output: Path) -> None:
@@ -296,6 +374,10 @@ def export(
         _fail(e)
     for f in files:
         out.print(f"wrote {f}")
+
+
+# the operations commands live in their own modules and register on `app` when imported
+from flows import cli_ops  # noqa: E402,F401
 
 
 def main() -> None:

@@ -11,6 +11,7 @@ stage with the shard named; the other shards' outputs stay on disk for the next 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import time
 import uuid
@@ -19,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
 from prefect import get_run_logger, unmapped
 from prefect.futures import as_completed
 from prefect.context import FlowRunContext
@@ -27,7 +29,7 @@ from conf.errors import AugdagError, StageError
 from conf.schema import AugdagConf, OrchestrationConf
 from storage.artifacts import ArtifactRef, fingerprint, read_manifest, write_manifest
 from storage.catalog import Catalog
-from tasks.progress import report
+from flows.run_artifacts import ShardProgress, publish_run_artifacts
 from tasks.stage import ShardResult, SourceFn, Stage, model_task, shard_task, source_task
 
 
@@ -57,6 +59,22 @@ class StageReport:
     rows_out: dict[str, int]
     seconds: float
     error: str | None = None
+    kind: str = "artifact"  # artifact | model
+    failed_shards: list[int] = dataclasses.field(default_factory=list)
+
+
+# stages (or model names) that a run recomputes although their output exists: `augdag retry --stage/--from`
+_forced: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("augdag_forced", default=frozenset())
+
+
+@contextlib.contextmanager
+def forcing(stages: Sequence[str]) -> Iterator[None]:
+    """Inside the block, every run recomputes ``stages`` (same fingerprint, every shard rewritten)."""
+    token = _forced.set(frozenset(stages))
+    try:
+        yield
+    finally:
+        _forced.reset(token)
 
 
 @dataclasses.dataclass
@@ -69,13 +87,15 @@ class Run:
     catalog: Catalog
     orchestration: OrchestrationConf
     reports: list[StageReport] = dataclasses.field(default_factory=list)
+    force: frozenset[str] = frozenset()
 
     @classmethod
     def start(cls, conf: AugdagConf, *, pipeline: str, profile: str, config: Mapping[str, Any]) -> "Run":
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
         root = Path(conf.cache).absolute()
         run = cls(f"{pipeline}-{stamp}-{uuid.uuid4().hex[:6]}", pipeline, root,
-                  Catalog(root, lock_timeout_s=conf.orchestration.lock_timeout_s), conf.orchestration)
+                  Catalog(root, lock_timeout_s=conf.orchestration.lock_timeout_s), conf.orchestration,
+                  force=_forced.get())
         ctx = FlowRunContext.get()
         flow_run_id = str(ctx.flow_run.id) if ctx and ctx.flow_run else None
         run.catalog.start_run(run.run_id, pipeline=pipeline, profile=profile, config=config, flow_run_id=flow_run_id)
@@ -101,6 +121,7 @@ class Run:
             "stages": [dataclasses.asdict(r) for r in self.reports], **(extra or {}),
         }
         self.catalog.finish_run(self.run_id, status=summary["status"], summary=summary)
+        publish_run_artifacts(summary)
         return summary
 
     def _task_options(self, tags: Sequence[str] = ()) -> dict[str, Any]:
@@ -123,7 +144,7 @@ class Run:
              "rows_in": r.rows_in, "rows_out": r.rows_out.get("part", 0), "error": None}
             for r in results
         ]
-        self.catalog.register(out, manifest, run_id=self.run_id, parents=inputs, stage_runs=rows)
+        self.catalog.register(out, manifest, run_id=self.run_id, parents=[*inputs, *models], stage_runs=rows)
         rows_out = rows_by_role(manifest)
         computed = [r for r in results if r.status == "computed"]
         self.reports.append(StageReport(
@@ -154,7 +175,7 @@ class Run:
         msg = (f"stage {out.stage!r} (dataset {out.dataset}) failed on shard(s) {sorted(failed)} of {out.n_shards}; "
                f"shard {first_shard}: {type(first).__name__}: {first}. Finished shards are kept: re-run to resume.")
         self.reports.append(StageReport(out.stage, out.dataset, out.fingerprint, "failed", out.n_shards, 0, 0, {},
-                                        time.perf_counter() - t0, msg))
+                                        time.perf_counter() - t0, msg, failed_shards=sorted(failed)))
         error = StageError(msg)
         if all(isinstance(e, AugdagError) and e.exit_code == 2 for e in failed.values()):
             error.exit_code = 2  # the input or configuration is wrong, not the run: bad usage
@@ -193,23 +214,25 @@ def run_stage(
     fp = fingerprint(stage.name, stage.version, params, parents, models)
     dataset = inputs[0].dataset if inputs else None
     out = ArtifactRef(str(run.root), stage.name, fp, stage.view, dataset, n_shards)
-    if (manifest := read_manifest(out)) is not None:
+    force = stage.name in run.force
+    if not force and (manifest := read_manifest(out)) is not None:
         return run._cached(out, manifest, parents, t0)
     task = shard_task.with_options(name=stage.name, **run._task_options(stage.tags))
-    missing = [i for i in range(n_shards) if not out.path(i).exists()]
+    missing = [i for i in range(n_shards) if force or not out.path(i).exists()]
     present = sorted(set(range(n_shards)) - set(missing))
     futures = []
     for refresh, shards in ((False, present), (True, missing)):
         if shards:
             futures += zip(shards, task.with_options(refresh_cache=refresh).map(
                 stage=unmapped(stage), out=unmapped(out), shard=shards, inputs=unmapped(tuple(inputs)),
-                side=unmapped(side), params=unmapped(dict(params)), resources=unmapped(dict(resources or {}))))
+                side=unmapped(side), params=unmapped(dict(params)), resources=unmapped(dict(resources or {})),
+                force=unmapped(force)))
     results, failed = [], {}
-    label, shard_of = f"{stage.name}[{dataset}]", {id(f): shard for shard, f in futures}
-    report(label, 0, n_shards)
+    shard_of = {id(f): shard for shard, f in futures}
+    progress = ShardProgress(f"{stage.name}[{dataset}]", n_shards)
     for done, future in enumerate(as_completed([f for _, f in futures]), start=1):
         shard = shard_of[id(future)]
-        report(label, done, n_shards)
+        progress.update(done)
         try:
             result = future.result()
             if shard not in missing:  # finished before this run; Prefect may hand back the first run's record
@@ -255,19 +278,22 @@ def run_model_stage(
     parents = [ref.fingerprint for ref in inputs]
     fp = fingerprint(key or name, version, params, parents)
     ref = ModelRef(name, fp, run.root / "models" / (key or name) / fp / filename)
-    cached = ref.path.exists()
-    if not cached:
-        task = model_task.with_options(name=name, **run._task_options())
-        try:
-            task(path=ref.path, build=build)
-        except Exception as e:
-            run.reports.append(StageReport(name, None, fp, "failed", 1, 0, 0, {}, time.perf_counter() - t0,
-                                           f"{type(e).__name__}: {e}"))
-            raise
+    ref.path.parent.mkdir(parents=True, exist_ok=True)
+    # one training per fingerprint: a concurrent pipeline (the nightly's) that needs the same model waits
+    with FileLock(ref.path.parent / ".training.lock"):
+        cached = ref.path.exists() and name not in run.force
+        if not cached:
+            task = model_task.with_options(name=name, **run._task_options(("gpu",)))
+            try:
+                task(path=ref.path, build=build)
+            except Exception as e:
+                run.reports.append(StageReport(name, None, fp, "failed", 1, 0, 0, {}, time.perf_counter() - t0,
+                                               f"{type(e).__name__}: {e}", kind="model"))
+                raise
     run.catalog.register_model(fp, name=name, kind=kind, path=str(ref.path), run_id=run.run_id,
                                meta={"version": version, "params": dict(params), "inputs": parents})
     run.reports.append(StageReport(name, None, fp, "cached" if cached else "computed", 1, 0 if cached else 1, 0, {},
-                                   time.perf_counter() - t0))
+                                   time.perf_counter() - t0, kind="model"))
     get_run_logger().info("%s %s: %s (%s)", name, fp[:12], "cached" if cached else "trained", ref.path)
     return ref
 
@@ -287,11 +313,11 @@ def run_source_stage(
     t0 = time.perf_counter()
     fp = fingerprint(name, version, params, [input_fingerprint])
     out = ArtifactRef(str(run.root), name, fp, view, dataset)
-    if (manifest := read_manifest(out)) is not None:
+    if name not in run.force and (manifest := read_manifest(out)) is not None:
         return run._cached(out.with_shards(manifest["n_shards"]), manifest, [], t0)
     task = source_task.with_options(name=name, refresh_cache=True, **run._task_options())
     try:
-        results = task(out=out, produce=produce)
+        results = task(out=out, produce=produce, force=name in run.force)
     except Exception as e:
         raise run._fail(out, {len(list(out.dir.glob('part-*.parquet'))): e}, t0) from e
     return run._conclude(out.with_shards(len(results)), results, version=version, params=params,

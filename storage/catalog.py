@@ -210,6 +210,8 @@ class Catalog:
                 "INSERT OR IGNORE INTO models VALUES ($f, $n, $k, $p, $r, now(), $m)",
                 {"f": fingerprint, "n": name, "k": kind, "p": path, "r": run_id, "m": json.dumps(meta)},
             )
+            if meta.get("inputs"):  # a model descends from its training data, as an artifact from its inputs
+                con.executemany("INSERT OR IGNORE INTO lineage VALUES (?, ?)", [(fingerprint, p) for p in meta["inputs"]])
 
     def register_evaluation(self, *, run_id: str, model: str, model_name: str, testset: str,
                             scores: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> None:

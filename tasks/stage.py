@@ -84,14 +84,16 @@ def run_shard(
     side: Mapping[str, ArtifactRef],
     params: Mapping[str, Any],
     resources: Mapping[str, Any] | None = None,
+    force: bool = False,
 ) -> ShardResult:
     """The body of a shard task; callable without Prefect.
 
     ``resources`` are passed to ``fn`` like ``params`` but are not part of the fingerprint: the paths
-    of trained models, whose own fingerprints the flow adds to the artifact's (``models=``).
+    of trained models, whose own fingerprints the flow adds to the artifact's (``models=``). ``force``
+    recomputes a shard that is already on disk (each file is replaced by rename, never truncated).
     """
     started, t0 = _now(), time.perf_counter()
-    if out.path(shard).exists():
+    if not force and out.path(shard).exists():
         return ShardResult(shard, "cached", started, 0.0, 0, {})
     side_tables = {name: read_side(ref) for name, ref in side.items()}
     if stage.reduce:
@@ -120,7 +122,7 @@ shard_task = task(run_shard, name="stage-shard", task_run_name="{stage.name}-{sh
 SourceFn = Callable[[], Iterator[tuple[int, StageOutput]]]
 
 
-def run_source(out: ArtifactRef, produce: SourceFn) -> list[ShardResult]:
+def run_source(out: ArtifactRef, produce: SourceFn, force: bool = False) -> list[ShardResult]:
     """The body of a source task (a reader): it streams shards in order and commits each one.
 
     Reading is sequential, but shards that are already on disk (a crashed run) are not rewritten, and
@@ -128,7 +130,7 @@ def run_source(out: ArtifactRef, produce: SourceFn) -> list[ShardResult]:
     """
     results, t0, started = [], time.perf_counter(), _now()
     for shard, outputs in produce():
-        if out.path(shard).exists():
+        if not force and out.path(shard).exists():
             results.append(ShardResult(shard, "cached", started, 0.0, 0, {}))
         else:
             rows_out = commit_shard(out, shard, outputs)

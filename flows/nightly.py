@@ -1,0 +1,188 @@
+"""The nightly run: every pipeline a profile enables, over every dataset in it, as one Prefect flow.
+
+The pipelines run as subflows in dependency order (``DEPENDS``), independent ones side by side
+(``nightly.parallel``): ingest first; self_training, rejuvenation and paraphrase read its views (and
+share one teacher training, which the driver trains once); train_nmt reads the synthetic and
+rejuvenated pairs, train_classifier the curriculum. A pipeline whose upstream failed is skipped; the
+others go on, and the run fails at the end with every failure named.
+
+The whole run holds ``<cache>/nightly.lock``. A run that starts while the previous one still holds it
+is skipped or waits for it (``nightly.overlap``): two nights never write one cache at once. (Two
+writers would not corrupt it, since every file is committed by rename and the catalog is locked, but
+they would compute the same shards twice.)
+
+The run is recorded in the catalog as pipeline ``nightly``; its summary holds every pipeline's own
+summary (stages, rows, cached vs computed shards, models, failures) and the totals.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+from prefect import Flow, flow, get_run_logger
+
+from conf.errors import StageError
+from conf.loader import dump_conf, load_profile
+from conf.schema import AugdagConf
+from flows.driver import Run
+from flows.runners import run_flow
+
+DEPENDS: dict[str, tuple[str, ...]] = {
+    "ingest": (),
+    "self_training": ("ingest",),
+    "rejuvenation": ("ingest",),
+    "paraphrase": ("ingest",),
+    "train_nmt": ("self_training", "rejuvenation"),
+    "train_classifier": ("paraphrase",),
+}
+
+
+class NightlyFailed(StageError):
+    """One or more pipelines of a nightly run failed; ``summary`` is the recorded run summary."""
+
+    def __init__(self, message: str, summary: Mapping[str, Any]) -> None:
+        super().__init__(message)
+        self.summary = summary
+
+
+def pipeline_flow(name: str) -> Flow:
+    """The flow of a pipeline, imported when asked for (each pulls in its own model stack)."""
+    if name == "ingest":
+        from flows.ingest import ingest_flow as f
+    elif name == "self_training":
+        from flows.self_training import self_training_flow as f
+    elif name == "rejuvenation":
+        from flows.rejuvenation import rejuvenation_flow as f
+    elif name == "train_nmt":
+        from flows.train_nmt import train_nmt_flow as f
+    elif name == "paraphrase":
+        from flows.paraphrase import paraphrase_flow as f
+    elif name == "train_classifier":
+        from flows.train_classifier import train_classifier_flow as f
+    else:
+        raise StageError(f"unknown pipeline {name!r}: expected one of {', '.join(DEPENDS)}")
+    return f
+
+
+def totals(children: Sequence[Mapping[str, Any]], seconds: float) -> dict[str, Any]:
+    """The run-level counts: pipelines by status, stages by status, shards computed vs cached, rows."""
+    stages = [s for c in children for s in c.get("stages", [])]
+    done = [s for s in stages if s["status"] != "failed"]
+    count = lambda items, key: {k: sum(i[key] == k for i in items) for k in sorted({i[key] for i in items})}  # noqa: E731
+    return {
+        "pipelines": count(children, "status"),
+        "stages": count(stages, "status"),
+        "shards": sum(s["shards"] for s in done),
+        "shards_computed": sum(s["shards_computed"] for s in done),
+        "shards_cached": sum(s["shards"] - s["shards_computed"] for s in done),
+        "rows_in": sum(s["rows_in"] for s in done),
+        "rows_out": sum(s["rows_out"].get("part", 0) for s in done),
+        "rejects": sum(s["rows_out"].get("rejects", 0) for s in done),
+        "dropped": sum(s["rows_out"].get("dropped", 0) for s in done),
+        "failed_shards": [{"stage": s["stage"], "dataset": s["dataset"], "shards": s["failed_shards"],
+                           "error": s["error"]} for s in stages if s["status"] == "failed"],
+        "seconds": round(seconds, 3),
+    }
+
+
+def _failed_child(run: Run, name: str, since: datetime, error: BaseException) -> dict[str, Any]:
+    """What a failed pipeline recorded before it raised (its run finishes itself as failed)."""
+    import json
+
+    rows = run.catalog.query(
+        "SELECT run_id, summary FROM runs WHERE pipeline = $p AND started_at >= $t ORDER BY started_at DESC LIMIT 1",
+        {"p": name, "t": since.replace(tzinfo=None)}).to_pylist()
+    recorded = json.loads(rows[0]["summary"]) if rows and rows[0]["summary"] else {}
+    return {"run_id": rows[0]["run_id"] if rows else None, "stages": [], **recorded,
+            "status": "failed", "error": f"{type(error).__name__}: {error}"}
+
+
+def run_pipelines(conf: AugdagConf, run_one: Callable[[str], dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every enabled pipeline once, a pipeline after the enabled ones it depends on, ``nightly.parallel`` at once.
+    Returns their summaries in the profile's order (``status`` skipped when an upstream failed)."""
+    enabled = list(dict.fromkeys(conf.pipelines))
+    deps = {p: [d for d in DEPENDS[p] if d in enabled] for p in enabled}
+    results: dict[str, dict[str, Any]] = {}
+    running: dict[Future, str] = {}
+    with ThreadPoolExecutor(max_workers=conf.nightly.parallel, thread_name_prefix="nightly") as pool:
+        while len(results) < len(enabled):
+            for p in enabled:
+                if p in results or p in running.values():
+                    continue
+                blocked = [d for d in deps[p] if d in results and results[d]["status"] != "completed"]
+                if blocked:
+                    results[p] = {"pipeline": p, "run_id": None, "status": "skipped", "seconds": 0.0, "stages": [],
+                                  "error": f"upstream pipeline(s) {', '.join(blocked)} did not complete"}
+                elif all(d in results for d in deps[p]):
+                    # a copy of this thread's context: the pipeline runs as a subflow of the nightly flow run
+                    running[pool.submit(contextvars.copy_context().run, run_one, p)] = p
+            if not running:
+                continue
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                results[running.pop(future)] = future.result()
+    return [results[p] for p in enabled]
+
+
+def nightly(conf: AugdagConf, *, profile: str, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The body of the nightly flow (see the module docstring). Raises ``NightlyFailed`` after recording
+    the summary when a pipeline failed."""
+    logger = get_run_logger()
+    lock_path = Path(conf.cache).absolute() / "nightly.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(lock_path)
+    wait_s = 0 if conf.nightly.overlap == "skip" else conf.nightly.wait_timeout_s
+    try:
+        lock.acquire(timeout=wait_s)
+    except Timeout:
+        if conf.nightly.overlap == "skip":
+            logger.warning("skipped: the previous nightly run still holds %s (nightly.overlap: skip)", lock_path)
+            return {"run_id": None, "pipeline": "nightly", "profile": profile, "status": "skipped",
+                    "error": f"the previous run still holds {lock_path}", "pipelines": [], "stages": []}
+        raise StageError(f"nightly: waited {wait_s:.0f} s for the previous run to release {lock_path} "
+                         "(nightly.wait_timeout_s); nothing was run") from None
+    try:
+        t0 = time.perf_counter()
+        config = dict(config or dump_conf(conf))
+        with Run.started(conf, pipeline="nightly", profile=profile, config=config) as run:
+
+            def run_one(name: str) -> dict[str, Any]:
+                since, t = datetime.now(timezone.utc), time.perf_counter()
+                try:
+                    child = run_flow(pipeline_flow(name), conf, profile=profile, config=config)
+                except Exception as e:  # noqa: BLE001 — recorded, and the nightly fails at the end
+                    logger.error("pipeline %s failed: %s", name, e)
+                    child = _failed_child(run, name, since, e)
+                models = [{"name": s["stage"], "fingerprint": s["fingerprint"], "status": s["status"]}
+                          for s in child.get("stages", []) if s.get("kind") == "model"]
+                return {**child, "pipeline": name, "seconds": round(time.perf_counter() - t, 3), "models": models}
+
+            children = run_pipelines(conf, run_one)
+        failed = [c for c in children if c["status"] != "completed"]
+        error = None
+        if failed:
+            error = StageError("; ".join(f"{c['pipeline']} {c['status']}: {c['error']}" for c in failed))
+        summary = run.finish(error=error, extra={"profile": profile, "pipelines": children,
+                                                 "totals": totals(children, time.perf_counter() - t0)})
+    finally:
+        lock.release()
+    if error is not None:
+        raise NightlyFailed(f"nightly run {summary['run_id']}: {error}", summary)
+    return summary
+
+
+@flow(name="nightly", log_prints=True)
+def nightly_flow(profile: str = "nightly", overrides: list[str] | None = None, cache: str | None = None,
+                 conf: AugdagConf | None = None) -> dict[str, Any]:
+    """Every pipeline of ``profile`` (a packaged name or a YAML path) with ``overrides`` ("a.b=value"),
+    over ``cache``; or over ``conf`` as given (`augdag retry` of a recorded run)."""
+    if conf is None:
+        conf = load_profile(profile, overrides or [], cache=Path(cache) if cache else None)
+    return nightly(conf, profile=profile)

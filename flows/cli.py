@@ -377,12 +377,14 @@ def export(
 
 
 # the operations commands live in their own modules and register on `app` when imported
-from flows import cli_ops  # noqa: E402,F401
+from flows import cli_ops, cli_report  # noqa: E402,F401
 
 
 def main() -> None:
     app()
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # `python -m flows.cli`: the commands registered on the imported module's app
+    from flows.cli import main as registered_main
+
+    registered_main()

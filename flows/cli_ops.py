@@ -72,7 +72,7 @@ def server(
     """Start the Prefect server and UI for this cache (SQLite under <cache>/server); Ctrl-C stops it."""
     from flows.server import forget, start_server, state_dir
 
-    root = resolve_cache(None, cache)
+    root = resolve_cache(None, cache).absolute()
     if host not in ("127.0.0.1", "localhost", "::1"):
         err.print(f"[yellow]warning:[/] listening on {host}: the UI and API have no authentication", highlight=False)
     try:

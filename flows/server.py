@@ -57,12 +57,14 @@ def server_command(host: str, port: int) -> list[str]:
     return [prefect, "server", "start", "--host", host, "--port", str(port), "--analytics-off"]
 
 
-def server_env(cache: Path) -> dict[str, str]:
-    """The server's environment: its own PREFECT_HOME (and so its SQLite file) under the cache."""
+def server_env(cache: Path, host: str, port: int) -> dict[str, str]:
+    """The server's environment: its own PREFECT_HOME (and so its SQLite file) under the cache, and the
+    API address its UI calls (Prefect's default is port 4200 whatever port the server listens on)."""
     home = state_dir(cache)
     home.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API_")}
     env.update(PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1")
+    env.setdefault("PREFECT_UI_API_URL", api_url(host, port))  # behind a proxy or on 0.0.0.0: set it yourself
     return env
 
 
@@ -72,8 +74,11 @@ def start_server(cache: Path, *, host: str = "127.0.0.1", port: int = 4200, time
     url = api_url(host, port)
     if healthy(url):
         raise ConfError(f"something already answers at {url}: stop it or pick another --port")
+    env = server_env(cache, host, port)
+    if log:
+        log.parent.mkdir(parents=True, exist_ok=True)
     out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 — the child keeps it
-    proc = subprocess.Popen(server_command(host, port), env=server_env(cache), stdout=out, stderr=subprocess.STDOUT,
+    proc = subprocess.Popen(server_command(host, port), env=env, stdout=out, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL)
     try:
         wait_healthy(url, timeout_s, proc)

@@ -1,0 +1,30 @@
+"""`augdag report RUN [--compare OTHER]`: a run, or two runs side by side, as one self-contained HTML page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from conf.errors import AugdagError
+from flows.cli import CacheOpt, _catalog, _fail, app, out
+
+
+@app.command()
+def report(
+    run_id: Annotated[str, typer.Argument(help="a run id (see `augdag runs`); a nightly run covers its pipelines")],
+    compare: Annotated[Optional[str], typer.Option("--compare", help="another run id: a page of what changed "
+                                                   "(counts, distributions, evaluation scores), older run first")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="the HTML file (default: "
+                                                   "<cache>/reports/RUN/run.html or compare-A-vs-B.html)")] = None,
+    cache: CacheOpt = None,
+) -> None:
+    """Write a run's report (stages, failures, scores, every plot) as one HTML page that needs no network."""
+    from flows.run_report import write_report
+
+    try:
+        path = write_report(_catalog(cache), run_id, compare=compare, output=output)
+    except AugdagError as e:
+        _fail(e)
+    out.print(f"wrote {path}", highlight=False, soft_wrap=True)

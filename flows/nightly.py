@@ -104,14 +104,15 @@ def _failed_child(run: Run, name: str, since: datetime, error: BaseException) ->
             "status": "failed", "error": f"{type(error).__name__}: {error}"}
 
 
-def run_pipelines(conf: AugdagConf, run_one: Callable[[str], dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every enabled pipeline once, a pipeline after the enabled ones it depends on, ``nightly.parallel`` at once.
-    Returns their summaries in the profile's order (``status`` skipped when an upstream failed)."""
-    enabled = list(dict.fromkeys(conf.pipelines))
+def run_pipelines(pipelines: Sequence[str], parallel: int,
+                  run_one: Callable[[str], dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every pipeline once, each after those of ``pipelines`` it depends on, ``parallel`` at once.
+    Returns their summaries in the given order (``status`` skipped when an upstream did not complete)."""
+    enabled = list(dict.fromkeys(pipelines))
     deps = {p: [d for d in DEPENDS[p] if d in enabled] for p in enabled}
     results: dict[str, dict[str, Any]] = {}
     running: dict[Future, str] = {}
-    with ThreadPoolExecutor(max_workers=conf.nightly.parallel, thread_name_prefix="nightly") as pool:
+    with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="nightly") as pool:
         while len(results) < len(enabled):
             for p in enabled:
                 if p in results or p in running.values():
@@ -164,7 +165,7 @@ def nightly(conf: AugdagConf, *, profile: str, config: Mapping[str, Any] | None 
                           for s in child.get("stages", []) if s.get("kind") == "model"]
                 return {**child, "pipeline": name, "seconds": round(time.perf_counter() - t, 3), "models": models}
 
-            children = run_pipelines(conf, run_one)
+            children = run_pipelines(conf.pipelines, conf.nightly.parallel, run_one)
         failed = [c for c in children if c["status"] != "completed"]
         error = None
         if failed:

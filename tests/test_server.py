@@ -34,7 +34,13 @@ def server(tmp_path_factory):
     from flows.server import forget, start_server, state_dir
 
     cache = tmp_path_factory.mktemp("served") / "cache"
-    proc, url = start_server(cache, port=free_port(), timeout_s=180, log=tmp_path_factory.getbasetemp() / "server.log")
+    loop = "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS"  # the scheduler looks for due runs every 2 s, not 60
+    os.environ[loop] = "2"
+    try:
+        proc, url = start_server(cache, port=free_port(), timeout_s=180,
+                                 log=tmp_path_factory.getbasetemp() / "server.log")
+    finally:
+        del os.environ[loop]
     assert (state_dir(cache) / "prefect.db").exists()
     yield cache, url
     proc.terminate()
@@ -154,10 +160,17 @@ def test_prefect_yaml_deploys_the_nightly_with_its_schedule(server, tmp_path):
     assert listed.returncode == 0, listed.stderr
     line = next(line for line in listed.stdout.splitlines() if line.startswith("nightly/nightly"))
     assert line.split()[1:7] == ["0", "2", "*", "*", "*", "UTC"] and "active" in line and "concurrency 1 (CANCEL_NEW)" in line
+    d = api_post(url, "/deployments/filter", {"deployments": {"name": {"any_": ["nightly"]}}})[0]
+    # the scheduler created the coming nights (it cannot with SQLAlchemy 2.1: pyproject pins < 2.1)
+    deadline, scheduled = time.monotonic() + 60, []
+    while not scheduled and time.monotonic() < deadline:
+        time.sleep(1)
+        scheduled = api_post(url, "/flow_runs/filter", {"flow_runs": {"deployment_id": {"any_": [d["id"]]}}})
+    assert scheduled and {r["state"]["name"] for r in scheduled} == {"Scheduled"}
+    assert all(r["expected_start_time"].endswith(("T02:00:00Z", "T02:00:00+00:00")) for r in scheduled)
     paused = augdag(tmp_path, "schedules", "--pause", "nightly", "--cache", str(cache))
     assert paused.returncode == 0, paused.stderr
     assert "paused" in next(line for line in paused.stdout.splitlines() if line.startswith("nightly/nightly"))
-    d = api_post(url, "/deployments/filter", {"deployments": {"name": {"any_": ["nightly"]}}})[0]
     assert d["parameters"] == {"profile": "nightly", "overrides": [], "cache": None}
     assert d["entrypoint"] == "flows/nightly.py:nightly_flow" and d["work_pool_name"] == "augdag"
 

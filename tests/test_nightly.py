@@ -1,0 +1,142 @@
+"""The nightly flow and `augdag retry` on a small ingest profile: dependency order, overlapping nights,
+failures that skip what depends on them, and forced recomputes (the demo test runs the full nightly)."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from filelock import FileLock
+from typer.testing import CliRunner
+
+from conf.errors import ConfError
+from conf.loader import load_profile
+from flows.cli import app
+from storage.catalog import Catalog
+
+runner = CliRunner()
+
+
+def write_profile(root: Path, *, lines: int = 50, extra: str = "") -> Path:
+    for name in ("a", "b"):
+        (root / f"{name}.en").write_text("".join(f"hello {name} world {i}\n" for i in range(lines)))
+        (root / f"{name}.de").write_text("".join(f"hallo {name} welt {i}\n" for i in range(lines)))
+    profile = root / "p.yaml"
+    profile.write_text("pipelines: [ingest]\nshard_size: 20\norchestration: {retries: 0}\n" + extra +
+                       f"datasets:\n  a: {{kind: bitext, format: text, src: {root}/a.en, tgt: {root}/a.de}}\n"
+                       f"  b: {{kind: bitext, format: text, src: {root}/b.en, tgt: {root}/b.de}}\n")
+    return profile
+
+
+def test_pipelines_run_after_their_upstreams_and_side_by_side():
+    from flows.nightly import run_pipelines
+
+    pipelines = ["ingest", "self_training", "rejuvenation", "train_nmt", "paraphrase", "train_classifier"]
+    events, lock, running, peak = [], threading.Lock(), set(), [0]
+
+    def run_one(name: str) -> dict:
+        with lock:
+            events.append(("start", name))
+            running.add(name)
+            peak[0] = max(peak[0], len(running))
+        time.sleep(0.2)
+        with lock:
+            running.discard(name)
+            events.append(("end", name))
+        return {"pipeline": name, "status": "failed" if name == "paraphrase" else "completed", "stages": []}
+
+    results = run_pipelines(pipelines, 2, run_one)
+    order = {e: i for i, e in enumerate(events)}
+    assert events[:2] == [("start", "ingest"), ("end", "ingest")]
+    for child, parents in (("train_nmt", ("self_training", "rejuvenation")), ("self_training", ("ingest",))):
+        assert all(order[("end", p)] < order[("start", child)] for p in parents)
+    assert peak[0] == 2  # two at once, never more
+    by_name = {r["pipeline"]: r for r in results}
+    assert [r["pipeline"] for r in results] == pipelines
+    assert by_name["train_classifier"]["status"] == "skipped" and ("start", "train_classifier") not in order
+    assert by_name["train_classifier"]["error"] == "upstream pipeline(s) paraphrase did not complete"
+
+
+def nightly(profile: Path, cache: Path, *sets: str) -> dict:
+    from flows.nightly import nightly_flow
+
+    return nightly_flow(profile=str(profile), overrides=list(sets), cache=str(cache))
+
+
+def test_an_overlapping_night_is_skipped_or_waits(prefect_harness, tmp_path):
+    profile, cache = write_profile(tmp_path), tmp_path / "cache"
+    cache.mkdir()
+    held = FileLock(cache / "nightly.lock", thread_local=False)  # released by a timer thread
+    with held:
+        skipped = nightly(profile, cache)
+    assert skipped["status"] == "skipped" and "still holds" in skipped["error"]
+    assert not (cache / "catalog.duckdb").exists() or Catalog(cache).query("SELECT * FROM runs").num_rows == 0
+    held.acquire()
+    threading.Timer(1.0, held.release).start()
+    t0 = time.perf_counter()
+    waited = nightly(profile, cache, "nightly.overlap=wait")
+    assert waited["status"] == "completed" and time.perf_counter() - t0 >= 1.0
+    assert waited["totals"]["shards_computed"] == waited["totals"]["shards"] == 2 * (3 + 1 + 3)
+
+
+def test_a_failed_pipeline_fails_the_night_and_skips_what_depends_on_it(prefect_harness, tmp_path):
+    from flows.nightly import NightlyFailed
+
+    profile = write_profile(tmp_path, extra="rejuvenation: {bitext: a}\n")
+    profile.write_text(profile.read_text().replace("pipelines: [ingest]", "pipelines: [ingest, rejuvenation]"))
+    (tmp_path / "b.de").write_text("too short\n")  # b is no longer line-aligned: ingest fails on it
+    with pytest.raises(NightlyFailed) as failed:
+        nightly(profile, tmp_path / "cache")
+    summary = failed.value.summary
+    assert [(c["pipeline"], c["status"]) for c in summary["pipelines"]] == [("ingest", "failed"), ("rejuvenation", "skipped")]
+    assert "b.en and" in summary["pipelines"][0]["error"] and summary["pipelines"][0]["run_id"].startswith("ingest-")
+    recorded = Catalog(tmp_path / "cache").query("SELECT pipeline, status FROM runs ORDER BY pipeline").to_pylist()
+    assert recorded == [{"pipeline": "ingest", "status": "failed"}, {"pipeline": "nightly", "status": "failed"}]
+
+
+def _hashes(cache: Path, stage: str) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted((cache / "artifacts" / stage).rglob("*.parquet"))}
+
+
+def test_retry_from_a_stage_recomputes_it_and_its_descendants_only(prefect_harness, tmp_path):
+    from flows.retry import forced_stages, recorded_run
+
+    profile, cache = write_profile(tmp_path), tmp_path / "cache"
+    first = runner.invoke(app, ["run", "ingest", "--config", str(profile), "--cache", str(cache)])
+    assert first.exit_code == 0, first.output
+    catalog = Catalog(cache)
+    run_id = catalog.query("SELECT run_id FROM runs").column(0)[0].as_py()
+    run = recorded_run(catalog, run_id)
+    assert forced_stages(catalog, run, stage=None, start="read") == ["clean", "duplicates", "read"]
+    assert forced_stages(catalog, run, stage=None, start="duplicates") == ["clean", "duplicates"]
+    assert forced_stages(catalog, run, stage="duplicates", start=None) == ["duplicates"]
+    with pytest.raises(ConfError, match="has no stage 'nope'; its stages and models: clean, duplicates, read"):
+        forced_stages(catalog, run, stage="nope", start=None)
+
+    before = _hashes(cache, "clean")
+    again = runner.invoke(app, ["retry", run_id, "--from", "duplicates", "--cache", str(cache)])
+    assert again.exit_code == 0, again.output
+    last = catalog.query("SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1").column(0)[0].as_py()
+    counts = catalog.query("SELECT stage, count(*) FILTER (status = 'computed') AS computed, count(*) AS shards "
+                           "FROM stage_runs WHERE run_id = $r GROUP BY stage ORDER BY stage", {"r": last}).to_pylist()
+    assert counts == [{"stage": "clean", "computed": 6, "shards": 6}, {"stage": "duplicates", "computed": 2, "shards": 2},
+                      {"stage": "read", "computed": 0, "shards": 6}]
+    assert _hashes(cache, "clean") == before  # same fingerprint, same bytes
+
+    # a changed parameter: a new fingerprint for clean, the reader's output reused
+    changed = runner.invoke(app, ["retry", run_id, "--set", "ingest.clean.max_ratio=3", "--cache", str(cache)])
+    assert changed.exit_code == 0, changed.output
+    fps = catalog.query("SELECT stage, count(DISTINCT fingerprint) AS n FROM artifacts GROUP BY stage ORDER BY stage").to_pylist()
+    assert fps == [{"stage": "clean", "n": 4}, {"stage": "duplicates", "n": 2}, {"stage": "read", "n": 2}]
+    unknown = runner.invoke(app, ["retry", "nope", "--cache", str(cache)])
+    assert unknown.exit_code == 2 and f"no run 'nope'" in unknown.output and run_id in unknown.output
+
+
+def test_the_nightly_profile_loads(monkeypatch, tmp_path):
+    conf = load_profile("nightly", environ={"AUGDAG_DATA": str(tmp_path)})
+    assert conf.pipelines == ["ingest", "self_training", "rejuvenation", "train_nmt", "paraphrase", "train_classifier"]
+    assert (conf.nightly.cron, conf.nightly.overlap) == ("0 2 * * *", "skip")
+    assert conf.datasets["train"].src == tmp_path / "train.en"

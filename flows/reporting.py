@@ -32,6 +32,9 @@ def publish(run: Run, *, stem: str, title: str, sections: Sequence[tuple[str, st
         if table is not None:
             create_table_artifact(table.to_pylist(), key=f"{key}-table", description=title)
         create_link_artifact(page.as_uri(), link_text=f"{title} (HTML)", key=f"{key}-html")
+        for name in pngs or {}:  # every plot of the page, as its own link
+            create_link_artifact((out / f"{name}.png").as_uri(), link_text=f"{title}: {name} (PNG)",
+                                 key=f"{key}-{name}".replace("_", "-").lower())
     except Exception as e:  # noqa: BLE001 — a report artifact must not fail a finished run
         get_run_logger().warning("could not publish the Prefect artifacts of the %s report: %s", stem, e)
     return written

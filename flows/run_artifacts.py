@@ -8,6 +8,7 @@ logged and never fails a run whose data is already committed.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 from uuid import UUID
@@ -15,6 +16,7 @@ from uuid import UUID
 from tasks.progress import report
 
 log = logging.getLogger("augdag")
+UPDATE_EVERY_S = 2.0  # progress artifact updates, at most
 
 
 def stage_rows(summary: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
@@ -69,7 +71,7 @@ class ShardProgress:
     """Shards done of a stage: to the CLI's progress bars, and as a Prefect progress artifact (percent)."""
 
     def __init__(self, label: str, total: int) -> None:
-        self.label, self.total, self.artifact = label, total, None
+        self.label, self.total, self.artifact, self.updated = label, total, None, time.monotonic()
         report(label, 0, total)
         if total > 1:
             try:
@@ -81,6 +83,11 @@ class ShardProgress:
 
     def update(self, done: int) -> None:
         report(self.label, done, self.total)
+        now = time.monotonic()
+        # an API call costs the driver ~90 ms: at most one per UPDATE_EVERY_S, and the last one
+        if done < self.total and now - self.updated < UPDATE_EVERY_S:
+            return
+        self.updated = now
         if isinstance(self.artifact, UUID):
             try:
                 from prefect.artifacts import update_progress_artifact

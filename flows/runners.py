@@ -1,24 +1,71 @@
-"""The task runner named by the configuration: threads (default), processes, or Dask."""
+"""The task runner named by the configuration (threads, processes, Dask or Ray), and the GPU slots.
+
+A local Dask cluster or Ray instance runs tasks in worker processes. Each needs a Prefect API, or each
+starts its own temporary server (32 s for a tiny flow, STACK.md), so ``run_flow`` gives them this
+process's API and result storage in their environment. A remote cluster's workers (``address``) use
+their own environment.
+"""
 
 from __future__ import annotations
 
 import os
-
+from collections.abc import Mapping
 from typing import Any
 
 from prefect import Flow
-from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+from prefect.settings import (
+    PREFECT_API_URL,
+    PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
+    PREFECT_LOCAL_STORAGE_PATH,
+    temporary_settings,
+)
 from prefect.task_runners import ProcessPoolTaskRunner, TaskRunner, ThreadPoolTaskRunner
 
+from conf.errors import ConfError
 from conf.schema import AugdagConf, TaskRunnerConf
+
+GPU_TAG = "gpu"  # the tag of the model-using shard stages (Stage.tags)
+# a local cluster's worker is one core: Dask sets OpenMP, MKL and OpenBLAS to one thread in its worker processes
+# (Ray in its tasks); numba's parallel kernels (uncertainty scoring) too, or n workers run n x cores threads
+ONE_CORE_ENV = {"NUMBA_NUM_THREADS": "1"}
 
 
 def run_flow(flow: Flow, conf: AugdagConf, **parameters: Any) -> Any:
-    """Call a pipeline flow the way `augdag run` does: on the profile's task runner, with flow heartbeats
-    only if the profile asks for them (stopping Prefect's heartbeat thread costs every run ~0.6 s)."""
-    flow = flow.with_options(task_runner=make_task_runner(conf.task_runner))
+    """Call a pipeline flow the way `augdag run` does: on the profile's task runner, with the profile's
+    GPU slots, and with flow heartbeats only if the profile asks for them (stopping Prefect's heartbeat
+    thread costs every run ~0.6 s)."""
+    runner = conf.task_runner
     with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: conf.orchestration.heartbeat_s}):
-        return flow(conf, **parameters)
+        ensure_gpu_slots(conf.orchestration.gpu_slots)
+        env = local_worker_env() if runner.kind in ("dask", "ray") and not runner.address else None
+        return flow.with_options(task_runner=make_task_runner(runner, worker_env=env))(conf, **parameters)
+
+
+def ensure_gpu_slots(slots: int | None) -> None:
+    """Make the Prefect tag concurrency limit ``gpu`` hold ``slots`` slots: at most that many task runs
+    tagged ``gpu`` run at once, across every flow run on the server. The API upserts (in Prefect 3.8 a
+    tag limit is the global concurrency limit ``tag:gpu``, which the task engine occupies per tagged
+    task run). ``None`` (``orchestration.gpu_slots`` unset) leaves the server's limits as they are."""
+    if slots is None:
+        return
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        client.create_concurrency_limit(tag=GPU_TAG, concurrency_limit=slots)
+
+
+def local_worker_env() -> dict[str, str]:
+    """The environment a local cluster's worker processes need: this process's Prefect API (the temporary
+    server is started here when none is configured, the one the flow run then uses too) and its result
+    storage, so that shard results persist where the flow reads them."""
+    api = PREFECT_API_URL.value()
+    if not api:
+        from prefect.server.api.server import SubprocessASGIServer
+
+        server = SubprocessASGIServer()  # a singleton: the one Prefect's client would start for this process
+        server.start()
+        api = server.api_url
+    return {"PREFECT_API_URL": api, "PREFECT_LOCAL_STORAGE_PATH": str(PREFECT_LOCAL_STORAGE_PATH.value())}
 
 
 def default_task_runner() -> TaskRunner:
@@ -27,15 +74,31 @@ def default_task_runner() -> TaskRunner:
     return ThreadPoolTaskRunner(max_workers=os.cpu_count() or 2)
 
 
-def make_task_runner(conf: TaskRunnerConf) -> TaskRunner:
+def make_task_runner(conf: TaskRunnerConf, *, worker_env: Mapping[str, str] | None = None) -> TaskRunner:
+    """The runner of ``task_runner.kind``; ``worker_env`` joins ``ONE_CORE_ENV`` in a local cluster's worker
+    processes (threads and processes share this process's environment; a remote cluster has its own)."""
     workers = conf.max_workers or os.cpu_count() or 2
     if conf.kind == "threads":
         return ThreadPoolTaskRunner(max_workers=workers)
     if conf.kind == "processes":
         return ProcessPoolTaskRunner(max_workers=workers)
+    if conf.kind == "ray":
+        return _ray_task_runner(conf, worker_env)
     from prefect_dask import DaskTaskRunner  # imported only when asked for: dask is slow to import
 
     if conf.address:
         return DaskTaskRunner(address=conf.address)
     return DaskTaskRunner(cluster_kwargs={"n_workers": conf.n_workers, "threads_per_worker": 1, "processes": True,
-                                          "dashboard_address": None})
+                                          "dashboard_address": None, "env": {**ONE_CORE_ENV, **(worker_env or {})}})
+
+
+def _ray_task_runner(conf: TaskRunnerConf, worker_env: Mapping[str, str] | None) -> TaskRunner:
+    try:
+        from prefect_ray import RayTaskRunner
+    except ImportError as e:
+        raise ConfError(f"task_runner.kind ray needs the `ray` extra ({e.name or 'prefect_ray'} is not installed): "
+                        "pip install -e .[ray]") from None
+    if conf.address:
+        return RayTaskRunner(address=conf.address)
+    return RayTaskRunner(init_kwargs={"num_cpus": conf.n_workers, "include_dashboard": False,
+                                      "runtime_env": {"env_vars": {**ONE_CORE_ENV, **(worker_env or {})}}})

@@ -135,7 +135,7 @@ def test_load_profile_unknown_top_level_key_lists_the_allowed_keys(tmp_path):
     assert conf_error(path) == (
         f"{path}:2: shard_sise: unknown key; expected one of: "
         "cache, shard_size, task_runner, orchestration, datasets, pipelines, ingest, self_training, rejuvenation, "
-            "train_nmt, paraphrase, train_classifier, demo"
+            "train_nmt, paraphrase, train_classifier, nightly, demo"
     )
 
 
@@ -189,7 +189,7 @@ def test_load_profile_lists_every_error_one_per_line(tmp_path):
         """)
     assert conf_error(path).splitlines() == [
         f"{path}:1: shard_size: Input should be greater than or equal to 1, found 0",
-        f"{path}:3: task_runner.kind: Input should be 'threads', 'processes' or 'dask', found 'mpi'",
+        f"{path}:3: task_runner.kind: Input should be 'threads', 'processes', 'dask' or 'ray', found 'mpi'",
         f"{path}:2: pipelines.1: Input should be 'ingest', 'self_training', 'rejuvenation', 'train_nmt', 'paraphrase' or 'train_classifier', found 'rejuvenate'",
     ]
 

@@ -5,6 +5,7 @@ their schedule; and the UI page of a flow run renders in headless Chromium."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -104,9 +105,12 @@ def test_a_run_shows_up_with_its_task_runs_per_stage_and_shard(server, served_ru
     # per dataset (50 lines in shards of 20): the reader, 1 shard of `duplicates`, 3 shards of `clean`
     expected = sorted(["read", "duplicates-00000", "clean-00000", "clean-00001", "clean-00002"] * 2)
     assert task_runs(url, served_run["flow_run_id"]) == [(name, "Completed") for name in expected]
-    keys = {a["key"] for a in api_post(url, "/artifacts/filter", {"artifacts": {"flow_run_id": {
-        "any_": [served_run["flow_run_id"]]}}})}
-    assert {"ingest-stages", "ingest-summary"} <= keys
+    artifacts = api_post(url, "/artifacts/filter", {"artifacts": {"flow_run_id": {"any_": [served_run["flow_run_id"]]}}})
+    assert {"ingest-stages", "ingest-summary"} <= {a["key"] for a in artifacts}
+    table = next(a for a in artifacts if a["key"] == "ingest-stages")
+    assert len(json.loads(table["data"])) == 6  # read, duplicates, clean per dataset
+    # one progress artifact per stage of more than one shard (read is a stream: no total), finished at 100 %
+    assert sorted(a["data"] for a in artifacts if a["type"] == "progress") == [100.0, 100.0]
 
 
 def test_retry_recomputes_only_the_failed_shard(server, tmp_path):

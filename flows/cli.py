@@ -86,6 +86,8 @@ def _run_nightly(conf: AugdagConf, profile: str) -> dict[str, Any]:
 
 
 def print_nightly(summary: dict[str, Any]) -> None:
+    from flows.nightly import totals
+
     if summary["status"] == "skipped":
         out.print(f"[yellow]nightly run skipped:[/] {summary['error']}", highlight=False)
         return
@@ -97,12 +99,11 @@ def print_nightly(summary: dict[str, Any]) -> None:
     for col in ("pipeline", "run", "status", "stages computed/cached/failed", "shards computed", "rows out", "seconds"):
         table.add_column(col, justify="right" if col in ("rows out", "seconds") else "left")
     for c in summary["pipelines"]:
-        st = [s["status"] for s in c.get("stages", [])]
-        done = [s for s in c.get("stages", []) if s["status"] != "failed"]
+        t = totals([c], c["seconds"])  # the run's totals, for one pipeline
+        by = t["stages"]
         table.add_row(c["pipeline"], c["run_id"] or "-", c["status"],
-                      f"{st.count('computed')}/{st.count('cached')}/{st.count('failed')}",
-                      f"{sum(s['shards_computed'] for s in done)}/{sum(s['shards'] for s in done)}",
-                      f"{sum(s['rows_out'].get('part', 0) for s in done):,}", f"{c['seconds']:.1f}")
+                      f"{by.get('computed', 0)}/{by.get('cached', 0)}/{by.get('failed', 0)}",
+                      f"{t['shards_computed']}/{t['shards']}", f"{t['rows_out']:,}", f"{c['seconds']:.1f}")
     out.print(table)
     t = summary["totals"]
     out.print(f"shards: {t['shards_computed']:,} computed, {t['shards_cached']:,} cached of {t['shards']:,}; "

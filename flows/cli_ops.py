@@ -41,11 +41,12 @@ def retry(
 ) -> None:
     """Run a recorded run again: only failed or missing shards are computed (finished ones show as Cached)."""
     from flows.driver import forcing
-    from flows.retry import forced_stages, recorded_run
+    from flows.retry import forced_stages
+    from flows.run_report import load_run
 
     try:
         catalog = _catalog(cache)
-        run = recorded_run(catalog, run_id)
+        run = load_run(catalog, run_id)
         conf = load_recorded(run["config"], set_, run_id=run_id, cache=catalog.root)
         forced = forced_stages(catalog, run, stage=stage, start=start)
         if forced:

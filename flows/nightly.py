@@ -18,6 +18,7 @@ summary (stages, rows, cached vs computed shards, models, failures) and the tota
 from __future__ import annotations
 
 import contextvars
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -94,8 +95,6 @@ def totals(children: Sequence[Mapping[str, Any]], seconds: float) -> dict[str, A
 
 def _failed_child(run: Run, name: str, since: datetime, error: BaseException) -> dict[str, Any]:
     """What a failed pipeline recorded before it raised (its run finishes itself as failed)."""
-    import json
-
     rows = run.catalog.query(
         "SELECT run_id, summary FROM runs WHERE pipeline = $p AND started_at >= $t ORDER BY started_at DESC LIMIT 1",
         {"p": name, "t": since.replace(tzinfo=None)}).to_pylist()

@@ -9,31 +9,17 @@ recomputes S and everything downstream of it in the catalog's lineage (artifacts
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
-from conf.errors import CatalogError, ConfError
+from conf.errors import ConfError
+from flows.run_artifacts import pipeline_summaries
 from storage.catalog import Catalog
-
-
-def recorded_run(catalog: Catalog, run_id: str) -> dict[str, Any]:
-    """The run's record (pipeline, profile, status, config, summary), or a CatalogError naming recent runs."""
-    rows = catalog.query("SELECT run_id, pipeline, profile, status, config, summary FROM runs WHERE run_id = $r",
-                         {"r": run_id}).to_pylist()
-    if not rows:
-        recent = catalog.query("SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 5").column("run_id").to_pylist()
-        raise CatalogError(f"no run {run_id!r} in {catalog.path}; recent runs: {', '.join(recent) or '(none)'}")
-    row = rows[0]
-    row["config"] = json.loads(row["config"]) if row["config"] else {}
-    row["summary"] = json.loads(row["summary"]) if row["summary"] else {}
-    return row
 
 
 def run_stages(summary: dict[str, Any]) -> list[dict[str, Any]]:
     """Every stage and model of a run summary (a nightly run's: of all its pipelines)."""
-    children = summary.get("pipelines") or [summary]
-    return [s for child in children for s in child.get("stages") or []]
+    return [s for child in pipeline_summaries(summary) for s in child.get("stages") or []]
 
 
 def forced_stages(catalog: Catalog, run: dict[str, Any], *, stage: str | None, start: str | None) -> list[str]:

@@ -19,10 +19,14 @@ log = logging.getLogger("augdag")
 UPDATE_EVERY_S = 2.0  # progress artifact updates, at most
 
 
+def pipeline_summaries(summary: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The pipeline summaries inside a run summary: a nightly run's pipelines, else the run itself."""
+    return summary.get("pipelines") or [summary]
+
+
 def stage_rows(summary: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     """One row per stage of a run summary; a nightly run's rows are its pipelines' stages."""
-    children = summary.get("pipelines") or [{"pipeline": summary["pipeline"], "stages": summary.get("stages", [])}]
-    for child in children:
+    for child in pipeline_summaries(summary):
         for s in child.get("stages") or []:
             rows = s["rows_out"]
             yield {"pipeline": child["pipeline"], "stage": s["stage"], "dataset": s["dataset"] or "",

@@ -55,12 +55,14 @@ def load_run(catalog: Catalog, run_id: str) -> dict[str, Any]:
 
 
 def find_run(catalog: Catalog, run_id: str) -> dict[str, Any] | None:
-    """The `runs` row of ``run_id`` with its summary parsed, or None."""
-    rows = catalog.query("SELECT run_id, pipeline, profile, status, started_at, finished_at, summary FROM runs "
+    """The `runs` row of ``run_id`` with its config and summary parsed, or None."""
+    rows = catalog.query("SELECT run_id, pipeline, profile, status, started_at, finished_at, config, summary FROM runs "
                          "WHERE run_id = $r", {"r": run_id}).to_pylist()
     if not rows:
         return None
-    return {**rows[0], "summary": json.loads(rows[0]["summary"]) if rows[0]["summary"] else {}}
+    row = rows[0]
+    return {**row, "config": json.loads(row["config"]) if row["config"] else {},
+            "summary": json.loads(row["summary"]) if row["summary"] else {}}
 
 
 def pipeline_runs(catalog: Catalog, run: Mapping[str, Any]) -> list[dict[str, Any]]:

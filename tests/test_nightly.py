@@ -102,14 +102,15 @@ def _hashes(cache: Path, stage: str) -> dict[str, str]:
 
 
 def test_retry_from_a_stage_recomputes_it_and_its_descendants_only(prefect_harness, tmp_path):
-    from flows.retry import forced_stages, recorded_run
+    from flows.retry import forced_stages
+    from flows.run_report import load_run
 
     profile, cache = write_profile(tmp_path), tmp_path / "cache"
     first = runner.invoke(app, ["run", "ingest", "--config", str(profile), "--cache", str(cache)])
     assert first.exit_code == 0, first.output
     catalog = Catalog(cache)
     run_id = catalog.query("SELECT run_id FROM runs").column(0)[0].as_py()
-    run = recorded_run(catalog, run_id)
+    run = load_run(catalog, run_id)
     assert forced_stages(catalog, run, stage=None, start="read") == ["clean", "duplicates", "read"]
     assert forced_stages(catalog, run, stage=None, start="duplicates") == ["clean", "duplicates"]
     assert forced_stages(catalog, run, stage="duplicates", start=None) == ["duplicates"]

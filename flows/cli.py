@@ -274,7 +274,7 @@ def sql(
         _fail(ConfError("augdag sql: give a QUERY, or --shell for an interactive loop"))
     try:
         check_read_only(query)
-        result = _catalog(cache).query(query)
+        result = _catalog(cache).query(query, sandbox=True)
     except AugdagError as e:
         _fail(e)
     except Exception as e:  # a DuckDB error in the user's query is bad usage, not a failed run

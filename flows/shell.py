@@ -62,7 +62,7 @@ def run_statement(catalog: Catalog, statement: str, *, show: Show, error: Say) -
     """One statement: refused unless read-only, else queried and shown; any failure is only printed."""
     try:
         check_read_only(statement)
-        show(catalog.query(statement))
+        show(catalog.query(statement, sandbox=True))
     except AugdagError as e:
         error(str(e))
     except KeyboardInterrupt:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -57,6 +58,7 @@ CREATE TABLE IF NOT EXISTS rejects (
 """
 
 READ_ONLY_STATEMENTS = {"SELECT", "EXPLAIN"}
+_MISSING_PATH = re.compile(r"Table with name (\S*[/\\.]\S*) does not exist")
 
 
 def _sql_str(s: str) -> str:
@@ -119,21 +121,43 @@ class Catalog:
                 con.close()
 
     @contextmanager
-    def read(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A shared read-only connection (the catalog is created first if it does not exist)."""
+    def read(self, *, sandbox: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A shared read-only connection (the catalog is created first if it does not exist).
+
+        ``sandbox`` (a user's SQL: `augdag sql`, the shell, `export --where`): the connection opens no
+        file outside the cache root and no URL (DuckDB's ``allowed_directories`` with external access
+        off), and its configuration is locked so that no statement can give that back."""
         if not self.path.exists():
             with self.write():
                 pass
         with self._locked(fcntl.LOCK_SH):
             con = duckdb.connect(str(self.path), read_only=True, config=DUCKDB_CONFIG)
             try:
+                if sandbox:
+                    # in this order: DuckDB refuses allowed_directories once external access is off
+                    roots = sorted({f"{self.root}/", f"{self.root.resolve()}/"})  # as views name it, and real
+                    con.execute("SET allowed_directories = $d", {"d": roots})
+                    con.execute("SET enable_external_access = false")
+                    con.execute("SET lock_configuration = true")
                 yield con
             finally:
                 con.close()
 
-    def query(self, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None) -> pa.Table:
-        with self.read() as con:
-            return con.sql(sql, params=params).to_arrow_table()
+    def query(self, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None, *,
+              sandbox: bool = False) -> pa.Table:
+        """The result of ``sql`` as an Arrow table; ``sandbox`` for a user's SQL (see ``read``), where a
+        file access outside the cache is a ``CatalogError`` (exit 2) naming the cache."""
+        with self.read(sandbox=sandbox) as con:
+            try:
+                return con.sql(sql, params=params).to_arrow_table()
+            except duckdb.PermissionException as e:
+                if not sandbox:
+                    raise
+                raise CatalogError(outside_cache(self.root, e)) from None
+            except duckdb.CatalogException as e:  # FROM '/a/path': a file, which a sandbox does not scan
+                if sandbox and (m := _MISSING_PATH.search(str(e))):
+                    raise CatalogError(outside_cache(self.root, f'Cannot scan the file "{m[1]}" as a table')) from None
+                raise
 
     # -- writes (the flow driver only) ---------------------------------------------------------------
 
@@ -254,6 +278,20 @@ def _insert_stage_runs(con: duckdb.DuckDBPyConnection, rows: Sequence[Mapping[st
                         [[r.get(c) for c in cols] for r in rows])
 
 
+def outside_cache(root: Path, error: Exception) -> str:
+    """The refusal of a sandboxed query that tried to open a file or URL outside the cache ``root``."""
+    detail = str(error).removeprefix("Permission Error: ").split(" - ")[0]
+    return (f"refused: `augdag sql` reads only the catalog and files under the cache {root}: {detail}. "
+            "Hint: query the views (`augdag views` lists them); bring other files in with `augdag run ingest`.")
+
+
+def _statement_word(query: str) -> str:
+    """The statement's first keyword as written (``INSTALL``, ``CHECKPOINT``): DuckDB's statement types
+    lump several together (INSTALL is a LOAD statement, CHECKPOINT a CALL)."""
+    word = query.strip().split(None, 1)[0].upper() if query.strip() else "EMPTY"
+    return re.sub(r"[^A-Z_].*", "", word) or word
+
+
 def check_read_only(sql: str) -> None:
     """Refuse every statement that is not a query (DDL, DML, ATTACH, COPY, INSTALL/LOAD, SET, PRAGMA, CALL ...)."""
     con = duckdb.connect(config=DUCKDB_CONFIG)
@@ -264,10 +302,10 @@ def check_read_only(sql: str) -> None:
     finally:
         con.close()
     for st in statements:
-        kind = st.type.name
-        if kind not in READ_ONLY_STATEMENTS:
+        if st.type.name not in READ_ONLY_STATEMENTS:
+            word = _statement_word(st.query)
+            article = "an" if word[:1] in "AEIOU" else "a"
             raise CatalogError(
-                f"refused: `augdag sql` is read-only and this is a {kind} statement: {st.query.strip()[:80]!r}. "
+                f"refused: `augdag sql` is read-only and this is {article} {word} statement: {st.query.strip()[:80]!r}. "
                 "Hint: use SELECT over the views; `augdag export VIEW` writes files."
             )
-

@@ -13,13 +13,14 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Literal
 
+import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from conf.errors import CatalogError
 from storage.artifacts import commit_file, temp_path
-from storage.catalog import Catalog, check_read_only
+from storage.catalog import Catalog, check_read_only, outside_cache
 
 Format = Literal["parquet", "jsonl", "text"]
 TEXT_COLUMNS = {"bitext": ("src", "tgt"), "mono": ("text",), "labeled": ("text", "label"), "slots": ("tokens", "tags")}
@@ -54,11 +55,14 @@ def export_view(catalog: Catalog, view: str, out: Path, *, fmt: Format, where: s
     check_read_only(sql)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with catalog.read() as con:
+    with catalog.read(sandbox=True) as con:
         views = {r[0] for r in con.sql("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
         if view not in views:
             raise CatalogError(f"no view {view!r}; the catalog has: {', '.join(sorted(views)) or '(none)'}")
-        reader = con.sql(sql).to_arrow_reader(BATCH_ROWS)
+        try:
+            reader = con.sql(sql).to_arrow_reader(BATCH_ROWS)
+        except duckdb.PermissionException as e:  # --where read a file outside the cache
+            raise CatalogError(outside_cache(catalog.root, e)) from None
         if fmt in ("parquet", "jsonl"):
             finals = [out]
         else:

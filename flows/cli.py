@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,8 +22,10 @@ from rich.table import Table
 
 import flows  # noqa: F401 — switches the stack offline before Prefect is imported
 from conf.errors import AugdagError, CatalogError, ConfError
-from conf.loader import dump_conf, load_profile
+from conf.loader import check_inputs, dump_conf, load_profile
 from conf.schema import AugdagConf, resolve_cache
+from flows.run_log import configure_console, log_path
+from flows.liveness import reap_for_listing
 from storage.catalog import Catalog, check_read_only
 from tasks.progress import reporting
 
@@ -40,9 +43,29 @@ SetOpt = Annotated[list[str], typer.Option("--set", help="override a profile key
 PIPELINES = ("ingest", "self_training", "rejuvenation", "train_nmt", "paraphrase", "train_classifier")
 
 
+@app.callback()
+def _options(verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="show Prefect's log and tracebacks on the terminal (a run's log file, "
+                                "<cache>/logs/<run id>.log, always has them)")] = False) -> None:
+    configure_console(verbose)  # before Prefect is imported: see flows/run_log.py
+
+
 def _fail(e: AugdagError) -> None:
-    err.print(f"[bold red]error:[/] {e}", highlight=False, markup=True, soft_wrap=True)
+    """The last line the user sees: the error and, for a run that failed, the command that resumes it and
+    where its log is (its run id and cache ride on the error: the driver's StageError, NightlyFailed)."""
+    err.print(f"[bold red]error:[/] {escape(str(e))}{escape(_resume(e))}", highlight=False, soft_wrap=True)
     raise typer.Exit(e.exit_code)
+
+
+def _resume(e: AugdagError) -> str:
+    run_id, cache = getattr(e, "run_id", None), getattr(e, "cache", None)
+    if run_id is None and isinstance(summary := getattr(e, "summary", None), dict):
+        run_id, cache = summary.get("run_id"), summary.get("cache")
+    if not run_id or not cache:
+        return ""
+    cache = Path(cache).absolute()
+    opt = "" if cache == resolve_cache(None, None).absolute() else f" --cache {shlex.quote(str(cache))}"
+    return f" Resume: augdag retry {run_id}{opt}  (log: {log_path(cache, run_id)}; -v shows it here)"
 
 
 def _choice(what: str, value: str, choices: tuple[str, ...]) -> None:
@@ -67,6 +90,7 @@ def _prepare(conf: AugdagConf) -> None:
 
 
 def _run_pipeline(pipeline: str, conf: AugdagConf, profile: str) -> dict[str, Any]:
+    check_inputs(conf)  # a missing input file: one line, exit 2, before Prefect starts
     _prepare(conf)
     from flows.nightly import pipeline_flow
     from flows.runners import run_flow
@@ -75,14 +99,19 @@ def _run_pipeline(pipeline: str, conf: AugdagConf, profile: str) -> dict[str, An
         return run_flow(pipeline_flow(pipeline), conf, profile=profile, config=dump_conf(conf))
 
 
-def _run_nightly(conf: AugdagConf, profile: str) -> dict[str, Any]:
-    """The nightly flow over ``conf``; prints every pipeline's summary and the run's, failed or not."""
+def _run_nightly(conf: AugdagConf, profile: str, *, run_id: str | None = None) -> dict[str, Any]:
+    """The nightly flow over ``conf`` (recorded by ``run_id`` when it is a retry); prints every pipeline's
+    summary and the run's, failed or not. The demo profile's data is written first when missing, and a
+    missing input file is one line (exit 2) before the flow starts."""
     _prepare(conf)
-    from flows.nightly import NightlyFailed, nightly_flow
+    from flows.nightly import NightlyFailed, demo_data, nightly_flow
 
+    if (data := demo_data(profile, conf)) is not None:
+        out.print(f"demo data {'written to' if data[1] else 'in'} {data[0]}", highlight=False)
+    check_inputs(conf)
     try:
         with _progress_bars():
-            summary = nightly_flow(profile=profile, conf=conf)
+            summary = nightly_flow(profile=profile, cache=str(conf.cache), config=dump_conf(conf), run_id=run_id)
     except NightlyFailed as e:
         print_nightly(e.summary)
         raise
@@ -114,7 +143,8 @@ def print_nightly(summary: dict[str, Any]) -> None:
     out.print(f"shards: {t['shards_computed']:,} computed, {t['shards_cached']:,} cached of {t['shards']:,}; "
               f"rows out {t['rows_out']:,}; rejects {t['rejects']:,}; {t['seconds']:.1f} s", highlight=False)
     for f in t["failed_shards"]:
-        out.print(f"[red]failed:[/] {f['stage']}[{f['dataset']}] shard(s) {f['shards']}: {f['error']}", highlight=False)
+        what = f"{f['stage']}[{f['dataset']}] shard(s) {f['shards']}: {f['error']}"
+        out.print(f"[red]failed:[/] {escape(what)}", highlight=False)  # [dataset] is no markup tag
 
 
 @contextmanager
@@ -215,18 +245,10 @@ def demo(
     bitext_rows: Annotated[Optional[int], typer.Option(help="size of the demo bitext (default: the profile's)")] = None,
 ) -> None:
     """Generate the demo corpus, run the demo profile end to end, and show what to query."""
-    from storage.demo import write_demo
-
     try:
-        root = resolve_cache(None, cache)
-        data = (root / "demo-data").absolute()
-        os.environ["AUGDAG_DEMO_DATA"] = str(data)
-        conf = load_profile("demo", set_, cache=root)
-        d = conf.demo
-        paths, _bad = write_demo(data, seed=d.seed, bitext_rows=bitext_rows or d.bitext_rows, mono_rows=d.mono_rows,
-                                 labeled_rows=d.labeled_rows, slots_rows=d.slots_rows, test_rows=d.test_rows)
-        out.print(f"demo data written to {paths.root}")
-        _run_nightly(conf, "demo")
+        sets = [*set_, *([f"demo.bitext_rows={bitext_rows}"] if bitext_rows is not None else [])]
+        conf = load_profile("demo", sets, cache=resolve_cache(None, cache))  # data: <cache>/demo-data
+        _run_nightly(conf, "demo")  # writes the demo data first where it is missing
     except AugdagError as e:
         _fail(e)
     c = f" --cache {cache}" if cache else ""
@@ -339,27 +361,45 @@ def _write_result(result, fmt: str, output: Path) -> None:
 
 @app.command()
 def runs(limit: Annotated[int, typer.Option(help="how many recent runs")] = 10, cache: CacheOpt = None) -> None:
-    """Recent runs with their stages, shards and status."""
+    """Recent runs: status, the run each retried, the error's last line, and per stage (and dataset, per
+    fingerprint) its shards written (computed or cached) and failed of all it has."""
     catalog = _catalog(cache)
+    reap_for_listing(catalog)  # a running run whose process is gone becomes crashed (flows/liveness.py)
     recent = catalog.query(
-        "SELECT run_id, pipeline, profile, status, started_at, finished_at FROM runs ORDER BY started_at DESC LIMIT $n",
-        {"n": limit},
-    ).to_pylist()
+        "SELECT run_id, pipeline, profile, status, started_at, finished_at, summary FROM runs "
+        "ORDER BY started_at DESC LIMIT $n", {"n": limit}).to_pylist()
     if not recent:
         out.print(f"no runs in {catalog.path}")
         return
     stages = catalog.query(
-        "SELECT run_id, stage, dataset, count(*) AS shards, count(*) FILTER (status = 'computed') AS computed,"
+        "SELECT run_id, stage, dataset, fingerprint, count(DISTINCT shard) AS shards,"
+        " count(*) FILTER (status = 'computed') AS computed, count(*) FILTER (status = 'cached') AS cached,"
         " count(*) FILTER (status = 'failed') AS failed, sum(rows_out) AS rows_out, round(sum(seconds), 2) AS seconds "
         "FROM stage_runs WHERE run_id IN (SELECT run_id FROM runs ORDER BY started_at DESC LIMIT $n) "
-        "GROUP BY ALL ORDER BY run_id, min(started_at)", {"n": limit}).to_pylist()
+        "GROUP BY run_id, stage, dataset, fingerprint ORDER BY run_id, min(rowid)", {"n": limit}).to_pylist()
+    retried_by: dict[str, list[str]] = {}
+    for row in catalog.query("SELECT run_id, json_extract_string(summary, '$.retry_of') AS retry_of FROM runs "
+                             "WHERE json_extract_string(summary, '$.retry_of') IS NOT NULL ORDER BY started_at").to_pylist():
+        retried_by.setdefault(row["retry_of"], []).append(row["run_id"])
     for r in recent:
-        out.print(f"[bold]{r['run_id']}[/]  {r['pipeline']}  profile={r['profile']}  [{'green' if r['status'] == 'completed' else 'red'}]{r['status']}[/]"
-                  f"  {r['started_at']} -> {r['finished_at'] or '…'}")
+        summary = json.loads(r["summary"]) if r["summary"] else {}
+        chain = "".join([f"  retry of {summary['retry_of']}" if summary.get("retry_of") else "",
+                         *(f"  retried by {x}" for x in retried_by.get(r["run_id"], []))])
+        out.print(f"[bold]{r['run_id']}[/]  {r['pipeline']}  profile={escape(r['profile'] or '')}  "
+                  f"[{'green' if r['status'] == 'completed' else 'red'}]{r['status']}[/]"
+                  f"  {r['started_at']} -> {r['finished_at'] or '…'}{chain}", highlight=False, soft_wrap=True)
+        if r["status"] != "completed" and summary.get("error"):
+            last = [line for line in str(summary["error"]).splitlines() if line.strip()][-1]
+            out.print(f"    [red]error:[/] {escape(last)}", highlight=False, soft_wrap=True)
+        reported = {s["fingerprint"]: s for s in summary.get("stages") or []}
         for s in (s for s in stages if s["run_id"] == r["run_id"]):
-            out.print(f"    {s['stage']:<12} {s['dataset'] or '':<16} shards {s['computed']}/{s['shards']} computed"
-                      f"{', ' + str(s['failed']) + ' failed' if s['failed'] else ''}  rows out {s['rows_out'] or 0:,}"
-                      f"  {s['seconds'] or 0:.2f} s", highlight=False)
+            rep = reported.get(s["fingerprint"], {})
+            n = rep.get("shards", s["shards"])
+            of = str(n) if rep.get("shards_known", True) else f"at least {n}"
+            written, failed = s["computed"] + s["cached"], f", {s['failed']} failed" if s["failed"] else ""
+            out.print(f"    {escape(s['stage']):<12} {escape(s['dataset'] or ''):<16} {s['fingerprint'][:12]}  "
+                      f"shards {written} of {of} written ({s['computed']} computed, {s['cached']} cached){failed}"
+                      f"  rows out {s['rows_out'] or 0:,}  {s['seconds'] or 0:.2f} s", highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextvars
 import json
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -29,11 +30,12 @@ from typing import Any
 from filelock import FileLock, Timeout
 from prefect import Flow, flow, get_run_logger
 
-from conf.errors import StageError
-from conf.loader import dump_conf, load_profile
-from conf.schema import AugdagConf
+from conf.errors import AugdagError, ConfError, StageError
+from conf.loader import check_inputs, dump_conf, is_packaged, load_profile, load_recorded, profile_path
+from conf.schema import CACHE_ENV, AugdagConf
 from flows.driver import Run
 from flows.runners import run_flow
+from storage.demo import write_demo
 
 DEPENDS: dict[str, tuple[str, ...]] = {
     "ingest": (),
@@ -73,8 +75,11 @@ def pipeline_flow(name: str) -> Flow:
 
 
 def totals(children: Sequence[Mapping[str, Any]], seconds: float) -> dict[str, Any]:
-    """The run-level counts: pipelines by status, stages by status, shards computed vs cached, rows."""
-    stages = [s for c in children for s in c.get("stages", [])]
+    """The run-level counts: pipelines by status; stages (artifacts and models) by status, their shards
+    computed vs cached, rows in and out, rejects. Each artifact and model counts once, however many
+    pipelines used it: a pipeline that reads another's output again finds it cached, and counting that
+    too would count its rows twice (``once``)."""
+    stages = once([s for c in children for s in c.get("stages", [])])
     done = [s for s in stages if s["status"] != "failed"]
     count = lambda items, key: {k: sum(i[key] == k for i in items) for k in sorted({i[key] for i in items})}  # noqa: E731
     return {
@@ -91,6 +96,17 @@ def totals(children: Sequence[Mapping[str, Any]], seconds: float) -> dict[str, A
                            "error": s["error"]} for s in stages if s["status"] == "failed"],
         "seconds": round(seconds, 3),
     }
+
+
+def once(stages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """One stage report per fingerprint, in order of first use: where it was computed (or failed) if it
+    was, else its first cached use."""
+    rank = {"computed": 0, "failed": 1}
+    best: dict[str, Mapping[str, Any]] = {}
+    for s in stages:
+        if s["fingerprint"] not in best or rank.get(s["status"], 2) < rank.get(best[s["fingerprint"]]["status"], 2):
+            best[s["fingerprint"]] = s
+    return list(best.values())
 
 
 def _failed_child(run: Run, name: str, since: datetime, error: BaseException) -> dict[str, Any]:
@@ -178,11 +194,64 @@ def nightly(conf: AugdagConf, *, profile: str, config: Mapping[str, Any] | None 
     return summary
 
 
+def demo_data(profile: str, conf: AugdagConf) -> tuple[Path, bool] | None:
+    """For the packaged demo profile: its data directory (``<cache>/demo-data`` unless ``AUGDAG_DEMO_DATA``
+    says otherwise), written with the profile's seeded ``demo:`` sizes when a file is missing or they
+    changed (``demo.json`` beside the data records them). Returns (directory, written), or None for any
+    other profile, or when the datasets were pointed at more than one directory."""
+    try:
+        path = profile_path(profile)
+    except ConfError:  # a retried run's profile file may be gone: its recorded configuration is what runs
+        return None
+    if not (is_packaged(path) and path.name == "demo.yaml"):
+        return None
+    dirs = {p.parent for ds in conf.datasets.values() for p in ds.files()}
+    if len(dirs) != 1:
+        return None
+    root = dirs.pop()
+    settings, marker = conf.demo.model_dump(), root / "demo.json"
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(root.with_name(root.name + ".lock")):  # two runs at once: one writes, the other finds it
+        present = all(p.is_file() for ds in conf.datasets.values() for p in ds.files())
+        if present and (not marker.is_file() or json.loads(marker.read_text(encoding="utf-8")) == settings):
+            return root, False
+        write_demo(root, **settings)  # deterministic: the same settings write the same bytes
+        marker.write_text(json.dumps(settings), encoding="utf-8")
+    return root, True
+
+
+def _record_load_failure(error: AugdagError, cache: Path, *, profile: str, parameters: dict) -> None:
+    """A run that failed before it started (bad profile, missing input) as a failed nightly run in the
+    catalog; its recorded configuration is the flow's parameters (there is no valid one)."""
+    try:
+        run = Run.start(AugdagConf(cache=cache), pipeline="nightly", profile=profile, config=parameters)
+        run.finish(error=error, extra={"profile": profile, "pipelines": [], "totals": totals([], 0.0)})
+    except Exception as e:  # noqa: BLE001 — the error to report is the one that stopped the run
+        get_run_logger().warning("could not record the failed run in %s: %s", cache, e)
+
+
 @flow(name="nightly", log_prints=True)
 def nightly_flow(profile: str = "nightly", overrides: list[str] | None = None, cache: str | None = None,
-                 conf: AugdagConf | None = None) -> dict[str, Any]:
+                 config: dict | None = None, run_id: str | None = None) -> dict:
     """Every pipeline of ``profile`` (a packaged name or a YAML path) with ``overrides`` ("a.b=value"),
-    over ``cache``; or over ``conf`` as given (`augdag retry` of a recorded run)."""
-    if conf is None:
-        conf = load_profile(profile, overrides or [], cache=Path(cache) if cache else None)
-    return nightly(conf, profile=profile)
+    over ``cache``; or, when ``config`` is given, over that configuration (a run's recorded one, for
+    `augdag retry` of run ``run_id``, or the one `augdag nightly` loaded). Parameters are plain JSON:
+    a deployment's runs pass them through the API. The demo profile's data is written when missing
+    (``demo_data``); a missing input fails the run before any stage, as a failed run in the catalog."""
+    parameters = {"profile": profile, "overrides": overrides or [], "cache": cache, "run_id": run_id}
+    known = cache or os.environ.get(CACHE_ENV)  # where a failure is recorded before the profile is read
+    root = Path(known) if known else None
+    try:
+        if config is None:
+            conf = load_profile(profile, overrides or [], cache=Path(cache) if cache else None)
+        else:
+            conf = load_recorded(config, overrides or [], run_id=run_id, cache=Path(cache) if cache else None)
+        root = conf.cache
+        if (written := demo_data(profile, conf)) is not None:
+            get_run_logger().info("demo data %s %s", "written to" if written[1] else "found in", written[0])
+        check_inputs(conf)
+    except AugdagError as e:
+        if root is not None:  # where a cache is known, `augdag runs` shows the failure
+            _record_load_failure(e, root, profile=profile, parameters=parameters)
+        raise
+    return nightly(conf, profile=profile, config=config)

@@ -8,6 +8,7 @@ import pyarrow as pa
 from prefect import get_run_logger
 
 from flows.driver import Run
+from flows.run_artifacts import publish_file_link
 from tasks.report import html_page
 
 
@@ -15,7 +16,7 @@ def publish(run: Run, *, stem: str, title: str, sections: Sequence[tuple[str, st
             markdown: str, table: pa.Table | None = None, pngs: Mapping[str, bytes] | None = None) -> dict[str, str]:
     """Write the self-contained HTML page (and PNGs), then publish markdown, table and link artifacts.
     Returns the paths written, keyed ``<stem>_html`` / ``<stem>_<png name>``."""
-    from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
+    from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
     out = run.root / "reports" / run.run_id
     out.mkdir(parents=True, exist_ok=True)
@@ -31,10 +32,11 @@ def publish(run: Run, *, stem: str, title: str, sections: Sequence[tuple[str, st
         create_markdown_artifact(markdown + f"\nReport: `{page}`\n", key=f"{key}-report", description=title)
         if table is not None:
             create_table_artifact(table.to_pylist(), key=f"{key}-table", description=title)
-        create_link_artifact(page.as_uri(), link_text=f"{title} (HTML)", key=f"{key}-html")
+        # over HTTP while `augdag server` serves the reports (browsers refuse file:// links), else the path
+        publish_file_link(run.root, page, text=f"{title} (HTML)", key=f"{key}-html")
         for name in pngs or {}:  # every plot of the page, as its own link
-            create_link_artifact((out / f"{name}.png").as_uri(), link_text=f"{title}: {name} (PNG)",
-                                 key=f"{key}-{name}".replace("_", "-").lower())
+            publish_file_link(run.root, out / f"{name}.png", text=f"{title}: {name} (PNG)",
+                              key=f"{key}-{name}".replace("_", "-").lower())
     except Exception as e:  # noqa: BLE001 — a report artifact must not fail a finished run
         get_run_logger().warning("could not publish the Prefect artifacts of the %s report: %s", stem, e)
     return written

@@ -3,6 +3,10 @@ and timings, a markdown summary, and a progress artifact per stage while its sha
 
 Publishing is best effort: an artifact that cannot be created (no API, a server that went away) is
 logged and never fails a run whose data is already committed.
+
+A report or plot file is linked over HTTP (``publish_file_link``) while `augdag server` serves the
+cache's reports (flows/server.py): browsers refuse the ``file://`` links of a page served over HTTP.
+Without that server the artifact is a markdown note that says where the file is and how to serve it.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -69,6 +74,28 @@ def publish_run_artifacts(summary: Mapping[str, Any]) -> None:
                                  description=f"summary of {summary['run_id']}")
     except Exception as e:  # noqa: BLE001 — see the module docstring
         log.warning("could not publish the Prefect artifacts of run %s: %s", summary["run_id"], e)
+
+
+def file_link_markdown(cache: Path, path: Path, text: str) -> str:
+    """What the UI shows for a report file when no server serves the reports: its path, and the hint."""
+    return (f"**{text}**: `{Path(path).absolute()}`\n\nA file on the machine that ran the flow; the UI can "
+            f"link it over HTTP while `augdag server --cache {Path(cache).absolute()}` runs (it serves "
+            f"`{Path(cache).absolute() / 'reports'}` read-only on 127.0.0.1).\n")
+
+
+def publish_file_link(cache: Path, path: Path, *, text: str, key: str, description: str | None = None) -> str | None:
+    """A link artifact to ``path`` (a file under ``<cache>/reports``) over HTTP when `augdag server` serves
+    the reports, else a markdown artifact with its absolute path; returns the URL linked, or None."""
+    from prefect.artifacts import create_link_artifact, create_markdown_artifact
+
+    from flows.server import report_url
+
+    url = report_url(cache, path)
+    if url:
+        create_link_artifact(url, link_text=text, key=key, description=description)
+    else:
+        create_markdown_artifact(file_link_markdown(cache, path, text), key=key, description=description)
+    return url
 
 
 class ShardProgress:

@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from conf.errors import CatalogError
 from storage.artifacts import ArtifactRef, part_name, write_part
+from storage.processes import Owner, current_owner, owner_alive
 from storage.schemas import SCHEMAS
 
 DB = "catalog.duckdb"
@@ -55,7 +56,11 @@ CREATE TABLE IF NOT EXISTS evaluations (
   signature VARCHAR, sentences BIGINT, created_at TIMESTAMP, meta JSON);
 CREATE TABLE IF NOT EXISTS rejects (
   fingerprint VARCHAR, source VARCHAR, file VARCHAR, line BIGINT, reason VARCHAR, detail VARCHAR, content VARCHAR);
-"""
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS host VARCHAR;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS pid INTEGER;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS pid_started VARCHAR;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS crash_reported BOOLEAN;
+"""  # the ALTERs: the owner of a run (storage.processes), added to catalogs made before it was recorded
 
 READ_ONLY_STATEMENTS = {"SELECT", "EXPLAIN"}
 _MISSING_PATH = re.compile(r"Table with name (\S*[/\\.]\S*) does not exist")
@@ -161,11 +166,16 @@ class Catalog:
 
     # -- writes (the flow driver only) ---------------------------------------------------------------
 
-    def start_run(self, run_id: str, *, pipeline: str, profile: str, config: Mapping[str, Any], flow_run_id: str | None) -> None:
+    def start_run(self, run_id: str, *, pipeline: str, profile: str, config: Mapping[str, Any], flow_run_id: str | None,
+                  owner: Owner | None = None) -> None:
+        """Record a run as running, owned by ``owner`` (default: this process) until ``finish_run``."""
+        owner = owner or current_owner()
         with self.write() as con:
             con.execute(
-                "INSERT INTO runs VALUES ($id, $p, $prof, 'running', now(), NULL, $fr, $cfg, NULL)",
-                {"id": run_id, "p": pipeline, "prof": profile, "fr": flow_run_id, "cfg": json.dumps(config)},
+                "INSERT INTO runs (run_id, pipeline, profile, status, started_at, flow_run_id, config, host, pid,"
+                " pid_started) VALUES ($id, $p, $prof, 'running', now(), $fr, $cfg, $host, $pid, $started)",
+                {"id": run_id, "p": pipeline, "prof": profile, "fr": flow_run_id, "cfg": json.dumps(config),
+                 "host": owner.host, "pid": owner.pid, "started": owner.started},
             )
 
     def finish_run(self, run_id: str, *, status: str, summary: Mapping[str, Any]) -> None:
@@ -174,6 +184,41 @@ class Catalog:
                 "UPDATE runs SET status = $s, finished_at = now(), summary = $sum WHERE run_id = $id",
                 {"s": status, "sum": json.dumps(summary, default=str), "id": run_id},
             )
+
+    def reap_crashed(self) -> list[dict[str, Any]]:
+        """Mark ``crashed`` every running run whose process is certainly gone (``storage.processes.owner_alive``:
+        same host, and the pid free, a zombie or reused); returns those rows (run_id, pipeline, flow_run_id,
+        error). A run of another host, or one recorded without an owner, stays running: it cannot be checked."""
+        with self.write() as con:  # a write: it also adds the owner columns to an older catalog
+            running = con.execute(
+                "SELECT run_id, pipeline, flow_run_id, host, pid, pid_started FROM runs"
+                " WHERE status = 'running' AND pid IS NOT NULL").fetchall()
+            gone = [{"run_id": r, "pipeline": p, "flow_run_id": fr, "error": f"process {pid} on {host} is gone"}
+                    for r, p, fr, host, pid, started in running if not owner_alive(Owner(host, pid, started))]
+            for g in gone:
+                summary = {"run_id": g["run_id"], "pipeline": g["pipeline"], "cache": str(self.root),
+                           "status": "crashed", "error": g["error"], "stages": []}
+                con.execute(
+                    "UPDATE runs SET status = 'crashed', finished_at = now(), crash_reported = false,"
+                    " summary = coalesce(summary, $sum) WHERE run_id = $id AND status = 'running'",
+                    {"id": g["run_id"], "sum": json.dumps(summary)})
+        return gone
+
+    def unreported_crashes(self, limit: int = 20) -> list[dict[str, Any]]:
+        """The ``limit`` latest crashed runs whose Prefect flow run was not yet set Crashed (run_id,
+        flow_run_id, error): a flow run no API reached stays here, but costs one request per call at most."""
+        with self.write() as con:  # a write, as reap_crashed: an older catalog gains the columns first
+            rows = con.execute(
+                "SELECT run_id, flow_run_id, json_extract_string(summary, '$.error') FROM runs WHERE status = 'crashed'"
+                " AND crash_reported = false AND flow_run_id IS NOT NULL ORDER BY started_at DESC LIMIT $n",
+                {"n": limit}).fetchall()
+        return [{"run_id": r, "flow_run_id": fr, "error": e} for r, fr, e in rows]
+
+    def mark_crash_reported(self, run_ids: Sequence[str]) -> None:
+        if run_ids:
+            with self.write() as con:
+                con.execute("UPDATE runs SET crash_reported = true WHERE list_contains($ids, run_id)",
+                            {"ids": list(run_ids)})
 
     def register(
         self,

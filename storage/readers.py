@@ -3,8 +3,9 @@
 ``read_dataset`` reads one ``DatasetConf`` (text, tsv, jsonl, parquet or a saved Hugging Face
 dataset) into `ReadBatch`es of exactly ``batch_rows`` input rows each, the last one shorter: batch
 *i* is always the same input rows, so a crashed read resumes batch by batch. A file that cannot be
-read as configured raises ``InputError`` before any batch; a bad row becomes a reject (`REASONS`),
-never an exception and never silently dropped, so input rows = kept + rejected.
+read as configured raises ``InputError`` before any batch (a Parquet file whose rows cannot be decoded:
+at that batch, naming the rows); a bad row becomes a reject (`REASONS`), never an exception and never
+silently dropped, so input rows = kept + rejected.
 
 Hand-written because no package reads line-aligned pairs with per-line rejects: ``pyarrow.csv``
 stops at (or skips) a bad row and cannot read two files in lockstep, ``datasets`` and pandas
@@ -231,8 +232,29 @@ def _parquet(name: str, ds: DatasetConf, *, batch_rows: int, block_bytes: int, m
         raise InputError(f"{ds.path}: not a readable parquet file ({e})") from None
     cols = _needed_columns(ds, pf.schema_arrow)
     columns = list(dict.fromkeys(cols.values()))
-    tables = (pa.Table.from_batches([b]) for b in pf.iter_batches(batch_size=batch_rows, columns=columns))
-    return _table_batches(ds, cols, rebatch(tables, batch_rows))
+    return _table_batches(ds, cols, rebatch(_parquet_tables(ds.path, pf, columns, batch_rows), batch_rows))
+
+
+def _parquet_tables(path: Path, pf: pq.ParquetFile, columns: list[str], batch_rows: int) -> Iterator[pa.Table]:
+    """The file's rows in batches; a batch that cannot be decoded is an ``InputError`` naming the rows (a
+    corrupt file fails the same way every time: it is not retried)."""
+    batches, first, total = pf.iter_batches(batch_size=batch_rows, columns=columns), 1, pf.metadata.num_rows
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        except MemoryError:
+            raise
+        except (pa.ArrowException, OSError) as e:
+            if isinstance(e, OSError) and e.errno is not None:
+                raise  # the operating system's I/O error (a disk, a network mount): may pass on a retry
+            last = min(first + batch_rows - 1, total)
+            raise InputError(f"{path}: rows {first:,}-{last:,} of {total:,} cannot be decoded "
+                             f"({type(e).__name__}: {' '.join(str(e).split())}). Hint: the file is corrupt or "
+                             "truncated: write it again from its source") from e
+        first += batch.num_rows
+        yield pa.Table.from_batches([batch])
 
 
 def _hf(name: str, ds: DatasetConf, *, batch_rows: int, block_bytes: int, max_chars: int) -> Iterator[Parsed]:

@@ -18,6 +18,8 @@ def parquet_list(paths: Iterable[Path | str]) -> str:
     return "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths) + "]"
 
 
+# threads=1 where a stage aggregates floats (avg, sum): with more threads DuckDB adds partial sums in
+# whatever order they finish, and the artifact's last bits (so its sha256) change from run to run.
 @contextmanager
 def scratch_duckdb(*, memory_limit: str = "512MB", threads: int = 2, name: str = "scratch") -> Iterator[duckdb.DuckDBPyConnection]:
     spill = tempfile.TemporaryDirectory(prefix=f"augdag-{name}-")

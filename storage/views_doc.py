@@ -42,12 +42,18 @@ TABLES: dict[str, Doc] = {
         "run_id": _RUN,
         "pipeline": "ingest, self_training, rejuvenation, train_nmt, paraphrase or train_classifier",
         "profile": "the profile the run was started with (a YAML path or a packaged name such as demo)",
-        "status": "running, completed or failed",
+        "status": "running, completed, failed, or crashed (its process is gone: found by the next run, "
+                  "`augdag runs` or `augdag retry` on the same host)",
         "started_at": "when the run started" + _LOCAL,
-        "finished_at": "when the run finished" + _LOCAL + "; null while running or after a crash",
+        "finished_at": "when the run finished, or when its crash was found" + _LOCAL + "; null while running",
         "flow_run_id": "the Prefect flow run's id (null outside a flow run)",
         "config": "the resolved profile, as JSON",
-        "summary": "the run summary printed at the end (stages, row counts, reports, scores), as JSON",
+        "summary": "the run summary printed at the end (stages, row counts, reports, scores, error, retry_of: "
+                   "the run an `augdag retry` re-ran), as JSON",
+        "host": "the host name of the process that runs it",
+        "pid": "its process id on that host",
+        "pid_started": "that process's boot id and start time (from /proc): a reused pid is not taken for it",
+        "crash_reported": "for a crashed run: whether its Prefect flow run was set Crashed (null otherwise)",
     }, "table"),
     "stage_runs": Doc("one row per shard of a stage in a run (computed, cached or failed)", {
         "run_id": _RUN,

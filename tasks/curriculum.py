@@ -130,7 +130,7 @@ def curriculum_levels(parts: Sequence[Path]) -> pa.Table:
     """Per level: rows, the similarity distribution (min, quartiles, max, mean), the MI and bottom-k shares."""
     from storage.scratch import parquet_list, scratch_duckdb
 
-    with scratch_duckdb() as con:
+    with scratch_duckdb(threads=1) as con:
         return con.sql(f"""
             SELECT level, count(*) AS rows, count(DISTINCT parent_uid) AS sentences,
                    min(sim) AS sim_min, quantile_cont(sim, 0.25) AS sim_q25, median(sim) AS sim_median,

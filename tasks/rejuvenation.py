@@ -130,7 +130,7 @@ def rejuvenated_bitext(active: pa.Table, fresh: pa.Table) -> pa.Table:
 def probability_bins(parts: Sequence[Path], *, bins: int = 10, memory_limit: str = "512MB") -> pa.Table:
     """Fig. 5.2: the scored pairs ranked by probability (ties: uid) into ``bins`` equal-size bins; rows,
     min, max and mean probability per bin (bin 1 holds the lowest, the inactive end)."""
-    with scratch_duckdb(memory_limit=memory_limit, name="probability_bins") as con:
+    with scratch_duckdb(memory_limit=memory_limit, threads=1, name="probability_bins") as con:
         table = con.sql(
             "SELECT bin, count(*) AS rows, min(prob) AS p_min, max(prob) AS p_max, avg(prob) AS p_mean FROM "
             f"(SELECT prob, ntile($bins) OVER (ORDER BY prob, uid) AS bin FROM read_parquet({parquet_list(parts)}) "
@@ -145,7 +145,7 @@ def state_properties(active_parts: Sequence[Path], inactive_parts: Sequence[Path
     source words linked) and the source's lexicon uncertainty (Eq. 6.3), per state."""
     states = " UNION ALL ".join(f"SELECT uid, prob, state FROM read_parquet({parquet_list(p)})"
                                 for p in (active_parts, inactive_parts) if p)
-    with scratch_duckdb(memory_limit=memory_limit, name="state_properties") as con:
+    with scratch_duckdb(memory_limit=memory_limit, threads=1, name="state_properties") as con:
         table = con.sql(
             f"SELECT s.state, count(*) AS rows, avg(s.prob) AS prob, avg(u.tokens) AS length, avg(a.coverage) AS coverage, "
             f"avg(u.uncertainty) AS uncertainty FROM ({states}) s "

@@ -203,7 +203,7 @@ def uncertainty_bins(*inputs: Sequence[Path], bins: int = 5, aligned: bool = Fal
     alignment_parts = inputs[-1] if aligned else ()
     if not scored_parts:
         raise InputError("uncertainty_bins: nothing was scored")
-    with scratch_duckdb(memory_limit=memory_limit, name="bins") as con:
+    with scratch_duckdb(memory_limit=memory_limit, threads=1, name="bins") as con:
         cov = "NULL::DOUBLE"
         join = ""
         if alignment_parts:

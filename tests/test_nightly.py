@@ -102,7 +102,7 @@ def _hashes(cache: Path, stage: str) -> dict[str, str]:
 
 
 def test_retry_from_a_stage_recomputes_it_and_its_descendants_only(prefect_harness, tmp_path):
-    from flows.retry import forced_stages
+    from flows.retry import forced_artifacts
     from flows.run_report import load_run
 
     profile, cache = write_profile(tmp_path), tmp_path / "cache"
@@ -111,11 +111,16 @@ def test_retry_from_a_stage_recomputes_it_and_its_descendants_only(prefect_harne
     catalog = Catalog(cache)
     run_id = catalog.query("SELECT run_id FROM runs").column(0)[0].as_py()
     run = load_run(catalog, run_id)
-    assert forced_stages(catalog, run, stage=None, start="read") == ["clean", "duplicates", "read"]
-    assert forced_stages(catalog, run, stage=None, start="duplicates") == ["clean", "duplicates"]
-    assert forced_stages(catalog, run, stage="duplicates", start=None) == ["duplicates"]
-    with pytest.raises(ConfError, match="has no stage 'nope'; its stages and models: clean, duplicates, read"):
-        forced_stages(catalog, run, stage="nope", start=None)
+    def forced(**names) -> list[str]:
+        return list(forced_artifacts(catalog, run, **{"stage": None, "start": None, **names}).values())
+
+    assert forced(start="read") == ["read[a]", "duplicates[a]", "clean[a]", "read[b]", "duplicates[b]", "clean[b]"]
+    assert forced(start="duplicates") == ["duplicates[a]", "clean[a]", "duplicates[b]", "clean[b]"]
+    assert forced(start="duplicates[b]") == ["duplicates[b]", "clean[b]"]
+    assert forced(stage="duplicates") == ["duplicates[a]", "duplicates[b]"]
+    with pytest.raises(ConfError, match=r"has no stage 'nope'; its stages and models: clean, duplicates, read\. "
+                                        r"Hint: S or S\[dataset\], e\.g\. read\[a\]"):
+        forced(stage="nope")
 
     before = _hashes(cache, "clean")
     again = runner.invoke(app, ["retry", run_id, "--from", "duplicates", "--cache", str(cache)])

@@ -1,0 +1,407 @@
+"""Stopping and crashing, end to end: `augdag server` and `augdag serve` stopped by Ctrl-C, SIGTERM or
+SIGHUP leave no process behind and free their ports; a run killed with SIGKILL shows as crashed (in
+`augdag runs`, the catalog and the Prefect UI) and `augdag retry` finishes it computing only what was
+missing, byte for byte as an uninterrupted run; the reports are served over HTTP for the UI's links.
+
+The processes are launched as a user would, in this test's own process group (no new session), and
+stopped by their pid alone. "No process left" is checked in /proc: every process below the command
+when it was stopped (pid and start time, so a reused pid does not count) is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from filelock import FileLock
+
+from flows.lifecycle import spawn_group, stop_group
+from storage.catalog import DDL, Catalog
+from storage.processes import Owner, current_owner, descendants, group_members, owner_alive, started
+from tests.conftest import subprocess_env
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+TINY = ["--bitext-rows", "300", "--set", "shard_size=100", "--set", "pipelines=[ingest,self_training,rejuvenation,train_nmt]",
+        "--set", "demo.mono_rows=500", "--set", "demo.test_rows=50", "--set", "self_training.teacher.train.max_update=20",
+        "--set", "rejuvenation.identification.train.max_update=20", "--set", "train_nmt.student.train.max_update=20"]
+KILL_IN, KILL_SHARDS = "teacher_translate", 5  # the stage the tiny demo is killed in: 500 mono rows, shards of 100
+
+
+# -- helpers ----------------------------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def refused(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+def augdag(tmp_path: Path, *args: str, **env: str) -> tuple[list[str], dict]:
+    return [sys.executable, "-m", "flows.cli", *args], {"env": subprocess_env(tmp_path, COLUMNS="200", **env),
+                                                        "cwd": tmp_path}
+
+
+def run_augdag(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    cmd, kw = augdag(tmp_path, *args, **env)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, **kw)
+
+
+def tree(pid: int) -> list[tuple[int, str]]:
+    """Every process below ``pid`` now, as (pid, start time)."""
+    return [(p, s) for p in descendants(pid) if (s := started(p)) is not None]
+
+
+def living(snapshot: list[tuple[int, str]]) -> list[int]:
+    """The processes of a ``tree`` snapshot that still run (not zombies)."""
+    return [p for p, s in snapshot if owner_alive(Owner(socket.gethostname(), p, s))]
+
+
+def wait_for(what: str, check, timeout_s: float = 180, every_s: float = 0.2):
+    deadline = time.monotonic() + timeout_s
+    while not (value := check()):
+        assert time.monotonic() < deadline, f"timed out after {timeout_s:.0f} s waiting for {what}"
+        time.sleep(every_s)
+    return value
+
+
+def api_post(url: str, path: str, body: dict) -> list | dict:
+    req = urllib.request.Request(f"{url}{path}", data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+
+
+def flow_run_states(url: str, ids: list[str]) -> dict[str, str]:
+    return {r["id"]: r["state"]["name"] for r in api_post(url, "/flow_runs/filter", {"flow_runs": {"id": {"any_": ids}}})}
+
+
+def http_get(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, b""
+
+
+class Server:
+    """`augdag server` launched as a user would: its process, API URL, reports URL and ports."""
+
+    def __init__(self, tmp_path: Path, cache: Path) -> None:
+        self.cache, self.port, self.reports_port = cache, free_port(), free_port()
+        cmd, kw = augdag(tmp_path, "server", "--cache", str(cache), "--port", str(self.port),
+                         "--reports-port", str(self.reports_port))
+        self.log = open(tmp_path / f"server-{self.port}.out", "w+")  # noqa: SIM115
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, **kw)
+        state = wait_for("server.json with the reports URL", self._recorded)
+        self.url, self.reports = state["url"], state["reports_url"]
+        wait_for("the API", lambda: self.proc.poll() is not None or http_get(f"{self.url}/health")[0] == 200)
+        assert self.proc.poll() is None, self.output()
+
+    def _recorded(self) -> dict | None:
+        assert self.proc.poll() is None, self.output()
+        try:
+            state = json.loads((self.cache / "server" / "server.json").read_text())
+        except (OSError, ValueError):
+            return None
+        return state if "reports_url" in state else None
+
+    def output(self) -> str:
+        self.log.seek(0)
+        return self.log.read()[-3000:]
+
+    def stop(self, sig: int) -> int:
+        """``sig`` to the `augdag server` process alone; its exit code."""
+        os.kill(self.proc.pid, sig)
+        return self.proc.wait(timeout=120)
+
+
+def assert_stops_cleanly(server: Server, sig: int) -> None:
+    below = tree(server.proc.pid)
+    assert any("prefect" in Path(f"/proc/{p}/cmdline").read_text() for p, _ in below)  # the Prefect server runs
+    assert server.stop(sig) == 0, server.output()
+    assert living(below) == []
+    assert refused(server.port) and refused(server.reports_port)
+    assert not (server.cache / "server" / "server.json").exists()
+
+
+# -- fast: the pieces -------------------------------------------------------------------------------
+
+def test_catalog_migration_adds_the_owner_columns_to_an_old_catalog(tmp_path):
+    import duckdb
+
+    old_ddl = DDL[:DDL.index("ALTER TABLE")]
+    with duckdb.connect(str(tmp_path / "catalog.duckdb")) as con:
+        con.execute(old_ddl)
+        con.execute("INSERT INTO runs VALUES ('old', 'ingest', 'p', 'running', now(), NULL, NULL, '{}', NULL)")
+    catalog = Catalog(tmp_path)
+    assert catalog.reap_crashed() == []  # an owner-less row cannot be checked: it stays running
+    cols = catalog.query("SELECT column_name FROM duckdb_columns() WHERE table_name = 'runs'").column(0).to_pylist()
+    assert cols[-4:] == ["host", "pid", "pid_started", "crash_reported"]
+    catalog.start_run("new", pipeline="ingest", profile="p", config={}, flow_run_id=None)
+    me = current_owner()
+    assert catalog.query("SELECT run_id, status, host, pid, pid_started FROM runs ORDER BY run_id").to_pylist() == [
+        {"run_id": "new", "status": "running", "host": me.host, "pid": me.pid, "pid_started": me.started},
+        {"run_id": "old", "status": "running", "host": None, "pid": None, "pid_started": None}]
+
+
+def test_reap_crashed_marks_only_runs_whose_process_is_certainly_gone(tmp_path):
+    catalog, host = Catalog(tmp_path), socket.gethostname()
+    dead = subprocess.Popen(["sleep", "60"])
+    dead_owner = Owner(host, dead.pid, started(dead.pid))
+    dead.kill()
+    dead.wait()
+    me = current_owner()
+    owners = {"dead": dead_owner, "reused": Owner(host, me.pid, me.started + "0"), "alive": me,
+              "elsewhere": Owner("another-host", dead.pid, None)}
+    for run_id, owner in owners.items():
+        catalog.start_run(run_id, pipeline="ingest", profile="p", config={}, flow_run_id=f"fr-{run_id}", owner=owner)
+    gone = catalog.reap_crashed()
+    assert gone == [{"run_id": r, "pipeline": "ingest", "flow_run_id": f"fr-{r}",
+                     "error": f"process {owners[r].pid} on {host} is gone"} for r in ("dead", "reused")]
+    assert catalog.reap_crashed() == []
+    rows = catalog.query("SELECT run_id, status, finished_at IS NOT NULL AS finished, crash_reported,"
+                         " json_extract_string(summary, '$.error') AS error FROM runs ORDER BY run_id").to_pylist()
+    assert [(r["run_id"], r["status"], r["finished"], r["crash_reported"]) for r in rows] == [
+        ("alive", "running", False, None), ("dead", "crashed", True, False), ("elsewhere", "running", False, None),
+        ("reused", "crashed", True, False)]
+    assert sorted(c["run_id"] for c in catalog.unreported_crashes()) == ["dead", "reused"]
+    catalog.mark_crash_reported(["dead"])
+    assert [c["run_id"] for c in catalog.unreported_crashes()] == ["reused"]
+
+
+def test_stop_group_kills_what_ignores_sigterm_and_what_outlived_its_leader(tmp_path):
+    # the leader ignores SIGTERM and has a child that ignores it too: both are killed after the grace
+    proc = spawn_group(["sh", "-c", "trap '' TERM; sleep 60 & echo started; wait"], stdout=subprocess.PIPE)
+    assert proc.stdout.readline() == b"started\n"
+    members = [(p, started(p)) for p in group_members(proc.pid)]
+    assert len(members) == 2 and proc.pid in dict(members) and os.getpgrp() != proc.pid
+    assert stop_group(proc.pid, signal.SIGTERM, grace_s=0.5) == 128 + signal.SIGKILL
+    assert group_members(proc.pid) == [] and living(members) == []
+
+
+def test_report_http_serves_files_under_reports_only(tmp_path):
+    from flows.report_http import serve_reports
+    from flows.run_artifacts import file_link_markdown
+    from flows.server import record, report_url, state_dir
+
+    cache = tmp_path / "cache"
+    page = cache / "reports" / "run-1" / "report page.html"
+    page.parent.mkdir(parents=True)
+    page.write_bytes(b"<h1>report</h1>")
+    (cache / "catalog.duckdb").write_bytes(b"secret")
+    (page.parent / "out").symlink_to(cache / "catalog.duckdb")
+    assert report_url(cache, page) is None  # no server: the artifact says where the file is instead
+    assert f"`{page}`" in file_link_markdown(cache, page, "report") and f"augdag server --cache {cache}" in \
+        file_link_markdown(cache, page, "report")
+    httpd = serve_reports(cache / "reports", 0)
+    try:
+        base = f"http://127.0.0.1:{httpd.server_address[1]}"
+        state_dir(cache).mkdir(parents=True)
+        record(cache, "http://127.0.0.1:9/api", 1, reports_url=base)
+        assert report_url(cache, page) == f"{base}/run-1/report%20page.html"
+        assert http_get(report_url(cache, page)) == (200, b"<h1>report</h1>")
+        for path in ("/", "/run-1/", "/run-1", "/../catalog.duckdb", "/run-1/%2e%2e/%2e%2e/catalog.duckdb",
+                     "/run-1/out", "/%2fetc/passwd"):
+            assert http_get(base + path)[0] == 404, path
+        req = urllib.request.Request(f"{base}/run-1/report%20page.html", data=b"x", method="PUT")
+        with pytest.raises(urllib.error.HTTPError, match="501"):
+            urllib.request.urlopen(req, timeout=10)
+        assert report_url(cache, cache / "catalog.duckdb") is None  # not a report
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+# -- slow: real servers and runs --------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """`augdag server` over a cache: the one the kill/resume and serve tests report to; the last test
+    of the module stops it with SIGTERM."""
+    tmp = tmp_path_factory.mktemp("lifecycle")
+    started_server = Server(tmp, tmp / "cache")
+    yield started_server
+    if started_server.proc.poll() is None:
+        started_server.stop(signal.SIGTERM)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGINT], ids=["SIGHUP", "SIGINT"])
+def test_server_stopped_by_signal_leaves_no_process_and_frees_the_ports(tmp_path, sig):
+    assert_stops_cleanly(Server(tmp_path, tmp_path / "cache"), sig)
+
+
+def parquet_digests(cache: Path) -> dict[str, str]:
+    root = cache / "artifacts"
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*.parquet"))}
+
+
+def scores(cache: Path) -> list[dict]:
+    return Catalog(cache).query("SELECT model_name, testset, metric, score, signature, sentences FROM evaluations "
+                                "ORDER BY ALL").to_pylist()
+
+
+def freeze_mid_stage(proc: subprocess.Popen, cache: Path, stage: str) -> tuple[Path, set[int]]:
+    """Stop the group (SIGSTOP) at a moment when ``stage`` has written some but not all of its
+    ``KILL_SHARDS`` shards; returns its directory and the shards on disk then."""
+    while True:
+        assert proc.poll() is None, f"the run ended (code {proc.returncode}) before {stage} was caught mid-way"
+        for d in (cache / "artifacts" / stage).glob("*"):
+            if not (d / "manifest.json").exists() and any(d.glob("part-*.parquet")):
+                os.killpg(proc.pid, signal.SIGSTOP)
+                done = {int(p.name[5:10]) for p in d.glob("part-*.parquet")}
+                if not (d / "manifest.json").exists() and len(done) < KILL_SHARDS:
+                    return d, done
+                os.killpg(proc.pid, signal.SIGCONT)  # caught too late: the stage has just finished
+        time.sleep(0.005)
+
+
+@pytest.mark.slow
+def test_kill_9_mid_stage_then_retry_completes_as_an_uninterrupted_run(server, tmp_path):
+    cache, data = server.cache, str(tmp_path / "demo-data")  # one copy of the demo data: the same fingerprints
+    # the reference: the same tiny demo, uninterrupted (alongside, in its own cache)
+    ref_cmd, ref_kw = augdag(tmp_path, "demo", "--cache", str(tmp_path / "reference"), *TINY,
+                             PREFECT_API_URL=server.url, AUGDAG_DEMO_DATA=data, PREFECT_HOME=str(tmp_path / "ref-home"))
+    cmd, kw = augdag(tmp_path, "demo", "--cache", str(cache), *TINY, AUGDAG_DEMO_DATA=data)
+    log = open(tmp_path / "killed.out", "w+")  # noqa: SIM115
+    with process_group(ref_cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **ref_kw) as reference, \
+            process_group(cmd, stdout=log, stderr=subprocess.STDOUT, **kw) as killed:
+        kill_9_then_retry(server, tmp_path, reference, killed, log)
+
+
+@contextlib.contextmanager
+def process_group(cmd: list[str], **popen) -> Iterator[subprocess.Popen]:
+    """``cmd`` in a process group of its own, killed as a whole on the way out unless it was reaped."""
+    proc = subprocess.Popen(cmd, start_new_session=True, **popen)
+    try:
+        yield proc
+    finally:
+        if proc.returncode is None:  # not reaped: the group id is still this group's
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def kill_9_then_retry(server: Server, tmp_path: Path, reference: subprocess.Popen, killed: subprocess.Popen,
+                      log) -> None:
+    cache = server.cache
+    try:
+        stage_dir, done = freeze_mid_stage(killed, cache, KILL_IN)
+    except AssertionError:
+        log.seek(0)
+        raise AssertionError(log.read()[-3000:]) from None
+    finished_before = {p.parent.name for p in (cache / "artifacts").glob("*/*/manifest.json")}
+    models_before = {p.parent.name for p in (cache / "models").glob("*/*/*") if not p.name.startswith(".")}
+    os.killpg(killed.pid, signal.SIGKILL)
+    assert killed.wait(timeout=60) == -signal.SIGKILL
+    wait_for("the killed group to be gone", lambda: group_members(killed.pid) == [], timeout_s=30)
+    assert 0 < len(done) < KILL_SHARDS and not (stage_dir / "manifest.json").exists()
+
+    # `augdag runs` (with an API that does not answer) shows the killed runs crashed
+    listed = run_augdag(tmp_path, "runs", "--cache", str(cache), PREFECT_API_URL=f"http://127.0.0.1:{free_port()}/api")
+    assert listed.returncode == 0, listed.stderr[-3000:]
+    crashed = Catalog(cache).query("SELECT run_id, pipeline, flow_run_id, json_extract_string(summary, '$.error') AS error,"
+                                   " crash_reported FROM runs WHERE status = 'crashed' ORDER BY run_id").to_pylist()
+    assert Catalog(cache).query("SELECT count(*) FILTER (status = 'running') AS n FROM runs").column(0).to_pylist() == [0]
+    assert {r["pipeline"] for r in crashed} >= {"nightly", "self_training"}
+    assert {r["error"] for r in crashed} == {f"process {killed.pid} on {socket.gethostname()} is gone"}
+    assert all(r["run_id"] in listed.stdout for r in crashed) and "crashed" in listed.stdout
+    states = flow_run_states(server.url, [r["flow_run_id"] for r in crashed])
+    assert set(states.values()) == {"Running"} and not any(r["crash_reported"] for r in crashed)  # not told yet
+
+    # `augdag retry` of the nightly run finishes it; Prefect is told of the crash
+    nightly = next(r["run_id"] for r in crashed if r["pipeline"] == "nightly")
+    retried = run_augdag(tmp_path, "retry", nightly, "--cache", str(cache))
+    assert retried.returncode == 0, retried.stdout[-3000:] + retried.stderr[-3000:]
+    states = flow_run_states(server.url, [r["flow_run_id"] for r in crashed])
+    assert set(states.values()) == {"Crashed"}, states
+    assert Catalog(cache).query("SELECT bool_and(crash_reported) FROM runs WHERE status = 'crashed'").column(0)[0].as_py()
+
+    # only what was missing was computed: the killed stage's other shards, and what no manifest finished
+    last = Catalog(cache).query("SELECT run_id, summary FROM runs WHERE pipeline = 'nightly' AND status = 'completed'"
+                                ).to_pylist()
+    assert len(last) == 1
+    stages = [s for p in json.loads(last[0]["summary"])["pipelines"] for s in p["stages"]]
+    assert {s["kind"] for s in stages if s["fingerprint"] in finished_before | models_before} == {"artifact", "model"}
+    for s in stages:
+        if s["fingerprint"] in finished_before | models_before:
+            assert s["status"] == "cached", s
+    shards = Catalog(cache).query(
+        "SELECT DISTINCT shard, status FROM stage_runs WHERE fingerprint = $f AND run_id IN "
+        "(SELECT run_id FROM runs WHERE status = 'completed') ORDER BY shard", {"f": stage_dir.name}).to_pylist()
+    assert [(r["shard"], r["status"]) for r in shards] == [(i, "cached" if i in done else "computed")
+                                                                for i in range(KILL_SHARDS)]
+
+    # byte-identical artifacts and identical scores to the uninterrupted run
+    out, _ = reference.communicate(timeout=600)
+    assert reference.returncode == 0, out[-3000:]
+    assert parquet_digests(cache) == parquet_digests(tmp_path / "reference")
+    assert scores(cache) == scores(tmp_path / "reference") and len(scores(cache)) == 2
+
+    # the reports of the retry link over HTTP to `augdag server`'s copy of <cache>/reports
+    ids = Catalog(cache).query("SELECT flow_run_id FROM runs WHERE status = 'completed'").column(0).to_pylist()
+    data = [str(a["data"]) for a in api_post(server.url, "/artifacts/filter",
+                                             {"artifacts": {"flow_run_id": {"any_": ids}}, "limit": 200})]
+    urls = [u for d in data for u in re.findall(r"\]\((\w+://[^)\s]+)\)", d)]  # a link artifact: [text](url)
+    assert len(urls) >= 2 and all(u.startswith(server.reports + "/") for u in urls), urls
+    assert not any("file://" in d for d in data)
+    for u in urls:
+        status, body = http_get(u)
+        rel = urllib.request.url2pathname(u.removeprefix(server.reports + "/"))
+        assert (status, body) == (200, (cache / "reports" / rel).read_bytes())
+
+
+@pytest.mark.slow
+def test_serve_stopped_by_sigterm_leaves_no_flow_run_process(server, tmp_path):
+    cache = tmp_path / "cache"
+    (tmp_path / "a.txt").write_text("hello world\n")
+    profile = tmp_path / "p.yaml"
+    profile.write_text("pipelines: [ingest]\nnightly: {overlap: wait}\n"
+                       f"datasets:\n  a: {{kind: mono, format: text, path: {tmp_path / 'a.txt'}}}\n")
+    held = FileLock(cache / "nightly.lock")  # the served run waits for it: it is running when stopped
+    cache.mkdir()
+    held.acquire()
+    cmd, kw = augdag(tmp_path, "serve", "--config", str(profile), "--cache", str(cache), "--name", "lifecycle",
+                     PREFECT_API_URL=server.url, PREFECT_RUNNER_POLL_FREQUENCY="1")
+    serve = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+    try:
+        deployment = wait_for("the served deployment", lambda: api_post(
+            server.url, "/deployments/filter", {"deployments": {"name": {"any_": ["lifecycle"]}}}))[0]
+        flow_run = api_post(server.url, f"/deployments/{deployment['id']}/create_flow_run", {})
+        wait_for("the flow run to run", lambda: flow_run_states(server.url, [flow_run["id"]])[flow_run["id"]] == "Running")
+        below = tree(serve.pid)
+        assert any("multiprocessing" in Path(f"/proc/{p}/cmdline").read_text() for p, _ in below)  # the flow run's
+        os.kill(serve.pid, signal.SIGTERM)
+        out, _ = serve.communicate(timeout=120)
+        assert serve.returncode == 0, out[-3000:]
+        assert living(below) == []
+    finally:
+        held.release()
+        if serve.poll() is None:  # the test failed: leave nothing behind either
+            for pid in [*descendants(serve.pid), serve.pid]:
+                os.kill(pid, signal.SIGKILL)
+            serve.wait()
+
+
+@pytest.mark.slow
+def test_server_stopped_by_sigterm_leaves_no_process_and_frees_the_ports(server):
+    assert_stops_cleanly(server, signal.SIGTERM)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import time
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from filelock import FileLock
 
 import flows  # noqa: F401 — offline defaults before Prefect is imported
 from storage.schemas import BITEXT, with_uid
@@ -40,3 +44,18 @@ def subprocess_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API", "PREFECT_LOCAL_STORAGE"))}
     env.update({"PREFECT_HOME": str(tmp_path / "prefect-home"), "PYTHONPATH": str(REPO)}, **extra)
     return env
+
+
+def apt_install(package: str) -> None:
+    """Install a Debian package for a test (as root with apt-get), or skip with the reason. One apt at a
+    time across test processes (pytest-xdist workers): apt holds a lock of its own and fails the second."""
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        pytest.skip(f"{package} is not installed, and apt-get as root is not available to install it")
+    t0 = time.monotonic()
+    with FileLock("/tmp/augdag-tests-apt.lock"):
+        for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "--no-install-recommends", package]):
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+                                  env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+            if proc.returncode != 0:
+                pytest.skip(f"could not install {package} ({' '.join(cmd)}): {proc.stderr[-500:]}")
+    print(f"installed {package} in {time.monotonic() - t0:.0f} s")

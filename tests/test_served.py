@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from storage.catalog import Catalog
-from tests.conftest import REPO, subprocess_env
+from tests.conftest import REPO, apt_install, subprocess_env
 from tests.test_server import free_port
 
 pytestmark = pytest.mark.slow
@@ -309,13 +309,7 @@ def postgres_bin() -> Path:
 
     if found():
         return found()
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        pytest.skip("no PostgreSQL server, and apt-get as root is not available to install it")
-    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "postgresql"]):
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
-                              env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
-        if proc.returncode != 0:
-            pytest.skip(f"could not install postgresql ({' '.join(cmd)}): {proc.stderr[-500:]}")
+    apt_install("postgresql")
     return found() or pytest.skip("postgresql installed but no initdb under /usr/lib/postgresql")
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from storage.catalog import Catalog
-from tests.conftest import REPO, subprocess_env
+from tests.conftest import REPO, apt_install, subprocess_env
 
 pytestmark = pytest.mark.slow
 ARTIFACTS = Path(os.environ.get("AUGDAG_TEST_ARTIFACTS", REPO / "test-artifacts"))
@@ -88,11 +88,18 @@ def recorded(cache: Path, run_id: str | None = None) -> dict:
 
 
 @pytest.fixture(scope="module")
-def served_run(server, tmp_path_factory):
+def profile(tmp_path_factory) -> Path:
+    """The two-dataset profile; its relative input paths resolve against its directory, so every run of it
+    reads the same absolute paths and its stages have the same fingerprints."""
+    return write_profile(tmp_path_factory.mktemp("work"))
+
+
+@pytest.fixture(scope="module")
+def served_run(server, profile):
     """`augdag run ingest` with no PREFECT_API_URL: it finds the cache's server by itself."""
     cache, url = server
-    work = tmp_path_factory.mktemp("work")
-    proc = augdag(work, "run", "ingest", "--config", str(write_profile(work)), "--cache", str(cache))
+    work = profile.parent
+    proc = augdag(work, "run", "ingest", "--config", str(profile), "--cache", str(cache))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert f"reporting to the Prefect server at {url}" in proc.stderr
     return recorded(cache)
@@ -113,9 +120,9 @@ def test_a_run_shows_up_with_its_task_runs_per_stage_and_shard(server, served_ru
     assert sorted(a["data"] for a in artifacts if a["type"] == "progress") == [100.0, 100.0]
 
 
-def test_retry_recomputes_only_the_failed_shard(server, tmp_path):
+def test_retry_recomputes_only_the_failed_shard(server, served_run, profile, tmp_path):
     _, url = server
-    cache, profile = tmp_path / "cache", write_profile(tmp_path)
+    cache = tmp_path / "cache"
     # the fault: the path of shard 1's `dropped` output of `clean[a]` is taken by a directory, so committing
     # that shard fails (and so does its retry); the fingerprint is the one the run above computed
     fp = Catalog(server[0]).query("SELECT fingerprint FROM artifacts WHERE stage = 'clean' AND dataset = 'a'"
@@ -184,15 +191,7 @@ def chromium() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found:
         return found
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        pytest.skip("no chromium, and apt-get as root is not available to install it")
-    t0 = time.monotonic()
-    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium"]):
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
-                              env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
-        if proc.returncode != 0:
-            pytest.skip(f"could not install chromium ({' '.join(cmd)}): {proc.stderr[-500:]}")
-    print(f"installed chromium in {time.monotonic() - t0:.0f} s")
+    apt_install("chromium")
     return shutil.which("chromium") or pytest.skip("chromium installed but not on PATH")
 
 

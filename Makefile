@@ -43,8 +43,10 @@ install-gpu:
 demo: install
 	$(VENV)/bin/augdag demo
 
+# two workers, whole modules each (their module-scoped servers and trained models are shared within one):
+# 8 min 45 s instead of ~15 min on this 2-core machine
 test: install
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile
 
 constraints:
 	$(UV) pip compile pyproject.toml --extra dev --extra bench $(if $(FIND_LINKS),--find-links $(FIND_LINKS)) \

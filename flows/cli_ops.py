@@ -53,7 +53,12 @@ def retry(
     catalog, new_run = _catalog(cache), None
     try:
         run = load_run(catalog, run_id)
-        conf = load_recorded(run["config"], set_, run_id=run_id, cache=catalog.root)
+        config = run["config"] or {}
+        if config and set(config) <= {"profile", "overrides", "cache", "run_id"}:
+            # it failed before its profile loaded (flows.nightly records its parameters): load it anew
+            conf = load_profile(config["profile"], [*(config.get("overrides") or []), *set_], cache=catalog.root)
+        else:
+            conf = load_recorded(config, set_, run_id=run_id, cache=catalog.root)
         forced = forced_artifacts(catalog, run, stage=stage, start=start)
         if forced:
             err.print(f"recomputing: {', '.join(forced.values())}", highlight=False)

@@ -157,6 +157,49 @@ def test_own_checkpoint_needs_only_the_allow_listed_globals(trained):
     assert [f"{g.__module__}.{g.__qualname__}" for g in ALLOWED_GLOBALS] == ["argparse.Namespace"]
 
 
+
+def test_allow_listed_loads_in_threads_never_lose_the_allow_list(trained, monkeypatch):
+    """Two pipelines of a night load the shared teacher at once. torch's safe_globals() is process-wide and
+    removes its globals on exit, so a second load finishing while the first is still unpickling broke the
+    first (found by the kill -9 test, issue 13). Forced here: the first load waits (up to 2 s) until the
+    second has finished; with the lock the second cannot finish first, and both succeed."""
+    import threading
+
+    import torch
+
+    from models.nmt.fairseq import _locate, _unpickle
+
+    files, data = _locate(trained[0]), (trained[0] / CHECKPOINT).read_bytes()
+    real_load, second_done, calls = torch.load, threading.Event(), []
+
+    def load(*args, **kwargs):
+        calls.append(threading.current_thread().name)
+        if len(calls) == 1:
+            second_done.wait(timeout=2)
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "load", load)
+    results: dict[str, object] = {}
+
+    def run(name: str) -> None:
+        try:
+            results[name] = sorted(_unpickle(files, data, weights_only=True))[:2]
+        except Exception as e:  # noqa: BLE001 — the assertion below shows it
+            results[name] = repr(e)
+        if name == "second":
+            second_done.set()
+
+    first = threading.Thread(target=run, args=("first",), name="first")
+    first.start()
+    while not calls:
+        threading.Event().wait(0.01)
+    second = threading.Thread(target=run, args=("second",), name="second")
+    second.start()
+    first.join(30)
+    second.join(30)
+    assert results == {"first": ["args", "cfg"], "second": ["args", "cfg"]}, results
+
+
 # -- scoring --------------------------------------------------------------------------------------------
 
 

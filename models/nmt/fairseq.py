@@ -41,6 +41,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -272,13 +273,19 @@ def _trust(files: _Files, sha256: str, trusted: bool) -> bool:
                      f"checkpoint unpickles it, which can run arbitrary code. {TRUST_HINT}")
 
 
+# torch's safe_globals() adds to one process-wide set and, on exit, removes what it added: a second thread
+# loading at that moment (the nightly's pipelines load the shared teacher side by side) lost the allow-list
+# and failed with "Unsupported global: argparse.Namespace". One allow-listed load at a time.
+_SAFE_GLOBALS_LOCK = threading.Lock()
+
+
 def _unpickle(files: _Files, data: bytes, *, weights_only: bool) -> dict[str, Any]:
     import torch
 
     try:
         if not weights_only:
             return torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
-        with torch.serialization.safe_globals(list(ALLOWED_GLOBALS)):
+        with _SAFE_GLOBALS_LOCK, torch.serialization.safe_globals(list(ALLOWED_GLOBALS)):
             return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as e:  # torch raises UnpicklingError, RuntimeError, … for a bad or foreign file
         hint = f" It needs more than augdag allow-lists ({_allow_list_names()}). {TRUST_HINT}" if weights_only else ""

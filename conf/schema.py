@@ -9,9 +9,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
+
+from conf.base import ConfModel
+from conf.nmt import NMTConf, NMTTrainConf  # noqa: F401 — the NMT sections, part of the schema
+from conf.pipelines import check_enabled, known_pipeline
 
 Kind = Literal["bitext", "mono", "labeled", "slots"]
 Format = Literal["text", "tsv", "jsonl", "parquet", "hf"]
@@ -19,9 +23,6 @@ Format = Literal["text", "tsv", "jsonl", "parquet", "hf"]
 DEFAULT_CACHE = Path(".augdag")
 CACHE_ENV = "AUGDAG_CACHE"
 
-
-class ConfModel(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class DatasetConf(ConfModel):
@@ -105,50 +106,10 @@ class SamplingConf(ConfModel):
     bins: int = Field(5, ge=1)  # equal-size uncertainty bins for the linguistic properties (Fig. 6.3)
 
 
-class NMTTrainConf(ConfModel):
-    """fairseq-train for a model the pipeline trains itself. The defaults are a tiny transformer that learns
-    the demo corpus in seconds on a CPU; a real run sets the thesis' sizes (transformer base, 6+6 layers)."""
+class SyntheticFilterConf(CleanConf):
+    """What the self-training pipeline drops from its synthetic pairs (ch. 6): duplicates, length, ratio
+    (the `clean` stage's settings), and the target LM's worst share."""
 
-    arch: str = "transformer"
-    encoder_layers: int = Field(2, ge=1)
-    decoder_layers: int = Field(2, ge=1)
-    embed_dim: int = Field(64, ge=8)
-    ffn_dim: int = Field(128, ge=8)
-    heads: int = Field(4, ge=1)
-    dropout: float = Field(0.1, ge=0, lt=1)
-    label_smoothing: float = Field(0.1, ge=0, lt=1)
-    lr: float = Field(3e-3, gt=0)
-    warmup_updates: int = Field(30, ge=0)  # inverse-sqrt schedule after a linear warm-up (0: fixed lr)
-    max_update: int = Field(300, ge=1)  # training steps (the demo bitext: BLEU ≈ 44 on its test set)
-    max_tokens: int = Field(1024, ge=16)  # tokens per batch
-    seed: int = 1
-    vocab_size: int = Field(1000, ge=16)  # joint SentencePiece vocabulary (subwords inside the backend)
-    extra_args: list[str] = []  # passed verbatim to fairseq-train
-
-
-class NMTConf(ConfModel):
-    """One NMT model: loaded from ``model`` (a local path, or a Hugging Face name for ``transformers``), or, when
-    ``model`` is unset, trained with fairseq on the pipeline's own data (``train``)."""
-
-    backend: Literal["fairseq", "transformers", "ctranslate2"] = "fairseq"
-    model: str | None = None
-    trusted: bool = False  # unpickle a fairseq checkpoint augdag did not train (it can run arbitrary code)
-    inference: Literal["native", "ctranslate2"] = "native"  # ctranslate2: convert once, score/translate with it
-    compute_type: str = "default"  # ctranslate2: default, float32, int8, int8_float16, ...
-    src_lang: str | None = None  # multilingual transformers models (M2M100, NLLB): source language code
-    tgt_lang: str | None = None  # ... and the target language, forced as the first token of a translation
-    device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA when present, else CPU threads
-    threads: int = Field(0, ge=0)  # CPU threads; 0: every core
-    max_tokens: int = Field(4096, ge=16)  # tokens per inference batch (batches are sorted by length)
-    train: NMTTrainConf = NMTTrainConf()
-
-
-class SyntheticFilterConf(ConfModel):
-    """What the self-training pipeline drops from its synthetic pairs (ch. 6): length, ratio, target LM."""
-
-    min_tokens: int = Field(1, ge=0)
-    max_tokens: int = Field(250, ge=1)
-    max_ratio: float = Field(1.5, ge=1.0)
     lm_drop: float = Field(0.0, ge=0, lt=1)  # drop this share with the worst target-LM cross-entropy (0.2 in Table 6.3)
 
 
@@ -321,8 +282,7 @@ class AugdagConf(ConfModel):
     task_runner: TaskRunnerConf = TaskRunnerConf()
     orchestration: OrchestrationConf = OrchestrationConf()
     datasets: dict[str, DatasetConf] = {}
-    pipelines: list[Literal["ingest", "self_training", "rejuvenation", "train_nmt", "paraphrase",
-                            "train_classifier"]] = ["ingest"]  # run in this order
+    pipelines: list[Annotated[str, AfterValidator(known_pipeline)]] = ["ingest"]  # registered in flows/registry.py
     ingest: IngestConf = IngestConf()
     self_training: SelfTrainingConf = SelfTrainingConf()
     rejuvenation: RejuvenationConf = RejuvenationConf()
@@ -337,21 +297,20 @@ class AugdagConf(ConfModel):
         for name in self.datasets:
             if not name.replace("_", "").replace("-", "").isalnum():
                 raise ValueError(f"dataset name {name!r}: use letters, digits, '_' and '-'")
-        if "self_training" in self.pipelines:
-            self.self_training_datasets()
-        if "rejuvenation" in self.pipelines:
-            self.rejuvenation_bitext()
-        if "train_nmt" in self.pipelines:
-            self.dataset_of_kind(self.train_nmt.test, "bitext", "train_nmt.test")
-        if "paraphrase" in self.pipelines:
-            self.paraphrase_dataset()
-            if self.paraphrase.generator.kind == "round_trip":
-                self.paraphrase_bitext()
-            elif self.paraphrase.generator.model is None:
-                raise ValueError("paraphrase.generator.model: kind 'hf' needs a model (local path or HF name)")
-        if "train_classifier" in self.pipelines:
-            self.classifier_datasets()
+        check_enabled(self.pipelines, self)  # each enabled pipeline's check, from its registry entry
         return self
+
+    def paraphrase_generator(self) -> None:
+        """The paraphrase pipeline's datasets and generator: round trip needs a bitext (unless both models
+        are given), hf a model."""
+        self.paraphrase_dataset()
+        if self.paraphrase.generator.kind == "round_trip":
+            self.paraphrase_bitext()
+        elif self.paraphrase.generator.model is None:
+            raise ValueError("paraphrase.generator.model: kind 'hf' needs a model (local path or HF name)")
+
+    def train_nmt_test(self) -> str:
+        return self.dataset_of_kind(self.train_nmt.test, "bitext", "train_nmt.test")
 
     def paraphrase_dataset(self) -> str:
         """The dataset PCC paraphrases: named (labeled or mono), else the profile's only labeled one."""

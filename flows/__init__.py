@@ -3,3 +3,5 @@
 from conf.offline import go_offline
 
 go_offline()
+
+from flows import pipelines  # noqa: F401 — registers the built-in pipelines (flows/registry.py)

@@ -1,6 +1,6 @@
 """`augdag nightly | retry | server | serve | deploy | schedules`: running the product every night.
 
-The commands register on the one `augdag` app (imported at the end of flows/cli.py).
+The commands register on the one `augdag` app (flows/cli_app.py) when flows/cli.py imports this module.
 """
 
 from __future__ import annotations
@@ -11,36 +11,36 @@ import subprocess
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from conf.errors import AugdagError, ConfError
 from conf.loader import load_profile, load_recorded
 from conf.schema import resolve_cache
+from flows.cli_app import CacheOpt, ConfigOpt, SetOpt, app, catalog_at, err, fail, out
+from flows.cli_run import prepare, print_summary, run_nightly, run_pipeline
 from flows.lifecycle import supervise_in_own_group
 from storage.catalog import Catalog
-from flows.cli import CacheOpt, SetOpt, _catalog, _fail, _prepare, _run_nightly, _run_pipeline, app, err, out, print_summary
 
 REPO = Path(__file__).resolve().parents[1]
-ConfigOpt = Annotated[str, typer.Option("--config", "-c", help="a profile: a YAML path or a packaged name")]
 
 
 @app.command()
 def nightly(config: ConfigOpt = "nightly", set_: SetOpt = [], cache: CacheOpt = None) -> None:
     """Run every pipeline of a profile now, as the nightly deployment does (one flow run, subflows per pipeline)."""
     try:
-        _run_nightly(load_profile(config, set_, cache=cache), config)
+        run_nightly(load_profile(config, set_, cache=cache), config)
     except AugdagError as e:  # a failed pipeline: its summary is printed first, then exit 1
-        _fail(e)
+        fail(e)
 
 
 @app.command()
 def retry(
     run_id: Annotated[str, typer.Argument(help="a run id from `augdag runs` (a pipeline or a nightly run)")],
-    stage: Annotated[Optional[str], typer.Option("--stage", help="recompute this stage (S or S[dataset]) although "
+    stage: Annotated[str | None, typer.Option("--stage", help="recompute this stage (S or S[dataset]) although "
                                                  "its output exists")] = None,
-    start: Annotated[Optional[str], typer.Option("--from", help="recompute this stage (S or S[dataset]) and what "
+    start: Annotated[str | None, typer.Option("--from", help="recompute this stage (S or S[dataset]) and what "
                                                  "descends from it in the lineage, nothing else")] = None,
     set_: SetOpt = [],
     cache: CacheOpt = None,
@@ -50,7 +50,7 @@ def retry(
     from flows.retry import forced_artifacts, forcing
     from flows.run_report import load_run
 
-    catalog, new_run = _catalog(cache), None
+    catalog, new_run = catalog_at(cache), None
     try:
         run = load_run(catalog, run_id)
         config = run["config"] or {}
@@ -64,15 +64,15 @@ def retry(
             err.print(f"recomputing: {', '.join(forced.values())}", highlight=False)
         with forcing(list(forced)):  # no Prefect import before here: _run_* configure it first
             if run["pipeline"] == "nightly":
-                new_run = _run_nightly(conf, run["profile"], run_id=run_id)["run_id"]
+                new_run = run_nightly(conf, run["profile"], run_id=run_id)["run_id"]
             else:
-                summary = _run_pipeline(run["pipeline"], conf, run["profile"])
+                summary = run_pipeline(run["pipeline"], conf, run["profile"])
                 new_run = summary["run_id"]
                 print_summary(summary)
     except AugdagError as e:
         new_run = getattr(e, "run_id", None) or (getattr(e, "summary", None) or {}).get("run_id")
         _record_retry(catalog, new_run, run_id)
-        _fail(e)
+        fail(e)
     _record_retry(catalog, new_run, run_id)
 
 
@@ -88,7 +88,7 @@ def _record_retry(catalog: Catalog, new_run: str | None, retry_of: str) -> None:
 def server(
     host: Annotated[str, typer.Option(help="address to listen on (0.0.0.0 exposes the UI to the network)")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port of the API and UI")] = 4200,
-    reports_port: Annotated[Optional[int], typer.Option(help="port of <cache>/reports over HTTP, on 127.0.0.1 "
+    reports_port: Annotated[int | None, typer.Option(help="port of <cache>/reports over HTTP, on 127.0.0.1 "
                                                         "(default: --port + 1)")] = None,
     cache: CacheOpt = None,
 ) -> None:
@@ -109,9 +109,9 @@ def server(
     try:
         code = run_server(root, host=host, port=port, reports_port=reports_port, on_ready=ready)
     except AugdagError as e:
-        _fail(e)
+        fail(e)
     if code:
-        _fail(AugdagError(f"the Prefect server exited with code {code}; its log: {state_dir(root) / 'server.log'}"))
+        fail(AugdagError(f"the Prefect server exited with code {code}; its log: {state_dir(root) / 'server.log'}"))
 
 
 @app.command()
@@ -120,7 +120,7 @@ def serve(
     set_: SetOpt = [],
     cache: CacheOpt = None,
     name: Annotated[str, typer.Option(help="deployment name")] = "nightly",
-    cron: Annotated[Optional[str], typer.Option(help="cron schedule (default: the profile's nightly.cron)")] = None,
+    cron: Annotated[str | None, typer.Option(help="cron schedule (default: the profile's nightly.cron)")] = None,
     paused: Annotated[bool, typer.Option(help="register the schedule paused")] = False,
 ) -> None:
     """Serve the nightly flow on its cron schedule from this long-lived process (needs a Prefect server).
@@ -130,7 +130,7 @@ def serve(
     supervise_in_own_group()  # Ctrl-C, SIGTERM and SIGHUP stop it and its flow-run processes (flows/lifecycle.py)
     try:
         conf = load_profile(config, set_, cache=cache)
-        _prepare(conf)
+        prepare(conf)
         url = os.environ.get("PREFECT_API_URL")
         if not url:
             raise ConfError("serve needs a Prefect server: start `augdag server` (same --cache) or set PREFECT_API_URL")
@@ -144,14 +144,14 @@ def serve(
                   highlight=False, soft_wrap=True)
         serve_nightly(conf, parameters=parameters, name=name, cron=cron, paused=paused)
     except AugdagError as e:
-        _fail(e)
+        fail(e)
 
 
 @app.command()
 def deploy(
     pool: Annotated[str, typer.Option(help="the work pool whose workers run the deployments")] = "augdag",
     prefect_file: Annotated[Path, typer.Option(help="deployment definitions")] = REPO / "prefect.yaml",
-    config: Annotated[Optional[str], typer.Option("--config", "-c", help="record this profile (resolved here) "
+    config: Annotated[str | None, typer.Option("--config", "-c", help="record this profile (resolved here) "
                                                   "instead of prefect.yaml's parameters")] = None,
     set_: SetOpt = [],
     cache: CacheOpt = None,
@@ -162,7 +162,7 @@ def deploy(
     resolved on the worker); with any of them it records the profile and the cache resolved here, as
     absolute paths, and the data directories in its description."""
     if not os.environ.get("PREFECT_API_URL"):
-        _fail(ConfError("deploy needs PREFECT_API_URL (a Prefect server; `augdag server` starts one)"))
+        fail(ConfError("deploy needs PREFECT_API_URL (a Prefect server; `augdag server` starts one)"))
     cmd = [str(Path(sys.executable).parent / "prefect"), "--no-prompt", "deploy", "--all",
            "--prefect-file", str(prefect_file), "--pool", pool]
     if config is not None or set_ or cache is not None:
@@ -171,7 +171,7 @@ def deploy(
         try:
             conf = load_profile(config or "nightly", set_, cache=cache)
         except AugdagError as e:
-            _fail(e)
+            fail(e)
         parameters = deployment_parameters(conf, profile=config or "nightly", overrides=set_)
         cmd += ["--params", json.dumps(parameters), "--description", describe(conf, parameters)]
     raise typer.Exit(subprocess.run(cmd, cwd=prefect_file.parent).returncode)
@@ -179,8 +179,8 @@ def deploy(
 
 @app.command()
 def schedules(
-    pause: Annotated[Optional[str], typer.Option(help="pause the schedules of this deployment")] = None,
-    resume: Annotated[Optional[str], typer.Option(help="resume the schedules of this deployment")] = None,
+    pause: Annotated[str | None, typer.Option(help="pause the schedules of this deployment")] = None,
+    resume: Annotated[str | None, typer.Option(help="resume the schedules of this deployment")] = None,
     cache: CacheOpt = None,
 ) -> None:
     """List deployments with their schedules (cron, time zone, state, next scheduled run, concurrency),
@@ -188,7 +188,7 @@ def schedules(
     from flows.server import connect
 
     if not connect(resolve_cache(None, cache)):
-        _fail(ConfError("no Prefect server: start `augdag server` (same --cache) or set PREFECT_API_URL"))
+        fail(ConfError("no Prefect server: start `augdag server` (same --cache) or set PREFECT_API_URL"))
     from flows.schedules import list_schedules, set_active
 
     try:
@@ -196,7 +196,7 @@ def schedules(
             set_active(pause or resume, active=bool(resume))
         rows = list_schedules()
     except AugdagError as e:
-        _fail(e)
+        fail(e)
     if not rows:
         out.print("no deployments")
         return

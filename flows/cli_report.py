@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from conf.errors import AugdagError
-from flows.cli import CacheOpt, _catalog, _fail, app, out
+from flows.cli_app import CacheOpt, app, catalog_at, fail, out
 
 
 @app.command()
 def report(
     run_id: Annotated[str, typer.Argument(help="a run id (see `augdag runs`); a nightly run covers its pipelines")],
-    compare: Annotated[Optional[str], typer.Option("--compare", help="another run id: a page of what changed "
+    compare: Annotated[str | None, typer.Option("--compare", help="another run id: a page of what changed "
                                                    "(counts, distributions, evaluation scores), older run first")] = None,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="the HTML file (default: "
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="the HTML file (default: "
                                                    "<cache>/reports/RUN/run.html or compare-A-vs-B.html)")] = None,
     cache: CacheOpt = None,
 ) -> None:
@@ -24,7 +24,7 @@ def report(
     from flows.run_report import write_report
 
     try:
-        path = write_report(_catalog(cache), run_id, compare=compare, output=output)
+        path = write_report(catalog_at(cache), run_id, compare=compare, output=output)
     except AugdagError as e:
-        _fail(e)
+        fail(e)
     out.print(f"wrote {path}", highlight=False, soft_wrap=True)

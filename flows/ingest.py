@@ -11,7 +11,7 @@ from conf.schema import AugdagConf, DatasetConf, IngestConf
 from flows.driver import Run, run_source_stage, run_stage
 from flows.runners import default_task_runner
 from storage.artifacts import ArtifactRef, hash_inputs
-from tasks.clean import CLEAN, DUPLICATES
+from tasks.clean import CLEAN, DUPLICATES, CleanParams
 from tasks.ingest import READ_VERSION, read_params, reader
 
 
@@ -24,12 +24,8 @@ def ingest_dataset(run: Run, name: str, ds: DatasetConf, conf: IngestConf, shard
         input_fingerprint=hash_inputs(ds.files(), memo=run.root / "input-hashes"),
     )
     dups = run_stage(run, DUPLICATES, inputs=[read], params={}, n_shards=1)
-    clean = conf.clean
-    return run_stage(
-        run, dataclasses.replace(CLEAN, view=ds.kind), inputs=[read], side={"duplicates": dups},
-        params={"kind": ds.kind, "dedup": clean.dedup, "min_tokens": clean.min_tokens,
-                "max_tokens": clean.max_tokens, "max_ratio": clean.max_ratio},
-    )
+    return run_stage(run, dataclasses.replace(CLEAN, view=ds.kind), inputs=[read], side={"duplicates": dups},
+                     params=CleanParams.of(conf.clean, ds.kind))
 
 
 @flow(name="ingest", log_prints=True, task_runner=default_task_runner())

@@ -1,6 +1,6 @@
 """The nightly run: every pipeline a profile enables, over every dataset in it, as one Prefect flow.
 
-The pipelines run as subflows in dependency order (``DEPENDS``), independent ones side by side
+The pipelines run as subflows in dependency order (each one's ``reads`` in flows/registry.py), independent ones side by side
 (``nightly.parallel``): ingest first; self_training, rejuvenation and paraphrase read its views (and
 share one teacher training, which the driver trains once); train_nmt reads the synthetic and
 rejuvenated pairs, train_classifier the curriculum. A pipeline whose upstream failed is skipped; the
@@ -23,7 +23,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,20 +31,19 @@ from filelock import FileLock, Timeout
 from prefect import Flow, flow, get_run_logger
 
 from conf.errors import AugdagError, ConfError, StageError
-from conf.loader import check_inputs, dump_conf, is_packaged, load_profile, load_recorded, profile_path
+from conf.loader import (
+    check_inputs,
+    dump_conf,
+    is_packaged,
+    load_profile,
+    load_recorded,
+    profile_path,
+)
 from conf.schema import CACHE_ENV, AugdagConf
+from flows import registry
 from flows.driver import Run
 from flows.runners import run_flow
 from storage.demo import write_demo
-
-DEPENDS: dict[str, tuple[str, ...]] = {
-    "ingest": (),
-    "self_training": ("ingest",),
-    "rejuvenation": ("ingest",),
-    "paraphrase": ("ingest",),
-    "train_nmt": ("self_training", "rejuvenation"),
-    "train_classifier": ("paraphrase",),
-}
 
 
 class NightlyFailed(StageError):
@@ -56,22 +55,8 @@ class NightlyFailed(StageError):
 
 
 def pipeline_flow(name: str) -> Flow:
-    """The flow of a pipeline, imported when asked for (each pulls in its own model stack)."""
-    if name == "ingest":
-        from flows.ingest import ingest_flow as f
-    elif name == "self_training":
-        from flows.self_training import self_training_flow as f
-    elif name == "rejuvenation":
-        from flows.rejuvenation import rejuvenation_flow as f
-    elif name == "train_nmt":
-        from flows.train_nmt import train_nmt_flow as f
-    elif name == "paraphrase":
-        from flows.paraphrase import paraphrase_flow as f
-    elif name == "train_classifier":
-        from flows.train_classifier import train_classifier_flow as f
-    else:
-        raise StageError(f"unknown pipeline {name!r}: expected one of {', '.join(DEPENDS)}")
-    return f
+    """The flow of a registered pipeline, imported when asked for (each pulls in its own model stack)."""
+    return registry.get(name).load_flow()
 
 
 def totals(children: Sequence[Mapping[str, Any]], seconds: float) -> dict[str, Any]:
@@ -81,7 +66,7 @@ def totals(children: Sequence[Mapping[str, Any]], seconds: float) -> dict[str, A
     too would count its rows twice (``once``)."""
     stages = once([s for c in children for s in c.get("stages", [])])
     done = [s for s in stages if s["status"] != "failed"]
-    count = lambda items, key: {k: sum(i[key] == k for i in items) for k in sorted({i[key] for i in items})}  # noqa: E731
+    count = lambda items, key: {k: sum(i[key] == k for i in items) for k in sorted({i[key] for i in items})}
     return {
         "pipelines": count(children, "status"),
         "stages": count(stages, "status"),
@@ -124,7 +109,7 @@ def run_pipelines(pipelines: Sequence[str], parallel: int,
     """Every pipeline once, each after those of ``pipelines`` it depends on, ``parallel`` at once.
     Returns their summaries in the given order (``status`` skipped when an upstream did not complete)."""
     enabled = list(dict.fromkeys(pipelines))
-    deps = {p: [d for d in DEPENDS[p] if d in enabled] for p in enabled}
+    deps = registry.depends(enabled)
     results: dict[str, dict[str, Any]] = {}
     running: dict[Future, str] = {}
     with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="nightly") as pool:
@@ -170,7 +155,7 @@ def nightly(conf: AugdagConf, *, profile: str, config: Mapping[str, Any] | None 
         with Run.started(conf, pipeline="nightly", profile=profile, config=config) as run:
 
             def run_one(name: str) -> dict[str, Any]:
-                since, t = datetime.now(timezone.utc), time.perf_counter()
+                since, t = datetime.now(UTC), time.perf_counter()
                 try:
                     child = run_flow(pipeline_flow(name), conf, profile=profile, config=config)
                 except Exception as e:  # noqa: BLE001 — recorded, and the nightly fails at the end

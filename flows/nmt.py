@@ -33,7 +33,7 @@ def nmt_model(run: Run, conf: NMTConf, *, name: str, train_on: ArtifactRef | Non
         ref = run_model_stage(
             run, name=name, key="fairseq", version=NMT_VERSION, kind="fairseq", filename="model", inputs=[train_on],
             params={"train": conf.train.model_dump(), "src": src, "tgt": tgt, "role": role},
-            build=fairseq_builder(train_on.paths(role), conf, src=src, tgt=tgt, label=name))
+            build=fairseq_builder(train_on.parts(role), conf, src=src, tgt=tgt, label=name))
     if conf.inference == "ctranslate2" and conf.backend != "ctranslate2":
         ref = _converted(run, conf, ref)
     return ref

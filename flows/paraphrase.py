@@ -128,8 +128,7 @@ def publish_report(run: Run, result: Paraphrased, conf: ParaphraseConf) -> dict[
 
     levels, diversity = result.levels.read(0), result.diversity.read(0)
     sims: dict[str, list[float]] = {}
-    for part in result.curriculum.paths():
-        t = pq.read_table(part, columns=["level", "sim"])
+    for t in result.curriculum.parts().tables(["level", "sim"]):
         t = t.filter(pc.greater(t["level"], 0))
         for lv, s in zip(t["level"].to_pylist(), t["sim"].to_pylist()):
             sims.setdefault(f"level {lv}", []).append(s)

@@ -25,8 +25,17 @@ from flows.runners import default_task_runner
 from flows.self_training import bitext_uncertainty
 from storage.artifacts import ArtifactRef
 from tasks.nmt import decode_options, loading, runtime
-from tasks.rejuvenation import (ACTIVE, INACTIVE, INACTIVE_CUT, PAIR_SCORE, PROBABILITY_BINS, REJUVENATE,
-                                REJUVENATED_BITEXT, STATE_PROPERTIES, unscored_pairs)
+from tasks.rejuvenation import (
+    ACTIVE,
+    INACTIVE,
+    INACTIVE_CUT,
+    PAIR_SCORE,
+    PROBABILITY_BINS,
+    REJUVENATE,
+    REJUVENATED_BITEXT,
+    STATE_PROPERTIES,
+    unscored_pairs,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,7 +67,7 @@ def rejuvenate_bitext(run: Run, conf: AugdagConf) -> Rejuvenated:
     bins = run_stage(run, PROBABILITY_BINS, inputs=[scores], n_shards=1, params={"bins": rj.bins})
     states = run_stage(run, STATE_PROPERTIES, inputs=[active, inactive, align, scored_src], n_shards=1, params={})
     return Rejuvenated(scores, active, inactive, rejuvenated, bins, states,
-                       {"identification": ident.fingerprint, **fresh.models}, unscored_pairs(scores.paths()))
+                       {"identification": ident.fingerprint, **fresh.models}, unscored_pairs(scores.parts()))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -42,6 +42,11 @@ class Forcing:
 forced: contextvars.ContextVar[Forcing] = contextvars.ContextVar("augdag_forced", default=Forcing())
 
 
+def forced_now() -> Forcing:
+    """What a run started now recomputes: the fingerprints of the enclosing ``forcing`` block, if any."""
+    return forced.get()
+
+
 @contextlib.contextmanager
 def forcing(fingerprints: Sequence[str]) -> Iterator[None]:
     """Inside the block, every run recomputes the artifacts and models ``fingerprints`` (every shard

@@ -103,7 +103,7 @@ class ConsoleHandler(logging.StreamHandler):
         self.setFormatter(RunLogFormatter(datefmt="%H:%M:%S"))
 
     @property
-    def stream(self):  # noqa: ANN201
+    def stream(self):
         return sys.stderr
 
     @stream.setter

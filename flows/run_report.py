@@ -195,10 +195,10 @@ def stage_table(stages: Sequence[Mapping[str, Any]]) -> str:
 
 
 # every plot once: the report pages first (their images in context), then the PNGs not shown in a page
-_IMG = re.compile(r"<img\b[^>]*>", re.I)
-_SRC = re.compile(r"""\bsrc\s*=\s*["']([^"']*)["']""", re.I)
-_BODY = re.compile(r"<body[^>]*>(.*)</body\s*>", re.I | re.S)
-_DROP = re.compile(r"<script\b.*?</script\s*>|<(?:link|script|iframe|object|embed)\b[^>]*>", re.I | re.S)
+_IMG = re.compile(r"<img\b[^>]*>", re.IGNORECASE)
+_SRC = re.compile(r"""\bsrc\s*=\s*["']([^"']*)["']""", re.IGNORECASE)
+_BODY = re.compile(r"<body[^>]*>(.*)</body\s*>", re.IGNORECASE | re.DOTALL)
+_DROP = re.compile(r"<script\b.*?</script\s*>|<(?:link|script|iframe|object|embed)\b[^>]*>", re.IGNORECASE | re.DOTALL)
 
 
 def _plots(folder: Path, *, level: int) -> str:

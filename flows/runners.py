@@ -84,7 +84,9 @@ def make_task_runner(conf: TaskRunnerConf, *, worker_env: Mapping[str, str] | No
         return ProcessPoolTaskRunner(max_workers=workers)
     if conf.kind == "ray":
         return _ray_task_runner(conf, worker_env)
-    from prefect_dask import DaskTaskRunner  # imported only when asked for: dask is slow to import
+    from prefect_dask import (
+        DaskTaskRunner,  # imported only when asked for: dask is slow to import
+    )
 
     if conf.address:
         return DaskTaskRunner(address=conf.address)

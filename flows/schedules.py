@@ -19,7 +19,10 @@ from conf.schema import AugdagConf
 
 
 def concurrency(conf: AugdagConf) -> Any:
-    from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
+    from prefect.client.schemas.objects import (
+        ConcurrencyLimitConfig,
+        ConcurrencyLimitStrategy,
+    )
 
     strategy = ConcurrencyLimitStrategy.ENQUEUE if conf.nightly.overlap == "wait" else ConcurrencyLimitStrategy.CANCEL_NEW
     return ConcurrencyLimitConfig(limit=1, collision_strategy=strategy)
@@ -88,7 +91,12 @@ def list_schedules() -> list[dict[str, Any]]:
 def _next_run(client: Any, deployment_id: Any) -> datetime | None:
     """The expected start of the deployment's earliest flow run in state Scheduled."""
     from prefect.client.schemas.filters import (
-        DeploymentFilter, DeploymentFilterId, FlowRunFilter, FlowRunFilterState, FlowRunFilterStateType)
+        DeploymentFilter,
+        DeploymentFilterId,
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
     from prefect.client.schemas.objects import StateType
     from prefect.client.schemas.sorting import FlowRunSort
 

@@ -22,9 +22,10 @@ from flows.nmt import nmt_model
 from flows.reporting import publish
 from flows.runners import default_task_runner
 from storage.artifacts import ArtifactRef
+from storage.parts import Parts
 from tasks import lm as lm_tasks
 from tasks.alignment import ALIGN, FORCE_ALIGN, LEXICON, WORD_UNCERTAINTY
-from tasks.clean import CLEAN, DUPLICATES
+from tasks.clean import CLEAN, DUPLICATES, CleanParams
 from tasks.nmt import TRANSLATE_MONO, decode_options, loading, runtime
 from tasks.uncertainty import BINS, SAMPLE_KEYS, SAMPLED_MONO, SCORE, SELECT, U_MAX
 
@@ -47,7 +48,7 @@ def train_lm(run: Run, corpus: ArtifactRef, *, column: str, conf: SelfTrainingCo
     return run_model_stage(
         run, name=name, version=lm_tasks.LM_VERSION, kind="kenlm", filename="lm.arpa", inputs=[corpus],
         params={"column": column, "order": conf.lm.order, "lowercase": conf.lowercase},
-        build=lm_tasks.arpa_builder(corpus.paths(), column=column, order=conf.lm.order, memory=conf.lm.memory,
+        build=lm_tasks.arpa_builder(corpus.parts(), column=column, order=conf.lm.order, memory=conf.lm.memory,
                                     lowercase=conf.lowercase),
     )
 
@@ -105,9 +106,7 @@ def filter_synthetic(run: Run, pairs: ArtifactRef, conf: SelfTrainingConf, targe
     use_lm = target_lm is not None and f.lm_drop > 0
     dups = run_stage(run, DUPLICATES, inputs=[pairs], params={}, n_shards=1)
     kept = run_stage(run, dataclasses.replace(CLEAN, name="synthetic_clean", view=None if use_lm else view),
-                     inputs=[pairs], side={"duplicates": dups},
-                     params={"kind": "bitext", "dedup": True, "min_tokens": f.min_tokens, "max_tokens": f.max_tokens,
-                             "max_ratio": f.max_ratio})
+                     inputs=[pairs], side={"duplicates": dups}, params=CleanParams.of(f, "bitext"))
     if not use_lm:
         return kept
     lm = {"models": [target_lm.fingerprint], "resources": {"lm_path": target_lm.path}}
@@ -145,7 +144,7 @@ def publish_report(run: Run, result: Sampled, conf: SelfTrainingConf) -> dict[st
     from tasks.report import histogram, markdown_table, uncertainty_figure
 
     s = conf.sampling
-    hist = histogram([p for ref in result.scored_mono for p in ref.paths()], "uncertainty")
+    hist = histogram(Parts(tuple(p for ref in result.scored_mono for p in ref.paths())), "uncertainty")
     png = uncertainty_figure(hist, u_max=result.u_max, beta=s.beta,
                              title=f"monolingual uncertainty, U_max = {result.u_max:.4f} (R = {s.percentile_r:g})")
     bins = {name: ref.read(0) for name, ref in result.bins.items()}

@@ -30,7 +30,8 @@ from pathlib import Path
 
 from conf.errors import ConfError
 from flows.lifecycle import Stop, spawn_group, stop_group, stop_signals, wait_group
-from flows.report_http import HEADER as REPORTS_HEADER, serve_reports
+from flows.report_http import HEADER as REPORTS_HEADER
+from flows.report_http import serve_reports
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -45,7 +46,7 @@ def api_url(host: str, port: int) -> str:
 
 def healthy(url: str, timeout_s: float = 1.0) -> bool:
     try:
-        with urllib.request.urlopen(f"{url}/health", timeout=timeout_s) as r:  # noqa: S310 — our own loopback URL
+        with urllib.request.urlopen(f"{url}/health", timeout=timeout_s) as r:
             return r.status == 200
     except (urllib.error.URLError, OSError, ValueError):
         return False
@@ -155,7 +156,7 @@ def reports_server(cache: Path, timeout_s: float = 1.0) -> str | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
     try:
-        with urllib.request.urlopen(urllib.request.Request(f"{url}/", method="HEAD"), timeout=timeout_s) as r:  # noqa: S310
+        with urllib.request.urlopen(urllib.request.Request(f"{url}/", method="HEAD"), timeout=timeout_s) as r:
             served = r.headers.get(REPORTS_HEADER)
     except urllib.error.HTTPError as e:  # 404 for "/": an answer all the same
         served = e.headers.get(REPORTS_HEADER)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from conf.errors import AugdagError
+from flows import registry
 from storage.catalog import Catalog, check_read_only
 from storage.views_doc import catalog_columns, catalog_objects
 
@@ -79,9 +80,9 @@ def dot_command(catalog: Catalog, line: str, *, show: Show, error: Say) -> bool:
         return False
     try:
         if command == ".views":
-            show(catalog_objects(catalog))
+            show(catalog_objects(catalog, registry.view_docs()))
         elif command == ".schema":
-            cols = catalog_columns(catalog, arg or None)
+            cols = catalog_columns(catalog, registry.view_docs(), arg or None)
             show(cols.select(["column", "type", "description"]) if arg else cols)
         elif command == ".help":
             print(HELP)

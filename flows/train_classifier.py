@@ -102,7 +102,7 @@ def publish_report(run: Run, result: dict[str, Any]) -> dict[str, str]:
     loss = losses["loss"].to_numpy()
     window = max(1, min(10, len(loss) // 20))
     smooth = np.convolve(loss, np.ones(window) / window, mode="same")
-    name = lambda lv: "mixed" if lv == MIXED else str(lv)  # noqa: E731
+    name = lambda lv: "mixed" if lv == MIXED else str(lv)
     spans = [(s["first_step"], s["first_step"] + s["steps"], name(s["level"])) for s in result["loss_per_level"]]
     png = line_figure({"loss": (losses["step"].to_pylist(), loss.tolist()),
                        f"mean of {window}": (losses["step"].to_pylist(), smooth.tolist())},

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from conf.errors import ArtifactError
+from storage.parts import Parts
 
 MANIFEST = "manifest.json"
 MAIN = "part"  # the role of a stage's main output; others: "rejects", "dropped", ...
@@ -54,6 +55,10 @@ class ArtifactRef:
 
     def paths(self, role: str = MAIN) -> list[Path]:
         return [self.path(i, role) for i in range(self.n_shards)]
+
+    def parts(self, role: str = MAIN) -> Parts:
+        """Its parts of ``role`` as a lazy dataset (what a reduce stage or a model builder reads)."""
+        return Parts(tuple(self.paths(role)))
 
     def read(self, shard: int, role: str = MAIN) -> pa.Table:
         path = self.path(shard, role)

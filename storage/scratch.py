@@ -4,18 +4,13 @@ temporary directory past its memory limit (without one DuckDB does not enforce t
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import duckdb
 
 from storage.catalog import DUCKDB_CONFIG
-
-
-def parquet_list(paths: Iterable[Path | str]) -> str:
-    """Paths as a DuckDB list literal for ``read_parquet([...])``."""
-    return "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths) + "]"
+from storage.parts import parquet_list  # noqa: F401 — the DuckDB list literal, for callers of scratch_duckdb
 
 
 # threads=1 where a stage aggregates floats (avg, sum): with more threads DuckDB adds partial sums in

@@ -3,13 +3,16 @@
 Kept by hand beside the code it describes (the DDL in ``storage.catalog``, the record kinds in
 ``storage.schemas``, the columns each stage returns in ``tasks/``): a new column shows as
 "(undocumented)" until it is described here, and ``tests/test_views_shell.py`` fails on one in the DDL
-or the base views. The equations are the thesis's (ch. 5 rejuvenation, ch. 6 self-training, Eq. 6.x)
-and PCC's (paraphrase curriculum, Eq. 1–4). The functions at the end pair this text with what
-DuckDB reports of the catalog itself.
+or the base views. The catalog's own tables are ``TABLES``; each pipeline's views are one dict here
+(``INGEST_VIEWS``, ...) that its entry in the pipeline registry (flows/pipelines.py) names, so `augdag
+views` documents exactly the registered pipelines' views. The equations are the thesis's (ch. 5
+rejuvenation, ch. 6 self-training, Eq. 6.x) and PCC's (paraphrase curriculum, Eq. 1–4). The functions
+at the end pair this text with what DuckDB reports of the catalog itself.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -127,8 +130,8 @@ TABLES: dict[str, Doc] = {
 _BITEXT = {"src": "source-language sentence", "tgt": "target-language sentence"}
 _KIND = "the cleaned rows of every {0} dataset (ingest: read, reject, dedup, length filters; stage clean)"
 
-VIEWS: dict[str, Doc] = {
-    # ---- ingest: one view per record kind (storage.schemas), present from the start ---------------------
+# ingest: one view per record kind (storage.schemas), present from the start
+INGEST_VIEWS: dict[str, Doc] = {
     "bitext": Doc(_KIND.format("bitext"), {"uid": _UID, **_BITEXT, "source": _SOURCE, "line": _LINE}),
     "mono": Doc(_KIND.format("monolingual"), {"uid": _UID, "text": "the sentence", "source": _SOURCE, "line": _LINE}),
     "labeled": Doc(_KIND.format("labeled"), {"uid": _UID, "text": "the sentence", "label": "its class, as a string",
@@ -136,7 +139,10 @@ VIEWS: dict[str, Doc] = {
     "slots": Doc(_KIND.format("slot-filling"), {"uid": _UID, "tokens": "the sentence's tokens",
                                                 "tags": "one BIO slot tag per token", "source": _SOURCE,
                                                 "line": _LINE}),
-    # ---- self_training (thesis ch. 6) --------------------------------------------------------------------
+}
+
+# self_training (thesis ch. 6)
+SELF_TRAINING_VIEWS: dict[str, Doc] = {
     "alignments": Doc("fast_align both ways over the bitext, grow-diag-final-and; one row per pair (stage align)", {
         **_WHERE,
         "links": "the symmetrised links as Pharaoh text, i-j (0-based source-target positions)",
@@ -190,7 +196,10 @@ VIEWS: dict[str, Doc] = {
         "parent_uid": "uid of the monolingual sentence (sampled_mono.uid)",
         "model": "the teacher's fingerprint (models.fingerprint)",
     }),
-    # ---- rejuvenation (thesis ch. 5) ---------------------------------------------------------------------
+}
+
+# rejuvenation (thesis ch. 5)
+REJUVENATION_VIEWS: dict[str, Doc] = {
     "pair_scores": Doc("every bitext pair force-decoded by the identification model (stage pair_score)", {
         "uid": "the pair's uid (bitext.uid)",
         "tokens": "target tokens scored, EOS included (null if the model could not score the pair)",
@@ -227,7 +236,10 @@ VIEWS: dict[str, Doc] = {
         "coverage": "mean share of source words aligned (alignments.coverage)",
         "uncertainty": "mean source uncertainty U (Eq. 6.3)",
     }),
-    # ---- train_nmt ---------------------------------------------------------------------------------------
+}
+
+# train_nmt
+TRAIN_NMT_VIEWS: dict[str, Doc] = {
     "training_mix": Doc("the student's training data: the train_nmt.mix queries, each repeated copies times", {
         "uid": "md5 of (mix name, src, tgt)", **_BITEXT,
         "source": "the mix entry's name (train_nmt.mix key)",
@@ -238,7 +250,10 @@ VIEWS: dict[str, Doc] = {
         "uid": "the test pair's uid", "src": "test source sentence", "ref": "the reference (test target)",
         "hyp": "the student's translation",
     }),
-    # ---- paraphrase (PCC) --------------------------------------------------------------------------------
+}
+
+# paraphrase (PCC)
+PARAPHRASE_VIEWS: dict[str, Doc] = {
     "paraphrase_candidates": Doc("every generated paraphrase with M and G (Alg. 2 lines 4-6; stage "
                                  "paraphrase_scores)", {
         "uid": "md5 of (parent_uid, text)",
@@ -284,19 +299,21 @@ VIEWS: dict[str, Doc] = {
         "mi_share": "share with M = 1 (null without an NLI model)",
         "bottom_k_share": "share drawn by the bottom-k sampler",
     }),
-    # ---- train_classifier --------------------------------------------------------------------------------
+}
+
+# train_classifier
+TRAIN_CLASSIFIER_VIEWS: dict[str, Doc] = {
     "test_predictions": Doc("the classifier's predictions on the test set (stage classify_test)", {
         "uid": "the test row's uid", "text": "the sentence", "label": "the gold label",
         "predicted": "the classifier's label",
     }),
 }
 
-DOCS: dict[str, Doc] = {**TABLES, **VIEWS}
 
 
-def describe(name: str, column: str) -> str:
-    """The description of ``name.column``, or "(undocumented)"."""
-    doc = DOCS.get(name)
+def describe(docs: Mapping[str, Doc], name: str, column: str) -> str:
+    """The description of ``name.column`` in ``docs``, or "(undocumented)"."""
+    doc = docs.get(name)
     return doc.columns.get(column, UNDOCUMENTED) if doc else UNDOCUMENTED
 
 
@@ -307,30 +324,32 @@ def _objects(catalog: Catalog) -> dict[str, str]:
         "FROM information_schema.tables WHERE table_schema = 'main' ORDER BY kind, name").to_pylist()}
 
 
-def catalog_objects(catalog: Catalog) -> pa.Table:
-    """Every table and view in the catalog: name, kind, rows, description."""
+def catalog_objects(catalog: Catalog, views: Mapping[str, Doc]) -> pa.Table:
+    """Every table and view in the catalog: name, kind, rows, description (``TABLES`` and ``views``: the
+    registered pipelines' view docs, flows.registry.view_docs)."""
+    docs = {**TABLES, **views}
     kinds = _objects(catalog)
     names = list(kinds)
     rows: dict[int, int] = {}
     if names:  # every count in one query: one connection, one lock
         counts = " UNION ALL ".join(f'SELECT {i} AS i, count(*) AS n FROM "{n}"' for i, n in enumerate(names))
         rows = {r["i"]: r["n"] for r in catalog.query(counts).to_pylist()}
-    what = [DOCS[n].what if n in DOCS else UNDOCUMENTED for n in names]
+    what = [docs[n].what if n in docs else UNDOCUMENTED for n in names]
     return pa.table({"name": pa.array(names, pa.string()), "kind": pa.array(list(kinds.values()), pa.string()),
                      "rows": pa.array([rows[i] for i in range(len(names))], pa.int64()),
                      "description": pa.array(what, pa.string())})
 
 
-def catalog_columns(catalog: Catalog, name: str | None = None) -> pa.Table:
+def catalog_columns(catalog: Catalog, views: Mapping[str, Doc], name: str | None = None) -> pa.Table:
     """name, kind, column, type, description of every column of ``name`` (default: of every table and view),
     the types as DuckDB reports them (``information_schema.columns``, what DESCRIBE shows).
 
     Raises:
         CatalogError: ``name`` is neither a table nor a view of this catalog.
     """
-    kinds = _objects(catalog)
+    kinds, docs = _objects(catalog), {**TABLES, **views}
     if name is not None and name not in kinds:
-        later = f" (not in this catalog until its stage has run: {DOCS[name].what})" if name in DOCS else ""
+        later = f" (not in this catalog until its stage has run: {docs[name].what})" if name in docs else ""
         raise CatalogError(f"unknown table or view {name!r}{later}; expected one of {', '.join(kinds)}")
     cols = catalog.query(
         "SELECT table_name AS name, column_name AS column, data_type AS type FROM information_schema.columns "
@@ -342,4 +361,4 @@ def catalog_columns(catalog: Catalog, name: str | None = None) -> pa.Table:
                      "kind": pa.array([kinds[c["name"]] for c in cols], pa.string()),
                      "column": pa.array([c["column"] for c in cols], pa.string()),
                      "type": pa.array([c["type"] for c in cols], pa.string()),
-                     "description": pa.array([describe(c["name"], c["column"]) for c in cols], pa.string())})
+                     "description": pa.array([describe(docs, c["name"], c["column"]) for c in cols], pa.string())})

@@ -10,18 +10,15 @@ the linked word pairs; `word_uncertainty` adds H (Eq. 6.4) and the source-word f
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from conf.errors import InputError
 from models.aligner import Alignment, FastAlign, align_both, grow_diag_final_and
 from models.lexicon import build_lexicon, linked_words, tokenize, word_uncertainty
-from tasks.stage import Stage, read_parts
+from storage.parts import Parts
+from tasks.stage import Stage
 
 ALIGNMENT = pa.schema([
     ("uid", pa.string()), ("source", pa.string()), ("line", pa.int64()), ("links", pa.string()),
@@ -60,11 +57,11 @@ def _alignment_rows(uid: pa.Array | pa.ChunkedArray, rows: pa.Table, src: pa.Lis
 
 
 def align_bitext(
-    parts: Sequence[Path], *, lowercase: bool = False, iterations: int = 5, p0: float = 0.08, alpha: float = 0.01,
+    parts: Parts, *, lowercase: bool = False, iterations: int = 5, p0: float = 0.08, alpha: float = 0.01,
     tension: float = 4.0, optimize_tension: bool = True,
 ) -> dict[str, pa.Table]:
     """fast_align both ways over the bitext, grow-diag-final-and; the links per pair and the two models."""
-    rows = read_parts(parts, ["uid", "source", "line", "src", "tgt"])
+    rows = parts.table(["uid", "source", "line", "src", "tgt"])
     src = tokenize(rows["src"], lowercase=lowercase)
     tgt = tokenize(rows["tgt"], lowercase=lowercase)
     src_text, tgt_text = pc.binary_join(src, " "), pc.binary_join(tgt, " ")  # split by the aligner as tokenize did
@@ -80,10 +77,10 @@ def align_bitext(
     return {"part": part, "fwd_table": fwd_model.table(), "rev_table": rev_model.table(), "aligner": models}
 
 
-def lexicon(bitext_parts: Sequence[Path], alignment_parts: Sequence[Path], *, lowercase: bool = False) -> pa.Table:
+def lexicon(bitext_parts: Parts, alignment_parts: Parts, *, lowercase: bool = False) -> pa.Table:
     """count[x][y] and p(y | x) over the symmetrised links of the whole bitext (models.lexicon)."""
-    rows = read_parts(bitext_parts, ["uid", "src", "tgt"])
-    links = read_parts(alignment_parts, ["uid", "src_pos", "tgt_pos"])
+    rows = bitext_parts.table(["uid", "src", "tgt"])
+    links = alignment_parts.table(["uid", "src_pos", "tgt_pos"])
     if not rows["uid"].equals(links["uid"]):
         raise InputError("lexicon: the alignment's rows are not the bitext's rows, in order (a stale artifact?)")
     src_pos, tgt_pos = links["src_pos"].combine_chunks(), links["tgt_pos"].combine_chunks()
@@ -93,28 +90,28 @@ def lexicon(bitext_parts: Sequence[Path], alignment_parts: Sequence[Path], *, lo
         offsets - offsets[0], src_pos.flatten().to_numpy(), tgt_pos.flatten().to_numpy()))
 
 
-def source_word_uncertainty(lexicon_parts: Sequence[Path], bitext_parts: Sequence[Path], *,
+def source_word_uncertainty(lexicon_parts: Parts, bitext_parts: Parts, *,
                             lowercase: bool = False) -> pa.Table:
     """H, links and frequency of every source word of the bitext (the `word_uncertainty` view)."""
-    lex = read_parts(lexicon_parts, ["src", "tgt", "count", "p"])
-    src = tokenize(read_parts(bitext_parts, ["src"])["src"], lowercase=lowercase)
+    lex = lexicon_parts.table(["src", "tgt", "count", "p"])
+    src = tokenize(bitext_parts.table(["src"])["src"], lowercase=lowercase)
     return word_uncertainty(lex, src)
 
 
-def force_align(*inputs: Sequence[Path], lowercase: bool = False, key: str = "uid") -> pa.Table:
+def force_align(*inputs: Parts, lowercase: bool = False, key: str = "uid") -> pa.Table:
     """New pairs (the teacher's synthetic ones) aligned with the bitext's fast_align models, no training:
     force alignment both ways (the tables and tensions of the `align` artifact), grow-diag-final-and.
     ``inputs``: the pairs' parts (one or more artifacts), then the `align` artifact's parts. ``key`` names
     the column that becomes ``uid`` (``parent_uid``: the monolingual sentence's, for its bins)."""
     *pairs, alignment_parts = inputs
-    parts = [p for ps in pairs for p in ps]
-    model_dir = Path(alignment_parts[0]).parent
-    params = {r["direction"]: r for r in pq.read_table(model_dir / "aligner-00000.parquet").to_pylist()}
+    parts = Parts(tuple(p for ps in pairs for p in ps.paths))
+    model_dir = alignment_parts.dir
+    params = {r["direction"]: r for r in alignment_parts.side("aligner").to_pylist()}
     fwd_model, rev_model = (FastAlign.from_table(model_dir / f"{name}-00000.parquet", reverse=name == "rev_table",
                                                  tension=params[d]["tension"], p0=params[d]["p0"],
                                                  mean_srclen_multiplier=params[d]["mean_srclen_multiplier"])
                             for name, d in (("fwd_table", "forward"), ("rev_table", "reverse")))
-    rows = read_parts(parts, [key, "source", "line", "src", "tgt"])
+    rows = parts.table([key, "source", "line", "src", "tgt"])
     src = tokenize(rows["src"], lowercase=lowercase)
     tgt = tokenize(rows["tgt"], lowercase=lowercase)
     src_text, tgt_text = pc.binary_join(src, " "), pc.binary_join(tgt, " ")

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from conf.errors import InputError
+from storage.parts import Parts
 from tasks.schedule import curriculum_batches, level_schedule
 from tasks.stage import Stage
 
@@ -78,11 +79,11 @@ def predict_labels(rows: pa.Table, *, model_path: str, device: str = "auto", thr
                      "predicted": pa.array([model.labels[i] for i in pred], pa.string())}, schema=PREDICTIONS)
 
 
-def score_predictions(parts: Sequence[Path], *, labels: Sequence[str]) -> pa.Table:
+def score_predictions(parts: Parts, *, labels: Sequence[str]) -> pa.Table:
     """Accuracy and macro-F1 (over every class, sklearn's) of all predictions, one row per metric."""
     from models.classifier import classification_scores
 
-    table = pa.concat_tables([pq.read_table(p, columns=["label", "predicted"]) for p in parts])
+    table = parts.table(["label", "predicted"])
     if table.num_rows == 0:
         raise InputError("train_classifier: the test set is empty")
     index = {label: i for i, label in enumerate(labels)}

@@ -9,14 +9,13 @@ first occurrence, whichever shard it is in. Every dropped row is returned with i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
-
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from storage.scratch import parquet_list, scratch_duckdb
+from conf.schema import CleanConf, Kind
+from storage.parts import Parts
 from storage.schemas import TEXT_FIELDS
+from storage.scratch import scratch_duckdb
 from tasks.stage import Stage
 
 DUPLICATES_SCHEMA = pa.schema([("uid", pa.string()), ("first_line", pa.int64()), ("copies", pa.int64())])
@@ -24,7 +23,7 @@ DUPLICATES_SCHEMA = pa.schema([("uid", pa.string()), ("first_line", pa.int64()),
 REASONS = ("duplicate", "too_few_tokens", "too_many_tokens", "length_ratio")
 
 
-def find_duplicates(parts: Sequence[Path], *, memory_limit: str = "384MB") -> pa.Table:
+def find_duplicates(parts: Parts, *, memory_limit: str = "384MB") -> pa.Table:
     """Every uid that occurs more than once, with the line of its first occurrence and its count.
 
     DuckDB's aggregate spills to a temporary directory past ``memory_limit`` (without one the limit is
@@ -34,7 +33,7 @@ def find_duplicates(parts: Sequence[Path], *, memory_limit: str = "384MB") -> pa
         return DUPLICATES_SCHEMA.empty_table()
     with scratch_duckdb(memory_limit=memory_limit, name="duplicates") as con:
         dups = con.sql(
-            f"SELECT uid, min(line) AS first_line, count(*) AS copies FROM read_parquet({parquet_list(parts)}) "
+            f"SELECT uid, min(line) AS first_line, count(*) AS copies FROM {parts.sql()} "
             "GROUP BY uid HAVING count(*) > 1 ORDER BY first_line"
         ).to_arrow_table()
     return dups.cast(DUPLICATES_SCHEMA)
@@ -95,5 +94,16 @@ def clean(
     }
 
 
+class CleanParams(CleanConf):
+    """The `clean` stage's parameters: a cleaning section (``ingest.clean``, ``self_training.filter``) and
+    the record kind whose text fields it measures."""
+
+    kind: Kind
+
+    @classmethod
+    def of(cls, section: CleanConf, kind: str) -> "CleanParams":
+        return cls(**{k: getattr(section, k) for k in CleanConf.model_fields}, kind=kind)
+
+
 DUPLICATES = Stage("duplicates", "1", find_duplicates, reduce=True)
-CLEAN = Stage("clean", "1", clean)  # view: the record kind, set per dataset by the flow
+CLEAN = Stage("clean", "1", clean, params=CleanParams)  # view: the record kind, set per dataset by the flow

@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from conf.errors import InputError
 from models.candidates import BOTTOM_K, copies_first_token, distinct_n
+from storage.parts import Parts
+from storage.scratch import scratch_duckdb
 from tasks.stage import Stage
 
 ORIGINAL = "original"
@@ -111,10 +111,10 @@ def build_curriculum(rows: pa.Table, scored: pa.Table, *, beta: float, candidate
             "dropped": dropped, "shortfall": pa.Table.from_pylist(short, schema=SHORTFALL)}
 
 
-def paraphrase_diversity(parts: Sequence[Path]) -> pa.Table:
+def paraphrase_diversity(parts: Parts) -> pa.Table:
     """Per sampler over every generated candidate: count, Distinct-1…6 (Table 5) and the share starting with the
     input's first token (appendix F's copying)."""
-    table = pa.concat_tables([pq.read_table(p, columns=["sampler", "text", "original"]) for p in parts])
+    table = parts.table(["sampler", "text", "original"])
     rows = []
     for sampler in sorted(set(table["sampler"].to_pylist())):
         sub = table.filter(pc.equal(table["sampler"], sampler))
@@ -126,10 +126,8 @@ def paraphrase_diversity(parts: Sequence[Path]) -> pa.Table:
     return pa.Table.from_pylist(rows)
 
 
-def curriculum_levels(parts: Sequence[Path]) -> pa.Table:
+def curriculum_levels(parts: Parts) -> pa.Table:
     """Per level: rows, the similarity distribution (min, quartiles, max, mean), the MI and bottom-k shares."""
-    from storage.scratch import parquet_list, scratch_duckdb
-
     with scratch_duckdb(threads=1) as con:
         return con.sql(f"""
             SELECT level, count(*) AS rows, count(DISTINCT parent_uid) AS sentences,
@@ -137,7 +135,7 @@ def curriculum_levels(parts: Sequence[Path]) -> pa.Table:
                    quantile_cont(sim, 0.75) AS sim_q75, max(sim) AS sim_max, avg(sim) AS sim_mean,
                    avg(CASE WHEN mi THEN 1.0 WHEN mi IS NULL THEN NULL ELSE 0.0 END) AS mi_share,
                    avg(CASE WHEN sampler = '{BOTTOM_K}' THEN 1.0 ELSE 0.0 END) AS bottom_k_share
-            FROM read_parquet({parquet_list(parts)}) GROUP BY level ORDER BY level""").to_arrow_table()
+            FROM {parts.sql()} GROUP BY level ORDER BY level""").to_arrow_table()
 
 
 CURRICULUM_STAGE = Stage("curriculum", "1", build_curriculum, view="curriculum")

@@ -6,23 +6,22 @@ scores are a reduce step over every shard, since BLEU and chrF are corpus statis
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from conf.errors import InputError
-from tasks.nmt import translate_column
+from storage.parts import Parts
+from tasks.nmt import Decode, Loading, Runtime, translate_column
 from tasks.stage import Stage
 
 SCORES = pa.schema([("metric", pa.string()), ("score", pa.float64()), ("signature", pa.string()),
                     ("sentences", pa.int64())])
 
 
-def translate_test(rows: pa.Table, *, model: Mapping[str, Any], model_path: Path, runtime: Mapping[str, Any],
-                   decode: Mapping[str, Any]) -> pa.Table:
+def translate_test(rows: pa.Table, *, model: Loading, model_path: Path, runtime: Runtime,
+                   decode: Decode) -> pa.Table:
     """The test set's sources translated: uid, src, the reference `ref` and the hypothesis `hyp`."""
     hyp = translate_column(rows["src"], model=model, model_path=model_path, runtime=runtime, decode=decode)
     return pa.table({"uid": rows["uid"], "src": rows["src"], "ref": rows["tgt"], "hyp": hyp})
@@ -42,8 +41,9 @@ def corpus_scores(hyps: Sequence[str], refs: Sequence[str]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=SCORES)
 
 
-def evaluate(parts: Sequence[Path]) -> pa.Table:
-    table = pa.concat_tables([pq.read_table(p, columns=["hyp", "ref"]) for p in parts])
+def evaluate(parts: Parts) -> pa.Table:
+    """Corpus BLEU and chrF (sacrebleu) of every test translation."""
+    table = parts.table(["hyp", "ref"])
     return corpus_scores(table["hyp"].to_pylist(), table["ref"].to_pylist())
 
 

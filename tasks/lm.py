@@ -18,22 +18,23 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from conf.errors import ModelError
 from models.lexicon import joined_tokens
-from models.lm import SCORES as LM_SCORES, NgramLM, train_arpa
+from models.lm import SCORES as LM_SCORES
+from models.lm import NgramLM, train_arpa
+from storage.parts import Parts
 from tasks.stage import Stage
 
 LM_VERSION = "1"
 SCORES = pa.schema([("uid", pa.string()), *zip(LM_SCORES.names, LM_SCORES.types)])
 
 
-def arpa_builder(parts: Sequence[Path], *, column: str, order: int, memory: str, lowercase: bool) -> Callable[[Path], None]:
+def arpa_builder(parts: Parts, *, column: str, order: int, memory: str, lowercase: bool) -> Callable[[Path], None]:
     """A `build(path)` for `run_model_stage`: lmplz over one column of an artifact's parts, streamed."""
     def lines() -> Iterator[str]:
-        for part in parts:
-            yield from joined_tokens(pq.read_table(part, columns=[column])[column], lowercase=lowercase).to_pylist()
+        for part in parts.tables([column]):
+            yield from joined_tokens(part[column], lowercase=lowercase).to_pylist()
 
     def build(path: Path) -> None:
         train_arpa(lines(), path, order=order, memory=memory)
@@ -203,9 +204,9 @@ def global_cut(shards: Sequence[pa.Table], *, drop_fraction: float) -> tuple[int
     return n_rows, lm_threshold(cands["cross_entropy"], uids=cands["uid"], n_rows=n_rows, drop_fraction=drop_fraction)
 
 
-def lm_cut(parts: Sequence[Path], *, drop_fraction: float) -> pa.Table:
+def lm_cut(parts: Parts, *, drop_fraction: float) -> pa.Table:
     """The global cut over every shard's scores (``global_cut``) as a one-row table."""
-    n_rows, cut = global_cut([pq.read_table(p, columns=["uid", "cross_entropy"]) for p in parts],
+    n_rows, cut = global_cut(list(parts.tables(["uid", "cross_entropy"])),
                              drop_fraction=drop_fraction)
     return pa.table({"rows": [n_rows], "n_drop": [cut.n_drop], "cross_entropy": [cut.cross_entropy],
                      "uid": pa.array([cut.uid], pa.string())})

@@ -9,16 +9,19 @@ fingerprint with ``models=``. One model is loaded per process and reused by ever
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
+from pydantic import ConfigDict
+from typing_extensions import (
+    TypedDict,  # pydantic validates typing.TypedDict only from Python 3.12
+)
 
 from conf.schema import NMTConf
 from models.nmt import DecodeOptions, NMTModel, load_model
+from storage.parts import Parts
 from storage.schemas import with_uid
 from tasks.stage import Stage
 
@@ -27,14 +30,43 @@ SCORES = pa.schema([("uid", pa.string()), ("tokens", pa.int32()), ("logprob", pa
                     ("cross_entropy", pa.float64()), ("prob", pa.float64())])
 
 
-def loading(conf: NMTConf) -> dict[str, Any]:
+class Loading(TypedDict):
     """What of a model's loading changes its outputs (a stage parameter, hence in the fingerprint)."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+    backend: str
+    compute_type: str
+    src_lang: str | None
+    tgt_lang: str | None
+
+
+class Runtime(TypedDict):
+    """How a model runs (a stage resource, not fingerprinted)."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+    trusted: bool
+    device: str
+    threads: int
+    max_tokens: int
+
+
+class Decode(TypedDict):
+    """Beam search settings of a translation stage (``models.nmt.DecodeOptions`` takes them)."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+    beam: int
+    lenpen: float
+    seed: int
+
+
+def loading(conf: NMTConf) -> Loading:
+    """The ``Loading`` of a model section."""
     return {"backend": "ctranslate2" if conf.inference == "ctranslate2" else conf.backend,
             "compute_type": conf.compute_type, "src_lang": conf.src_lang, "tgt_lang": conf.tgt_lang}
 
 
-def runtime(conf: NMTConf) -> dict[str, Any]:
-    """How a model runs (a stage resource, not fingerprinted)."""
+def runtime(conf: NMTConf) -> Runtime:
+    """The ``Runtime`` of a model section."""
     return {"trusted": conf.trusted, "device": conf.device, "threads": conf.threads, "max_tokens": conf.max_tokens}
 
 
@@ -45,7 +77,7 @@ def _cached(path: str, backend: str, trusted: bool, device: str, threads: int, c
                       src_lang=src_lang, tgt_lang=tgt_lang)
 
 
-def load(path: Path | str, model: Mapping[str, Any], run: Mapping[str, Any]) -> NMTModel:
+def load(path: Path | str, model: Loading, run: Runtime) -> NMTModel:
     """The model at ``path`` as ``loading`` and ``runtime`` say, loaded once per process."""
     return _cached(str(path), model["backend"], run["trusted"], run["device"], run["threads"], model["compute_type"],
                    model.get("src_lang"), model.get("tgt_lang"))
@@ -64,34 +96,34 @@ def sentence_probabilities(uids: pa.Array | pa.ChunkedArray, logprobs: Sequence[
             tokens[i], total[i], scored[i] = len(lp), float(np.sum(lp, dtype=np.float64)), True
     mask = ~scored
     mean = np.divide(total, tokens, out=np.zeros(n), where=scored)
-    col = lambda values, t: pa.array(values, t, mask=mask)  # noqa: E731
+    col = lambda values, t: pa.array(values, t, mask=mask)
     return pa.table({"uid": uids, "tokens": col(tokens, pa.int32()), "logprob": col(total, pa.float64()),
                      "cross_entropy": col(-mean, pa.float64()), "prob": col(np.exp(mean), pa.float64())},
                     schema=SCORES)
 
 
-def score_pairs(rows: pa.Table, *, src: str = "src", tgt: str = "tgt", model: Mapping[str, Any],
-                model_path: Path, runtime: Mapping[str, Any]) -> pa.Table:
+def score_pairs(rows: pa.Table, *, src: str = "src", tgt: str = "tgt", model: Loading,
+                model_path: Path, runtime: Runtime) -> pa.Table:
     """Force-decode every pair of the shard: ``sentence_probabilities`` of (``src`` → ``tgt``)."""
     nmt = load(model_path, model, runtime)
     logprobs = nmt.score(rows[src].to_pylist(), rows[tgt].to_pylist(), max_tokens=runtime["max_tokens"])
     return sentence_probabilities(rows["uid"], logprobs)
 
 
-def decode_options(*, beam: int, lenpen: float, seed: int = 0) -> dict[str, Any]:
+def decode_options(*, beam: int, lenpen: float, seed: int = 0) -> Decode:
     return {"beam": beam, "lenpen": lenpen, "seed": seed}
 
 
-def translate_column(texts: pa.Array | pa.ChunkedArray, *, model: Mapping[str, Any], model_path: Path,
-                     runtime: Mapping[str, Any], decode: Mapping[str, Any]) -> pa.Array:
+def translate_column(texts: pa.Array | pa.ChunkedArray, *, model: Loading, model_path: Path,
+                     runtime: Runtime, decode: Decode) -> pa.Array:
     """Translations of ``texts`` (beam search as ``decode`` says), one per row, in order."""
     nmt = load(model_path, model, runtime)
     out = nmt.translate(texts.to_pylist(), DecodeOptions(**decode), max_tokens=runtime["max_tokens"])
     return pa.array(out, pa.string())
 
 
-def translate_mono(rows: pa.Table, *, model: Mapping[str, Any], model_path: Path, runtime: Mapping[str, Any],
-                   decode: Mapping[str, Any], model_fingerprint: str) -> pa.Table:
+def translate_mono(rows: pa.Table, *, model: Loading, model_path: Path, runtime: Runtime,
+                   decode: Decode, model_fingerprint: str) -> pa.Table:
     """The teacher's step (ch. 6): each monolingual sentence and its translation as a synthetic pair,
     with ``parent_uid`` (the sentence's uid) and the teacher's fingerprint as lineage."""
     pairs = pa.table({
@@ -104,7 +136,7 @@ def translate_mono(rows: pa.Table, *, model: Mapping[str, Any], model_path: Path
         "model", pa.repeat(pa.scalar(model_fingerprint), rows.num_rows))
 
 
-def fairseq_builder(parts: Sequence[Path], conf: NMTConf, *, src: str = "src", tgt: str = "tgt",
+def fairseq_builder(parts: Parts, conf: NMTConf, *, src: str = "src", tgt: str = "tgt",
                     label: str = "nmt") -> Callable[[Path], None]:
     """A ``build(path)`` for ``run_model_stage``: fairseq-train on (``src`` → ``tgt``) of an artifact's
     parts; its log goes to the Prefect logs and its updates to the progress bar ``train <label>``."""
@@ -112,7 +144,7 @@ def fairseq_builder(parts: Sequence[Path], conf: NMTConf, *, src: str = "src", t
         from models.nmt.fairseq import train_fairseq
         from tasks.progress import report
 
-        table = pa.concat_tables([pq.read_table(p, columns=[src, tgt]) for p in parts])
+        table = parts.table([src, tgt])
         train_fairseq(table[src].to_pylist(), table[tgt].to_pylist(), path, conf.train, log=_run_logger(),
                       progress=lambda done, total: report(f"train {label}", done, total),
                       threads=conf.threads, device=conf.device)

@@ -12,19 +12,18 @@ the lowest probability is the highest cross-entropy, ties broken by uid.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from conf.errors import InputError
-from storage.scratch import parquet_list, scratch_duckdb
+from storage.parts import Parts
 from storage.schemas import with_uid
+from storage.scratch import scratch_duckdb
 from tasks.lm import LmCut, global_cut, lm_filter
-from tasks.nmt import score_pairs, translate_column
+from tasks.nmt import Decode, Loading, Runtime, score_pairs, translate_column
 from tasks.stage import Stage
 
 STATES = ("active", "inactive")
@@ -35,10 +34,10 @@ REJUVENATED = pa.schema([
 ])
 
 
-def inactive_cut(parts: Sequence[Path], *, inactive_ratio: float) -> pa.Table:
+def inactive_cut(parts: Parts, *, inactive_ratio: float) -> pa.Table:
     """The global cut over every shard's scores: k = ⌊R·N⌋ over the N scored pairs; candidates = each
     shard's k lowest. Unscored pairs (null probability) take no part."""
-    tables = [pq.read_table(p, columns=["uid", "cross_entropy"]) for p in parts]
+    tables = list(parts.tables(["uid", "cross_entropy"]))
     n_rows, cut = global_cut([t.filter(pc.is_valid(t["cross_entropy"])) for t in tables], drop_fraction=inactive_ratio)
     return pa.table({"scored": [n_rows], "n_inactive": [cut.n_drop], "cross_entropy": [cut.cross_entropy],
                      "uid": pa.array([cut.uid], pa.string()),
@@ -72,11 +71,11 @@ def inactive_split(rows: pa.Table, scores: pa.Table, *, cut: pa.Table, state: st
     return states.filter(pc.equal(states["state"], state))
 
 
-def rejuvenate(inactive: pa.Table, *, direction: str, model: Mapping[str, Any], decode: Mapping[str, Any],
-               identification: Mapping[str, Any], identification_path: Path, runtime: Mapping[str, Any],
-               identification_runtime: Mapping[str, Any], forward_path: Path | None = None, backward_path: Path | None = None,
+def rejuvenate(inactive: pa.Table, *, direction: Literal["forward", "backward", "both"], model: Loading, decode: Decode,
+               identification: Loading, identification_path: Path, runtime: Runtime, identification_runtime: Runtime,
+               forward_path: Path | None = None, backward_path: Path | None = None,
                forward_fingerprint: str | None = None, backward_fingerprint: str | None = None,
-               backward: Mapping[str, Any] | None = None, backward_runtime: Mapping[str, Any] | None = None) -> pa.Table:
+               backward: Loading | None = None, backward_runtime: Runtime | None = None) -> pa.Table:
     """New pairs for the inactive ones: forward (x, f(x)), backward (b(y), y), or both; each new pair
     carries its parent's uid and score, the model that made it, and its own score under the
     identification model (``rejuvenated_prob``). ``model`` and ``identification`` are the loading options
@@ -97,7 +96,7 @@ def rejuvenate(inactive: pa.Table, *, direction: str, model: Mapping[str, Any], 
 
 
 def _new_pairs(inactive: pa.Table, direction: str, path: Path | None, fp: str | None,
-               model: Mapping[str, Any], runtime: Mapping[str, Any], decode: Mapping[str, Any]) -> pa.Table:
+               model: Loading, runtime: Runtime, decode: Decode) -> pa.Table:
     if path is None or fp is None:
         raise ValueError(f"rejuvenate: direction {direction!r} needs its model's path and fingerprint")
     forward = direction == "forward"
@@ -127,30 +126,30 @@ def rejuvenated_bitext(active: pa.Table, fresh: pa.Table) -> pa.Table:
     return pa.concat_tables([original, fresh.cast(REJUVENATED)])
 
 
-def probability_bins(parts: Sequence[Path], *, bins: int = 10, memory_limit: str = "512MB") -> pa.Table:
+def probability_bins(parts: Parts, *, bins: int = 10, memory_limit: str = "512MB") -> pa.Table:
     """Fig. 5.2: the scored pairs ranked by probability (ties: uid) into ``bins`` equal-size bins; rows,
     min, max and mean probability per bin (bin 1 holds the lowest, the inactive end)."""
     with scratch_duckdb(memory_limit=memory_limit, threads=1, name="probability_bins") as con:
         table = con.sql(
             "SELECT bin, count(*) AS rows, min(prob) AS p_min, max(prob) AS p_max, avg(prob) AS p_mean FROM "
-            f"(SELECT prob, ntile($bins) OVER (ORDER BY prob, uid) AS bin FROM read_parquet({parquet_list(parts)}) "
+            f"(SELECT prob, ntile($bins) OVER (ORDER BY prob, uid) AS bin FROM {parts.sql()} "
             "WHERE prob IS NOT NULL) GROUP BY bin ORDER BY bin", params={"bins": bins}).to_arrow_table()
     return table.cast(pa.schema([("bin", pa.int64()), ("rows", pa.int64()), ("p_min", pa.float64()),
                                  ("p_max", pa.float64()), ("p_mean", pa.float64())]))
 
 
-def state_properties(active_parts: Sequence[Path], inactive_parts: Sequence[Path], alignment_parts: Sequence[Path],
-                     uncertainty_parts: Sequence[Path], *, memory_limit: str = "512MB") -> pa.Table:
+def state_properties(active_parts: Parts, inactive_parts: Parts, alignment_parts: Parts,
+                     uncertainty_parts: Parts, *, memory_limit: str = "512MB") -> pa.Table:
     """Inactive vs active (ch. 5): pairs, mean probability, source length, alignment coverage (share of
     source words linked) and the source's lexicon uncertainty (Eq. 6.3), per state."""
-    states = " UNION ALL ".join(f"SELECT uid, prob, state FROM read_parquet({parquet_list(p)})"
+    states = " UNION ALL ".join(f"SELECT uid, prob, state FROM {p.sql()}"
                                 for p in (active_parts, inactive_parts) if p)
     with scratch_duckdb(memory_limit=memory_limit, threads=1, name="state_properties") as con:
         table = con.sql(
             f"SELECT s.state, count(*) AS rows, avg(s.prob) AS prob, avg(u.tokens) AS length, avg(a.coverage) AS coverage, "
             f"avg(u.uncertainty) AS uncertainty FROM ({states}) s "
-            f"LEFT JOIN read_parquet({parquet_list(alignment_parts)}) a USING (uid) "
-            f"LEFT JOIN read_parquet({parquet_list(uncertainty_parts)}) u USING (uid) "
+            f"LEFT JOIN {alignment_parts.sql()} a USING (uid) "
+            f"LEFT JOIN {uncertainty_parts.sql()} u USING (uid) "
             "GROUP BY s.state ORDER BY s.state").to_arrow_table()
     return table.cast(pa.schema([("state", pa.string()), ("rows", pa.int64()), ("prob", pa.float64()),
                                  ("length", pa.float64()), ("coverage", pa.float64()), ("uncertainty", pa.float64())]))
@@ -166,11 +165,11 @@ PROBABILITY_BINS = Stage("probability_bins", "1", probability_bins, view="probab
 STATE_PROPERTIES = Stage("state_properties", "1", state_properties, view="rejuvenation_states", reduce=True)
 
 
-def unscored_pairs(parts: Sequence[Path], *, limit: int = 20) -> dict[str, Any]:
+def unscored_pairs(parts: Parts, *, limit: int = 20) -> dict[str, Any]:
     """The pairs the identification model could not score, for the run summary: count and first uids."""
     with scratch_duckdb(memory_limit="256MB", name="unscored") as con:
-        n, = con.execute(f"SELECT count(*) FROM read_parquet({parquet_list(parts)}) WHERE prob IS NULL").fetchall()[0]
+        n, = con.execute(f"SELECT count(*) FROM {parts.sql()} WHERE prob IS NULL").fetchall()[0]
         uids = [r[0] for r in con.execute(
-            f"SELECT uid FROM read_parquet({parquet_list(parts)}) WHERE prob IS NULL ORDER BY uid LIMIT {int(limit)}"
+            f"SELECT uid FROM {parts.sql()} WHERE prob IS NULL ORDER BY uid LIMIT {int(limit)}"
         ).fetchall()]
     return {"count": int(n), "uids": uids}

@@ -9,25 +9,25 @@ import base64
 import html
 import io
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
-from storage.scratch import parquet_list, scratch_duckdb
+from storage.parts import Parts
+from storage.scratch import scratch_duckdb
 
 
-def histogram(parts: Sequence[Path], column: str, *, bins: int = 50) -> pa.Table:
+def histogram(parts: Parts, column: str, *, bins: int = 50) -> pa.Table:
     """Equal-width histogram of a numeric column over Parquet parts, computed in DuckDB (no column in memory)."""
-    files = parquet_list(parts)
+    files = parts.sql()
     with scratch_duckdb(memory_limit="256MB", name="hist") as con:
-        lo, hi, n = con.execute(f'SELECT min("{column}"), max("{column}"), count(*) FROM read_parquet({files})').fetchall()[0]
+        lo, hi, n = con.execute(f'SELECT min("{column}"), max("{column}"), count(*) FROM {files}').fetchall()[0]
         if not n:
             return pa.table({"lo": pa.array([], pa.float64()), "hi": pa.array([], pa.float64()),
                              "rows": pa.array([], pa.int64())})
         width = (hi - lo) / bins or 1.0
         counts = dict(con.execute(
-            f'SELECT least(floor(("{column}" - $lo) / $w)::BIGINT, $last) AS b, count(*) FROM read_parquet({files}) '
+            f'SELECT least(floor(("{column}" - $lo) / $w)::BIGINT, $last) AS b, count(*) FROM {files} '
             "GROUP BY b", {"lo": lo, "w": width, "last": bins - 1}).fetchall())
     edges = lo + width * np.arange(bins + 1)
     return pa.table({"lo": edges[:-1], "hi": edges[1:], "rows": [int(counts.get(b, 0)) for b in range(bins)]})

@@ -1,6 +1,13 @@
 """One mechanism for every stage: a pure function over Arrow tables, run per shard as a Prefect task.
 
-A ``Stage`` names a function ``fn(*tables, **params) -> pa.Table | {role: pa.Table}``. The shard task
+A ``Stage`` names a function ``fn(*tables, **side, **params, **resources) -> pa.Table | {role: pa.Table}``.
+Its parameters are typed: ``Stage.params`` is a pydantic model (by default built from ``fn``'s keyword
+parameters and their annotations, side inputs and resources left out) that ``bind`` validates the
+flow's parameters against, with the function's signature, before any shard is submitted: a misspelt or
+ill-typed parameter is a ``ConfError`` naming the stage and the key (exit 2), never a TypeError retried
+in every shard. The model's JSON dump is what the fingerprint hashes. A mapped stage gets shard ``i`` of
+each input as a table; a reduce stage (``reduce=True``, one shard) gets each input as ``storage.parts.
+Parts``, a lazy dataset over all its parts. Neither opens a file itself. The shard task
 reads shard ``i`` of each sharded input (and the whole of each side input), calls ``fn`` and commits
 its outputs as ``<role>-<i>.parquet`` in the output artifact, the main part last: a main part on
 disk means the shard is finished. The Prefect cache key is the artifact fingerprint plus the shard,
@@ -11,19 +18,22 @@ of any shard whose file is missing, because the artifact store, not Prefect, is 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import shutil
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import datetime, timezone
+import typing
+from collections.abc import Callable, Collection, Iterator, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from conf.errors import InputError
+from conf.errors import ConfError
 from storage.artifacts import MAIN, ArtifactRef, commit_file, temp_path, write_part
 from tasks.progress import report
 
@@ -39,7 +49,53 @@ class Stage:
     fn: Callable[..., StageOutput]
     view: str | None = None  # catalog view of its main output; None for internal artifacts
     tags: tuple[str, ...] = ()  # Prefect tags, e.g. ("gpu",) for model stages
-    reduce: bool = False  # fn gets each input's list of part paths (a global step, e.g. in DuckDB) -> 1 shard
+    reduce: bool = False  # fn gets each input as Parts, a lazy dataset of all its parts (a global step) -> 1 shard
+    params: type[BaseModel] | None = None  # the parameter model; None: built from fn's signature (param_model)
+
+    def param_model(self, exclude: Collection[str] = ()) -> type[BaseModel]:
+        """The stage's parameter model: ``params`` if declared, else one field per keyword parameter of
+        ``fn`` (its annotation, its default) other than ``exclude`` (the side inputs and resources)."""
+        return self.params or _signature_model(self.fn, frozenset(exclude))
+
+    def bind(self, params: Mapping[str, Any] | BaseModel, *, n_inputs: int, side: Collection[str] = (),
+             resources: Collection[str] = ()) -> BaseModel:
+        """Validate ``params`` (a mapping, or a conf section whose fields are the parameters) and check that
+        ``fn`` accepts ``n_inputs`` inputs, the ``side`` inputs, the parameters and the ``resources``.
+        Raises ConfError naming the stage and each wrong key."""
+        data = params.model_dump() if isinstance(params, BaseModel) else dict(params)
+        model = self.param_model({*side, *resources})
+        try:
+            bound = model.model_validate(data)
+        except ValidationError as e:
+            wrong = "; ".join(f"{'.'.join(map(str, err['loc'])) or '(parameters)'}: {_problem(err, model)}"
+                              for err in e.errors())
+            raise ConfError(f"stage {self.name!r}: parameter {wrong}") from None
+        try:
+            inspect.signature(inspect.unwrap(self.fn)).bind(*range(n_inputs), **dict.fromkeys([*side, *resources]), **dict(bound))
+        except TypeError as e:
+            raise ConfError(f"stage {self.name!r}: {self.fn.__name__}() does not take these inputs: {e}") from None
+        return bound
+
+
+def _problem(err: Mapping[str, Any], model: type[BaseModel]) -> str:
+    if err["type"] == "extra_forbidden":
+        return f"is not a parameter (expected {', '.join(model.model_fields) or 'none'})"
+    if err["type"] == "missing":
+        return "is required"
+    return f"{err['msg']} (found {err['input']!r})"
+
+
+@functools.cache
+def _signature_model(fn: Callable[..., Any], exclude: frozenset[str]) -> type[BaseModel]:
+    fn = inspect.unwrap(fn)  # a wrapper (functools.wraps) stands for the function it wraps
+    hints = typing.get_type_hints(fn)
+    fields = {
+        name: (hints.get(name, Any), ... if p.default is inspect.Parameter.empty else p.default)
+        for name, p in inspect.signature(fn).parameters.items()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and name not in exclude
+    }
+    config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+    return create_model(f"{fn.__name__}_params", __config__=config, **fields)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +109,7 @@ class ShardResult:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def commit_shard(out: ArtifactRef, shard: int, outputs: StageOutput) -> dict[str, int]:
@@ -67,13 +123,6 @@ def commit_shard(out: ArtifactRef, shard: int, outputs: StageOutput) -> dict[str
 def read_side(ref: ArtifactRef) -> pa.Table:
     """All shards of a side input (a small, unsharded table such as a duplicate list or a lexicon)."""
     return pa.concat_tables([ref.read(i) for i in range(ref.n_shards)])
-
-
-def read_parts(parts: Sequence[Path], columns: list[str]) -> pa.Table:
-    """The given columns of every part, in order, as one table (for a reduce step that needs them all)."""
-    if not parts:
-        raise InputError("nothing to read: the input artifact has no parts")
-    return pa.concat_tables([pq.read_table(p, columns=columns) for p in parts])
 
 
 def run_shard(
@@ -97,9 +146,9 @@ def run_shard(
         return ShardResult(shard, "cached", started, 0.0, 0, {})
     side_tables = {name: read_side(ref) for name, ref in side.items()}
     if stage.reduce:
-        paths = [ref.paths() for ref in inputs]
-        result = stage.fn(*paths, **side_tables, **params, **(resources or {}))
-        rows_in = sum(pq.ParquetFile(p).metadata.num_rows for ps in paths for p in ps)  # footers only
+        parts = [ref.parts() for ref in inputs]
+        result = stage.fn(*parts, **side_tables, **params, **(resources or {}))
+        rows_in = sum(p.num_rows for p in parts)  # footers only
     else:
         tables = [ref.read(shard) for ref in inputs]
         result = stage.fn(*tables, **side_tables, **params, **(resources or {}))

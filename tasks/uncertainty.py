@@ -19,8 +19,6 @@ cross-entropy first).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -28,8 +26,9 @@ import pyarrow.compute as pc
 
 from conf.errors import InputError
 from models.lexicon import WordScores
-from storage.scratch import parquet_list, scratch_duckdb
-from tasks.stage import Stage, read_parts
+from storage.parts import Parts
+from storage.scratch import scratch_duckdb
+from tasks.stage import Stage
 
 METHODS = ("uncertainty", "random", "word_rarity", "srclm")
 SCORED = pa.schema([("uid", pa.string()), ("source", pa.string()), ("line", pa.int64()), ("tokens", pa.int32()),
@@ -50,9 +49,9 @@ def sentence_uncertainty(rows: pa.Table, word_uncertainty: pa.Table, *, column: 
                      "uncertainty": u, "word_rarity": rarity}, schema=SCORED)
 
 
-def u_max(parts: Sequence[Path], *, percentile_r: float = 90.0) -> pa.Table:
+def u_max(parts: Parts, *, percentile_r: float = 90.0) -> pa.Table:
     """U_max: sort the bitext source uncertainties ascending and take the one at R % (nearest rank)."""
-    u = read_parts(parts, ["uncertainty"])["uncertainty"].to_numpy() if parts else np.zeros(0)
+    u = parts.table(["uncertainty"])["uncertainty"].to_numpy() if parts else np.zeros(0)
     if u.size == 0:
         raise InputError("U_max: the bitext has no scored sentence (every pair was rejected or dropped)")
     value = float(np.percentile(u, percentile_r, method="inverted_cdf"))
@@ -147,16 +146,16 @@ def sum_partials(values: np.ndarray, terms: int = 3) -> list[float]:
     return out
 
 
-def select_sample(*key_parts: Sequence[Path], budget: int, method: str = "uncertainty",
+def select_sample(*key_parts: Parts, budget: int, method: str = "uncertainty",
                   memory_limit: str = "512MB") -> pa.Table:
     """The global top ``budget`` keys over every shard of every monolingual dataset (ties: smaller uid first).
 
     Columns uid, source, line, uncertainty, p (the row's probability under Eq. 6.6 over all rows, for
     `uncertainty`; 1/N for the others), rank (1 = largest key). Refuses when fewer rows have p > 0.
     """
-    parts = [p for ps in key_parts for p in ps]
+    parts = Parts(tuple(p for ps in key_parts for p in ps.paths))
     with scratch_duckdb(memory_limit=memory_limit, name="sample") as con:
-        src = f"read_parquet({parquet_list(parts)}, filename = true)"
+        src = parts.sql(filename=True)
         shards = con.execute(
             f"SELECT any_value(shard_eligible), any_value(shard_weight_0), any_value(shard_weight_1), "
             f"any_value(shard_weight_2) FROM {src} GROUP BY filename").fetchall() if parts else []
@@ -193,28 +192,28 @@ def take_sample(rows: pa.Table, selected: pa.Table, *, method: str = "uncertaint
     }, schema=SAMPLED)
 
 
-def uncertainty_bins(*inputs: Sequence[Path], bins: int = 5, aligned: bool = False,
+def uncertainty_bins(*inputs: Parts, bins: int = 5, aligned: bool = False,
                      memory_limit: str = "512MB") -> pa.Table:
     """Linguistic properties per uncertainty bin (Fig. 6.3): rows ranked by U (ties: uid) into ``bins``
     equal-size bins; mean length, word rarity and, with ``aligned``, coverage (the share of source words
     with a link). ``inputs``: the scored parts of one or more datasets, then, with ``aligned``, the
     alignment parts (joined on uid)."""
-    scored_parts = [p for parts in (inputs[:-1] if aligned else inputs) for p in parts]
-    alignment_parts = inputs[-1] if aligned else ()
+    scored_parts = Parts(tuple(p for parts in (inputs[:-1] if aligned else inputs) for p in parts.paths))
+    alignment_parts = inputs[-1] if aligned else Parts(())
     if not scored_parts:
         raise InputError("uncertainty_bins: nothing was scored")
     with scratch_duckdb(memory_limit=memory_limit, threads=1, name="bins") as con:
         cov = "NULL::DOUBLE"
         join = ""
         if alignment_parts:
-            join = f"LEFT JOIN read_parquet({parquet_list(alignment_parts)}) a USING (uid)"
+            join = f"LEFT JOIN {alignment_parts.sql()} a USING (uid)"
             cov = "a.coverage"
         table = con.sql(
-            f"SELECT (SELECT string_agg(DISTINCT source, ',' ORDER BY source) FROM read_parquet({parquet_list(scored_parts)})) "
+            f"SELECT (SELECT string_agg(DISTINCT source, ',' ORDER BY source) FROM {scored_parts.sql()}) "
             f"AS source, bin, count(*) AS rows, min(uncertainty) AS u_min, max(uncertainty) AS u_max, "
             f"avg(uncertainty) AS u_mean, avg(tokens) AS length, avg(word_rarity) AS word_rarity, "
             f"avg(coverage) AS coverage FROM (SELECT s.uncertainty, s.tokens, s.word_rarity, {cov} AS coverage, "
-            f"ntile($bins) OVER (ORDER BY s.uncertainty, s.uid) AS bin FROM read_parquet({parquet_list(scored_parts)}) s {join}) "
+            f"ntile($bins) OVER (ORDER BY s.uncertainty, s.uid) AS bin FROM {scored_parts.sql()} s {join}) "
             f"GROUP BY bin ORDER BY bin", params={"bins": bins}).to_arrow_table()
     return table.cast(pa.schema([("source", pa.string()), ("bin", pa.int64()), ("rows", pa.int64()), ("u_min", pa.float64()),
                                  ("u_max", pa.float64()), ("u_mean", pa.float64()), ("length", pa.float64()),

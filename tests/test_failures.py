@@ -40,7 +40,7 @@ class OutOfMemoryError(RuntimeError):  # torch.cuda.OutOfMemoryError is torch.Ou
     (InputError("x.tsv:3: bad"), False), (ModelError("no model"), False), (RuntimeError("bug"), False),
 ])
 def test_is_transient_allows_io_timeouts_and_memory_only(error, transient):
-    from flows.driver import is_transient
+    from flows.transient import is_transient
 
     assert is_transient(error) is transient
 

@@ -113,10 +113,11 @@ def test_deleted_part_is_recomputed_alone_and_identically(prefect_harness, demo_
 
 
 CRASH = """
-import dataclasses, os, sys
+import dataclasses, functools, os, sys
 import flows.ingest as ingest
 from tasks.clean import CLEAN, clean
 calls = 0
+@functools.wraps(clean)  # the stage's parameters are clean's
 def clean_then_die(*args, **kwargs):
     global calls
     calls += 1

@@ -1,0 +1,115 @@
+"""The `augdag` app: the typer application, its consoles and shared options, and how a command fails.
+
+Every command module (flows/cli.py, cli_ops.py, cli_report.py) registers on ``app`` and imports what it
+shares from here and from flows/cli_run.py, never from another command module.
+Exit codes: 0 ok, 1 a run failed, 2 bad usage, configuration or input.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+import flows  # noqa: F401 — switches the stack offline before Prefect is imported
+from conf.errors import AugdagError
+from conf.schema import resolve_cache
+from flows.run_log import configure_console, log_path
+from storage.catalog import Catalog
+
+# typer 0.29's rich help prints a flag's Python type (`--shell <bool>`, `--help <bool>`); its plain help
+# does not. A flag takes no value, so it shows none.
+_option_type = typer.core.TyperOption.display_type_rich
+typer.core.TyperOption.display_type_rich = lambda self, ctx: None if self.is_flag else _option_type(self, ctx)
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="augdag: offline data augmentation as a Prefect DAG")
+out = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True)
+
+CacheOpt = Annotated[Path | None, typer.Option("--cache", help="cache root (default: $AUGDAG_CACHE or ./.augdag)")]
+SetOpt = Annotated[list[str], typer.Option("--set", help="override a profile key: a.b=value (repeatable)")]
+ConfigOpt = Annotated[str, typer.Option("--config", "-c", help="a profile: a YAML path or a packaged name")]
+
+
+@app.callback()
+def _options(verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="show Prefect's log and tracebacks on the terminal (a run's log file, "
+                                "<cache>/logs/<run id>.log, always has them)")] = False) -> None:
+    configure_console(verbose)  # before Prefect is imported: see flows/run_log.py
+
+
+def fail(e: AugdagError) -> None:
+    """The last line the user sees: the error and, for a run that failed, the command that resumes it and
+    where its log is (its run id and cache ride on the error: the driver's StageError, NightlyFailed)."""
+    err.print(f"[bold red]error:[/] {escape(str(e))}{escape(resume_hint(e))}", highlight=False, soft_wrap=True)
+    raise typer.Exit(e.exit_code)
+
+
+def resume_hint(e: AugdagError) -> str:
+    run_id, cache = getattr(e, "run_id", None), getattr(e, "cache", None)
+    if run_id is None and isinstance(summary := getattr(e, "summary", None), dict):
+        run_id, cache = summary.get("run_id"), summary.get("cache")
+    if not run_id or not cache:
+        return ""
+    cache = Path(cache).absolute()
+    opt = "" if cache == resolve_cache(None, None).absolute() else f" --cache {shlex.quote(str(cache))}"
+    return f" Resume: augdag retry {run_id}{opt}  (log: {log_path(cache, run_id)}; -v shows it here)"
+
+
+def choice(what: str, value: str, choices: tuple[str, ...]) -> None:
+    """Bad usage (exit 2) unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        err.print(f"[bold red]error:[/] {what} {value!r}: expected one of {', '.join(choices)}")
+        raise typer.Exit(2)
+
+
+def catalog_at(cache: Path | None) -> Catalog:
+    return Catalog(resolve_cache(None, cache))
+
+
+def print_table(result, fmt: str) -> None:
+    if fmt == "csv":
+        import pyarrow.csv as pacsv
+
+        sys.stdout.flush()
+        pacsv.write_csv(result, sys.stdout.buffer)
+    elif fmt == "json":
+        for row in result.to_pylist():
+            sys.stdout.write(json.dumps(row, default=str, ensure_ascii=False) + "\n")
+    else:
+        table = Table(show_lines=False)
+        for name in result.column_names:
+            table.add_column(name, overflow="fold")
+        for row in result.to_pylist():
+            table.add_row(*("" if v is None else str(v) for v in row.values()))
+        out.print(table)
+        out.print(f"[dim]{result.num_rows} row(s)[/]")
+
+
+def write_result(result, fmt: str, output: Path) -> None:
+    """The result as a file, written to a temporary name and renamed: an interrupted write leaves no half file."""
+    import pyarrow.parquet as pq
+
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output.with_name(f".{output.name}.tmp")
+    try:
+        if fmt == "parquet":
+            pq.write_table(result, tmp)
+        elif fmt == "csv":
+            import pyarrow.csv as pacsv
+
+            pacsv.write_csv(result, tmp)
+        else:
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.writelines(json.dumps(row, default=str, ensure_ascii=False) + "\n" for row in result.to_pylist())
+        os.replace(tmp, output)
+    finally:
+        tmp.unlink(missing_ok=True)

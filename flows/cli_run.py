@@ -1,0 +1,129 @@
+"""Running a pipeline or the nightly from the CLI, and printing what it did (summaries, progress bars)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from conf.loader import check_inputs, dump_conf
+from conf.schema import AugdagConf
+from flows import registry
+from flows.cli_app import err, out
+from tasks.progress import reporting
+
+
+def prepare(conf: AugdagConf) -> None:
+    """Before Prefect is imported: results beside the artifacts, and the cache's server if one runs."""
+    from flows.server import connect
+
+    # Prefect's persisted task results live beside the artifacts they describe
+    os.environ.setdefault("PREFECT_LOCAL_STORAGE_PATH", str(Path(conf.cache).absolute() / "prefect-results"))
+    if url := connect(Path(conf.cache)):
+        err.print(f"[dim]reporting to the Prefect server at {url}[/]", highlight=False)
+
+
+def run_pipeline(pipeline: str, conf: AugdagConf, profile: str) -> dict[str, Any]:
+    check_inputs(conf)  # a missing input file: one line, exit 2, before Prefect starts
+    prepare(conf)
+    from flows.nightly import pipeline_flow
+    from flows.runners import run_flow
+
+    with progress_bars():
+        return run_flow(pipeline_flow(pipeline), conf, profile=profile, config=dump_conf(conf))
+
+
+def run_nightly(conf: AugdagConf, profile: str, *, run_id: str | None = None) -> dict[str, Any]:
+    """The nightly flow over ``conf`` (recorded by ``run_id`` when it is a retry); prints every pipeline's
+    summary and the run's, failed or not. The demo profile's data is written first when missing, and a
+    missing input file is one line (exit 2) before the flow starts."""
+    prepare(conf)
+    from flows.nightly import NightlyFailed, demo_data, nightly_flow
+
+    if (data := demo_data(profile, conf)) is not None:
+        out.print(f"demo data {'written to' if data[1] else 'in'} {data[0]}", highlight=False)
+    check_inputs(conf)
+    try:
+        with progress_bars():
+            summary = nightly_flow(profile=profile, cache=str(conf.cache), config=dump_conf(conf), run_id=run_id)
+    except NightlyFailed as e:
+        print_nightly(e.summary)
+        raise
+    print_nightly(summary)
+    return summary
+
+
+def print_nightly(summary: dict[str, Any]) -> None:
+    from flows.nightly import totals
+
+    if summary["status"] == "skipped":
+        out.print(f"[yellow]nightly run skipped:[/] {summary['error']}", highlight=False)
+        return
+    for child in summary["pipelines"]:
+        if child.get("stages"):
+            print_summary(child)
+    table = Table(title=f"nightly run {summary['run_id']} ({summary['profile']}): {summary['status']}",
+                  title_justify="left")
+    for col in ("pipeline", "run", "status", "stages computed/cached/failed", "shards computed", "rows out", "seconds"):
+        table.add_column(col, justify="right" if col in ("rows out", "seconds") else "left")
+    for c in summary["pipelines"]:
+        t = totals([c], c["seconds"])  # the run's totals, for one pipeline
+        by = t["stages"]
+        table.add_row(c["pipeline"], c["run_id"] or "-", c["status"],
+                      f"{by.get('computed', 0)}/{by.get('cached', 0)}/{by.get('failed', 0)}",
+                      f"{t['shards_computed']}/{t['shards']}", f"{t['rows_out']:,}", f"{c['seconds']:.1f}")
+    out.print(table)
+    t = summary["totals"]
+    out.print(f"shards: {t['shards_computed']:,} computed, {t['shards_cached']:,} cached of {t['shards']:,}; "
+              f"rows out {t['rows_out']:,}; rejects {t['rejects']:,}; {t['seconds']:.1f} s", highlight=False)
+    for f in t["failed_shards"]:
+        what = f"{f['stage']}[{f['dataset']}] shard(s) {f['shards']}: {f['error']}"
+        out.print(f"[red]failed:[/] {escape(what)}", highlight=False)  # [dataset] is no markup tag
+
+
+@contextmanager
+def progress_bars() -> Iterator[None]:
+    """Shards done per stage as rich progress bars, when stdout is a terminal."""
+    if not out.is_terminal:
+        yield
+        return
+    with Progress(TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=out, transient=False) as bars:
+        ids: dict[str, TaskID] = {}
+
+        def show(label: str, done: int, total: int | None) -> None:
+            if label not in ids:
+                ids[label] = bars.add_task(escape(label), total=total)
+            bars.update(ids[label], completed=done, total=total)
+
+        with reporting(show):
+            yield
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    table = Table(title=f"run {summary['run_id']}", title_justify="left")
+    for col in ("stage", "dataset", "status", "shards", "rows in", "kept", "rejected", "dropped", "seconds"):
+        table.add_column(col, justify="right" if col not in ("stage", "dataset", "status") else "left")
+    for s in summary["stages"]:
+        rows = s["rows_out"]
+        table.add_row(s["stage"], s["dataset"] or "", s["status"], f"{s['shards_computed']}/{s['shards']} computed",
+                      f"{s['rows_in']:,}", f"{rows.get('part', 0):,}", f"{rows.get('rejects', 0):,}",
+                      f"{rows.get('dropped', 0):,}", f"{s['seconds']:.2f}")
+    out.print(table)
+    for line in registry.summary_lines(summary):  # the pipeline's own lines (its registry entry)
+        out.print(line, highlight=False)
+    for name, path in summary.get("reports", {}).items():
+        out.print(f"report {name}: {path}", highlight=False)

@@ -1,0 +1,79 @@
+"""The built-in pipelines, one registry entry each (flows/registry.py), in dependency order.
+
+Adding a pipeline: its flow module under flows/, its conf section (conf/schema.py), its entry here
+(name, flow, the pipelines it reads, its views' docs in storage/views_doc.py, its summary lines, its
+profile check), its tests and its lines in the demo profile. docs/architecture.md walks through one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from flows.registry import Pipeline, register
+from storage.views_doc import (
+    INGEST_VIEWS,
+    PARAPHRASE_VIEWS,
+    REJUVENATION_VIEWS,
+    SELF_TRAINING_VIEWS,
+    TRAIN_CLASSIFIER_VIEWS,
+    TRAIN_NMT_VIEWS,
+)
+
+
+def self_training_lines(s: Mapping[str, Any]) -> list[str]:
+    return [f"U_max = {s['u_max']:.6f}",
+            "synthetic pairs: " + ", ".join(f"{k} {v:,}" for k, v in s["synthetic"].items())]
+
+
+def rejuvenation_lines(s: Mapping[str, Any]) -> list[str]:
+    rj = s["rejuvenation"]
+    unscored = rj["unscored"]
+    return [f"rejuvenation: {rj['active']:,} active, {rj['inactive']:,} inactive, {rj['rejuvenated']:,} rows in "
+            f"`rejuvenated`; {unscored['count']:,} pair(s) could not be scored (kept active)"
+            + (f": {', '.join(unscored['uids'])}" if unscored["count"] else "")]
+
+
+def train_nmt_lines(s: Mapping[str, Any]) -> list[str]:
+    tn = s["train_nmt"]
+    return [f"{e['metric']} = {e['score']:.2f} on {tn['testset']}  {e['signature']}" for e in tn["evaluation"]]
+
+
+def paraphrase_lines(s: Mapping[str, Any]) -> list[str]:
+    pp = s["paraphrase"]
+    short = pp["shortfall"]
+    return [f"paraphrase: {pp['candidates']:,} candidates, {pp['dropped']:,} dropped by Eq. 3, {pp['curriculum']:,} "
+            f"curriculum rows; {short['count']:,} sentence(s) short of the bag size"
+            + (f": {', '.join(short['rows'])}" if short["count"] else ""),
+            *(f"  {role}: {what}" for role, what in pp["ran"].items())]
+
+
+def train_classifier_lines(s: Mapping[str, Any]) -> list[str]:
+    tc = s["train_classifier"]
+    return [f"{e['metric']} = {e['score']:.4f} on {tc['testset']} (schedule {tc['schedule']})  {e['signature']}"
+            for e in tc["evaluation"]]
+
+
+register(Pipeline(
+    "ingest", "flows.ingest:ingest_flow", views=INGEST_VIEWS,
+    description="read, validate, reject, shard, deduplicate and clean every dataset"))
+register(Pipeline(
+    "self_training", "flows.self_training:self_training_flow", reads=("ingest",), views=SELF_TRAINING_VIEWS,
+    summary=self_training_lines, check=lambda c: c.self_training_datasets(),
+    description="uncertainty sampling of monolingual data, translated by a teacher (thesis ch. 6)"))
+register(Pipeline(
+    "rejuvenation", "flows.rejuvenation:rejuvenation_flow", reads=("ingest",), views=REJUVENATION_VIEWS,
+    summary=rejuvenation_lines, check=lambda c: c.rejuvenation_bitext(),
+    description="inactive pairs found and rejuvenated by forward translation (thesis ch. 5)"))
+register(Pipeline(
+    "paraphrase", "flows.paraphrase:paraphrase_flow", reads=("ingest",), views=PARAPHRASE_VIEWS,
+    summary=paraphrase_lines, check=lambda c: c.paraphrase_generator(),
+    description="bottom-k paraphrases, mutual-implication filter, difficulty levels (PCC)"))
+register(Pipeline(
+    "train_nmt", "flows.train_nmt:train_nmt_flow", reads=("self_training", "rejuvenation"), views=TRAIN_NMT_VIEWS,
+    summary=train_nmt_lines, check=lambda c: c.train_nmt_test(),
+    description="a student NMT model on the original, synthetic and rejuvenated pairs; BLEU and chrF"))
+register(Pipeline(
+    "train_classifier", "flows.train_classifier:train_classifier_flow", reads=("paraphrase",),
+    views=TRAIN_CLASSIFIER_VIEWS, summary=train_classifier_lines, check=lambda c: c.classifier_datasets(),
+    description="a classifier on the curriculum with a (cyclic) schedule; accuracy and macro-F1"))

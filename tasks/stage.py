@@ -67,9 +67,9 @@ class Stage:
         try:
             bound = model.model_validate(data)
         except ValidationError as e:
-            wrong = "; ".join(f"{'.'.join(map(str, err['loc'])) or '(parameters)'}: {_problem(err, model)}"
+            wrong = "; ".join(f"parameter {'.'.join(map(str, err['loc']))!r} {_problem(err, model)}"
                               for err in e.errors())
-            raise ConfError(f"stage {self.name!r}: parameter {wrong}") from None
+            raise ConfError(f"stage {self.name!r}: {wrong}") from None
         try:
             inspect.signature(inspect.unwrap(self.fn)).bind(*range(n_inputs), **dict.fromkeys([*side, *resources]), **dict(bound))
         except TypeError as e:
@@ -79,10 +79,10 @@ class Stage:
 
 def _problem(err: Mapping[str, Any], model: type[BaseModel]) -> str:
     if err["type"] == "extra_forbidden":
-        return f"is not a parameter (expected {', '.join(model.model_fields) or 'none'})"
+        return f"is not one of {', '.join(model.model_fields) or '(none)'}"
     if err["type"] == "missing":
         return "is required"
-    return f"{err['msg']} (found {err['input']!r})"
+    return f"is invalid: {err['msg']} (found {err['input']!r})"
 
 
 @functools.cache

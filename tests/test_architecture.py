@@ -1,0 +1,41 @@
+"""The shape of the code (issue 14): one-way layers and no cycles (import-linter's contracts in
+pyproject.toml), no private name imported across modules, no module over 400 lines."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import REPO
+
+PACKAGES = ("conf", "storage", "models", "tasks", "demo", "flows")
+MAX_LINES = 400
+
+
+def _modules() -> list[Path]:
+    return sorted(p for pkg in PACKAGES for p in (REPO / pkg).rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def test_lint_imports_keeps_every_contract_issue_14():
+    lint = Path(sys.executable).with_name("lint-imports")
+    done = subprocess.run([str(lint), "--no-cache"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Contracts: 3 kept, 0 broken." in done.stdout
+
+
+def test_no_private_name_is_imported_from_another_module_issue_14():
+    found = []
+    for path in _modules():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in PACKAGES:
+                found += [f"{path.relative_to(REPO)}:{node.lineno}: {node.module}.{a.name}"
+                          for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+    assert found == []
+
+
+def test_no_module_is_over_400_lines_issue_14():
+    long = {str(p.relative_to(REPO)): n for p in _modules()
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert long == {}

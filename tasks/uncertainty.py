@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from conf.errors import InputError
+from conf.errors import ConfError, InputError
 from models.lexicon import WordScores
 from storage.parts import Parts
 from storage.scratch import scratch_duckdb
@@ -83,8 +83,10 @@ def uid_uniform(uid: pa.Array | pa.ChunkedArray, seed: int) -> np.ndarray:
     if n == 0:
         return np.zeros(0)
     offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32)[arr.offset:arr.offset + n + 1]
-    if np.any(np.diff(offsets) != 32):
-        raise ValueError("uid_uniform: every uid must be 32 hex characters (storage.schemas.with_uid)")
+    if np.any(bad := np.diff(offsets) != 32):
+        row = int(np.argmax(bad))
+        raise InputError(f"uid_uniform: row {row}: uid {arr[row].as_py()!r} is not 32 hex characters "
+                         "(storage.schemas.with_uid makes them)")
     data = np.frombuffer(arr.buffers()[2], dtype=np.uint8)
     nibbles = _HEX[data[offsets[0]:offsets[-1]].reshape(n, 32)[:, :16]]  # every uid is 32 bytes: no gather
     x = np.ascontiguousarray((nibbles[:, 0::2] << 4) | nibbles[:, 1::2]).view(">u8").ravel().astype(np.uint64)
@@ -118,10 +120,11 @@ def sample_keys(
         weight, key = np.ones(len(u)), scored["word_rarity"].to_numpy()
     elif method == "srclm":
         if lm_scores is None or not pc.all(pc.equal(lm_scores["uid"], scored["uid"])).as_py():
-            raise ValueError("sample_keys(method='srclm') needs the shard's source-LM scores, row for row")
+            raise InputError("sample_keys(method='srclm'): the source-LM scores are not this shard's rows, row "
+                             "for row (a stale lm_score artifact?)")
         weight, key = np.ones(len(u)), -lm_scores["cross_entropy"].to_numpy()
     else:
-        raise ValueError(f"sampling method {method!r}: expected one of {', '.join(METHODS)}")
+        raise ConfError(f"self_training.sampling.method: {method!r}, expected one of {', '.join(METHODS)}")
     eligible = weight > 0
     table = pa.table({"uid": scored["uid"], "source": scored["source"], "line": scored["line"],
                       "uncertainty": u, "weight": weight, "key": key}).filter(pa.array(eligible))

@@ -41,6 +41,7 @@ from conf.schema import AugdagConf, CleanConf, DatasetConf
 from storage.artifacts import hash_file, write_part
 from storage.readers import read_dataset
 from tasks.clean import clean, find_duplicates
+from storage.parts import Parts
 
 OVERHEAD_GOAL = 0.10
 MEMORY_GOAL_BYTES = 1.5e9
@@ -73,7 +74,7 @@ def stages_in_memory(ds: DatasetConf, parts: Path, clean_conf: CleanConf, *, sha
         paths.append(parts / f"part-{b.index:05d}.parquet")
         write_part(b.rows, paths[-1])
         batches.append(b)
-    dups = find_duplicates(paths)
+    dups = find_duplicates(Parts(tuple(paths)))
     rows = {"input": 0, "rejects": 0, "part": 0, "dropped": 0}
     for b in batches:
         out = clean(b.rows, dups, kind=ds.kind, **clean_conf.model_dump())
@@ -114,7 +115,7 @@ def stages_direct(ds: DatasetConf, out: Path, conf: AugdagConf) -> dict[str, dic
         rows["read"]["part"] += b.rows.num_rows
         rows["read"]["rejects"] += b.rejects.num_rows
         n_shards += 1
-    dups = find_duplicates([read_dir / f"part-{i:05d}.parquet" for i in range(n_shards)])
+    dups = find_duplicates(Parts(tuple(read_dir / f"part-{i:05d}.parquet" for i in range(n_shards))))
     write_part(dups, dups_dir / "part-00000.parquet")
     rows["duplicates"]["part"] = dups.num_rows
     for i in range(n_shards):

@@ -33,6 +33,7 @@ from bench.common import timed, workdir
 from storage.artifacts import write_part
 from storage.demo import iter_mono, word_entropy
 from storage.schemas import MONO, with_uid
+from storage.parts import Parts
 
 SHARD = 100_000
 LOOP_GOAL, SCAN_GOAL, MEMORY_GOAL_BYTES = 20.0, 3.0, 1.5e9
@@ -108,12 +109,12 @@ def memory_child(rows: int, budget: int) -> None:
         for k, part in enumerate(parts):
             scored.append(root / f"scored-{k:05d}.parquet")
             write_part(sentence_uncertainty(pq.read_table(part), lexicon, column="text"), scored[-1])
-        umax = u_max(scored[: max(1, len(scored) // 10)], percentile_r=90)  # stands in for the bitext's
+        umax = u_max(Parts(tuple(scored[: max(1, len(scored) // 10)])), percentile_r=90)  # stands in for the bitext's
         keys = []
         for k, s in enumerate(scored):
             keys.append(root / f"keys-{k:05d}.parquet")
             write_part(sample_keys(pq.read_table(s), u_max=umax, budget=budget), keys[-1])
-        selected = select_sample(keys, budget=budget)
+        selected = select_sample(Parts(tuple(keys)), budget=budget)
         taken = sum(take_sample(pq.read_table(p), selected).num_rows for p in parts)
         seconds = time.perf_counter() - t0
     assert taken == budget

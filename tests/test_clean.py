@@ -3,6 +3,7 @@ import pyarrow.parquet as pq
 
 from tasks.clean import clean, find_duplicates
 from tests.conftest import bitext
+from storage.parts import Parts
 
 
 def _shards(tmp_path, *tables):
@@ -10,7 +11,7 @@ def _shards(tmp_path, *tables):
     for i, t in enumerate(tables):
         paths.append(tmp_path / f"part-{i:05d}.parquet")
         pq.write_table(t, paths[-1])
-    return paths
+    return Parts(tuple(paths))
 
 
 def test_duplicates_across_shards_keep_the_first_occurrence(tmp_path):

@@ -14,6 +14,7 @@ from tasks.evaluation import corpus_scores
 from tasks.mix import content_hash, training_mix
 from tasks.nmt import sentence_probabilities
 from tasks.rejuvenation import REJUVENATED, inactive_cut, inactive_split, probability_bins, rejuvenated_bitext
+from storage.parts import Parts
 
 
 def test_sentence_score_is_exp_of_the_mean_token_logprob():
@@ -48,7 +49,7 @@ def _split(tmp_path, rows: pa.Table, scores: pa.Table, shards: int, ratio: float
         path = tmp_path / f"scores-{shards}-{i}.parquet"
         pq.write_table(scores.slice(a, b - a), path)
         parts.append(path)
-    cut = inactive_cut(parts, inactive_ratio=ratio)
+    cut = inactive_cut(Parts(tuple(parts)), inactive_ratio=ratio)
     states = {}
     for a, b in zip(bounds[:-1], bounds[1:]):
         for state in ("active", "inactive"):
@@ -103,7 +104,7 @@ def test_probability_bins_are_equal_size_by_rank(tmp_path):
     rows, scores = _bitext(20, [i / 20 + 0.01 for i in range(20)])
     path = tmp_path / "s.parquet"
     pq.write_table(scores, path)
-    bins = probability_bins([path], bins=10)
+    bins = probability_bins(Parts((path,)), bins=10)
     assert bins["rows"].to_pylist() == [2] * 10
     # DuckDB's avg of exp(mean(ln p)) vs the decimal means: equal up to the last bits
     assert bins["p_mean"][0].as_py() == pytest.approx(0.035, rel=1e-12)

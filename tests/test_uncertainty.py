@@ -12,6 +12,7 @@ import pytest
 from conf.errors import InputError
 from models.lexicon import build_lexicon, linked_words, tokenize, word_entropy, word_uncertainty
 from storage.schemas import MONO, with_uid
+from storage.parts import Parts
 from tasks.uncertainty import (
     sample_keys, sampling_probability, sampling_weight, select_sample, sentence_uncertainty, take_sample,
     u_max, uid_uniform, uncertainty_bins,
@@ -81,8 +82,8 @@ def test_u_max_is_the_nearest_rank_percentile(tmp_path):
     pq.write_table(pa.table({"uncertainty": [float(v) for v in range(10, 0, -1)]}), tmp_path / "a.parquet")
     pq.write_table(pa.table({"uncertainty": [0.5]}), tmp_path / "b.parquet")
     # 11 values 0.5, 1..10 ascending: R = 90 -> rank ceil(9.9) = 10 -> 9.0; R = 100 -> the largest
-    assert u_max([tmp_path / "a.parquet", tmp_path / "b.parquet"], percentile_r=90)["u_max"].to_pylist() == [9.0]
-    assert u_max([tmp_path / "a.parquet"], percentile_r=100)["u_max"].to_pylist() == [10.0]
+    assert u_max(Parts((tmp_path / "a.parquet", tmp_path / "b.parquet")), percentile_r=90)["u_max"].to_pylist() == [9.0]
+    assert u_max(Parts((tmp_path / "a.parquet",)), percentile_r=100)["u_max"].to_pylist() == [10.0]
 
 
 def test_uid_uniform_depends_on_seed_and_uid_only():
@@ -110,7 +111,7 @@ def _sample_over_shards(scored: pa.Table, n_shards: int, tmp_path, *, budget: in
         keys = sample_keys(scored.slice(a, b - a), u_max=umax, method=method, beta=2.0, seed=seed, budget=budget)
         parts.append(tmp_path / f"{method}-{n_shards}-{k}.parquet")
         pq.write_table(keys, parts[-1])
-    return select_sample(parts, budget=budget, method=method)
+    return select_sample(Parts(tuple(parts)), budget=budget, method=method)
 
 
 @pytest.mark.parametrize("method", ["uncertainty", "random", "word_rarity"])
@@ -180,7 +181,7 @@ def test_take_sample_keeps_input_order_and_lineage(tmp_path):
 def test_uncertainty_bins_are_equal_size_and_ordered(tmp_path):
     scored, _ = _scored(103)
     pq.write_table(scored, tmp_path / "s.parquet")
-    bins = uncertainty_bins([tmp_path / "s.parquet"], bins=5)
+    bins = uncertainty_bins(Parts((tmp_path / "s.parquet",)), bins=5)
     assert bins["rows"].to_pylist() == [21, 21, 21, 20, 20] and bins["source"].to_pylist() == ["m"] * 5
     u = sorted(scored["uncertainty"].to_pylist())
     assert bins["u_min"].to_pylist() == [u[0], u[21], u[42], u[63], u[83]]
@@ -220,9 +221,9 @@ def test_force_align_with_the_stored_models_reproduces_the_training_links(tmp_pa
 
     rows = bitext([(s, t) for s, t, _ in iter_bitext(400, seed=3)])
     pq.write_table(rows, tmp_path / "bitext.parquet")
-    out = align_bitext([tmp_path / "bitext.parquet"])
+    out = align_bitext(Parts((tmp_path / "bitext.parquet",)))
     for role, table in out.items():
         pq.write_table(table, tmp_path / f"{role}-00000.parquet")
-    again = force_align([tmp_path / "bitext.parquet"], [tmp_path / "part-00000.parquet"])
+    again = force_align(Parts((tmp_path / "bitext.parquet",)), Parts((tmp_path / "part-00000.parquet",)))
     assert again["links"].equals(out["part"]["links"]) and again["coverage"].equals(out["part"]["coverage"])
     assert again["uid"].equals(rows["uid"])

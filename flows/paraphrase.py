@@ -19,7 +19,8 @@ import pyarrow.parquet as pq
 from prefect import flow
 
 from conf.schema import AugdagConf, ParaphraseConf
-from flows.driver import Run, artifact_rows, run_stage
+from flows.driver import Run, run_stage
+from flows.recording import artifact_rows
 from flows.ingest import ingest_dataset
 from flows.nmt import configured_model, nmt_model
 from flows.reporting import publish

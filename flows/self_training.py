@@ -16,7 +16,8 @@ from typing import Any
 from prefect import flow
 
 from conf.schema import AugdagConf, SelfTrainingConf
-from flows.driver import ModelRef, Run, artifact_rows, run_model_stage, run_stage
+from flows.driver import ModelRef, Run, run_model_stage, run_stage
+from flows.recording import artifact_rows
 from flows.ingest import ingest_dataset
 from flows.nmt import nmt_model
 from flows.reporting import publish

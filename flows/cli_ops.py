@@ -48,7 +48,7 @@ def retry(
     """Run a recorded run again: only failed or missing shards are computed (finished ones show as Cached).
     The new run records which run it retried (`augdag runs` shows the chain)."""
     from flows.retry import forced_artifacts, forcing
-    from flows.run_report import load_run
+    from storage.runs import load_run
 
     catalog, new_run = catalog_at(cache), None
     try:

@@ -1,12 +1,11 @@
-"""Run reports: plots (PNG bytes, matplotlib's Agg backend) and a self-contained HTML page (images inlined).
+"""Run reports: plots (PNG bytes, matplotlib's Agg backend) and a self-contained HTML page (images inlined, its
+markup from tasks.html).
 
 Pure functions: the flow decides where the bytes go (the cache's `reports/<run>/` and Prefect artifacts).
 """
 
 from __future__ import annotations
 
-import base64
-import html
 import io
 from collections.abc import Mapping, Sequence
 
@@ -15,6 +14,7 @@ import pyarrow as pa
 
 from storage.parts import Parts
 from storage.scratch import scratch_duckdb
+from tasks.html import document, heading, image, paragraph, table
 
 
 def histogram(parts: Parts, column: str, *, bins: int = 50) -> pa.Table:
@@ -74,24 +74,17 @@ def markdown_table(table: pa.Table, *, digits: int = 4) -> str:
 
 
 def html_page(title: str, sections: Sequence[tuple[str, str | bytes | pa.Table]]) -> str:
-    """One self-contained page: each section is (heading, text | PNG bytes | table)."""
-    body = []
-    for heading, content in sections:
-        body.append(f"<h2>{html.escape(heading)}</h2>")
+    """One self-contained page: each section is (heading, text | PNG bytes | table), built by tasks.html."""
+    body = [heading(1, title)]
+    for head, content in sections:
+        body.append(heading(2, head))
         if isinstance(content, bytes):
-            body.append(f'<img alt="{html.escape(heading)}" src="data:image/png;base64,'
-                        f'{base64.b64encode(content).decode()}">')
+            body.append(image(content, head))
         elif isinstance(content, pa.Table):
-            cols = content.column_names
-            rows = "".join("<tr>" + "".join(f"<td>{html.escape(f'{v:.4f}' if isinstance(v, float) else str(v))}</td>"
-                                            for v in r.values()) + "</tr>" for r in content.to_pylist())
-            body.append("<table><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in cols) + f"</tr>{rows}</table>")
+            body.append(table(content.column_names, [list(r.values()) for r in content.to_pylist()]))
         else:
-            body.append(f"<p>{html.escape(content)}</p>")
-    style = ("body{font-family:sans-serif;max-width:960px;margin:2em auto}table{border-collapse:collapse}"
-             "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{style}</style></head><body><h1>{html.escape(title)}</h1>{''.join(body)}</body></html>")
+            body.append(paragraph(content))
+    return document(title, body)
 
 
 def bar_figure(labels: Sequence[str], values: Sequence[float], *, xlabel: str, ylabel: str, title: str) -> bytes:

@@ -54,7 +54,8 @@ class Stage:
 
     def param_model(self, exclude: Collection[str] = ()) -> type[BaseModel]:
         """The stage's parameter model: ``params`` if declared, else one field per keyword parameter of
-        ``fn`` (its annotation, its default) other than ``exclude`` (the side inputs and resources)."""
+        ``fn`` (its annotation, its default) other than ``exclude`` (the side inputs and resources); a
+        function with ``**kwargs`` takes any other key as it is."""
         return self.params or _signature_model(self.fn, frozenset(exclude))
 
     def bind(self, params: Mapping[str, Any] | BaseModel, *, n_inputs: int, side: Collection[str] = (),
@@ -94,7 +95,8 @@ def _signature_model(fn: Callable[..., Any], exclude: frozenset[str]) -> type[Ba
         for name, p in inspect.signature(fn).parameters.items()
         if p.kind is inspect.Parameter.KEYWORD_ONLY and name not in exclude
     }
-    config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+    open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in inspect.signature(fn).parameters.values())
+    config = ConfigDict(extra="allow" if open_ended else "forbid", frozen=True, arbitrary_types_allowed=True)
     return create_model(f"{fn.__name__}_params", __config__=config, **fields)
 
 

@@ -18,8 +18,8 @@ from conf.errors import InputError, ModelError, StageError
 from conf.schema import AugdagConf
 from flows.cli import app
 from flows.retry import forced_artifacts, forcing
-from flows.run_report import load_run
 from storage.catalog import Catalog
+from storage.runs import load_run
 from tests.conftest import subprocess_env
 
 runner = CliRunner()

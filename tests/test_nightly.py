@@ -103,7 +103,7 @@ def _hashes(cache: Path, stage: str) -> dict[str, str]:
 
 def test_retry_from_a_stage_recomputes_it_and_its_descendants_only(prefect_harness, tmp_path):
     from flows.retry import forced_artifacts
-    from flows.run_report import load_run
+    from storage.runs import load_run
 
     profile, cache = write_profile(tmp_path), tmp_path / "cache"
     first = runner.invoke(app, ["run", "ingest", "--config", str(profile), "--cache", str(cache)])

@@ -7,6 +7,7 @@ import json
 from html.parser import HTMLParser
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
@@ -224,3 +225,13 @@ def test_report_unknown_run_exits_2_naming_it_and_the_recent_runs(runs):
     assert "no run 'no-such-run'" in text
     assert all(r in text for r in (ids["a"], ids["b"], "paraphrase-x", "nightly-x"))
     assert runner.invoke(app, ["report", ids["a"], "--compare", "nope", "--cache", str(cache)]).exit_code == 2
+
+
+def test_html_page_formats_cells_as_the_run_pages_do_and_carries_no_generator_mark():
+    """One HTML builder (tasks.html): a pipeline's table cells read like the run page's (numbers right-aligned,
+    thousands separators, None as –), and without the run pages' generator mark a run page inlines the page."""
+    text = html_page("t & t", [("T", pa.table({"rows": [1, 12345], "p": [0.5, None], "s": ["a<b", "c"]})),
+                               ("Sampling", "U_max = 0.4321")])
+    assert "<tr><td class=n>1</td><td class=n>0.5000</td><td>a&lt;b</td></tr>" in text
+    assert Page(text).tables[""] == [[["rows", "p", "s"], ["1", "0.5000", "a<b"], ["12,345", "–", "c"]]]
+    assert "<h1>t &amp; t</h1>" in text and "<p>U_max = 0.4321</p>" in text and 'name="generator"' not in text

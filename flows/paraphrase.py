@@ -20,9 +20,9 @@ from prefect import flow
 
 from conf.schema import AugdagConf, ParaphraseConf
 from flows.driver import Run, run_stage
-from flows.recording import artifact_rows
 from flows.ingest import ingest_dataset
 from flows.nmt import configured_model, nmt_model
+from flows.recording import artifact_rows
 from flows.reporting import publish
 from flows.runners import default_task_runner
 from storage.artifacts import ArtifactRef, fingerprint

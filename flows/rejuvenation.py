@@ -18,9 +18,9 @@ from prefect import flow
 
 from conf.schema import AugdagConf, RejuvenationConf
 from flows.driver import ModelRef, Run, run_stage
-from flows.recording import artifact_rows
 from flows.ingest import ingest_dataset
 from flows.nmt import nmt_model
+from flows.recording import artifact_rows
 from flows.reporting import publish
 from flows.runners import default_task_runner
 from flows.self_training import bitext_uncertainty

@@ -32,7 +32,6 @@ from storage.runs import (
 from tasks.html import document, esc, heading, image, paragraph, preformatted, table
 
 
-
 def run_page(catalog: Catalog, run_id: str) -> str:
     """The page of one run: header, stages, failures, evaluation scores, every plot (a nightly: per pipeline)."""
     run = load_run(catalog, run_id)

@@ -17,9 +17,9 @@ from prefect import flow
 
 from conf.schema import AugdagConf, SelfTrainingConf
 from flows.driver import ModelRef, Run, run_model_stage, run_stage
-from flows.recording import artifact_rows
 from flows.ingest import ingest_dataset
 from flows.nmt import nmt_model
+from flows.recording import artifact_rows
 from flows.reporting import publish
 from flows.runners import default_task_runner
 from storage.artifacts import ArtifactRef

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from models.aligner import Alignment, _optimize_tension, align_both
+from models.aligner import Alignment, align_both
+from models.aligner.kernels import optimize_tension
 from storage.demo import iter_bitext
 
 SPEED_GOAL, AGREEMENT_GOAL = 1.0, 0.95
@@ -112,7 +113,7 @@ def naive_direction(e_sents: list[np.ndarray], f_sents: list[np.ndarray], n_e: i
             return best
         if it > 0:
             pm, pn = np.array([k[0] for k in pairs]), np.array([k[1] for k in pairs])
-            tension = _optimize_tension(pm, pn, np.array(list(pairs.values()), float), float(tokens), emp / tokens,
+            tension = optimize_tension(pm, pn, np.array(list(pairs.values()), float), float(tokens), emp / tokens,
                                         tension)
         c = np.where(seen, counts + alpha, 0.0)
         theta = np.where(seen, np.exp(naive_digamma(np.where(seen, c, 1.0)) - naive_digamma(c.sum(1))[:, None]),

@@ -29,7 +29,7 @@ import numpy as np
 
 from models.aligner import Alignment, align_both
 from models.aligner.kernels import optimize_tension
-from storage.demo import iter_bitext
+from demo import iter_bitext
 
 SPEED_GOAL, AGREEMENT_GOAL = 1.0, 0.95
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import flows  # noqa: F401 — offline defaults before Prefect is imported
 from conf.schema import AugdagConf, DatasetConf, TaskRunnerConf
-from storage.demo import write_demo
+from demo import write_demo
 
 DATASET = "bench"  # the one dataset's name in every benchmark profile
 

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from conf.schema import NMTTrainConf
-from storage.demo import iter_bitext
+from demo import iter_bitext
 
 TRAIN_ROWS = 3000
 

@@ -36,9 +36,9 @@ from prefect import flow
 from bench.common import prefect_server, workdir
 from bench.uncertainty import lexicon_table
 from conf.schema import AugdagConf, TaskRunnerConf
+from demo import iter_mono
 from flows.driver import Run, run_stage
 from storage.artifacts import ArtifactRef, write_part
-from storage.demo import iter_mono
 from storage.schemas import MONO, with_uid
 from tasks.stage import run_shard
 from tasks.uncertainty import SCORE

@@ -11,7 +11,7 @@ memory: scoring + sample keys + the global selection + taking the sample over ``
     .venv/bin/python bench/uncertainty.py --only throughput --rows 1000000
     .venv/bin/python bench/uncertainty.py --only memory --mem-rows 10000000
 
-The lexicon is the demo grammar's true word entropy (storage.demo.word_entropy), so ~10 % of the words
+The lexicon is the demo grammar's true word entropy (demo.word_entropy), so ~10 % of the words
 (the out-of-grammar ones) are unknown, as in real monolingual data. Exits 1 when a goal is missed.
 """
 
@@ -30,8 +30,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.common import timed, workdir
+from demo import iter_mono, word_entropy
 from storage.artifacts import write_part
-from storage.demo import iter_mono, word_entropy
 from storage.schemas import MONO, with_uid
 from storage.parts import Parts
 

@@ -43,7 +43,7 @@ from conf.schema import CACHE_ENV, AugdagConf
 from flows import registry
 from flows.driver import Run
 from flows.runners import run_flow
-from storage.demo import write_demo
+from demo import write_demo
 
 
 class NightlyFailed(StageError):

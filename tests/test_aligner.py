@@ -31,7 +31,7 @@ from models.aligner import (
     symmetrize,
     vb_normalize,
 )
-from storage.demo import iter_bitext
+from demo import iter_bitext
 
 
 def toy_bitext(n: int, seed: int = 0) -> tuple[list[str], list[str]]:

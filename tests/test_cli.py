@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
+from demo import ambiguous_words
 from flows.cli import app
-from storage.demo import ambiguous_words
 from flows import registry
 from storage.views_doc import TABLES, UNDOCUMENTED
 from tests.conftest import REPO, subprocess_env

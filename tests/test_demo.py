@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 from collections import Counter, defaultdict
@@ -9,8 +10,13 @@ from itertools import islice
 
 import pytest
 
-from storage import demo
-from storage.demo import DemoPaths, ambiguous_words, translation_table, word_entropy, write_demo
+import demo
+from conf.errors import ConfError
+from conf.schema import DemoConf
+from demo import DemoPaths, ambiguous_words, translation_table, word_entropy, write_demo
+from demo.draws import CHUNK_ROWS
+from demo.grammar import CLASS_WORDS, TEMPLATES
+from demo.labeled import LABEL_NOUNS
 
 DATA_FILES = ["train.en", "train.de", "train.align", "test.en", "test.de", "mono.en", "labeled.tsv", "slots.jsonl",
               "labeled_test.tsv"]
@@ -39,7 +45,7 @@ def translations(src: str, tgt: str, alignment: str) -> list[tuple[str, str]]:
 
 
 def test_write_demo_same_seed_same_bytes_other_seed_differs(tmp_path, written):
-    paths, planted, raw = written
+    _, planted, raw = written
     again, planted_again = write_demo(tmp_path / "again")
     other, planted_other = write_demo(tmp_path / "other", seed=1)
     for name in DATA_FILES:
@@ -63,7 +69,7 @@ def test_iter_first_n_rows_are_the_prefix_of_a_longer_iteration(iterate):
 
 
 def test_iter_bitext_prefix_holds_across_a_chunk_boundary():
-    n = demo._CHUNK + 7
+    n = CHUNK_ROWS + 7
     short, long = list(demo.iter_bitext(n)), list(islice(demo.iter_bitext(n + 5000), n))
     assert len(short) == n and short == long
     assert short[:50] != list(demo.iter_bitext(50, seed=1))
@@ -71,7 +77,7 @@ def test_iter_bitext_prefix_holds_across_a_chunk_boundary():
 
 
 def test_iter_rejects_a_negative_row_count():
-    with pytest.raises(ValueError, match=r"demo corpus: n = -1, seed = 0; both must be >= 0"):
+    with pytest.raises(ConfError, match=r"demo corpus: n = -1, seed = 0; both must be >= 0"):
         next(demo.iter_bitext(-1))
 
 
@@ -163,8 +169,8 @@ def test_mono_has_about_10_percent_out_of_grammar_lines():
 def _in_grammar(sentence: str) -> bool:
     """Whether a bitext template generates the sentence: as many words as slots, each word in its slot's class."""
     words = sentence.split()
-    slots = [classes.split() for _, classes, _ in demo._TEMPLATES]
-    return any(len(s) == len(words) and all(w in demo._CLASS_WORDS[c] for w, c in zip(words, s)) for s in slots)
+    slots = [classes.split() for _, classes, _ in TEMPLATES]
+    return any(len(s) == len(words) and all(w in CLASS_WORDS[c] for w, c in zip(words, s)) for s in slots)
 
 
 def test_labeled_sentences_are_bitext_grammar_sentences_in_six_balanced_topics():
@@ -172,7 +178,7 @@ def test_labeled_sentences_are_bitext_grammar_sentences_in_six_balanced_topics()
     labels = Counter(label for label, _ in rows)
     assert sorted(labels) == sorted(["animals", "food", "travel", "family", "nature", "buildings"])
     assert all(850 <= n <= 1150 for n in labels.values()), labels  # 1,000 each, ~1 % sd
-    table, nouns = translation_table(), set(demo._CLASS_WORDS["N"]) | set(demo._CLASS_WORDS["F"])
+    table, nouns = translation_table(), set(CLASS_WORDS["N"]) | set(CLASS_WORDS["F"])
     for _, text in rows:  # the demo NMT models, trained on the bitext, know every word and every sentence shape
         assert text and all(w in table for w in text.split()), text
         assert _in_grammar(text), text
@@ -181,8 +187,8 @@ def test_labeled_sentences_are_bitext_grammar_sentences_in_six_balanced_topics()
 
 def test_labeled_topics_share_words_and_are_learnable_but_not_trivial():
     rows = list(demo.iter_labeled(6000))
-    labels_of, topic_of = defaultdict(set), {w: c for c, ws in demo._LAB_NOUNS.items() for w in ws.split()}
-    topic_of |= {w: "food" for w in demo._CLASS_WORDS["M"] + demo._CLASS_WORDS["F"]}
+    labels_of, topic_of = defaultdict(set), {w: c for c, ws in LABEL_NOUNS.items() for w in ws.split()}
+    topic_of |= {w: "food" for w in CLASS_WORDS["M"] + CLASS_WORDS["F"]}
     for label, text in rows:
         for word in text.split():
             labels_of[word].add(label)
@@ -196,11 +202,11 @@ def test_labeled_topics_share_words_and_are_learnable_but_not_trivial():
 
 
 def test_labeled_rows_are_deterministic_for_a_seed_across_a_chunk_boundary():
-    n = demo._CHUNK + 7
+    n = CHUNK_ROWS + 7
     rows = list(demo.iter_labeled(n, seed=2))
     assert rows == list(demo.iter_labeled(n, seed=2)) and rows[:500] == list(demo.iter_labeled(500, seed=2))
     assert rows[:500] != list(demo.iter_labeled(500, seed=3))
-    assert rows[demo._CHUNK :] != rows[:7]
+    assert rows[CHUNK_ROWS:] != rows[:7]
 
 
 def test_slots_rows_are_valid_bio_with_several_slot_types():
@@ -252,7 +258,7 @@ def test_write_demo_bad_rows_are_exactly_at_the_returned_lines(written):
 
 
 def test_write_demo_without_bad_rows_writes_only_good_lines(tmp_path):
-    sizes = dict(bitext_rows=600, mono_rows=600, labeled_rows=600, slots_rows=600, test_rows=100)
+    sizes = {"bitext_rows": 600, "mono_rows": 600, "labeled_rows": 600, "slots_rows": 600, "test_rows": 100}
     paths, planted = write_demo(tmp_path, **sizes, bad_rows=False)
     written = ["train.en", "train.de", "train.align", "mono.en", "labeled.tsv", "slots.jsonl"]
     assert planted == {name: {} for name in written}
@@ -269,9 +275,8 @@ def test_bad_lines_count_is_one_in_2000_and_each_reason_once_from_500_rows():
     assert Counter(lines.values()) == {reason: 100 for reason in demo.BAD_REASONS["bitext"]}
 
 
-def test_main_writes_the_corpora_with_the_given_sizes(tmp_path, capsys):
-    demo.main([str(tmp_path), "--bitext-rows", "200", "--mono-rows", "100", "--labeled-rows", "100",
-               "--slots-rows", "100", "--test-rows", "10", "--no-bad-rows", "--seed", "5"])
-    assert len((tmp_path / "train.align").read_text().splitlines()) == 200
-    assert (tmp_path / "train.en").read_text().splitlines() == [s for s, _, _ in demo.iter_bitext(200, seed=5)]
-    assert f"demo corpora in {tmp_path}" in capsys.readouterr().out
+def test_write_demo_defaults_are_the_demo_profile_sizes():
+    params = inspect.signature(write_demo).parameters
+    assert {name: params[name].default for name in DemoConf.model_fields} == DemoConf().model_dump()
+    assert DemoConf().model_dump() == {"seed": 0, "bitext_rows": 3000, "mono_rows": 5000, "labeled_rows": 1200,
+                                       "slots_rows": 1200, "test_rows": 300}

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from conf.loader import load_profile
+from demo import write_demo
 from storage.catalog import Catalog
-from storage.demo import write_demo
 from tests.conftest import REPO, subprocess_env
 
 pytestmark = pytest.mark.slow

@@ -10,7 +10,7 @@ import pytest
 
 from conf.loader import load_profile
 from storage.catalog import Catalog
-from storage.demo import write_demo
+from demo import write_demo
 from tests.conftest import REPO
 from tests.test_nli import tiny_nli_dir  # noqa: F401 — the session fixture
 

@@ -7,8 +7,8 @@ import math
 import pytest
 
 from conf.loader import load_profile
+from demo import write_demo
 from storage.catalog import Catalog
-from storage.demo import write_demo
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow

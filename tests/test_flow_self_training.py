@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from conf.loader import load_profile
+from demo import ambiguous_words, word_entropy, write_demo
 from storage.catalog import Catalog
-from storage.demo import ambiguous_words, word_entropy, write_demo
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow

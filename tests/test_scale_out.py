@@ -15,8 +15,8 @@ import pytest
 from conf.errors import ConfError
 from conf.loader import load_profile
 from conf.schema import AugdagConf, OrchestrationConf, TaskRunnerConf
+from demo import write_demo
 from storage.catalog import Catalog
-from storage.demo import write_demo
 from tests.conftest import REPO
 
 slow = pytest.mark.slow

@@ -355,7 +355,7 @@ def test_demo_data_follows_the_cache_not_the_working_directory(server, tmp_path)
     assert missing.returncode == 2
     assert missing.stderr.splitlines() == [f"error: datasets.demo_bitext: {cache}/demo-data/train.en: no such file "
                                            "(and 7 more missing)"]
-    from storage.demo import write_demo
+    from demo import write_demo
 
     write_demo(cache / "demo-data", bitext_rows=100, mono_rows=100, labeled_rows=100, slots_rows=100, test_rows=50)
     # on the module's server (a temporary one would cost ~15 s)

@@ -215,7 +215,7 @@ def test_force_align_with_the_stored_models_reproduces_the_training_links(tmp_pa
     """The `align` artifact's tables and tensions are a usable aligner: force-aligning the training pairs
     gives back exactly the links of its last (decode-only) iteration, so the synthetic pairs' coverage
     (monolingual bins) is measured with the very model that aligned the bitext."""
-    from storage.demo import iter_bitext
+    from demo import iter_bitext
     from tasks.alignment import align_bitext, force_align
     from tests.conftest import bitext
 

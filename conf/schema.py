@@ -206,7 +206,7 @@ class ParaphraseConf(ConfModel):
 
 
 class ClassifierConf(ConfModel):
-    """The downstream text classifier (models/classifier.py)."""
+    """The downstream text classifier (models/classifier/)."""
 
     kind: Literal["builtin", "sentence_embedding", "hf"] = "builtin"  # builtin: hashed n-gram bag, CPU-sized
     model: str | None = None  # sentence_embedding: the frozen encoder; hf: a sequence-classification model

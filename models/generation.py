@@ -12,11 +12,8 @@ Two generators, one verb: ``generate(texts, plan) -> {sampler: [[candidate, ...]
 - ``RoundTripParaphraser``: source → pivot (beam search) → source (sampling) through the NMT backends
   of ``models.nmt``, bottom-k in the return decoder: paraphrases for anyone who has translation models.
 
-``BottomKLogitsProcessor`` is written here (no library ships bottom-k); it masks, and transformers'
-own temperature / top-k / top-p warpers, which run after every custom processor, do the rest. So with
-``top_k = 0`` and ``top_p = 1`` its first N steps are exactly Eq. 2, after step N it is the identity,
-and with k = 0 generation is plain top-k/top-p sampling. fairseq's twin is
-``models.nmt.fairseq._bottom_k_sampling``.
+Bottom-k in a transformers decoder is ``models.bottom_k.BottomKLogitsProcessor`` (it masks; transformers'
+own temperature / top-k / top-p warpers do the rest); in fairseq's, ``models.nmt.fairseq_bottom_k``.
 """
 
 from __future__ import annotations
@@ -27,14 +24,17 @@ from pathlib import Path
 from typing import Any
 
 from conf.errors import ModelError
-from models.candidates import BOTTOM_K, TOP_K_TOP_P, candidate_bag, copies_first_token, distinct_n  # noqa: F401
-from models.nmt.base import DecodeOptions, NMTModel, cpu_threads, length_batches, pick_device
-
-try:  # transformers is a dependency; the import is deferred only for the class's base
-    from transformers import LogitsProcessor
-except ImportError:  # pragma: no cover
-    LogitsProcessor = object  # type: ignore[misc,assignment]
-
+from models.bottom_k import BottomKLogitsProcessor
+from models.candidates import BOTTOM_K, TOP_K_TOP_P
+from models.nmt.base import (
+    DecodeOptions,
+    NMTModel,
+    cpu_threads,
+    length_batches,
+    pick_device,
+)
+from models.nmt.transformers import local_files, seeded
+from storage.artifacts import fingerprint, hash_inputs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,33 +61,6 @@ def pcc_samplers(*, top_k: int = 120, top_p: float = 0.95, bottom_k: int = 2, bo
             Sampler(BOTTOM_K, top_k, top_p, bottom_k=bottom_k, bottom_k_steps=bottom_k_steps, seed=seed + 1))
 
 
-class BottomKLogitsProcessor(LogitsProcessor):
-    """PCC Eq. 2 as a transformers ``LogitsProcessor``: while fewer than ``steps`` tokens have been generated,
-    the ``k`` highest scores are set to −inf (softmax renormalises the rest).
-
-    Args:
-        k: how many of the most probable tokens to remove (0: none).
-        steps: N, the number of first generated tokens drawn this way.
-        start: the length of ``input_ids`` before the first generated token (1 for an encoder-decoder's start
-            token, plus a forced first token; the padded prompt length for a causal LM).
-    """
-
-    def __init__(self, k: int = 2, steps: int = 1, *, start: int = 1):
-        if k < 0 or steps < 0:
-            raise ValueError(f"bottom-k: k and steps must be ≥ 0, got k={k}, steps={steps}")
-        self.k, self.steps, self.start = k, steps, start
-
-    def __call__(self, input_ids: Any, scores: Any) -> Any:
-        import torch
-
-        if self.k == 0 or input_ids.shape[-1] - self.start >= self.steps:
-            return scores
-        masked = scores.scatter(-1, scores.topk(self.k, dim=-1).indices, float("-inf"))
-        # a row with at most k allowed tokens (e.g. a forced token) is left alone rather than emptied
-        allowed = torch.isfinite(scores).sum(-1, keepdim=True)
-        return torch.where(allowed > self.k, masked, scores)
-
-
 Plan = Sequence[tuple[Sampler, int]]  # (sampler, samples per sentence)
 
 
@@ -104,10 +77,15 @@ class HFParaphraser:
 
     @classmethod
     def load(cls, name_or_path: str | Path, *, device: str = "auto", threads: int = 0,
-             prompt: str = "{text}") -> "HFParaphraser":
+             prompt: str = "{text}") -> HFParaphraser:
         """Load by local path or Hugging Face name (offline: the local cache), seq2seq or causal."""
         import torch
-        from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+        from transformers import (
+            AutoConfig,
+            AutoModelForCausalLM,
+            AutoModelForSeq2SeqLM,
+            AutoTokenizer,
+        )
 
         if "{text}" not in prompt:
             raise ModelError(f"paraphrase prompt {prompt!r} has no '{{text}}' placeholder")
@@ -126,9 +104,6 @@ class HFParaphraser:
         return cls(model.to(device).eval(), tokenizer, path=name_or_path, device=device, prompt=prompt)
 
     def fingerprint(self) -> str:
-        from models.nmt.transformers import local_files
-        from storage.artifacts import fingerprint, hash_inputs
-
         return fingerprint("hf-paraphraser", "1", {"prompt": self.prompt}, [hash_inputs([local_files(self.path)])])
 
     def generate(self, texts: Sequence[str], plan: Plan, *, max_tokens: int = 4096,
@@ -142,8 +117,6 @@ class HFParaphraser:
                 b: int) -> list[list[str]]:
         import torch
         from transformers import LogitsProcessorList
-
-        from models.nmt.transformers import seeded
 
         out: list[list[str]] = [[] for _ in ids]
         if n == 0:
@@ -176,8 +149,6 @@ class RoundTripParaphraser:
         self.forward, self.backward, self.pivot_beam = forward, backward, pivot_beam
 
     def fingerprint(self) -> str:
-        from storage.artifacts import fingerprint
-
         return fingerprint("round-trip", "1", {"pivot_beam": self.pivot_beam},
                            [self.forward.fingerprint(), self.backward.fingerprint()])
 

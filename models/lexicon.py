@@ -16,8 +16,10 @@ import math
 
 import numpy as np
 import pyarrow as pa
-from numba import njit, prange
 import pyarrow.compute as pc
+from numba import njit, prange
+
+from conf.errors import InputError
 
 LEXICON = pa.schema([("src", pa.string()), ("tgt", pa.string()), ("count", pa.int64()), ("p", pa.float64())])
 # H: entropy of p(· | src) (0 for a word never linked); links: its linked tokens; freq: its tokens in the bitext source
@@ -51,8 +53,14 @@ def linked_words(src: pa.ListArray, tgt: pa.ListArray, offsets: np.ndarray, i: n
     tgt_start = np.asarray(tgt.offsets)[:-1] if len(tgt) else np.zeros(0, np.int64)
     s = src_start[sentence] + i if len(i) else np.zeros(0, np.int64)
     t = tgt_start[sentence] + j if len(j) else np.zeros(0, np.int64)
-    if len(s) and (np.any(i >= np.diff(np.asarray(src.offsets))[sentence]) or np.any(j >= np.diff(np.asarray(tgt.offsets))[sentence])):
-        raise ValueError("a link points past the end of its sentence: alignment and text do not match")
+    if len(s):
+        src_len, tgt_len = np.diff(np.asarray(src.offsets)), np.diff(np.asarray(tgt.offsets))
+        past = np.flatnonzero((i >= src_len[sentence]) | (j >= tgt_len[sentence]))
+        if len(past):
+            k, row = past[0], sentence[past[0]]
+            raise InputError(f"row {row} (0-based) of the bitext: link {i[k]}-{j[k]} points past the end of its "
+                             f"sentence ({src_len[row]} source, {tgt_len[row]} target tokens): alignment and text "
+                             f"do not match ({len(past)} of {len(i)} links past their sentence). Hint: align this bitext again")
     return pa.table({"src": src.flatten().take(pa.array(s)), "tgt": tgt.flatten().take(pa.array(t))})
 
 

@@ -11,7 +11,7 @@ in input order. Three implementations:
 - ``CrossEncoderSimilarity`` (``cross_encoder``): a sequence-pair regression model with one output
   (BLEURT-style checkpoints converted to PyTorch, e.g. ``BertForSequenceClassification`` with
   ``num_labels=1``); G = the raw output for the (reference, candidate) pair, no activation applied.
-  A thin wrapper over transformers (``models.nli.pair_logits``).
+  A thin wrapper over transformers (``models.pair_classifier.pair_logits``).
 - ``EmbeddingSimilarity`` (``embedding``): the cosine of the normalised sentence-transformers embeddings
   of reference and candidate. A thin wrapper over ``SentenceTransformer.encode``.
 
@@ -29,8 +29,13 @@ from typing import Any
 import numpy as np
 
 from conf.errors import ModelError
-from models.nli import load_pair_classifier, max_length, model_fingerprint, pair_logits
 from models.nmt.base import cpu_threads, pick_device
+from models.pair_classifier import (
+    load_pair_classifier,
+    max_length,
+    model_fingerprint,
+    pair_logits,
+)
 
 KINDS = ("chrf", "cross_encoder", "embedding")
 
@@ -100,7 +105,7 @@ class CrossEncoderSimilarity(Similarity):
         self.name = f"cross_encoder:{path}"
 
     @classmethod
-    def load(cls, model: str | Path, *, device: str = "auto", threads: int = 0) -> "CrossEncoderSimilarity":
+    def load(cls, model: str | Path, *, device: str = "auto", threads: int = 0) -> CrossEncoderSimilarity:
         loaded, tokenizer, device = load_pair_classifier(model, device=device, threads=threads,
                                                          what="cross-encoder regression")
         return cls(loaded, tokenizer, path=model, device=device)
@@ -127,7 +132,7 @@ class EmbeddingSimilarity(Similarity):
         self.name = f"embedding:{path}"
 
     @classmethod
-    def load(cls, model: str | Path, *, device: str = "auto", threads: int = 0) -> "EmbeddingSimilarity":
+    def load(cls, model: str | Path, *, device: str = "auto", threads: int = 0) -> EmbeddingSimilarity:
         import torch
         from sentence_transformers import SentenceTransformer
 

@@ -1,4 +1,4 @@
-"""models/classifier.py on a made-up three-class task, with tiny models built and saved here.
+"""models/classifier/ on a made-up three-class task, with tiny models built and saved here.
 
 The task: every class has four keywords of its own; a sentence is two keywords of its class among three
 filler words all classes share. In the training set the i-th sentence of every class has the same

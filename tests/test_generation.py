@@ -12,8 +12,9 @@ import torch
 
 from conf.errors import ModelError
 from conf.offline import go_offline
-from models.generation import (BOTTOM_K, TOP_K_TOP_P, BottomKLogitsProcessor, HFParaphraser, RoundTripParaphraser,
-                               Sampler, candidate_bag, copies_first_token, distinct_n, pcc_samplers)
+from models.bottom_k import BottomKLogitsProcessor
+from models.candidates import BOTTOM_K, TOP_K_TOP_P, candidate_bag, copies_first_token, distinct_n
+from models.generation import HFParaphraser, RoundTripParaphraser, Sampler, pcc_samplers
 from models.nmt import DecodeOptions, load_model
 from tests.test_nmt_transformers import made_up_pairs, tiny_marian_dir, word_level_tokenizer
 

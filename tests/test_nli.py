@@ -21,7 +21,8 @@ import torch
 
 from conf.errors import ModelError
 from conf.offline import go_offline
-from models.nli import MutualImplication, NLIModel, find_entailment, model_fingerprint, softmax
+from models.nli import MutualImplication, NLIModel, find_entailment, softmax
+from models.pair_classifier import model_fingerprint
 from storage.artifacts import hash_inputs
 
 go_offline()  # HF_HUB_OFFLINE=1 and friends, unless the environment says otherwise

@@ -19,8 +19,12 @@ import pytest
 from conf.errors import ModelError
 from conf.schema import NMTTrainConf
 from models.nmt import CARD, DecodeOptions, ModelCard, load_model
-from models.nmt.fairseq import (ALLOWED_GLOBALS, CHECKPOINT, FairseqModel, _progress_parser, _run_fairseq,
-                                _train_args, train_fairseq)
+from models.nmt.fairseq import FairseqModel
+from models.nmt.fairseq_checkpoint import ALLOWED_GLOBALS, CHECKPOINT
+from models.nmt.fairseq_train import progress_parser as _progress_parser
+from models.nmt.fairseq_train import run_fairseq as _run_fairseq
+from models.nmt.fairseq_train import train_args as _train_args
+from models.nmt.fairseq_train import train_fairseq
 from storage.artifacts import hash_file
 
 pytestmark = pytest.mark.filterwarnings(
@@ -167,7 +171,8 @@ def test_allow_listed_loads_in_threads_never_lose_the_allow_list(trained, monkey
 
     import torch
 
-    from models.nmt.fairseq import _locate, _unpickle
+    from models.nmt.fairseq_checkpoint import locate as _locate
+    from models.nmt.fairseq_checkpoint import unpickle as _unpickle
 
     files, data = _locate(trained[0]), (trained[0] / CHECKPOINT).read_bytes()
     real_load, second_done, calls = torch.load, threading.Event(), []

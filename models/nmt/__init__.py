@@ -9,7 +9,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from conf.errors import ModelError
-from models.nmt.base import CARD, DecodeOptions, ModelCard, NMTModel, length_batches, pick_device, sentence_score
+from models.nmt.base import (
+    CARD,
+    DecodeOptions,
+    ModelCard,
+    NMTModel,
+    length_batches,
+    pick_device,
+    sentence_score,
+)
 
 __all__ = ["CARD", "DecodeOptions", "ModelCard", "NMTModel", "detect_backend", "length_batches", "load_model",
            "pick_device", "sentence_score"]

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from conf.errors import ModelError
+from storage.artifacts import hash_inputs
 
 CARD = "augdag_nmt.json"
 
@@ -50,7 +51,7 @@ class DecodeOptions:
     temperature: float = 1.0
     seed: int = 0
     bottom_k: int = 0  # sampling: for the first `bottom_k_steps` tokens the `bottom_k` most probable are removed
-    bottom_k_steps: int = 0  # and the rest renormalised before top-k/top-p (PCC Eq. 2; models.generation)
+    bottom_k_steps: int = 0  # and the rest renormalised before top-k/top-p (PCC Eq. 2; models.bottom_k)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +70,7 @@ class ModelCard:
         (Path(directory) / CARD).write_text(json.dumps(dataclasses.asdict(self), indent=1, sort_keys=True) + "\n")
 
     @classmethod
-    def read(cls, directory: Path) -> "ModelCard | None":
+    def read(cls, directory: Path) -> ModelCard | None:
         path = Path(directory) / CARD
         if not path.is_file():
             return None
@@ -97,8 +98,6 @@ class NMTModel(abc.ABC):
 
     def fingerprint(self) -> str:
         """A content hash of the model's files (weights, vocabulary, subword model)."""
-        from storage.artifacts import hash_inputs
-
         return hash_inputs([Path(self.path)])
 
     def describe(self) -> str:

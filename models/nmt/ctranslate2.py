@@ -24,8 +24,14 @@ from typing import Any
 import numpy as np
 
 from conf.errors import ModelError
-from models.nmt.base import (DecodeOptions, ModelCard, NMTModel, check_pairs, cpu_threads,
-                             pick_device)
+from models.nmt.base import (
+    DecodeOptions,
+    ModelCard,
+    NMTModel,
+    check_pairs,
+    cpu_threads,
+    pick_device,
+)
 
 DEFAULT_MAX_POSITIONS = 1024  # CTranslate2's default max_input_length, for a model whose card has none
 
@@ -144,7 +150,7 @@ class CT2Model(NMTModel):
 
     @classmethod
     def load(cls, path: str | Path, *, device: str = "auto", threads: int = 0, compute_type: str = "default",
-             src_lang: str | None = None, tgt_lang: str | None = None) -> "CT2Model":
+             src_lang: str | None = None, tgt_lang: str | None = None) -> CT2Model:
         """Load a CTranslate2 model directory (``model.bin``) with its subwords.
 
         Args:
@@ -186,7 +192,7 @@ class CT2Model(NMTModel):
             return False
         return max(len(src_tokens) + self.source_extra, len(tgt_tokens) + 1) <= self.max_positions
 
-    def translate(self, src: Sequence[str], options: DecodeOptions = DecodeOptions(), *,
+    def translate(self, src: Sequence[str], options: DecodeOptions = DecodeOptions(), *,  # noqa: B008 (frozen)
                   max_tokens: int = 4096) -> list[str]:
         """``translate_batch`` in length-sorted batches: beam search, or one seeded sample per sentence.
 

@@ -14,6 +14,11 @@ from pathlib import Path
 from conf.errors import ModelError
 
 
+def one_line(text: str) -> str:
+    """A text as one line of single-space-separated words: what becomes pieces (training and inference alike)."""
+    return " ".join(text.split())
+
+
 def train_sentencepiece(texts: Iterable[str], model_path: Path, *, vocab_size: int = 1000,
                         model_type: str = "bpe") -> Path:
     """Train a SentencePiece model on ``texts`` and write it to ``model_path`` (a ``.model`` file).
@@ -27,10 +32,10 @@ def train_sentencepiece(texts: Iterable[str], model_path: Path, *, vocab_size: i
     if not sentences:
         raise ModelError(f"{model_path}: no text to train the subword model on")
     model = io.BytesIO()
-    kwargs = dict(sentence_iterator=iter(sentences), model_writer=model, model_type=model_type,
-                  character_coverage=1.0, bos_id=-1, eos_id=-1, pad_id=-1, unk_id=0, 
-                  input_sentence_size=2_000_000, shuffle_input_sentence=False, num_threads=1,
-                  hard_vocab_limit=False, minloglevel=2)
+    kwargs = {"sentence_iterator": iter(sentences), "model_writer": model, "model_type": model_type,
+              "character_coverage": 1.0, "bos_id": -1, "eos_id": -1, "pad_id": -1, "unk_id": 0,
+              "input_sentence_size": 2_000_000, "shuffle_input_sentence": False, "num_threads": 1,
+              "hard_vocab_limit": False, "minloglevel": 2}
     try:
         spm.SentencePieceTrainer.train(vocab_size=vocab_size, **kwargs)
     except RuntimeError as e:

@@ -20,7 +20,15 @@ import numpy as np
 import torch
 
 from conf.errors import ModelError
-from models.nmt.base import DecodeOptions, NMTModel, check_pairs, cpu_threads, length_batches, pick_device
+from models.nmt.base import (
+    DecodeOptions,
+    NMTModel,
+    check_pairs,
+    cpu_threads,
+    length_batches,
+    pick_device,
+)
+from storage.artifacts import hash_inputs
 
 
 def load_tokenizer(name_or_path: str | Path, *, src_lang: str | None = None, tgt_lang: str | None = None) -> Any:
@@ -98,7 +106,7 @@ class TransformersModel(NMTModel):
 
     @classmethod
     def load(cls, name_or_path: str | Path, *, device: str = "auto", threads: int = 0, src_lang: str | None = None,
-             tgt_lang: str | None = None) -> "TransformersModel":
+             tgt_lang: str | None = None) -> TransformersModel:
         """Load a model by local path or by a name in the Hugging Face cache, never over the network.
 
         Args:
@@ -160,7 +168,7 @@ class TransformersModel(NMTModel):
         mask = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in ids], dtype=torch.long)
         return {"input_ids": input_ids.to(self.device), "attention_mask": mask.to(self.device)}
 
-    def translate(self, src: Sequence[str], options: DecodeOptions = DecodeOptions(), *,
+    def translate(self, src: Sequence[str], options: DecodeOptions = DecodeOptions(), *,  # noqa: B008 (frozen)
                   max_tokens: int = 4096) -> list[str]:
         """``generate`` in length-sorted batches: beam search, or one seeded sample per sentence.
 
@@ -184,7 +192,7 @@ class TransformersModel(NMTModel):
             if options.bottom_k and options.bottom_k_steps:
                 from transformers import LogitsProcessorList
 
-                from models.generation import BottomKLogitsProcessor
+                from models.bottom_k import BottomKLogitsProcessor
 
                 start = 1 + len(self.prefix)  # the decoder start token and a forced language token come first
                 kwargs["logits_processor"] = LogitsProcessorList(
@@ -203,8 +211,6 @@ class TransformersModel(NMTModel):
 
 def model_fingerprint(name_or_path: str | Path, tokenizer: Any) -> str:
     """The hash of a model's files (a cached download's snapshot for a name), with its tokenizer's languages."""
-    from storage.artifacts import hash_inputs
-
     digest = hash_inputs([local_files(name_or_path)])
     langs = [getattr(tokenizer, a, None) for a in ("src_lang", "tgt_lang")]
     return digest if langs == [None, None] else f"{digest}-{langs[0]}-{langs[1]}"

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from conf.errors import ModelError
+from conf.errors import ArtifactError, ModelError
 from models.lexicon import joined_tokens
 from models.lm import SCORES as LM_SCORES
 from models.lm import NgramLM, train_arpa
@@ -215,12 +215,22 @@ def lm_cut(parts: Parts, *, drop_fraction: float) -> pa.Table:
 def lm_filter_rows(rows: pa.Table, scores: pa.Table, *, cut: pa.Table) -> dict[str, pa.Table]:
     """One shard through the global cut: kept rows unchanged, dropped rows with their cross-entropy and reason."""
     if rows.num_rows and not rows["uid"].equals(scores["uid"]):
-        raise ValueError("lm_filter: the scores are not the rows' scores, row for row")
+        raise ArtifactError(_misaligned("lm_filter", rows["uid"].to_pylist(), scores["uid"].to_pylist()))
     c = cut.to_pylist()[0]
     threshold = LmCut(c["cross_entropy"], c["uid"], c["n_drop"])
     kept, dropped = lm_filter(rows.append_column("lm_cross_entropy", scores["cross_entropy"]), threshold=threshold,
                               column="lm_cross_entropy")
     return {"part": kept.drop_columns(["lm_cross_entropy"]), "dropped": dropped}
+
+
+def _misaligned(stage: str, rows: list[str], scores: list[str]) -> str:
+    """Where a shard's rows and its scores part ways (column uid), for the error."""
+    i = next((i for i, (r, s) in enumerate(zip(rows, scores)) if r != s), min(len(rows), len(scores)))
+    row = f"uid {rows[i]!r}" if i < len(rows) else "no row"
+    score = f"uid {scores[i]!r}" if i < len(scores) else "no score"
+    return (f"{stage}: shard row {i + 1}, column uid: expected the scores row for row, found {row} in the rows and "
+            f"{score} in the scores ({len(rows):,} rows, {len(scores):,} scores). Hint: the scores artifact is "
+            "stale or of another input: re-run the lm_score stage on this artifact")
 
 
 LM_SCORE = Stage("lm_score", "1", lm_score)

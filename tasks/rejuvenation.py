@@ -18,7 +18,7 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from conf.errors import InputError
+from conf.errors import ConfError, InputError
 from storage.parts import Parts
 from storage.schemas import with_uid
 from storage.scratch import scratch_duckdb
@@ -66,7 +66,7 @@ def pair_states(rows: pa.Table, scores: pa.Table, cut: pa.Table) -> pa.Table:
 def inactive_split(rows: pa.Table, scores: pa.Table, *, cut: pa.Table, state: str) -> pa.Table:
     """The rows of one ``state`` (active or inactive) with their scores; a shard of the split."""
     if state not in STATES:
-        raise ValueError(f"inactive_split: state {state!r}, expected one of {STATES}")
+        raise ConfError(f"inactive_split: parameter state: expected one of {', '.join(STATES)}, found {state!r}")
     states = pair_states(rows, scores, cut)
     return states.filter(pc.equal(states["state"], state))
 
@@ -89,7 +89,7 @@ def rejuvenate(inactive: pa.Table, *, direction: Literal["forward", "backward", 
         made.append(_new_pairs(inactive, "backward", backward_path, backward_fingerprint, backward or model,
                                backward_runtime or runtime, decode))
     if not made:
-        raise ValueError(f"rejuvenate: direction {direction!r}, expected forward, backward or both")
+        raise ConfError(f"rejuvenation.direction: expected forward, backward or both, found {direction!r}")
     new = pa.concat_tables(made)
     rescored = score_pairs(new, model=identification, model_path=identification_path, runtime=identification_runtime)
     return new.set_column(new.schema.get_field_index("rejuvenated_prob"), "rejuvenated_prob", rescored["prob"])
@@ -98,7 +98,9 @@ def rejuvenate(inactive: pa.Table, *, direction: Literal["forward", "backward", 
 def _new_pairs(inactive: pa.Table, direction: str, path: Path | None, fp: str | None,
                model: Loading, runtime: Runtime, decode: Decode) -> pa.Table:
     if path is None or fp is None:
-        raise ValueError(f"rejuvenate: direction {direction!r} needs its model's path and fingerprint")
+        raise ConfError(f"rejuvenate: parameters {direction}_path and {direction}_fingerprint: expected the "
+                        f"{direction} model's path and fingerprint, found {path} and {fp}. Hint: "
+                        f"rejuvenation.direction includes {direction}: pass that model as the flow does")
     forward = direction == "forward"
     made = translate_column(inactive["src" if forward else "tgt"], model=model, model_path=path, runtime=runtime,
                             decode=decode)

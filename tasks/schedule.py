@@ -21,6 +21,8 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from conf.errors import ConfError, InputError
+
 SCHEDULES = ("original", "none", "two_stage", "gradual", "cyclic", "inverse_cyclic")
 MIXED = -1  # a step that draws from every augmented level
 
@@ -43,7 +45,7 @@ def level_schedule(schedule: str, *, levels: int, cycles: int, steps_per_level: 
     elif schedule == "inverse_cyclic":
         passes = [ascending if c % 2 == 0 else ascending[::-1] for c in range(cycles)]
     else:
-        raise ValueError(f"schedule {schedule!r}: expected one of {', '.join(SCHEDULES)}")
+        raise ConfError(f"train_classifier.schedule: expected one of {', '.join(SCHEDULES)}, found {schedule!r}")
     return [lv for order in passes for lv in order for _ in range(steps_per_level)]
 
 
@@ -55,14 +57,17 @@ def curriculum_batches(parent: Sequence[str], level: Sequence[int], uid: Sequenc
     parent, level, uid = np.asarray(parent, dtype=object), np.asarray(level), np.asarray(uid, dtype=object)
     originals = np.flatnonzero((uid == parent) & (level == 0))
     if len(originals) == 0:
-        raise ValueError("curriculum: no original rows (level 0, uid = parent_uid)")
+        found = sorted({int(lv) for lv in level}) if len(level) else "none"
+        raise InputError(f"curriculum (columns level, uid, parent_uid): expected at least one original row (level 0, "
+                         f"uid = parent_uid), found none in {len(uid):,} rows, levels {found}. Hint: train on "
+                         "the curriculum of a dataset the paraphrase pipeline ran on (train_classifier.dataset)")
     row_of = {p: i for i, p in enumerate(parent[originals])}
     by_level: dict[int, list[list[int]]] = {}
     for r in np.flatnonzero(level > 0):
         for key in (int(level[r]), MIXED):
             by_level.setdefault(key, [[] for _ in originals])[row_of[parent[r]]].append(int(r))
     rng = np.random.default_rng(seed)
-    keep = int(round(original_share * batch_size))
+    keep = round(original_share * batch_size)
     order, pos = rng.permutation(len(originals)), 0
     none: list[list[int]] = [[] for _ in originals]  # a level no sentence has: every step stays original
     for lv in steps:

@@ -7,6 +7,7 @@ import math
 import pyarrow as pa
 import pytest
 
+from conf.errors import ConfError, InputError
 from conf.offline import go_offline
 from models.generation import BOTTOM_K, TOP_K_TOP_P
 from tasks.curriculum import (CURRICULUM, build_curriculum, difficulty_levels, implication_filter, repeat_bag,
@@ -199,8 +200,17 @@ def test_cyclic_with_five_levels_and_three_cycles():
     assert steps == [0, 1, 2, 3, 4, 5] * 3
     assert level_schedule("inverse_cyclic", levels=5, cycles=3, steps_per_level=1) == [
         0, 1, 2, 3, 4, 5, 5, 4, 3, 2, 1, 0, 0, 1, 2, 3, 4, 5]
-    with pytest.raises(ValueError, match="expected one of"):
+    with pytest.raises(ConfError, match=r"^train_classifier.schedule: expected one of original, none, two_stage, "
+                                        r"gradual, cyclic, inverse_cyclic, found 'spiral'$"):
         level_schedule("spiral", levels=5, cycles=1, steps_per_level=1)
+
+
+def test_batches_refuse_a_curriculum_without_original_rows():
+    parents, levels, uids = ["p0", "p0", "p1"], [1, 2, 0], ["p0-1", "p0-2", "p1-x"]  # p1-x: level 0, not its parent
+    with pytest.raises(InputError, match=r"^curriculum \(columns level, uid, parent_uid\): expected at least one "
+                                         r"original row \(level 0, uid = parent_uid\), found none in 3 rows, "
+                                         r"levels \[0, 1, 2\]\. Hint: "):
+        next(curriculum_batches(parents, levels, uids, [0], batch_size=2, original_share=0.5, seed=0))
 
 
 def test_batches_mix_the_original_share_with_paraphrases_of_the_step_level():

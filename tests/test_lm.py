@@ -14,9 +14,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from conf.errors import ModelError
+from conf.errors import ArtifactError, ModelError
 from models.lm import NgramLM, find_lmplz, train_arpa
-from tasks.lm import LmCut, lm_drop_count, lm_filter, lm_threshold, lm_worst
+from tasks.lm import LmCut, lm_drop_count, lm_filter, lm_filter_rows, lm_threshold, lm_worst
 from storage.artifacts import hash_file
 
 
@@ -392,3 +392,17 @@ def test_lm_filter_ranks_null_and_nan_worst():
 def test_lm_filter_names_a_missing_column():
     with pytest.raises(ModelError, match="lm filter: column uid missing; found cross_entropy"):
         lm_filter(scored_rows().select(["cross_entropy"]), threshold=LmCut(5.0, "u03", 2))
+
+
+def test_lm_filter_rows_names_the_first_row_whose_score_is_not_its_own():
+    rows, cut = scored_rows(), pa.table({"rows": [10], "n_drop": [2], "cross_entropy": [5.0], "uid": ["u03"]})
+    out = lm_filter_rows(rows, rows.select(["uid", "cross_entropy"]), cut=cut)
+    assert (out["part"].num_rows, out["dropped"]["uid"].to_pylist()) == (8, ["u03", "u06"])
+    swapped = scored_rows([0, 1, 3, 2, 4, 5, 6, 7, 8, 9]).select(["uid", "cross_entropy"])
+    with pytest.raises(ArtifactError, match=r"^lm_filter: shard row 3, column uid: expected the scores row for row, "
+                                            r"found uid 'u02' in the rows and uid 'u03' in the scores "
+                                            r"\(10 rows, 10 scores\)\. Hint: "):
+        lm_filter_rows(rows, swapped, cut=cut)
+    with pytest.raises(ArtifactError, match=r"^lm_filter: shard row 10, column uid: .* found uid 'u09' in the rows "
+                                            r"and no score in the scores \(10 rows, 9 scores\)"):
+        lm_filter_rows(rows, rows.slice(0, 9).select(["uid", "cross_entropy"]), cut=cut)

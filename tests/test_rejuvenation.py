@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from conf.errors import ConfError
 from models.nmt import length_batches, sentence_score
 from tasks.evaluation import corpus_scores
 from tasks.mix import content_hash, training_mix
 from tasks.nmt import sentence_probabilities
-from tasks.rejuvenation import REJUVENATED, inactive_cut, inactive_split, probability_bins, rejuvenated_bitext
+from tasks.rejuvenation import (REJUVENATED, inactive_cut, inactive_split, probability_bins, rejuvenate,
+                               rejuvenated_bitext)
 from storage.parts import Parts
 
 
@@ -78,6 +81,31 @@ def test_unscored_pairs_stay_active_and_do_not_count_in_the_cut(tmp_path, shards
     assert sorted(states["inactive"]) == ["u02", "u10"]  # 0.2 and 0.3
     assert {"u01", "u07"} <= set(states["active"])
     assert len(states["active"]) + len(states["inactive"]) == 12
+
+
+def test_inactive_split_refuses_an_unknown_state():
+    rows, scores = _bitext(2, [0.9, 0.5])
+    with pytest.raises(ConfError, match=r"^inactive_split: parameter state: expected one of active, inactive, "
+                                        r"found 'dormant'$"):
+        inactive_split(rows, scores, cut=pa.table({"n_inactive": [0]}), state="dormant")
+
+
+@pytest.mark.parametrize("direction, kwargs, message", [
+    ("sideways", {}, r"^rejuvenation.direction: expected forward, backward or both, found 'sideways'$"),
+    ("forward", {"forward_fingerprint": "fp"}, (r"^rejuvenate: parameters forward_path and forward_fingerprint: "
+                                                 r"expected the forward model's path and fingerprint, found None and fp\.")),
+    ("both", {"forward_path": Path("f"), "forward_fingerprint": "fp"},
+     r"^rejuvenate: parameters backward_path and backward_fingerprint: .* found None and None\."),
+])
+def test_rejuvenate_refuses_a_direction_without_its_model(direction, kwargs, message, monkeypatch):
+    made = []
+    monkeypatch.setattr("tasks.rejuvenation.translate_column", lambda column, **kw: made.append(len(column)) or column)
+    rows, _ = _bitext(2, [0.9, 0.5])
+    inactive = rows.append_column("prob", pa.array([0.9, 0.5]))
+    with pytest.raises(ConfError, match=message):
+        rejuvenate(inactive, direction=direction, model=None, decode=None, identification=None,
+                   identification_path=Path("id"), runtime=None, identification_runtime=None, **kwargs)
+    assert made == ([2] if direction == "both" else [])  # "both": forward translated, then backward refused
 
 
 def test_ties_at_the_cut_are_broken_by_uid_the_same_in_every_sharding(tmp_path):

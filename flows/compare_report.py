@@ -23,7 +23,8 @@ from storage.runs import (
     view_parts,
 )
 from storage.schemas import TEXT_FIELDS
-from storage.scratch import parquet_list, scratch_duckdb
+from storage.parts import parquet_list
+from storage.scratch import scratch_duckdb
 from tasks.html import document, heading, image, paragraph, table
 
 GENERATOR = "augdag report"  # marks the run and comparison pages: a later report never inlines them as a pipeline's

@@ -10,7 +10,6 @@ from contextlib import contextmanager
 import duckdb
 
 from storage.catalog import DUCKDB_CONFIG
-from storage.parts import parquet_list  # noqa: F401 — the DuckDB list literal, for callers of scratch_duckdb
 
 
 # threads=1 where a stage aggregates floats (avg, sum): with more threads DuckDB adds partial sums in

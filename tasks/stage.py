@@ -5,10 +5,11 @@ Its parameters are typed: ``Stage.params`` is a pydantic model (by default built
 parameters and their annotations, side inputs and resources left out) that ``bind`` validates the
 flow's parameters against, with the function's signature, before any shard is submitted: a misspelt or
 ill-typed parameter is a ``ConfError`` naming the stage and the key (exit 2), never a TypeError retried
-in every shard. The model's JSON dump is what the fingerprint hashes. A mapped stage gets shard ``i`` of
-each input as a table; a reduce stage (``reduce=True``, one shard) gets each input as ``storage.parts.
-Parts``, a lazy dataset over all its parts. Neither opens a file itself. The shard task
-reads shard ``i`` of each sharded input (and the whole of each side input), calls ``fn`` and commits
+in every shard. The fingerprint hashes the model's JSON dump of the parameters the flow set.
+
+A mapped stage gets shard ``i`` of each input as a table; a reduce stage (``reduce=True``, one shard)
+gets each input as ``storage.parts.Parts``, a lazy dataset over all its parts; side inputs come whole,
+as tables. Neither opens a file itself. The shard task calls ``fn`` and commits
 its outputs as ``<role>-<i>.parquet`` in the output artifact, the main part last: a main part on
 disk means the shard is finished. The Prefect cache key is the artifact fingerprint plus the shard,
 so a re-run (or the UI's Retry) shows finished shards as Cached; the flow driver forces a recompute
@@ -72,7 +73,8 @@ class Stage:
                               for err in e.errors())
             raise ConfError(f"stage {self.name!r}: {wrong}") from None
         try:
-            inspect.signature(inspect.unwrap(self.fn)).bind(*range(n_inputs), **dict.fromkeys([*side, *resources]), **dict(bound))
+            inspect.signature(inspect.unwrap(self.fn)).bind(
+                *range(n_inputs), **dict.fromkeys([*side, *resources]), **dict(bound))
         except TypeError as e:
             raise ConfError(f"stage {self.name!r}: {self.fn.__name__}() does not take these inputs: {e}") from None
         return bound

@@ -13,6 +13,7 @@ from decimal import Decimal
 from typing import Any
 
 from storage.catalog import Catalog
+from storage.parts import parquet_list
 from storage.runs import (
     duration,
     evaluations,
@@ -23,7 +24,6 @@ from storage.runs import (
     view_parts,
 )
 from storage.schemas import TEXT_FIELDS
-from storage.parts import parquet_list
 from storage.scratch import scratch_duckdb
 from tasks.html import document, heading, image, paragraph, table
 

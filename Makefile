@@ -12,8 +12,12 @@ TORCH      ?= cpu
 # a CUDA build that breaks `import transformers`, and fairseq needs it only for speech (STACK.md).
 PINS       := -b build-constraints.txt --excludes excludes.txt
 
-.PHONY: install install-gpu kenlm demo test bench constraints clean
-install: $(VENV)/.installed-$(TORCH) $(VENV)/bin/lmplz $(VENV)/bin/build_binary
+.PHONY: install install-gpu kenlm wordnet demo test bench constraints clean
+install: $(VENV)/.installed-$(TORCH) $(VENV)/bin/lmplz $(VENV)/bin/build_binary wordnet
+
+# WordNet 3.0 (EDA synonyms, models/wordnet.py): Debian's packages via apt where missing; never fails
+wordnet:
+	@scripts/install_wordnet.sh
 
 $(VENV)/.installed-$(TORCH): pyproject.toml constraints.txt build-constraints.txt excludes.txt
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install -q uv

@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from conf.base import ConfModel
+from conf.classifier import ClassifierConf, EpidaConf, TrainClassifierConf  # noqa: F401 — part of the schema
 from conf.nmt import NMTConf, NMTTrainConf  # noqa: F401 — the NMT sections, part of the schema
 from conf.pipelines import check_enabled, known_pipeline
 
@@ -205,30 +206,6 @@ class ParaphraseConf(ConfModel):
         return self
 
 
-class ClassifierConf(ConfModel):
-    """The downstream text classifier (models/classifier/)."""
-
-    kind: Literal["builtin", "sentence_embedding", "hf"] = "builtin"  # builtin: hashed n-gram bag, CPU-sized
-    model: str | None = None  # sentence_embedding: the frozen encoder; hf: a sequence-classification model
-    lr: float | None = Field(None, gt=0)  # None: the kind's default
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    threads: int = Field(0, ge=0)
-
-
-class TrainClassifierConf(ConfModel):
-    """The curriculum consumer (PCC Alg. 1): batches from the `curriculum` view, level by level."""
-
-    dataset: str | None = None  # whose curriculum trains (default: paraphrase.dataset)
-    test: str | None = None  # a labeled dataset held out for accuracy and macro-F1
-    schedule: Literal["original", "none", "two_stage", "gradual", "cyclic", "inverse_cyclic"] = "cyclic"
-    cycles: int = Field(2, ge=1)  # passes over levels 0..C (appendix A: twice)
-    steps_per_level: int = Field(30, ge=1)
-    batch_size: int = Field(16, ge=1)
-    original_share: float = Field(0.2, ge=0, le=1)  # originals mixed into every augmented batch (appendix A)
-    classifier: ClassifierConf = ClassifierConf()
-    seed: int = 0
-
-
 class TaskRunnerConf(ConfModel):
     kind: Literal["threads", "processes", "dask", "ray"] = "threads"  # ray needs the `ray` extra
     max_workers: int | None = Field(None, ge=1)  # threads / processes; None: the number of cores
@@ -289,6 +266,7 @@ class AugdagConf(ConfModel):
     train_nmt: TrainNMTConf = TrainNMTConf()
     paraphrase: ParaphraseConf = ParaphraseConf()
     train_classifier: TrainClassifierConf = TrainClassifierConf()
+    epida: EpidaConf = EpidaConf()
     nightly: NightlyConf = NightlyConf()
     demo: DemoConf = DemoConf()
 
@@ -333,6 +311,17 @@ class AugdagConf(ConfModel):
         test = self.dataset_of_kind(tc.test, "labeled", "train_classifier.test")
         if test == train:
             raise ValueError(f"train_classifier.test: {test!r} is also the training dataset; hold out another one")
+        return train, test
+
+    def epida_datasets(self) -> tuple[str, str | None]:
+        """EPiDA's labelled dataset and its optional held-out test set; back-translation's generator checked."""
+        e = self.epida
+        train = self.dataset_of_kind(e.dataset or self.train_classifier.dataset, "labeled", "epida.dataset")
+        test = None if e.test is None else self.dataset_of_kind(e.test, "labeled", "epida.test")
+        if test == train:
+            raise ValueError(f"epida.test: {test!r} is also the augmented dataset; hold out another one")
+        if "back_translation" in e.sources and self.paraphrase.generator.kind == "round_trip":
+            self.paraphrase_bitext()
         return train, test
 
     def dataset_of_kind(self, name: str | None, kind: str, key: str) -> str:

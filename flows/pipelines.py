@@ -12,6 +12,7 @@ from typing import Any
 
 from flows.registry import Pipeline, register
 from storage.views_doc import (
+    EPIDA_VIEWS,
     INGEST_VIEWS,
     PARAPHRASE_VIEWS,
     REJUVENATION_VIEWS,
@@ -73,7 +74,20 @@ register(Pipeline(
     "train_nmt", "flows.train_nmt:train_nmt_flow", reads=("self_training", "rejuvenation"), views=TRAIN_NMT_VIEWS,
     summary=train_nmt_lines, check=lambda c: c.train_nmt_test(),
     description="a student NMT model on the original, synthetic and rejuvenated pairs; BLEU and chrF"))
+def epida_lines(s: Mapping[str, Any]) -> list[str]:
+    ep = s["epida"]
+    counts = ", ".join(f"round {c['round']} {c['method']}: {c['selected']:,}/{c['candidates']:,}" for c in ep["counts"])
+    return [f"epida ({ep['mode']}, {'online' if ep['online'] else 'one-time'}, K = {ep['amplification']}, "
+            f"m = {ep['m']}): selected/scored {counts}",
+            *(f"{e['metric']} = {e['score']:.4f} on {ep['testset']} (the feedback classifier)  {e['signature']}"
+              for e in ep["evaluation"])]
+
+
 register(Pipeline(
-    "train_classifier", "flows.train_classifier:train_classifier_flow", reads=("paraphrase",),
+    "epida", "flows.epida:epida_flow", reads=("ingest",), views=EPIDA_VIEWS,
+    summary=epida_lines, check=lambda c: c.epida_datasets(),
+    description="EDA/CWE/back-translation candidates selected by a classifier's feedback, REM + CEM (EPiDA)"))
+register(Pipeline(
+    "train_classifier", "flows.train_classifier:train_classifier_flow", reads=("paraphrase", "epida"),
     views=TRAIN_CLASSIFIER_VIEWS, summary=train_classifier_lines, check=lambda c: c.classifier_datasets(),
     description="a classifier on the curriculum with a (cyclic) schedule; accuracy and macro-F1"))

@@ -15,6 +15,7 @@ import gzip
 import os
 import re
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +72,9 @@ def wordnet(root: Path | None = None) -> Any:
     if str(root) not in nltk.data.path:
         nltk.data.path.append(str(root))  # nltk reads corpora only under its data path
     try:
-        return WordNetCorpusReader(str(path), None)
+        with warnings.catch_warnings():  # "multilingual functions are not available": no Open Multilingual
+            warnings.simplefilter("ignore", UserWarning)  # Wordnet is asked for, English synonyms only
+            return WordNetCorpusReader(str(path), None)
     except (OSError, LookupError) as e:
         raise ModelError(f"{path}: nltk cannot read the WordNet database: {e}. {INSTALL_HINT}") from e
 
@@ -83,3 +86,16 @@ def synonyms(word: str, reader: Any = None) -> list[str]:
     found = {lemma.name().replace("_", " ").lower() for s in wn.synsets(word) for lemma in s.lemmas()}
     found.discard(word.lower())
     return sorted(w for w in found if all(c.isalpha() or c in " -'" for c in w))
+
+
+@functools.cache
+def database_fingerprint(root: Path | None = None) -> str:
+    """md5 of the database files under ``root`` (default ``wordnet_root()``), names and contents, in name
+    order: what a stage that reads synonyms puts in its fingerprint (a new WordNet recomputes it)."""
+    import hashlib
+
+    path = (root or wordnet_root()) / "corpora" / "wordnet"
+    h = hashlib.md5()
+    for f in sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith(".")):
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()

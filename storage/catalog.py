@@ -60,7 +60,14 @@ ALTER TABLE runs ADD COLUMN IF NOT EXISTS host VARCHAR;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS pid INTEGER;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS pid_started VARCHAR;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS crash_reported BOOLEAN;
-"""  # the ALTERs: the owner of a run (storage.processes), added to catalogs made before it was recorded
+ALTER TABLE evaluations ADD COLUMN IF NOT EXISTS arm VARCHAR;
+ALTER TABLE evaluations ADD COLUMN IF NOT EXISTS seed INTEGER;
+CREATE OR REPLACE VIEW evaluation_summary AS
+  SELECT run_id, model_name, testset, arm, metric, count(*) AS seeds, avg(score) AS mean,
+         coalesce(stddev_samp(score), 0) AS sd, min(score) AS min, max(score) AS max
+  FROM evaluations GROUP BY run_id, model_name, testset, arm, metric;
+"""  # the ALTERs: the owner of a run (storage.processes), an evaluation's arm and seed, added to catalogs
+# made before they were recorded
 
 READ_ONLY_STATEMENTS = {"SELECT", "EXPLAIN"}
 _MISSING_PATH = re.compile(r"Table with name (\S*[/\\.]\S*) does not exist")
@@ -283,14 +290,19 @@ class Catalog:
                 con.executemany("INSERT OR IGNORE INTO lineage VALUES (?, ?)", [(fingerprint, p) for p in meta["inputs"]])
 
     def register_evaluation(self, *, run_id: str, model: str, model_name: str, testset: str,
-                            scores: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> None:
-        """One row per metric (BLEU, chrF, ...) of a model on a test set, with its sacrebleu signature."""
+                            scores: Sequence[Mapping[str, Any]], meta: Mapping[str, Any], arm: str | None = None,
+                            seed: int | None = None) -> None:
+        """One row per metric (BLEU, chrF, ...) of a model on a test set, with its sacrebleu signature; ``arm``
+        (what the model was trained on, e.g. an augmentation) and ``seed`` when a run compares several."""
         with self.write() as con:
             for s in scores:
                 con.execute(
-                    "INSERT INTO evaluations VALUES ($r, $m, $n, $t, $metric, $score, $sig, $sent, now(), $meta)",
+                    "INSERT INTO evaluations (run_id, model, model_name, testset, metric, score, signature, sentences, "
+                    "created_at, meta, arm, seed) VALUES ($r, $m, $n, $t, $metric, $score, $sig, $sent, now(), $meta, "
+                    "$arm, $seed)",
                     {"r": run_id, "m": model, "n": model_name, "t": testset, "metric": s["metric"], "score": s["score"],
-                     "sig": s["signature"], "sent": s["sentences"], "meta": json.dumps(meta)})
+                     "sig": s["signature"], "sent": s["sentences"], "meta": json.dumps(meta), "arm": arm,
+                     "seed": seed})
 
     def _empty_part(self, view: str) -> Path:
         path = self.root / "empty" / f"{view}.parquet"

@@ -114,7 +114,16 @@ TABLES: dict[str, Doc] = {
         "sentences": "test rows scored",
         "created_at": "when it was registered" + _LOCAL,
         "meta": "train_nmt: mix queries, copies, mix_rows; train_classifier: dataset, schedule, kind; as JSON",
+        "arm": "what the model was trained on, when a run compares several (train_classifier: the augmentation "
+               "none, eda, epida or curriculum; epida: epida); null otherwise",
+        "seed": "the training seed of this arm's model (null when the run trains one)",
     }, "table"),
+    "evaluation_summary": Doc("mean ± sd of each metric over the seeds of an arm (a view over `evaluations`)", {
+        "run_id": _RUN, "model_name": "the evaluated model's role", "testset": "the test dataset's name",
+        "arm": "the arm (null: a run of one model)", "metric": "the metric", "seeds": "evaluations averaged",
+        "mean": "mean score", "sd": "sample standard deviation (0 for one seed)", "min": "lowest score",
+        "max": "highest score",
+    }, "view"),
     "rejects": Doc("input rows the readers refused (never dropped silently): input rows = kept + rejected", {
         "fingerprint": "the reader artifact (stage read) that refused it",
         "source": _SOURCE,
@@ -309,6 +318,30 @@ TRAIN_CLASSIFIER_VIEWS: dict[str, Doc] = {
     }),
 }
 
+
+# epida
+EPIDA_VIEWS: dict[str, Doc] = {
+    "augmented": Doc("every EPiDA candidate of every round, scored by the classifier's feedback, the m kept per "
+                     "row and algorithm marked (Alg. 1; stages eda, cwe, back_translation → seas → augmented)", {
+        "uid": "the candidate's uid (EDA, CWE: md5 of source and text, as a labelled row; back-translation: "
+               "md5 of parent_uid and text)",
+        "parent_uid": "uid of the original row it augments",
+        "source": _SOURCE, "line": _LINE + " (of the original)",
+        "label": "the original's label (kept by every DA algorithm)",
+        "text": "the candidate t",
+        "method": "the operation: eda_sr, eda_ri, eda_rs, eda_rd (EDA), cwe, back_translation",
+        "algorithm": "the DA algorithm T: eda, cwe or back_translation (m are kept per row and algorithm)",
+        "candidate": "index of the candidate among the row's K·m of this algorithm (back-translation: the draw)",
+        "round": "0: one-time augmentation (and the first online round); r: the r-th online round",
+        "p_label": "p_y(t): the classifier's probability of the label",
+        "s_div": "REM, Eq. 7: −log max(p_y(t), 1e-10)",
+        "s_qua": "CEM, Eq. 10 as the authors' code computes it: 1 + I(P) − H(p(t)), P the symmetrised outer "
+                 "product of p(t) and p(x)",
+        "s_tot": "Eq. 11: α·s_div + (1 − α)·s_qua after min-max normalisation within the row and algorithm",
+        "selected": "among the m highest s_tot of its row and algorithm (ties: smaller uid)",
+        "classifier": "fingerprint of the classifier whose feedback scored it (models.fingerprint)",
+    }),
+}
 
 
 def describe(docs: Mapping[str, Doc], name: str, column: str) -> str:

@@ -92,10 +92,11 @@ def row_rng(seed: int, uid: str, index: int) -> np.random.Generator:
     return np.random.default_rng([seed, int(uid[:16], 16), int(uid[16:32], 16), index])
 
 
-def eda_candidates(rows: pa.Table, *, n_aug: int = 9, alpha: float = 0.1, seed: int = 0,
+def eda_candidates(rows: pa.Table, *, n_aug: int = 9, alpha: float = 0.1, seed: int = 0, round: int = 0,
                    synonyms: Synonyms) -> pa.Table:
     """``n_aug`` EDA candidates per labelled row (``uid``, ``text``, ``label``, ``source``, ``line``):
-    candidate j applies ``OPERATIONS[j % 4]``. Columns: uid (of the new text), text, label, source, line,
+    candidate j applies ``OPERATIONS[j % 4]`` with the generator ``row_rng(seed, uid, round · n_aug + j)`` (an
+    online round draws new candidates; round 0 is the one-time augmentation). Columns: uid (of the new text), text, label, source, line,
     parent_uid, method (eda_sr, eda_ri, eda_rs, eda_rd), candidate (j)."""
     texts, labels = rows["text"].to_pylist(), rows["label"].to_pylist()
     uids, sources, lines = rows["uid"].to_pylist(), rows["source"].to_pylist(), rows["line"].to_pylist()
@@ -104,7 +105,7 @@ def eda_candidates(rows: pa.Table, *, n_aug: int = 9, alpha: float = 0.1, seed: 
         words = text.split()
         for j in range(n_aug):
             op = OPERATIONS[j % len(OPERATIONS)]
-            new = APPLY[op](words, alpha, row_rng(seed, uid, j), synonyms)
+            new = APPLY[op](words, alpha, row_rng(seed, uid, round * n_aug + j), synonyms)
             for key, value in (("text", " ".join(new)), ("label", label), ("source", source), ("line", line),
                                ("parent_uid", uid), ("method", f"eda_{op}"), ("candidate", j)):
                 out[key].append(value)

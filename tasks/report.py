@@ -140,6 +140,29 @@ def line_figure(series: Mapping[str, tuple[Sequence[float], Sequence[float]]], *
     return _png(fig)
 
 
+def scatter_figure(panels: Mapping[str, tuple[Sequence[float], Sequence[float], Sequence[bool]]], *, xlabel: str,
+                   ylabel: str, title: str) -> bytes:
+    """One scatter panel per name of (x, y) points, the ``marked`` ones (e.g. selected) drawn over the rest."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    names = list(panels) or ["(none)"]
+    fig, axes = plt.subplots(1, len(names), figsize=(min(4.2 * len(names), 14), 4.2), dpi=110, squeeze=False)
+    for ax, name in zip(axes[0], names):
+        x, y, marked = (np.asarray(v) for v in panels.get(name, ([], [], [])))
+        marked = marked.astype(bool)
+        ax.scatter(x[~marked], y[~marked], s=6, color="#bbbbbb", label=f"not selected ({int((~marked).sum())})")
+        ax.scatter(x[marked], y[marked], s=8, color="#d9534f", label=f"selected ({int(marked.sum())})")
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel(xlabel)
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel(ylabel)
+    fig.suptitle(title, fontsize=10)
+    return _png(fig)
+
+
 def _png(fig) -> bytes:
     from matplotlib import pyplot as plt
 

@@ -19,6 +19,7 @@ Hand-written: no maintained package implements SEAS; the arithmetic is numpy ove
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
@@ -62,17 +63,19 @@ def min_max(scores: np.ndarray, groups: np.ndarray) -> np.ndarray:
 
 
 def seas_select(cands: pa.Table, *, m: int = 3, alpha: float = 0.5, mode: Mode = "both",
-                normalise: bool = True) -> pa.Table:
+                normalise: bool = True, by: Sequence[str] = ("parent_uid",)) -> pa.Table:
     """Alg. 1's selection over scored candidates (columns ``parent_uid``, ``uid``, ``s_div``, ``s_qua``):
-    adds ``s_tot`` (Eq. 11) and ``selected`` (the m highest s_tot of each parent, ties: smaller uid).
+    adds ``s_tot`` (Eq. 11) and ``selected`` (the m highest s_tot of each group, ties: smaller uid). A group
+    is a parent's candidates (``by``; e.g. ``("parent_uid", "algorithm")``: m per DA algorithm T).
     Rows keep their order; every candidate is returned, selected or not."""
-    missing = [c for c in ("parent_uid", "uid", "s_div", "s_qua") if c not in cands.column_names]
+    missing = [c for c in ("uid", "s_div", "s_qua", *by) if c not in cands.column_names]
     if missing:
         raise InputError(f"seas_select: columns {', '.join(missing)} missing; found {', '.join(cands.column_names)}")
     if not 0 <= alpha <= 1 or m < 1:
         raise InputError(f"seas_select: alpha = {alpha} must be in [0, 1] and m = {m} at least 1")
-    parents = cands["parent_uid"].to_numpy(zero_copy_only=False)
-    _, groups = np.unique(parents, return_inverse=True)
+    keys = ["\x1f".join(map(str, k)) for k in zip(*(cands[c].to_pylist() for c in by))]
+    _, groups = np.unique(np.asarray(keys, dtype=object).astype(str), return_inverse=True)
+    groups = groups.reshape(-1)
     div, qua = (cands[c].to_numpy(zero_copy_only=False).astype(np.float64) for c in ("s_div", "s_qua"))
     if normalise:
         div, qua = min_max(div, groups), min_max(qua, groups)

@@ -190,6 +190,20 @@ def test_builtin_save_and_load_give_identical_predictions(tmp_path):
     assert loaded.train_step(texts, labels) == clf.train_step(texts, labels)
 
 
+def test_predict_proba_is_the_softmax_of_the_logits_and_agrees_with_predict():
+    clf = build_classifier("builtin", LABELS, seed=1, device="cpu", threads=1, buckets=2 ** 12, dim=16)
+    train(clf, 30)
+    texts = TEST_TEXTS + TRAIN_TEXTS + [""]
+    proba = clf.predict_proba(texts, batch_size=7)
+    assert proba.shape == (len(texts), 3) and proba.dtype == np.float64
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+    assert proba.argmax(axis=1).tolist() == clf.predict(texts).tolist()
+    clf._module.eval()
+    with torch.inference_mode():  # the same texts one by one, straight through the module: batching changes nothing
+        direct = np.stack([torch.softmax(clf._logits([t]).double(), -1)[0].numpy() for t in texts])
+    np.testing.assert_allclose(proba, direct, rtol=0, atol=1e-6)  # float32 logits summed in another order
+
+
 # ------------------------------------------------------------------------------------ sentence_embedding
 def test_sentence_embedding_trains_the_head_only_and_memoises_encodings(sentence_encoder_dir, tmp_path):
     clf = build_classifier("sentence_embedding", LABELS, model=str(sentence_encoder_dir), seed=0, device="cpu",

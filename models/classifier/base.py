@@ -99,16 +99,26 @@ class TextClassifier(abc.ABC):
 
         Texts run in batches of ``batch_size`` sorted by length (less padding); the order does not change
         a prediction."""
+        return self._eval_batches(texts, batch_size, lambda logits: logits.argmax(-1), np.int64, ())
+
+    def predict_proba(self, texts: Sequence[str], *, batch_size: int = 256) -> np.ndarray:
+        """The distribution over ``labels`` of every text (float64, len(texts) × len(labels), rows sum to 1):
+        the softmax of the logits, batched like ``predict`` (EPiDA's feedback p(t), p(x))."""
+        return self._eval_batches(texts, batch_size, lambda logits: torch.softmax(logits.double(), -1), np.float64,
+                                  (len(self.labels),))
+
+    def _eval_batches(self, texts: Sequence[str], batch_size: int, head: Any, dtype: Any,
+                      shape: tuple[int, ...]) -> np.ndarray:
         texts = list(texts)
         if batch_size < 1:
             raise ModelError(f"predict: batch_size={batch_size}; expected >= 1")
-        out = np.empty(len(texts), dtype=np.int64)
+        out = np.empty((len(texts), *shape), dtype=dtype)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         self._module.eval()
         with torch.inference_mode():
             for start in range(0, len(order), batch_size):
                 rows = order[start:start + batch_size]
-                out[rows] = self._logits([texts[i] for i in rows]).argmax(-1).cpu().numpy()
+                out[rows] = head(self._logits([texts[i] for i in rows])).cpu().numpy()
         return out
 
     def save(self, path: Path) -> None:

@@ -97,7 +97,7 @@ class EpidaConf(ConfModel):
     seed: int = 0
 
     @model_validator(mode="after")
-    def _sources(self) -> "EpidaConf":
+    def _sources(self) -> EpidaConf:
         if not self.sources or len(set(self.sources)) != len(self.sources):
             raise ValueError(f"epida.sources: {self.sources}; expected distinct algorithms among eda, cwe, "
                              "back_translation")

@@ -147,7 +147,8 @@ def augment(run: Run, conf: AugdagConf) -> Augmented:
         test = ingest_dataset(run, test_name, conf.datasets[test_name], conf.ingest, conf.shard_size)
         evaluation = evaluate_classifier(run, model, test, labels=sorted(set(originals["label"].to_pylist())), conf=c,
                                          meta={"dataset": name, "mode": e.mode, "online": e.online,
-                                               "sources": list(e.sources)}, arm="epida", seed=e.seed)
+                                               "sources": list(e.sources)}, arm=f"epida_{e.mode}{'_online' if e.online else ''}",
+                                         seed=e.seed, model_name="feedback_classifier")
     return Augmented(name, rows, augmented, models, evaluation, test_name)
 
 

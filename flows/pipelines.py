@@ -51,8 +51,9 @@ def paraphrase_lines(s: Mapping[str, Any]) -> list[str]:
 
 def train_classifier_lines(s: Mapping[str, Any]) -> list[str]:
     tc = s["train_classifier"]
-    return [f"{e['metric']} = {e['score']:.4f} on {tc['testset']} (schedule {tc['schedule']})  {e['signature']}"
-            for e in tc["evaluation"]]
+    return [f"{e['metric']} = {e['mean']:.4f} ± {e['sd']:.4f} on {tc['testset']} ({e['augmentation']}"
+            + (f", schedule {tc['schedule']}" if e["augmentation"] == "curriculum" else "")
+            + f", {e['seeds']} seed{'s' if e['seeds'] > 1 else ''})" for e in tc["summary"]]
 
 
 register(Pipeline(
@@ -90,4 +91,4 @@ register(Pipeline(
 register(Pipeline(
     "train_classifier", "flows.train_classifier:train_classifier_flow", reads=("paraphrase", "epida"),
     views=TRAIN_CLASSIFIER_VIEWS, summary=train_classifier_lines, check=lambda c: c.classifier_datasets(),
-    description="a classifier on the curriculum with a (cyclic) schedule; accuracy and macro-F1"))
+    description="a classifier per augmentation (curriculum, none, eda, epida) and seed; accuracy and macro-F1"))

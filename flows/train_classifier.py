@@ -1,8 +1,11 @@
-"""The downstream consumer of the paraphrase curriculum (PCC Alg. 1): train a classifier level by level.
+"""The downstream consumer of the augmented data: one classifier per augmentation (an arm) and seed.
 
-    `curriculum` rows of the dataset (SQL over the catalog) → schedule (cyclic, gradual, …) → classifier
+    augmentation curriculum: `curriculum` rows of the dataset → schedule (cyclic, gradual, …; PCC Alg. 1)
+                 none | eda | epida: the originals (+ m EDA candidates per row, or EPiDA's selection, from the
+                 `augmented` view) under Eq. 14
       → predictions on the held-out test set (`test_predictions`) → accuracy + macro-F1 → `evaluations`
-    report: the training loss per step, each level's steps shaded (Fig. 2 of the paper).
+        (arm = the augmentation, seed), mean ± sd per arm (`evaluation_summary`)
+    report: mean ± sd per augmentation, macro-F1 bars, the curriculum's loss per step with its levels shaded.
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ from prefect import flow
 
 from conf.errors import ConfError
 from conf.schema import AugdagConf
-from flows.driver import Run, run_model_stage, run_stage
+from flows.classifier_eval import evaluate_classifier
+from flows.driver import ModelRef, Run, run_model_stage
 from flows.ingest import ingest_dataset
 from flows.reporting import publish
 from flows.runners import default_task_runner
-from tasks.classify import LOSSES, PREDICT, SCORE_PREDICTIONS, classifier_builder
+from tasks.classify import LOSSES, classifier_builder
+from tasks.epida_train import trainer
 from tasks.mix import content_hash
 
 CLASSIFIER_VERSION = "1"
@@ -49,35 +54,86 @@ def check_levels(curriculum: pa.Table, schedule: str, levels: int, dataset: str)
           "originals only")
 
 
+def augmented_rows(run: Run, augmentation: str, dataset: str, *, m: int, seed: int) -> pa.Table | None:
+    """The rows an arm adds to the originals (Eq. 14), from the `augmented` view of the epida pipeline:
+    ``epida``, the candidates SEAS selected in round 0 (the one-time augmentation: m per row and algorithm);
+    ``eda``, m of each row's EDA candidates of round 0 drawn at random (seeded), the same amount without the
+    classifier's feedback; ``none``, nothing."""
+    if augmentation == "none":
+        return None
+    where = "selected" if augmentation == "epida" else "algorithm = 'eda'"
+    pick = "" if augmentation == "epida" else \
+        " QUALIFY row_number() OVER (PARTITION BY parent_uid ORDER BY md5(uid || $seed), uid) <= $m"
+    table = run.catalog.query(f"SELECT uid, text, label FROM augmented WHERE source = $d AND round = 0 AND {where}"
+                              f"{pick} ORDER BY parent_uid, uid", {"d": dataset, **(
+                                  {} if augmentation == "epida" else {"seed": str(seed), "m": m})})
+    if table.num_rows == 0:
+        raise ConfError(f"train_classifier.augmentation: {augmentation!r} needs the `augmented` rows of {dataset!r}, "
+                        "and there are none. Hint: run the epida pipeline on it first (list `epida` before "
+                        "`train_classifier` in `pipelines`, with epida.dataset: " + dataset + ")")
+    return table
+
+
+def train_arm(run: Run, conf: AugdagConf, augmentation: str, seed: int, labels: list[str], originals: pa.Table,
+              dataset: str) -> ModelRef:
+    """The classifier of one arm and seed: the curriculum (PCC Alg. 1), or Eq. 14 on the originals and the
+    arm's augmented rows."""
+    tc, c = conf.train_classifier, conf.train_classifier.classifier
+    clf = {"kind": c.kind, "model": c.model, "lr": c.lr}
+    runtime = {"device": c.device, "threads": c.threads}
+    if augmentation == "curriculum":
+        curriculum = read_curriculum(run, dataset)
+        check_levels(curriculum, tc.schedule, conf.paraphrase.levels, dataset)
+        options = {"labels": labels, "schedule": tc.schedule, "levels": conf.paraphrase.levels, "cycles": tc.cycles,
+                   "steps_per_level": tc.steps_per_level, "batch_size": tc.batch_size,
+                   "original_share": tc.original_share, "seed": seed, "classifier": clf}
+        build = classifier_builder(curriculum, **{**options, "classifier": {**clf, **runtime}})
+        data = {"curriculum": content_hash(curriculum, ("uid", "level", "copy"))}
+    else:
+        added = augmented_rows(run, augmentation, dataset, m=conf.epida.m, seed=seed)
+        options = {"labels": labels, "epochs": tc.epochs, "batch_size": tc.batch_size, "seed": seed,
+                   "classifier": clf}
+        build = trainer(originals, added, **{**options, "classifier": {**clf, **runtime}})
+        data = {"augmentation": augmentation, "originals": content_hash(originals, ("uid",)),
+                "added": content_hash(added, ("uid",)) if added is not None else None}
+    return run_model_stage(run, name="classifier", version=CLASSIFIER_VERSION, kind=f"classifier:{c.kind}",
+                           filename="model", inputs=[], build=build, params={**options, **data})
+
+
 def train_and_evaluate(run: Run, conf: AugdagConf) -> dict[str, Any]:
     tc = conf.train_classifier
     train_name, test_name = conf.classifier_datasets()
-    curriculum = read_curriculum(run, train_name)
-    check_levels(curriculum, tc.schedule, conf.paraphrase.levels, train_name)
+    rows = ingest_dataset(run, train_name, conf.datasets[train_name], conf.ingest, conf.shard_size)
+    originals = rows.parts().table(["uid", "text", "label"])
     test = ingest_dataset(run, test_name, conf.datasets[test_name], conf.ingest, conf.shard_size)
-    labels = sorted({str(x) for x in curriculum["label"].to_pylist()})
-    c = tc.classifier
-    options = {"labels": labels, "schedule": tc.schedule, "levels": conf.paraphrase.levels, "cycles": tc.cycles,
-               "steps_per_level": tc.steps_per_level, "batch_size": tc.batch_size,
-               "original_share": tc.original_share, "seed": tc.seed,
-               "classifier": {"kind": c.kind, "model": c.model, "lr": c.lr}}
-    model = run_model_stage(run, name="classifier", version=CLASSIFIER_VERSION, kind=f"classifier:{c.kind}",
-                            filename="model", inputs=[], build=classifier_builder(curriculum, **{
-                                **options, "classifier": {**options["classifier"], "device": c.device,
-                                                          "threads": c.threads}}),
-                            params={**options, "curriculum": content_hash(curriculum, ("uid", "level", "copy"))})
-    preds = run_stage(run, PREDICT, inputs=[test], models=[model.fingerprint], params={},
-                      resources={"model_path": str(model.path), "device": c.device, "threads": c.threads})
-    scores = run_stage(run, SCORE_PREDICTIONS, inputs=[preds], n_shards=1, params={"labels": labels}).read(0).to_pylist()
-    run.catalog.register_evaluation(run_id=run.run_id, model=model.fingerprint, model_name="classifier",
-                                    testset=test_name, scores=scores,
-                                    meta={"dataset": train_name, "schedule": tc.schedule, "kind": c.kind})
-    for s in scores:
-        print(f"{s['metric']} = {s['score']:.4f} on {test_name} ({s['sentences']} sentences, schedule {tc.schedule})")
-    losses = pq.read_table(Path(model.path) / LOSSES)
-    return {"classifier": model.fingerprint, "testset": test_name, "schedule": tc.schedule, "labels": labels,
-            "curriculum_rows": curriculum.num_rows, "evaluation": scores,
-            "loss_per_level": loss_per_level(losses), "_losses": losses}
+    labels = sorted({str(x) for x in originals["label"].to_pylist()})
+    evaluations, losses = [], None
+    for augmentation in tc.augmentation:
+        for seed in tc.seed_list():
+            model = train_arm(run, conf, augmentation, seed, labels, originals, train_name)
+            scores = evaluate_classifier(run, model, test, labels=labels, conf=tc.classifier, arm=augmentation,
+                                         seed=seed, meta={"dataset": train_name, "schedule": tc.schedule,
+                                                          "kind": tc.classifier.kind, "augmentation": augmentation})
+            for s in scores:
+                print(f"{s['metric']} = {s['score']:.4f} on {test_name} ({s['sentences']} sentences, "
+                      f"{augmentation}, seed {seed})")
+            evaluations += [{"augmentation": augmentation, "seed": seed, **s} for s in scores]
+            if losses is None and augmentation == "curriculum":
+                losses = pq.read_table(Path(model.path) / LOSSES)
+    return {"testset": test_name, "schedule": tc.schedule, "labels": labels, "augmentation": list(tc.augmentation),
+            "seeds": tc.seed_list(), "evaluation": evaluations, "summary": mean_sd(evaluations),
+            "loss_per_level": loss_per_level(losses) if losses is not None else [], "_losses": losses}
+
+
+def mean_sd(evaluations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mean ± sample sd of each metric over the seeds of each augmentation (sd 0 for one seed)."""
+    import statistics
+
+    groups: dict[tuple[str, str], list[float]] = {}
+    for e in evaluations:
+        groups.setdefault((e["augmentation"], e["metric"]), []).append(e["score"])
+    return [{"augmentation": a, "metric": m, "seeds": len(v), "mean": statistics.fmean(v),
+             "sd": statistics.stdev(v) if len(v) > 1 else 0.0} for (a, m), v in groups.items()]
 
 
 def loss_per_level(losses: pa.Table) -> list[dict[str, Any]]:
@@ -95,31 +151,41 @@ def loss_per_level(losses: pa.Table) -> list[dict[str, Any]]:
 def publish_report(run: Run, result: dict[str, Any]) -> dict[str, str]:
     import numpy as np
 
-    from tasks.report import line_figure, markdown_table
+    from tasks.report import bar_figure, line_figure, markdown_table
     from tasks.schedule import MIXED
 
-    losses = result["_losses"]
-    loss = losses["loss"].to_numpy()
-    window = max(1, min(10, len(loss) // 20))
-    smooth = np.convolve(loss, np.ones(window) / window, mode="same")
-    name = lambda lv: "mixed" if lv == MIXED else str(lv)
-    spans = [(s["first_step"], s["first_step"] + s["steps"], name(s["level"])) for s in result["loss_per_level"]]
-    png = line_figure({"loss": (losses["step"].to_pylist(), loss.tolist()),
-                       f"mean of {window}": (losses["step"].to_pylist(), smooth.tolist())},
-                      xlabel="training step", ylabel="cross-entropy", spans=spans,
-                      title=f"training loss, schedule {result['schedule']} (levels shaded; cf. Fig. 2)")
     evaluation = pa.Table.from_pylist(result["evaluation"])
-    segments = pa.Table.from_pylist(result["loss_per_level"])
-    md = (f"### Classifier on the paraphrase curriculum\n\nSchedule `{result['schedule']}`, "
-          f"{result['curriculum_rows']} curriculum rows.\n\n{markdown_table(evaluation)}\n")
-    return publish(run, stem="train_classifier", title=f"curriculum classifier — {run.run_id}", markdown=md,
-                   table=evaluation, pngs={"loss_per_level": png}, sections=[
-        ("Training loss per step and level", png), ("Evaluation", evaluation), ("Mean loss per level segment", segments)])
+    summary = pa.Table.from_pylist(result["summary"])
+    f1 = [s for s in result["summary"] if s["metric"] == "macro_f1"]
+    bars = bar_figure([s["augmentation"] for s in f1], [s["mean"] for s in f1], xlabel="augmentation",
+                      ylabel=f"macro-F1, mean of {len(result['seeds'])} seed(s)",
+                      title=f"macro-F1 on {result['testset']} per augmentation")
+    sections: list[tuple[str, Any]] = [("Mean ± sd per augmentation", summary), ("macro-F1 per augmentation", bars),
+                                       ("Evaluation per seed", evaluation)]
+    pngs = {"per_augmentation": bars}
+    losses = result["_losses"]
+    if losses is not None:
+        loss = losses["loss"].to_numpy()
+        window = max(1, min(10, len(loss) // 20))
+        smooth = np.convolve(loss, np.ones(window) / window, mode="same")
+        name = lambda lv: "mixed" if lv == MIXED else str(lv)
+        spans = [(s["first_step"], s["first_step"] + s["steps"], name(s["level"])) for s in result["loss_per_level"]]
+        pngs["loss_per_level"] = line_figure(
+            {"loss": (losses["step"].to_pylist(), loss.tolist()),
+             f"mean of {window}": (losses["step"].to_pylist(), smooth.tolist())},
+            xlabel="training step", ylabel="cross-entropy", spans=spans,
+            title=f"training loss, schedule {result['schedule']} (levels shaded; cf. Fig. 2)")
+        sections += [("Curriculum: training loss per step and level", pngs["loss_per_level"]),
+                     ("Curriculum: mean loss per level segment", pa.Table.from_pylist(result["loss_per_level"]))]
+    md = (f"### Classifier per augmentation\n\nAugmentations {', '.join(result['augmentation'])}; seeds "
+          f"{result['seeds']}; curriculum schedule `{result['schedule']}`.\n\n{markdown_table(summary)}\n")
+    return publish(run, stem="train_classifier", title=f"classifier per augmentation — {run.run_id}", markdown=md,
+                   table=summary, pngs=pngs, sections=sections)
 
 
 @flow(name="train_classifier", log_prints=True, task_runner=default_task_runner())
 def train_classifier_flow(conf: AugdagConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Train and evaluate a classifier on the curriculum; returns the run summary (also in the catalog)."""
+    """Train and evaluate a classifier per augmentation and seed; returns the run summary (also in the catalog)."""
     with Run.started(conf, pipeline="train_classifier", profile=profile, config=config) as run:
         result = train_and_evaluate(run, conf)
         reports = publish_report(run, result)

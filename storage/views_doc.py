@@ -106,7 +106,7 @@ TABLES: dict[str, Doc] = {
     "evaluations": Doc("one row per metric of a model on a test set (train_nmt: BLEU, chrF; train_classifier)", {
         "run_id": _RUN,
         "model": "the evaluated model's fingerprint (models.fingerprint)",
-        "model_name": "its role: student (train_nmt) or classifier (train_classifier)",
+        "model_name": "its role: student (train_nmt), classifier (train_classifier) or feedback_classifier (epida)",
         "testset": "the test dataset's name",
         "metric": "BLEU, chrF (sacrebleu), accuracy or macro_f1",
         "score": "the metric's value (BLEU and chrF 0-100, accuracy and macro_f1 0-1)",
@@ -115,7 +115,7 @@ TABLES: dict[str, Doc] = {
         "created_at": "when it was registered" + _LOCAL,
         "meta": "train_nmt: mix queries, copies, mix_rows; train_classifier: dataset, schedule, kind; as JSON",
         "arm": "what the model was trained on, when a run compares several (train_classifier: the augmentation "
-               "none, eda, epida or curriculum; epida: epida); null otherwise",
+               "none, eda, epida or curriculum; epida: epida_<mode>[_online]); null otherwise",
         "seed": "the training seed of this arm's model (null when the run trains one)",
     }, "table"),
     "evaluation_summary": Doc("mean ± sd of each metric over the seeds of an arm (a view over `evaluations`)", {

@@ -47,7 +47,8 @@ def eda_source(rows: pa.Table, *, n_aug: int = 9, alpha: float = 0.1, seed: int 
                wordnet: str = "", wordnet_root: str | None = None) -> pa.Table:
     """EDA candidates (``tasks.eda``) with WordNet 3.0 synonyms. ``wordnet`` is the database's fingerprint
     (``models.wordnet.database_fingerprint``: a new database recomputes); ``wordnet_root`` a resource."""
-    from models.wordnet import synonyms, wordnet as reader
+    from models.wordnet import synonyms
+    from models.wordnet import wordnet as reader
 
     wn = reader(Path(wordnet_root) if wordnet_root else None)
     return eda_candidates(rows, n_aug=n_aug, alpha=alpha, seed=seed, round=round,

@@ -24,6 +24,7 @@ from flows.driver import ModelRef, Run, run_model_stage
 from flows.ingest import ingest_dataset
 from flows.reporting import publish
 from flows.runners import default_task_runner
+from storage.catalog import Catalog
 from tasks.classify import LOSSES, classifier_builder
 from tasks.epida_train import trainer
 from tasks.mix import content_hash
@@ -54,7 +55,7 @@ def check_levels(curriculum: pa.Table, schedule: str, levels: int, dataset: str)
           "originals only")
 
 
-def augmented_rows(run: Run, augmentation: str, dataset: str, *, m: int, seed: int) -> pa.Table | None:
+def augmented_rows(catalog: Catalog, augmentation: str, dataset: str, *, m: int, seed: int) -> pa.Table | None:
     """The rows an arm adds to the originals (Eq. 14), from the `augmented` view of the epida pipeline:
     ``epida``, the candidates SEAS selected in round 0 (the one-time augmentation: m per row and algorithm);
     ``eda``, m of each row's EDA candidates of round 0 drawn at random (seeded), the same amount without the
@@ -64,7 +65,7 @@ def augmented_rows(run: Run, augmentation: str, dataset: str, *, m: int, seed: i
     where = "selected" if augmentation == "epida" else "algorithm = 'eda'"
     pick = "" if augmentation == "epida" else \
         " QUALIFY row_number() OVER (PARTITION BY parent_uid ORDER BY md5(uid || $seed), uid) <= $m"
-    table = run.catalog.query(f"SELECT uid, text, label FROM augmented WHERE source = $d AND round = 0 AND {where}"
+    table = catalog.query(f"SELECT uid, text, label FROM augmented WHERE source = $d AND round = 0 AND {where}"
                               f"{pick} ORDER BY parent_uid, uid", {"d": dataset, **(
                                   {} if augmentation == "epida" else {"seed": str(seed), "m": m})})
     if table.num_rows == 0:
@@ -90,7 +91,7 @@ def train_arm(run: Run, conf: AugdagConf, augmentation: str, seed: int, labels: 
         build = classifier_builder(curriculum, **{**options, "classifier": {**clf, **runtime}})
         data = {"curriculum": content_hash(curriculum, ("uid", "level", "copy"))}
     else:
-        added = augmented_rows(run, augmentation, dataset, m=conf.epida.m, seed=seed)
+        added = augmented_rows(run.catalog, augmentation, dataset, m=conf.epida.m, seed=seed)
         options = {"labels": labels, "epochs": tc.epochs, "batch_size": tc.batch_size, "seed": seed,
                    "classifier": clf}
         build = trainer(originals, added, **{**options, "classifier": {**clf, **runtime}})

@@ -15,6 +15,7 @@ import gzip
 import os
 import re
 import shutil
+import threading
 import warnings
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ DEBIAN_WORDNET = Path("/usr/share/wordnet")
 LEXNAMES_MAN = Path("/usr/share/man/man5/lexnames.5WN.gz")
 INSTALL_HINT = ("Hint: apt-get install wordnet-base wordnet-sense-index (Debian/Ubuntu; `make install` does it), "
                 "or set AUGDAG_WORDNET to a directory holding the WordNet 3.0 database files")
+_READING = threading.Lock()
 CATEGORY = {"noun": 1, "verb": 2, "adj": 3, "adv": 4}  # the lexnames file's third column
 
 
@@ -83,7 +85,8 @@ def synonyms(word: str, reader: Any = None) -> list[str]:
     """WordNet synonyms of ``word`` (lemma names of all its synsets, '_' as a space), without the word
     itself, sorted: the order a seeded draw picks from."""
     wn = reader or wordnet()
-    found = {lemma.name().replace("_", " ").lower() for s in wn.synsets(word) for lemma in s.lemmas()}
+    with _READING:  # nltk's reader seeks and reads shared file handles: one lookup at a time per process
+        found = {lemma.name().replace("_", " ").lower() for s in wn.synsets(word) for lemma in s.lemmas()}
     found.discard(word.lower())
     return sorted(w for w in found if all(c.isalpha() or c in " -'" for c in w))
 

@@ -17,6 +17,7 @@ from tests.conftest import REPO
 
 runner = CliRunner()
 DDL_TABLES = ["artifacts", "evaluations", "lineage", "models", "rejects", "runs", "stage_runs"]
+FRESH_VIEWS = ["bitext", "evaluation_summary", "labeled", "mono", "slots"]  # on a fresh catalog
 VIEWS = registry.view_docs()  # every registered pipeline's views
 DOCS = {**TABLES, **VIEWS}
 
@@ -28,11 +29,13 @@ def _columns(catalog: Catalog, name: str) -> list[str]:
 def test_views_doc_documents_every_column_of_the_ddl_tables_and_base_views_issue_6(tmp_path):
     catalog = Catalog(tmp_path)
     found = catalog.query("SELECT table_name, table_type FROM information_schema.tables ORDER BY ALL").to_pylist()
-    assert [r["table_name"] for r in found if r["table_type"] == "BASE TABLE"] == DDL_TABLES == sorted(TABLES)
-    assert sorted(BASE_VIEWS) == [r["table_name"] for r in found if r["table_type"] == "VIEW"]
-    for name in DDL_TABLES + list(BASE_VIEWS):
+    assert [r["table_name"] for r in found if r["table_type"] == "BASE TABLE"] == DDL_TABLES == sorted(
+        n for n, d in TABLES.items() if d.kind == "table")
+    assert FRESH_VIEWS == sorted([*BASE_VIEWS, "evaluation_summary"]) == [r["table_name"] for r in found
+                                                                        if r["table_type"] == "VIEW"]
+    for name in DDL_TABLES + FRESH_VIEWS:
         assert list(DOCS[name].columns) == _columns(catalog, name), name  # every column, in order, none stale
-        assert DOCS[name].kind == ("table" if name in TABLES else "view")
+        assert DOCS[name].kind == ("table" if name in DDL_TABLES else "view")
         assert all(d.strip() and d != UNDOCUMENTED for d in DOCS[name].columns.values())
 
 
@@ -42,6 +45,7 @@ def test_views_doc_matches_the_stage_output_schemas_issue_6():
     from tasks.alignment import ALIGNMENT
     from tasks.classify import PREDICTIONS
     from tasks.curriculum import CURRICULUM
+    from tasks.epida import AUGMENTED
     from tasks.mix import MIX
     from tasks.nmt import SCORES
     from tasks.rejuvenation import REJUVENATED
@@ -49,7 +53,7 @@ def test_views_doc_matches_the_stage_output_schemas_issue_6():
 
     schemas = {"alignments": ALIGNMENT, "lexicon": LEXICON, "word_uncertainty": WORD_UNCERTAINTY, "uncertainty": SCORED,
                "sampled_mono": SAMPLED, "pair_scores": SCORES, "rejuvenated": REJUVENATED, "training_mix": MIX,
-               "curriculum": CURRICULUM, "test_predictions": PREDICTIONS}
+               "curriculum": CURRICULUM, "test_predictions": PREDICTIONS, "augmented": AUGMENTED}
     for view, schema in schemas.items():
         assert list(VIEWS[view].columns) == schema.names, view
     assert list(VIEWS["inactive"].columns) == BITEXT.names + ["tokens", "cross_entropy", "prob", "state"]
@@ -69,9 +73,9 @@ def test_views_lists_tables_then_views_with_counts_and_descriptions_on_a_fresh_c
     assert result.exit_code == 0, result.output
     rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in result.output.splitlines()
             if line.startswith("│")]
-    names = DDL_TABLES + ["bitext", "labeled", "mono", "slots"]
-    assert rows == [[n, "table" if n in TABLES else "view", "0", DOCS[n].what] for n in names]
-    assert result.output.splitlines()[-1] == "11 row(s)"
+    names = DDL_TABLES + FRESH_VIEWS
+    assert rows == [[n, "table" if n in DDL_TABLES else "view", "0", DOCS[n].what] for n in names]
+    assert result.output.splitlines()[-1] == "12 row(s)"
 
 
 def test_views_name_json_gives_every_column_with_type_and_description(tmp_path):
@@ -85,14 +89,14 @@ def test_views_name_json_gives_every_column_with_type_and_description(tmp_path):
     assert rows[1]["description"] == "source-language sentence"
     everything = [json.loads(line) for line in
                   runner.invoke(app, ["views", "-f", "json", "--cache", str(tmp_path)]).output.splitlines()]
-    assert len(everything) == 84 and not [r for r in everything if r["description"] == UNDOCUMENTED]
+    assert len(everything) == 84 + 2 + 10 and not [r for r in everything if r["description"] == UNDOCUMENTED]
 
 
 def test_views_unknown_name_exits_2_naming_the_known_ones(tmp_path):
     result = runner.invoke(app, ["views", "nope", "--cache", str(tmp_path)])
     assert result.exit_code == 2
     assert ("unknown table or view 'nope'; expected one of artifacts, evaluations, lineage, models, rejects, runs, "
-            "stage_runs, bitext, labeled, mono, slots") in " ".join(result.output.split())
+            "stage_runs, bitext, evaluation_summary, labeled, mono, slots") in " ".join(result.output.split())
     later = runner.invoke(app, ["views", "curriculum", "--cache", str(tmp_path)])
     assert later.exit_code == 2 and "not in this catalog until its stage has run" in later.output
 
@@ -114,8 +118,8 @@ def test_sql_shell_runs_multiline_statements_refuses_writes_and_goes_on_issue_6(
     assert lines[12] == ("error: refused: `augdag sql` is read-only and this is a DROP statement: 'DROP TABLE runs'. "
                          "Hint: use SELECT over the views; `augdag export VIEW` writes files.")
     listed = [line.split("│")[1].strip() for line in lines[13:] if line.startswith("│")]
-    assert listed == DDL_TABLES + ["bitext", "labeled", "mono", "slots"]  # .views ran after the refusal
-    assert lines[-1] == "11 row(s)"
+    assert listed == DDL_TABLES + FRESH_VIEWS  # .views ran after the refusal
+    assert lines[-1] == "12 row(s)"
     assert Catalog(tmp_path).query("SELECT count(*) AS n FROM runs")["n"].to_pylist() == [0]
 
 

@@ -18,7 +18,7 @@ from flows import registry
 from storage.views_doc import TABLES, UNDOCUMENTED
 from tests.conftest import REPO, subprocess_env
 
-DEMO_PIPELINES = ["ingest", "self_training", "rejuvenation", "train_nmt", "paraphrase", "train_classifier"]  # demo.yaml
+DEMO_PIPELINES = ["ingest", "self_training", "rejuvenation", "train_nmt", "paraphrase", "epida", "train_classifier"]  # demo.yaml
 
 runner = CliRunner()
 

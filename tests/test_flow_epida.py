@@ -143,3 +143,32 @@ def test_a_crashed_stage_resumes_from_its_finished_shards(runs):
     assert (redo["status"], redo["shards_computed"]) == ("computed", 1)
     assert pq.read_table(victim).equals(before)
     assert {s["status"] for s in again["stages"] if s["stage"] != "seas"} == {"cached"}
+
+
+def test_back_translation_candidates_come_from_the_configured_paraphraser(prefect_harness, tmp_path_factory):
+    """sources: [back_translation] with a Hugging Face seq2seq paraphraser (the tiny Marian of
+    tests/test_nmt_transformers.py): at most K·m distinct draws per row, each traced to the generator."""
+    from flows.epida import epida_flow
+    from tests.test_nmt_transformers import tiny_marian_dir
+
+    data, cache = tmp_path_factory.mktemp("bt-data"), tmp_path_factory.mktemp("bt-cache")
+    write_demo(data, seed=6, bitext_rows=100, mono_rows=100, labeled_rows=100, slots_rows=100, test_rows=50)
+    model = tiny_marian_dir(tmp_path_factory)
+    conf = load_profile(REPO / "conf" / "demo.yaml", [
+        "shard_size=50", "pipelines=[epida]", "epida.sources=[back_translation]", "epida.online=false",
+        f"epida.amplification={K}", f"epida.m={M}", "epida.pretrain_epochs=1", "epida.epochs=1",
+        "paraphrase.generator.kind=hf", f"paraphrase.generator.model={model}", "paraphrase.generator.threads=1"],
+        cache=cache, environ={"AUGDAG_DEMO_DATA": str(data)})
+    summary = epida_flow(conf, profile="test")
+    per_row = _q(cache, "SELECT parent_uid, count(*) AS n, count(*) FILTER (WHERE selected) AS kept, "
+                        "count(DISTINCT text) AS texts FROM augmented GROUP BY parent_uid")
+    assert per_row and all(0 < r["n"] <= K * M and r["texts"] == r["n"] and r["kept"] == min(M, r["n"])
+                           for r in per_row)
+    assert {c["method"] for c in summary["epida"]["counts"]} == {"back_translation"}
+    generated = _q(cache, "SELECT count(*) AS n FROM augmented a JOIN labeled l ON l.uid = a.parent_uid "
+                          "WHERE a.text = l.text")[0]["n"]
+    assert generated == 0  # a candidate is never its input
+    stage = next(s for s in summary["stages"] if s["stage"] == "paraphrase_candidates")
+    models = _q(cache, f"SELECT parent FROM lineage WHERE child = '{stage['fingerprint']}'")
+    fp = _q(cache, "SELECT fingerprint FROM models WHERE name = 'paraphraser'")[0]["fingerprint"]
+    assert fp in {m["parent"] for m in models}

@@ -56,25 +56,6 @@ def train_classifier_lines(s: Mapping[str, Any]) -> list[str]:
             + f", {e['seeds']} seed{'s' if e['seeds'] > 1 else ''})" for e in tc["summary"]]
 
 
-register(Pipeline(
-    "ingest", "flows.ingest:ingest_flow", views=INGEST_VIEWS,
-    description="read, validate, reject, shard, deduplicate and clean every dataset"))
-register(Pipeline(
-    "self_training", "flows.self_training:self_training_flow", reads=("ingest",), views=SELF_TRAINING_VIEWS,
-    summary=self_training_lines, check=lambda c: c.self_training_datasets(),
-    description="uncertainty sampling of monolingual data, translated by a teacher (thesis ch. 6)"))
-register(Pipeline(
-    "rejuvenation", "flows.rejuvenation:rejuvenation_flow", reads=("ingest",), views=REJUVENATION_VIEWS,
-    summary=rejuvenation_lines, check=lambda c: c.rejuvenation_bitext(),
-    description="inactive pairs found and rejuvenated by forward translation (thesis ch. 5)"))
-register(Pipeline(
-    "paraphrase", "flows.paraphrase:paraphrase_flow", reads=("ingest",), views=PARAPHRASE_VIEWS,
-    summary=paraphrase_lines, check=lambda c: c.paraphrase_generator(),
-    description="bottom-k paraphrases, mutual-implication filter, difficulty levels (PCC)"))
-register(Pipeline(
-    "train_nmt", "flows.train_nmt:train_nmt_flow", reads=("self_training", "rejuvenation"), views=TRAIN_NMT_VIEWS,
-    summary=train_nmt_lines, check=lambda c: c.train_nmt_test(),
-    description="a student NMT model on the original, synthetic and rejuvenated pairs; BLEU and chrF"))
 def epida_lines(s: Mapping[str, Any]) -> list[str]:
     ep = s["epida"]
     rounds: dict[int, list[Mapping[str, Any]]] = {}
@@ -107,15 +88,6 @@ register(Pipeline(
     "train_nmt", "flows.train_nmt:train_nmt_flow", reads=("self_training", "rejuvenation"), views=TRAIN_NMT_VIEWS,
     summary=train_nmt_lines, check=lambda c: c.train_nmt_test(),
     description="a student NMT model on the original, synthetic and rejuvenated pairs; BLEU and chrF"))
-def epida_lines(s: Mapping[str, Any]) -> list[str]:
-    ep = s["epida"]
-    counts = ", ".join(f"round {c['round']} {c['method']}: {c['selected']:,}/{c['candidates']:,}" for c in ep["counts"])
-    return [f"epida ({ep['mode']}, {'online' if ep['online'] else 'one-time'}, K = {ep['amplification']}, "
-            f"m = {ep['m']}): selected/scored {counts}",
-            *(f"{e['metric']} = {e['score']:.4f} on {ep['testset']} (the feedback classifier)  {e['signature']}"
-              for e in ep["evaluation"])]
-
-
 register(Pipeline(
     "epida", "flows.epida:epida_flow", reads=("ingest",), views=EPIDA_VIEWS,
     summary=epida_lines, check=lambda c: c.epida_datasets(),

@@ -161,7 +161,7 @@ def test_augdag_demo_exits_0_from_a_clean_cache_with_networking_off(tmp_path):
     found = rows("SELECT (SELECT count(*) FROM curriculum WHERE level = 0) AS originals, "
                  "(SELECT count(*) FROM labeled WHERE source = 'demo_labeled') AS labeled, "
                  "(SELECT count(*) FROM curriculum c ANTI JOIN labeled l ON l.uid = c.parent_uid) AS orphans, "
-                 "(SELECT score FROM evaluations WHERE metric = 'accuracy') AS accuracy")[0]
+                 "(SELECT score FROM evaluations WHERE metric = 'accuracy' AND model_name = 'classifier') AS accuracy")[0]
     # issue 5: the paraphrase curriculum and its classifier in the demo
     assert found["originals"] == found["labeled"] and found["orphans"] == 0
     per_level = rows("SELECT level, count(*) AS n, count(DISTINCT parent_uid) AS sentences FROM curriculum "
@@ -171,6 +171,12 @@ def test_augdag_demo_exits_0_from_a_clean_cache_with_networking_off(tmp_path):
     assert found["accuracy"] > 0.5  # 6 topics; measured 0.84 with the demo's 600 labelled rows
     assert "generator: round trip: ctranslate2" in proc.stdout and "similarity: chrf" in proc.stdout
     assert "accuracy = " in proc.stdout and "classes:6|average:macro" in proc.stdout
+    # issue 15: EPiDA in the demo, two online rounds of 9 EDA candidates per row, 3 kept
+    per_round = rows("SELECT round, count(*) AS scored, count(*) FILTER (WHERE selected) AS kept, "
+                     "count(DISTINCT parent_uid) AS originals FROM augmented GROUP BY round ORDER BY round")
+    assert [(r["round"], r["scored"], r["kept"]) for r in per_round] == [
+        (r, 9 * found["labeled"], 3 * found["labeled"]) for r in (0, 1)]
+    assert "epida (both, online, K = 3, m = 3) round 1: kept" in proc.stdout
     # issue 6: the demo is one nightly run; its totals add up to the shard records of its pipelines, each
     # artifact's shards once however many pipelines read it (a re-read is cached: counted again, rows double)
     first = json.loads(rows("SELECT summary FROM runs WHERE pipeline = 'nightly'")[0]["summary"])

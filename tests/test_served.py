@@ -29,7 +29,7 @@ from tests.test_server import free_port
 
 pytestmark = pytest.mark.slow
 
-PIPELINES = ["ingest", "self_training", "rejuvenation", "train_nmt", "paraphrase", "train_classifier"]
+PIPELINES = ["ingest", "self_training", "rejuvenation", "train_nmt", "paraphrase", "epida", "train_classifier"]
 # the demo in ~45 s: 300 pairs; every fairseq model 10 updates (the teacher, the identification model and
 # the forward pivot keep one training: same data, same settings); 2 paraphrases per sentence, all kept
 TINY = ["demo.bitext_rows=300", "demo.mono_rows=200", "demo.labeled_rows=100", "demo.slots_rows=100",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -43,6 +44,9 @@ def sampling_plan(*, candidates: int, bottom_k_candidates: int, oversample: floa
             (hard, math.ceil(oversample * bottom_k_candidates))]
 
 
+LOADING = threading.Lock()  # one model load at a time per process (see load_generator)
+
+
 @functools.lru_cache(maxsize=2)
 def _generator(spec: tuple) -> Any:
     kind, args = spec[0], dict(spec[1:])
@@ -64,8 +68,11 @@ def _frozen(d: Mapping[str, Any]) -> tuple:
 
 
 def load_generator(generator: Mapping[str, Any], resources: Mapping[str, Any]) -> Any:
-    """The paraphraser the stage's ``generator`` parameters and ``resources`` (paths, runtime) describe."""
-    return _generator((generator["kind"], *_frozen({**generator, **resources})))
+    """The paraphraser the stage's ``generator`` parameters and ``resources`` (paths, runtime) describe, loaded
+    once per process: shard threads wait for the first load (transformers' loading is not thread-safe: two
+    concurrent ``from_pretrained`` calls can leave weights on the meta device)."""
+    with LOADING:
+        return _generator((generator["kind"], *_frozen({**generator, **resources})))
 
 
 def generate_candidates(rows: pa.Table, *, generator: Mapping[str, Any], plan: list[Mapping[str, Any]],

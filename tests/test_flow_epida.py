@@ -13,6 +13,7 @@ from conf.loader import load_profile
 from demo import write_demo
 from storage.catalog import Catalog
 from tests.conftest import REPO
+from tests.test_cwe import mlm_dir  # noqa: F401 — the module fixture
 
 pytestmark = pytest.mark.slow
 
@@ -172,3 +173,25 @@ def test_back_translation_candidates_come_from_the_configured_paraphraser(prefec
     models = _q(cache, f"SELECT parent FROM lineage WHERE child = '{stage['fingerprint']}'")
     fp = _q(cache, "SELECT fingerprint FROM models WHERE name = 'paraphraser'")[0]["fingerprint"]
     assert fp in {m["parent"] for m in models}
+
+
+def test_cwe_candidates_come_from_the_configured_masked_lm(prefect_harness, tmp_path_factory, mlm_dir):
+    """sources: [cwe] with the tiny random BERT of tests/test_cwe.py: K·m per row scored, m kept, each
+    candidate stage traced to the masked LM."""
+    from flows.epida import epida_flow
+
+    data, cache = tmp_path_factory.mktemp("cwe-data"), tmp_path_factory.mktemp("cwe-cache")
+    write_demo(data, seed=7, bitext_rows=100, mono_rows=100, labeled_rows=100, slots_rows=100, test_rows=50)
+    conf = load_profile(REPO / "conf" / "demo.yaml", [
+        "shard_size=50", "pipelines=[epida]", "epida.sources=[cwe]", "epida.online=false",
+        f"epida.amplification={K}", f"epida.m={M}", "epida.pretrain_epochs=1", "epida.epochs=1",
+        f"epida.cwe.model={mlm_dir}", "epida.cwe.threads=1", "epida.cwe.alpha=0.2"],
+        cache=cache, environ={"AUGDAG_DEMO_DATA": str(data)})
+    summary = epida_flow(conf, profile="test")
+    per_row = _q(cache, "SELECT parent_uid, count(*) AS n, count(*) FILTER (WHERE selected) AS kept "
+                        "FROM augmented GROUP BY parent_uid")
+    assert per_row and {(r["n"], r["kept"]) for r in per_row} == {(K * M, M)}
+    assert {c["method"] for c in summary["epida"]["counts"]} == {"cwe"}
+    stage = next(s for s in summary["stages"] if s["stage"] == "cwe")
+    fp = _q(cache, "SELECT fingerprint FROM models WHERE name = 'cwe'")[0]["fingerprint"]
+    assert fp in {r["parent"] for r in _q(cache, f"SELECT parent FROM lineage WHERE child = '{stage['fingerprint']}'")}

@@ -120,7 +120,7 @@ def test_the_eda_arm_adds_m_random_candidates_per_row_and_the_epida_arm_the_sele
 def test_a_cached_rerun_recomputes_nothing(runs):
     from flows.epida import epida_flow
 
-    cache, conf, first, _ = runs
+    _, conf, first, _ = runs
     again = epida_flow(conf, profile="test")
     assert {s["status"] for s in again["stages"]} == {"cached"}
     assert again["epida"]["counts"] == first["epida"]["counts"]
@@ -175,7 +175,7 @@ def test_back_translation_candidates_come_from_the_configured_paraphraser(prefec
     assert fp in {m["parent"] for m in models}
 
 
-def test_cwe_candidates_come_from_the_configured_masked_lm(prefect_harness, tmp_path_factory, mlm_dir):
+def test_cwe_candidates_come_from_the_configured_masked_lm(prefect_harness, tmp_path_factory, mlm_dir):  # noqa: F811
     """sources: [cwe] with the tiny random BERT of tests/test_cwe.py: K·m per row scored, m kept, each
     candidate stage traced to the masked LM."""
     from flows.epida import epida_flow

@@ -92,8 +92,9 @@ def classifier_options(conf: AugdagConf, labels: list[str]) -> dict[str, Any]:
 
 
 def train_round(run: Run, conf: AugdagConf, originals: pa.Table, selected: pa.Table | None, *, r: int, epochs: int,
-                init: ModelRef | None) -> ModelRef:
-    """The classifier after round ``r`` (r = -1: the pre-training on the originals alone)."""
+                init: ModelRef | None, inputs: list[ArtifactRef]) -> ModelRef:
+    """The classifier after round ``r`` (r = -1: the pre-training on the originals alone), trained on
+    ``inputs`` (the cleaned rows, and the round's scored candidates: its lineage)."""
     c = conf.epida.classifier
     options = {**classifier_options(conf, sorted(set(originals["label"].to_pylist()))), "epochs": epochs}
     runtime = {"device": c.device, "threads": c.threads}
@@ -103,7 +104,7 @@ def train_round(run: Run, conf: AugdagConf, originals: pa.Table, selected: pa.Ta
     build = trainer(originals, selected, **{**options, "classifier": {**options["classifier"], **runtime}},
                     init=str(init.path) if init else None, round=max(r, 0))
     return run_model_stage(run, name="epida_pretrain" if r < 0 else f"epida_round_{r}", key="epida_classifier",
-                           version=CLASSIFIER_VERSION, kind=f"classifier:{c.kind}", filename="model", inputs=[],
+                           version=CLASSIFIER_VERSION, kind=f"classifier:{c.kind}", filename="model", inputs=inputs,
                            build=build, params=params)
 
 
@@ -129,7 +130,7 @@ def augment(run: Run, conf: AugdagConf) -> Augmented:
     originals = rows.parts().table(["uid", "text", "label"])
     if originals.num_rows == 0:
         raise InputError(f"epida.dataset: {name!r} has no rows after cleaning; nothing to augment")
-    model = train_round(run, conf, originals, None, r=-1, epochs=e.pretrain_epochs, init=None)
+    model = train_round(run, conf, originals, None, r=-1, epochs=e.pretrain_epochs, init=None, inputs=[rows])
     models, rounds = [model], []
     c = e.classifier
     for r in range(e.rounds()):
@@ -139,7 +140,8 @@ def augment(run: Run, conf: AugdagConf) -> Augmented:
             "classifier": model.fingerprint}, resources={"model_path": str(model.path), "device": c.device,
                                                          "threads": c.threads})
         rounds.append(scored)
-        model = train_round(run, conf, originals, selected_of(scored), r=r, epochs=e.round_epochs(r), init=model)
+        model = train_round(run, conf, originals, selected_of(scored), r=r, epochs=e.round_epochs(r), init=model,
+                            inputs=[rows, scored])
         models.append(model)
     augmented = run_stage(run, AUGMENTED_VIEW, inputs=rounds, params={})
     evaluation: list[dict[str, Any]] = []

@@ -80,6 +80,9 @@ def test_the_online_round_is_scored_by_the_classifier_trained_on_round_0(runs):
                                                              "name LIKE 'epida_%'")}
     assert by_round == {0: models["epida_pretrain"], 1: models["epida_round_0"]}
     assert summary["epida"]["classifier"] == models["epida_round_1"]
+    seas = [s["fingerprint"] for s in summary["stages"] if s["stage"] == "seas"]
+    trained_on = {r["parent"] for r in _q(cache, f"SELECT parent FROM lineage WHERE child = '{models['epida_round_1']}'")}
+    assert seas[1] in trained_on  # round 1's model descends from the candidates it was trained on
     # round 1 draws new candidates: not the texts of round 0
     shared = _q(cache, "SELECT count(*) AS n FROM augmented a JOIN augmented b ON a.uid = b.uid AND a.round = 0 "
                        "AND b.round = 1")[0]["n"]

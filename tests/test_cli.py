@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -114,6 +115,28 @@ def test_export_parquet_jsonl_and_aligned_text(prefect_harness, tmp_path):
     assert missing.exit_code == 2 and "no view 'nope'" in missing.output
 
 
+# the temporary Prefect server's own report of sqlite lock contention on a loaded machine (its task-run
+# recorder; the run goes on): a log line and the chained tracebacks ending in "database is locked"
+PREFECT_SQLITE_LOCKED = re.compile(
+    r"^[^\n]*ERROR[^\n]*prefect\.server\.[^\n]*\n"
+    r"|^[^\n]*Traceback \(most recent call last\):\n(?:(?!Traceback \(most)[^\n]*\n)*?"
+    r"[^\n]*OperationalError[^\n]*database is locked[^\n]*\n(?:[ \t]*\[(?:SQL|parameters):[^\n]*\n"
+    r"|[ \t]*\(Background[^\n]*\n)*", re.M)
+
+
+def test_only_prefects_own_sqlite_lock_reports_are_set_aside():
+    ours = "Traceback (most recent call last):\n  File \"flows/epida.py\", line 3\nValueError: boom\n"
+    locked = ("12:00 | ERROR   | prefect.server.services.task_run_recorder - failed\n"
+              "Traceback (most recent call last):\n  File \"aiosqlite/core.py\", line 63\n"
+              "sqlite3.OperationalError: database is locked\n\nDuring handling of the above exception:\n\n"
+              "Traceback (most recent call last):\n  File \"sqlalchemy/orm/session.py\"\n"
+              "sqlalchemy.exc.OperationalError: (sqlite3.OperationalError) database is locked\n"
+              "[SQL: INSERT INTO task_run_state ...]\n[parameters: {}]\n(Background on this error at: x)\n")
+    assert "Traceback" not in PREFECT_SQLITE_LOCKED.sub("", "run ok\n" + locked + "done\n")
+    assert PREFECT_SQLITE_LOCKED.sub("", ours + locked) == ours + "\nDuring handling of the above exception:\n\n"
+    assert PREFECT_SQLITE_LOCKED.sub("", locked + ours).endswith(ours)
+
+
 @pytest.mark.slow
 def test_augdag_demo_exits_0_from_a_clean_cache_with_networking_off(tmp_path):
     """`augdag demo` end to end in a subprocess; inside `unshare -n` (loopback only) where permitted."""
@@ -125,6 +148,7 @@ def test_augdag_demo_exits_0_from_a_clean_cache_with_networking_off(tmp_path):
                           timeout=900)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-4000:]
+    output = PREFECT_SQLITE_LOCKED.sub("", output)
     assert "Traceback" not in output and "ERROR" not in output
     if offline:
         assert "ConnectError" not in output and "Name or service not known" not in output

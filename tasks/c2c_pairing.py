@@ -83,30 +83,47 @@ def assign_folds(clusters: list[str], *, folds: int = 5, seed: int = 42) -> dict
     return {ranked[j]: i % folds for i, j in enumerate(order)}
 
 
-def pair_frame(frame: str, rows: pa.Table, codes: TokenCodes, *, cluster_size: int, max_outputs: int,
+def pair_frame(frame: str, rows: dict[str, list], codes: TokenCodes, *, cluster_size: int, max_outputs: int,
                min_distance: int, seed: int) -> list[dict]:
-    """The pairs of one frame's deduplicated rows (sorted), as ``PAIRS`` rows without the fold."""
-    n = rows.num_rows
+    """The pairs of one frame's deduplicated rows (``rows``: column -> values, sorted), as ``PAIRS`` rows
+    without the fold."""
+    n = len(rows["uid"])
     if n < 2 * cluster_size:
         return []
-    delex = rows["delex"].to_pylist()
-    dist = distance_matrix(codes.encode_all(delex))
+    dist = distance_matrix(codes.encode_all(rows["delex"]))
     medoids, members = medoids_of(dist, n // cluster_size, seed=seed)
-    fid, uid, src, line, text = frame_id(frame), *(rows[c].to_pylist() for c in ("uid", "source", "line", "text"))
+    fid = frame_id(frame)
     out = []
     for j, medoid in enumerate(medoids.tolist()):
-        cluster = f"{fid}-{j:03d}"
         source = np.flatnonzero(members == j)
         picks = furthest_including(dist, source, np.flatnonzero(members != j), max_outputs=max_outputs,
                                    min_distance=min_distance)
         if not picks:
             continue
+        cluster = f"{fid}-{j:03d}"
         for role, rank, (i, d) in [*(("input", None, (i, None)) for i in source.tolist()),
                                    *(("output", r, p) for r, p in enumerate(picks))]:
-            out.append({"frame": frame, "cluster": cluster, "role": role, "rank": rank, "uid": uid[i],
-                        "source": src[i], "line": line[i], "text": text[i], "medoid": role == "input" and i == medoid,
-                        "distance": d})
+            out.append({"frame": frame, "cluster": cluster, "role": role, "rank": rank, "uid": rows["uid"][i],
+                        "source": rows["source"][i], "line": rows["line"][i], "text": rows["text"][i],
+                        "medoid": role == "input" and i == medoid, "distance": d})
     return out
+
+
+def frames_of(table: pa.Table) -> dict[str, dict[str, list]]:
+    """Per frame, its rows with a distinct delexicalised text (the first by source, line, uid), sorted."""
+    table = table.take(pc.sort_indices(table, [("frame", "ascending"), ("source", "ascending"),
+                                               ("line", "ascending"), ("uid", "ascending")]))
+    columns = {c: table[c].to_pylist() for c in ("uid", "source", "line", "delex", "text")}
+    frames: dict[str, dict[str, list]] = {}
+    seen: set[tuple[str, str]] = set()
+    for i, (frame, text) in enumerate(zip(table["frame"].to_pylist(), columns["text"])):
+        if (frame, text) in seen:
+            continue
+        seen.add((frame, text))
+        rows = frames.setdefault(frame, {c: [] for c in columns})
+        for c, values in columns.items():
+            rows[c].append(values[i])
+    return frames
 
 
 def cluster_pairs(delexicalised: Parts, *, cluster_size: int = 5, max_outputs: int = 10, min_distance: int = 4,
@@ -114,17 +131,9 @@ def cluster_pairs(delexicalised: Parts, *, cluster_size: int = 5, max_outputs: i
     """Alg. 1 over every frame of the delexicalised rows (``DELEX``): one ``PAIRS`` row per member of an
     input cluster (role ``input``, ``medoid`` marked) and per pick of its output cluster (role ``output``,
     ``rank`` and the DS it was picked at), each pair dealt to a fold. Sorted by frame, cluster, role, rank."""
-    table = delexicalised.table(["uid", "source", "line", "delex", "text", "frame"])
-    table = table.take(pc.sort_indices(table, [("frame", "ascending"), ("source", "ascending"),
-                                               ("line", "ascending"), ("uid", "ascending")]))
-    frames = table["frame"].to_numpy(zero_copy_only=False)
-    texts = table["text"].to_numpy(zero_copy_only=False)
     codes, rows = TokenCodes(), []
-    starts = np.r_[0, np.flatnonzero(frames[1:] != frames[:-1]) + 1, len(frames)] if len(frames) else [0]
-    for a, b in zip(starts[:-1], starts[1:]):
-        _, first = np.unique(texts[a:b], return_index=True)  # the first row of each distinct text
-        frame_rows = table.slice(a, b - a).take(pa.array(np.sort(first)))
-        rows += pair_frame(str(frames[a]), frame_rows, codes, cluster_size=cluster_size, max_outputs=max_outputs,
+    for frame, frame_rows in frames_of(delexicalised.table(["uid", "source", "line", "delex", "text", "frame"])).items():
+        rows += pair_frame(frame, frame_rows, codes, cluster_size=cluster_size, max_outputs=max_outputs,
                            min_distance=min_distance, seed=seed)
     fold = assign_folds(sorted({r["cluster"] for r in rows}), folds=folds, seed=seed)
     for r in rows:

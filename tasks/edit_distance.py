@@ -15,6 +15,7 @@ from rapidfuzz.distance import Levenshtein
 from rapidfuzz.process import cdist
 
 _FIRST, _SURROGATES = 0x100, range(0xD800, 0xE000)
+SMALL = 250_000  # cells below which one thread is faster
 
 
 def _char(i: int) -> str:
@@ -37,8 +38,11 @@ class TokenCodes:
 
 
 def distance_matrix(a: Sequence[str], b: Sequence[str] | None = None, *, workers: int = -1) -> np.ndarray:
-    """Edit distances (int32) between the encoded utterances ``a`` and ``b`` (default: ``a`` itself)."""
-    return cdist(a, a if b is None else b, scorer=Levenshtein.distance, dtype=np.int32, workers=workers)
+    """Edit distances (int32) between the encoded utterances ``a`` and ``b`` (default: ``a`` itself); a small
+    matrix runs on one thread (starting the pool costs more than it saves)."""
+    b = a if b is None else b
+    workers = 1 if len(a) * len(b) < SMALL else workers
+    return cdist(a, b, scorer=Levenshtein.distance, dtype=np.int32, workers=workers)
 
 
 def min_distances(queries: Sequence[str], references: Sequence[str], *, exclude_self: bool = False,

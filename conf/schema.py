@@ -17,6 +17,7 @@ from conf.base import ConfModel
 from conf.classifier import ClassifierConf, EpidaConf, TrainClassifierConf  # noqa: F401 — part of the schema
 from conf.nmt import NMTConf, NMTTrainConf  # noqa: F401 — the NMT sections, part of the schema
 from conf.pipelines import check_enabled, known_pipeline
+from conf.slots import C2cConf, TrainSlotTaggerConf
 
 Kind = Literal["bitext", "mono", "labeled", "slots"]
 Format = Literal["text", "tsv", "jsonl", "parquet", "hf"]
@@ -267,6 +268,8 @@ class AugdagConf(ConfModel):
     paraphrase: ParaphraseConf = ParaphraseConf()
     train_classifier: TrainClassifierConf = TrainClassifierConf()
     epida: EpidaConf = EpidaConf()
+    c2c: C2cConf = C2cConf()
+    train_slot_tagger: TrainSlotTaggerConf = TrainSlotTaggerConf()
     nightly: NightlyConf = NightlyConf()
     demo: DemoConf = DemoConf()
 
@@ -323,6 +326,23 @@ class AugdagConf(ConfModel):
         if "back_translation" in e.sources and self.paraphrase.generator.kind == "round_trip":
             self.paraphrase_bitext()
         return train, test
+
+    def c2c_dataset(self) -> str:
+        return self.dataset_of_kind(self.c2c.dataset, "slots", "c2c.dataset")
+
+    def slot_tagger_datasets(self) -> tuple[str, str | None, str]:
+        """The tagger's training, dev (optional) and test slots datasets, none the same as training."""
+        t = self.train_slot_tagger
+        train = self.dataset_of_kind(t.dataset or self.c2c.dataset, "slots", "train_slot_tagger.dataset")
+        dev = None if t.dev is None else self.dataset_of_kind(t.dev, "slots", "train_slot_tagger.dev")
+        test = self.dataset_of_kind(t.test, "slots", "train_slot_tagger.test")
+        for key, held in (("dev", dev), ("test", test)):
+            if held == train:
+                raise ValueError(f"train_slot_tagger.{key}: {held!r} is also the training dataset; hold out another")
+        if "original+c2c" in t.arms and self.c2c_dataset() != train:
+            raise ValueError(f"train_slot_tagger.arms: 'original+c2c' adds C2C's rows of c2c.dataset "
+                             f"{self.c2c_dataset()!r}, but the tagger trains on {train!r}; make them the same")
+        return train, dev, test
 
     def dataset_of_kind(self, name: str | None, kind: str, key: str) -> str:
         """``name`` if it is a dataset of ``kind``; unset: the profile's only dataset of that kind."""

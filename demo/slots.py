@@ -1,18 +1,20 @@
 """The demo slot-filling set (ATIS-like): flight, restaurant and weather requests with BIO tags, JSONL.
 
-Each row is `{"tokens": [...], "tags": [...]}` from one of 13 templates of its own, drawn uniformly; a slot
-takes a value uniformly from its list (`_` joins a multi-word value: its first word is tagged `B-<slot>`,
-the others `I-<slot>`), every literal word is tagged `O`.
+Each row is `{"tokens": [...], "tags": [...]}` from one of 12 templates (one semantic frame each, some
+sharing one), drawn uniformly. A template is a sequence of units: `(a|b|c)` one of its alternatives,
+`[a]` present or not, `{slot}` a value drawn uniformly from the slot's list (`_` joins a multi-word
+value: its first word is tagged `B-<slot>`, the others `I-<slot>`), a word as it is (tag O). The
+alternatives give each frame dozens of distinct delexicalised phrasings, so that C2C-GenDA's clusters
+(tasks/c2c_pairing.py) have something to pair. Every choice is one uniform of the row's draws.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 
-import numpy as np
-
-from demo.draws import fragments, join_lines, uniforms
+from demo.draws import uniforms
 
 _CITY = """boston denver dallas atlanta chicago seattle berlin paris munich rome tokyo new_york san_francisco
     los_angeles las_vegas salt_lake_city washington miami toronto london"""  # `_` joins a multi-word value
@@ -25,60 +27,93 @@ _SLOT_VALUES = {
     "party_size": "two three four five six eight ten",
 }
 _SLOT_TEMPLATES = [
-    "show me flights from {fromloc.city_name} to {toloc.city_name}",
-    "i need a flight from {fromloc.city_name} to {toloc.city_name} {depart_date}",
-    "are there any {airline_name} flights to {toloc.city_name} {depart_date}",
-    "book a flight to {toloc.city_name} {depart_date} at {depart_time}",
-    "what is the cheapest fare from {fromloc.city_name} to {toloc.city_name} on {airline_name}",
-    "book a table for {party_size} at a {cuisine} restaurant in {city_name}",
-    "find me a {cuisine} restaurant in {city_name} {date} at {time}",
-    "i want {cuisine} food near {city_name}",
-    "reserve a table for {party_size} people {date}",
-    "what is the weather in {city_name} {date}",
-    "will it rain in {city_name} {date}",
-    "how cold will it be in {city_name} at {time}",
-    "do i need an umbrella {date}",
+    "(show me|list|give me|i need|find|what are) [all] [the] (flights|flight options|connections) "
+    "from {fromloc.city_name} to {toloc.city_name} [please]",
+    "(i need|i want|i would like|please find) (a flight|a ticket|a seat|something) (leaving|departing|going) "
+    "from {fromloc.city_name} to {toloc.city_name} {depart_date}",
+    "(are there any|do you have|is there a|list) {airline_name} (flights|flight|connections) (to|into|arriving in) "
+    "{toloc.city_name} {depart_date}",
+    "(book|reserve|get me|find me) (a flight|a seat|a ticket) to {toloc.city_name} {depart_date} "
+    "(at|around|before|after) {depart_time}",
+    "(what is|tell me|show me|how much is) the (cheapest|lowest|least expensive|best) fare from {fromloc.city_name} "
+    "to {toloc.city_name} (on|with) {airline_name}",
+    "(book|reserve|get me|find) a table for {party_size} at a {cuisine} (restaurant|place|spot) in {city_name}",
+    "(find me|show me|i want|look for) a {cuisine} (restaurant|place|spot) in {city_name} {date} (at|around) {time}",
+    "(i want|i am craving|looking for|get me) {cuisine} (food|dishes|cuisine) (near|in|around) {city_name}",
+    "(reserve|book|hold) a table for {party_size} [people] {date} [please]",
+    "(what is|how is|tell me|give me) the (weather|forecast|temperature) (in|for) {city_name} {date}",
+    "will it (rain|snow|be sunny|be windy|be cold) in {city_name} {date}",
+    "(do i need|should i take|will i need) (an umbrella|a coat|a jacket) {date} [in {city_name}]",
 ]
+_UNIT = re.compile(r"\(([^)]*)\)|\[([^\]]*)\]|\{([^}]*)\}|(\S+)")
 
 
-def _slot_units():
-    """Token and tag JSON fragments of every unit: a literal word (tag O) or a (slot, value) pair."""
-    toks, tags, index = [""], [""], {}
-    for word in sorted({w for t in _SLOT_TEMPLATES for w in t.split() if not w.startswith("{")}):
-        index[word] = len(toks)
-        toks.append(f'"{word}"'), tags.append('"O"')
-    for slot, values in _SLOT_VALUES.items():
-        index[slot] = len(toks)
-        for value in values.split():
-            words = value.split("_")
-            toks.append(", ".join(f'"{w}"' for w in words))
-            tags.append(", ".join(f'"{"B" if i == 0 else "I"}-{slot}"' for i in range(len(words))))
-    return fragments(toks, ", "), fragments(tags, ", "), index
+def _units(template: str) -> list[tuple[str, object]]:
+    """("alt", [words lists]) | ("opt", units) | ("slot", name) | ("word", word), in order."""
+    out: list[tuple[str, object]] = []
+    for alt, opt, slot, word in _UNIT.findall(template):
+        if alt:
+            out.append(("alt", [a.split() for a in alt.split("|")]))
+        elif opt:
+            out.append(("opt", _units(opt)))
+        elif slot:
+            out.append(("slot", slot))
+        else:
+            out.append(("word", word))
+    return out
 
 
-_SLOT_TOK, _SLOT_TAG, _SLOT_INDEX = _slot_units()
-_SLOT_LMAX = max(len(t.split()) for t in _SLOT_TEMPLATES)
+_TEMPLATES = [_units(t) for t in _SLOT_TEMPLATES]
+_VALUES = {slot: values.split() for slot, values in _SLOT_VALUES.items()}
 
 
-def slots_chunks(n: int, seed: int) -> Iterator[list[str]]:
+def _draws(units: list[tuple[str, object]]) -> int:
+    return sum(1 + _draws(u) if kind == "opt" else kind != "word" for kind, u in units)
+
+
+_WIDTH = 1 + max(_draws(t) for t in _TEMPLATES)
+
+
+def _fill(units, u, at: int, tokens: list[str], tags: list[str]) -> int:
+    """Append the units' words and tags drawing from ``u[at:]``; returns the next unused draw."""
+    for kind, unit in units:
+        if kind == "word":
+            tokens.append(unit)
+            tags.append("O")
+            continue
+        x, at = u[at], at + 1
+        if kind == "alt":
+            words = unit[int(x * len(unit))]
+            tokens += words
+            tags += ["O"] * len(words)
+        elif kind == "opt":
+            sub: tuple[list[str], list[str]] = ([], [])
+            at = _fill(unit, u, at, *sub)
+            if x < 0.5:
+                tokens += sub[0]
+                tags += sub[1]
+        else:
+            words = _VALUES[unit][int(x * len(_VALUES[unit]))].split("_")
+            tokens += words
+            tags += [f"B-{unit}"] + [f"I-{unit}"] * (len(words) - 1)
+    return at
+
+
+def slots_chunks(n: int, seed: int, stream: str = "slots") -> Iterator[list[str]]:
     """The JSON lines of `n` slot rows, one list per chunk."""
-    for u in uniforms(seed, "slots", n, 1 + _SLOT_LMAX):
-        tpl = (u[:, 0] * len(_SLOT_TEMPLATES)).astype(int)
-        ids = np.zeros((len(u), _SLOT_LMAX), dtype=np.int64)
-        for t, template in enumerate(_SLOT_TEMPLATES):
-            rows = np.flatnonzero(tpl == t)
-            for j, w in enumerate(template.split()):
-                slot = w.strip("{}")
-                k = len(_SLOT_VALUES[slot].split()) if w.startswith("{") else 0
-                ids[rows, j] = _SLOT_INDEX[slot] + (u[rows, 1 + j] * k).astype(int)
-        tok, tag = (table[1][ids] for table in (_SLOT_TOK, _SLOT_TAG))
-        tok[:, 0], tag[:, 0] = _SLOT_TOK[0][ids[:, 0]], _SLOT_TAG[0][ids[:, 0]]  # templates start with a literal
-        yield join_lines('\n{"tokens": [', tok, '], "tags": [', tag, "]}")
+    for u in uniforms(seed, stream, n, _WIDTH):
+        lines = []
+        for row in u:
+            tokens: list[str] = []
+            tags: list[str] = []
+            _fill(_TEMPLATES[int(row[0] * len(_TEMPLATES))], row, 1, tokens, tags)
+            lines.append(json.dumps({"tokens": tokens, "tags": tags}, ensure_ascii=False))
+        yield lines
 
 
-def iter_slots(n: int, *, seed: int = 0) -> Iterator[tuple[list[str], list[str]]]:
+def iter_slots(n: int, *, seed: int = 0, stream: str = "slots") -> Iterator[tuple[list[str], list[str]]]:
     """`n` (tokens, BIO tags) rows."""
-    for chunk in slots_chunks(n, seed):
+    for chunk in slots_chunks(n, seed, stream):
         for line in chunk:
             row = json.loads(line)
             yield row["tokens"], row["tags"]

@@ -37,11 +37,12 @@ class DemoPaths:
     slots: Path
     lexicon: Path  # TSV en, de, p of the true table; an empty de is the null translation
     labeled_test: Path  # held out: the classifier of train_classifier is evaluated on it
+    slots_test: Path  # held out: the tagger of train_slot_tagger is evaluated on it
 
     @classmethod
     def at(cls, root: Path) -> DemoPaths:
         names = ["train.en", "train.de", "train.align", "test.en", "test.de", "mono.en", "labeled.tsv", "slots.jsonl",
-                 "lexicon.tsv", "labeled_test.tsv"]
+                 "lexicon.tsv", "labeled_test.tsv", "slots_test.jsonl"]
         return cls(Path(root), *(Path(root) / name for name in names))
 
 
@@ -81,7 +82,7 @@ def write_demo(
     """Write every demo corpus under `root`; the same arguments write the same bytes.
 
     A bad bitext pair corrupts one side and leaves its `train.align` line empty; the line count of the
-    three bitext files stays equal. `test.*`, `labeled_test.tsv` (``test_rows`` rows) and `lexicon.tsv` are
+    three bitext files stays equal. `test.*`, `labeled_test.tsv`, `slots_test.jsonl` (``test_rows`` rows) and `lexicon.tsv` are
     always clean. ``write_demo(root, **conf.demo.model_dump())`` writes a profile's demo data.
 
     Args:
@@ -91,7 +92,7 @@ def write_demo(
         mono_rows: Mono lines.
         labeled_rows: Labelled rows.
         slots_rows: Slot-filling rows.
-        test_rows: Held-out bitext pairs and held-out labelled rows each.
+        test_rows: Held-out bitext pairs, labelled rows and slot rows each.
         bad_rows: Plant the bad lines of `demo.corruptions.bad_lines` in the training files.
 
     Returns:
@@ -108,6 +109,7 @@ def write_demo(
     _write([paths.labeled], labeled_chunks(labeled_rows, seed), planted["labeled"])
     _write([paths.slots], slots_chunks(slots_rows, seed), planted["slots"])
     _write([paths.labeled_test], labeled_chunks(test_rows, seed, stream="labeled_test"), {})
+    _write([paths.slots_test], slots_chunks(test_rows, seed, stream="slots_test"), {})
     lexicon = [f"{en}\t{de}\t{p:g}" for en, t in sorted(TABLE.items()) for de, p in sorted(t.items())]
     _write([paths.lexicon], iter([lexicon]), {})
     by_file = {p.name: planted["bitext"] for p in train}

@@ -20,6 +20,7 @@ from storage.views_doc import (
     TRAIN_CLASSIFIER_VIEWS,
     TRAIN_NMT_VIEWS,
 )
+from storage.views_doc_slots import C2C_VIEWS, TRAIN_SLOT_TAGGER_VIEWS
 
 
 def self_training_lines(s: Mapping[str, Any]) -> list[str]:
@@ -69,6 +70,23 @@ def epida_lines(s: Mapping[str, Any]) -> list[str]:
         for e in ep["evaluation"]]
 
 
+def c2c_lines(s: Mapping[str, Any]) -> list[str]:
+    c = s["c2c"]
+    delex = next((d for d in c["diversity"] if d["level"] == "delexicalised"), None)
+    return ([f"c2c: {c['delexicalised']:,} delexicalised rows ({c['malformed_bio']:,} malformed BIO rejected, "
+            f"{c['no_slots']:,} without slots), {c['clusters']:,} cluster pairs in {c['frames_paired']:,} of "
+            f"{c['frames']:,} frames; {c['generated']:,} generated, {c['kept']:,} new rows in `c2c_generated`"]
+    + ([f"c2c diversity (delexicalised): Inter ratio {delex['inter_ratio']:.1%}, Inter MED {delex['inter_med']:.2f}, "
+        f"Intra ratio {delex['intra_ratio']:.1%}, Intra MED {delex['intra_med']:.2f}"] if delex and delex["generated"]
+       else []))
+
+
+def train_slot_tagger_lines(s: Mapping[str, Any]) -> list[str]:
+    t = s["train_slot_tagger"]
+    return [f"{e['metric']} = {e['mean']:.4f} ± {e['sd']:.4f} on {t['testset']} ({e['arm']}, {t['arms'][e['arm']]:,} "
+            f"rows, {e['seeds']} seed{'s' if e['seeds'] > 1 else ''})" for e in t["summary"] if e["metric"] == "f1"]
+
+
 register(Pipeline(
     "ingest", "flows.ingest:ingest_flow", views=INGEST_VIEWS,
     description="read, validate, reject, shard, deduplicate and clean every dataset"))
@@ -96,3 +114,11 @@ register(Pipeline(
     "train_classifier", "flows.train_classifier:train_classifier_flow", reads=("paraphrase", "epida"),
     views=TRAIN_CLASSIFIER_VIEWS, summary=train_classifier_lines, check=lambda c: c.classifier_datasets(),
     description="a classifier per augmentation (curriculum, none, eda, epida) and seed; accuracy and macro-F1"))
+register(Pipeline(
+    "c2c", "flows.c2c:c2c_flow", reads=("ingest",), views=C2C_VIEWS, summary=c2c_lines,
+    check=lambda c: c.c2c_dataset(),
+    description="cluster-to-cluster generation of slot-filling data, cross expansion, Table 5 diversity (C2C-GenDA)"))
+register(Pipeline(
+    "train_slot_tagger", "flows.train_slot_tagger:train_slot_tagger_flow", reads=("c2c",),
+    views=TRAIN_SLOT_TAGGER_VIEWS, summary=train_slot_tagger_lines, check=lambda c: c.slot_tagger_datasets(),
+    description="a slot tagger per arm (original, original + c2c) and seed; span F1 (conlleval)"))

@@ -19,7 +19,7 @@ from demo.grammar import CLASS_WORDS, TEMPLATES
 from demo.labeled import LABEL_NOUNS
 
 DATA_FILES = ["train.en", "train.de", "train.align", "test.en", "test.de", "mono.en", "labeled.tsv", "slots.jsonl",
-              "labeled_test.tsv"]
+              "labeled_test.tsv", "slots_test.jsonl"]
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +58,8 @@ def test_write_demo_same_seed_same_bytes_other_seed_differs(tmp_path, written):
 def test_demo_paths_name_the_files_under_root(tmp_path):
     paths = DemoPaths.at(tmp_path)
     assert [p.name for p in (paths.train_src, paths.train_tgt, paths.alignments, paths.test_src, paths.test_tgt,
-                             paths.mono, paths.labeled, paths.slots, paths.labeled_test, paths.lexicon)] == DATA_FILES + [
+                             paths.mono, paths.labeled, paths.slots, paths.labeled_test, paths.slots_test,
+                             paths.lexicon)] == DATA_FILES + [
         "lexicon.tsv"]
 
 

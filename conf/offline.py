@@ -17,6 +17,9 @@ OFFLINE_ENV = {
     "TRANSFORMERS_OFFLINE": "1",
     "HF_HUB_DISABLE_TELEMETRY": "1",
     "TOKENIZERS_PARALLELISM": "false",
+    # not network either: transformers' "Loading weights" / "Writing model shards" bars on every model
+    # load and save would fill a nightly's output (they follow huggingface_hub's switch)
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
     # not a network switch, but the same kind of default: on a loaded 2-core machine the temporary
     # Prefect server can take longer than Prefect's 20 s to answer
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",

@@ -78,6 +78,8 @@ def demo(
               "SELECT level, count(*) AS n, round(avg(sim), 3) AS sim, round(avg(CASE WHEN sampler = 'bottom_k' THEN 1 ELSE 0 END), 2) AS bottom_k FROM curriculum GROUP BY level ORDER BY level",
               "SELECT c.level, o.text AS original, c.text AS paraphrase FROM curriculum c JOIN curriculum o ON o.uid = c.parent_uid AND o.level = 0 WHERE c.level = 5 LIMIT 10",
               "SELECT * FROM paraphrase_diversity",
+              "SELECT parent_cluster, rank, delex, array_to_string(tokens, ' ') AS utterance, med_train FROM c2c_generated ORDER BY med_train DESC LIMIT 10",
+              "SELECT * FROM c2c_diversity",
               "SELECT run_id, model_name, testset, metric, round(score, 4) AS score, signature FROM evaluations ORDER BY created_at"):
         out.print(f"  augdag sql{c} \"{q}\"", highlight=False, soft_wrap=True)  # one line: copy-pastable
 

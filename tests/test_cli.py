@@ -19,7 +19,8 @@ from flows import registry
 from storage.views_doc import TABLES, UNDOCUMENTED
 from tests.conftest import REPO, subprocess_env
 
-DEMO_PIPELINES = ["ingest", "self_training", "rejuvenation", "train_nmt", "paraphrase", "epida", "train_classifier"]  # demo.yaml
+DEMO_PIPELINES = ["ingest", "self_training", "rejuvenation", "train_nmt", "paraphrase", "epida", "train_classifier",
+                  "c2c", "train_slot_tagger"]  # demo.yaml
 
 runner = CliRunner()
 
@@ -153,7 +154,7 @@ def test_augdag_demo_exits_0_from_a_clean_cache_with_networking_off(tmp_path):
     if offline:
         assert "ConnectError" not in output and "Name or service not known" not in output
     queries = [line.split("augdag sql", 1)[1] for line in proc.stdout.splitlines() if "augdag sql" in line]
-    assert len(queries) == 12
+    assert len(queries) == 14
     for q in queries:  # every query the demo suggests runs
         assert runner.invoke(app, ["sql", q.split('"')[1], "--cache", str(tmp_path / "cache")]).exit_code == 0, q
     cache = str(tmp_path / "cache")
@@ -201,6 +202,13 @@ def test_augdag_demo_exits_0_from_a_clean_cache_with_networking_off(tmp_path):
     assert [(r["round"], r["scored"], r["kept"]) for r in per_round] == [
         (r, 9 * found["labeled"], 3 * found["labeled"]) for r in (0, 1)]
     assert "epida (both, online, K = 3, m = 3) round 1: kept" in proc.stdout
+    # issue 16: C2C-GenDA and the slot taggers in the demo
+    found = rows("SELECT (SELECT count(*) FROM c2c_generated) AS kept, (SELECT count(*) FROM c2c_generated g ANTI JOIN "
+                 "cluster_pairs p ON p.cluster = g.parent_cluster) AS orphans, (SELECT count(*) FROM c2c_generated g "
+                 "JOIN delexicalised d ON d.text = g.delex) AS copies, (SELECT count(DISTINCT arm) FROM evaluations "
+                 "WHERE model_name = 'slot_tagger' AND metric = 'f1') AS arms")[0]
+    assert found["kept"] > 0 and found["orphans"] == 0 and found["copies"] == 0 and found["arms"] == 2
+    assert "c2c diversity (delexicalised): Inter ratio" in proc.stdout and "(original+c2c, " in proc.stdout
     # issue 6: the demo is one nightly run; its totals add up to the shard records of its pipelines, each
     # artifact's shards once however many pipelines read it (a re-read is cached: counted again, rows double)
     first = json.loads(rows("SELECT summary FROM runs WHERE pipeline = 'nightly'")[0]["summary"])

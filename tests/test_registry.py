@@ -75,7 +75,7 @@ def toy(tmp_path):
 
 def test_registry_lists_the_built_in_pipelines_dependencies_first():
     assert registry.names() == ("ingest", "self_training", "rejuvenation", "paraphrase", "train_nmt", "epida",
-                                "train_classifier")
+                                "train_classifier", "c2c", "train_slot_tagger")
     assert registry.depends(["train_nmt", "ingest", "rejuvenation"]) == {
         "train_nmt": ["rejuvenation"], "ingest": [], "rejuvenation": ["ingest"]}
 

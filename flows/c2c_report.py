@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from conf.slots import C2cConf
 from flows.driver import Run
@@ -24,11 +23,9 @@ def counts(result: Generated) -> dict[str, Any]:
     """Rows through the stages (from the manifests and the pairs table)."""
     pairs = result.pairs.parts().table(["frame", "cluster", "role"])
     frames = result.delexicalised.parts().table(["frame"])["frame"]
-    dropped = result.generated.parts().dir.glob("dropped-*.parquet")
     reasons: dict[str, int] = {}
-    for path in dropped:
-        for why in pq.read_table(path, columns=["reason"])["reason"].to_pylist():
-            reasons[why] = reasons.get(why, 0) + 1
+    for why in result.generated.parts("dropped").table(["reason"])["reason"].to_pylist():
+        reasons[why] = reasons.get(why, 0) + 1
     return {"delexicalised": artifact_rows(result.delexicalised),
             "malformed_bio": artifact_rows(result.delexicalised, "rejects"),
             "no_slots": artifact_rows(result.delexicalised, "dropped"),

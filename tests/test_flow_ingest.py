@@ -51,9 +51,9 @@ def test_ingest_flow_accounts_for_every_input_row(prefect_harness, demo_data, tm
     summary = _ingest(_conf(tmp_path, paths.root))
     stages = {(s["stage"], s["dataset"]): s for s in summary["stages"]}
     lines = {"demo_bitext": 3000, "demo_test": 300, "demo_mono": 1000, "demo_labeled": 600, "demo_labeled_test": 300,
-             "demo_slots": 600}
+             "demo_slots": 600, "demo_slots_test": 300}
     planted = {"demo_bitext": "train.en", "demo_test": "test.en", "demo_mono": "mono.en", "demo_labeled": "labeled.tsv",
-               "demo_labeled_test": "labeled_test.tsv", "demo_slots": "slots.jsonl"}
+               "demo_labeled_test": "labeled_test.tsv", "demo_slots": "slots.jsonl", "demo_slots_test": "slots_test.jsonl"}
     cat = Catalog(tmp_path)
     for ds, n in lines.items():
         read, clean = stages[("read", ds)]["rows_out"], stages[("clean", ds)]["rows_out"]
@@ -66,8 +66,9 @@ def test_ingest_flow_accounts_for_every_input_row(prefect_harness, demo_data, tm
                       "(SELECT count(*) FROM labeled) l, (SELECT count(*) FROM slots) s").to_pylist()[0]
     bitext_rows = sum(stages[("clean", ds)]["rows_out"]["part"] for ds in ("demo_bitext", "demo_test"))
     labeled_rows = sum(stages[("clean", ds)]["rows_out"]["part"] for ds in ("demo_labeled", "demo_labeled_test"))
+    slots_rows = sum(stages[("clean", ds)]["rows_out"]["part"] for ds in ("demo_slots", "demo_slots_test"))
     assert views == {"b": bitext_rows, "m": stages[("clean", "demo_mono")]["rows_out"]["part"],
-                     "l": labeled_rows, "s": stages[("clean", "demo_slots")]["rows_out"]["part"]}
+                     "l": labeled_rows, "s": slots_rows}
     # no duplicate survives, and every kept row traces back to its input line
     assert cat.query("SELECT count(*) - count(DISTINCT uid) AS d FROM bitext").to_pylist() == [{"d": 0}]
     src = paths.train_src.read_bytes().split(b"\n")
@@ -84,7 +85,7 @@ def test_cached_rerun_registers_no_new_artifacts_and_param_change_recomputes_dow
     again = _ingest(_conf(tmp_path, paths.root))
     assert {s["status"] for s in again["stages"]} == {"cached"}
     assert [s["fingerprint"] for s in again["stages"]] == [s["fingerprint"] for s in first["stages"]]
-    assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist()[0]["n"] == n_artifacts == 18  # 6 datasets × read, duplicates, clean
+    assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist()[0]["n"] == n_artifacts == 21  # 7 datasets × read, duplicates, clean
     assert _parts(tmp_path) == before
     shards = cat.query("SELECT status, count(*) AS n FROM stage_runs WHERE run_id = $r GROUP BY status",
                        {"r": again["run_id"]}).to_pylist()
@@ -93,7 +94,7 @@ def test_cached_rerun_registers_no_new_artifacts_and_param_change_recomputes_dow
     status = {(s["stage"], s["dataset"]): s["status"] for s in changed["stages"]}
     assert status[("read", "demo_bitext")] == status[("duplicates", "demo_bitext")] == "cached"
     assert status[("clean", "demo_bitext")] == "computed"
-    assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist()[0]["n"] == 24  # + a new clean artifact per dataset
+    assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist()[0]["n"] == 28  # + a new clean artifact per dataset
     assert cat.query("SELECT count(*) AS n FROM bitext WHERE source = 'demo_bitext'").to_pylist()[0]["n"] == next(
         s["rows_out"]["part"] for s in changed["stages"] if s["stage"] == "clean" and s["dataset"] == "demo_bitext")
 
@@ -172,7 +173,7 @@ def test_two_concurrent_ingest_runs_on_one_cache_both_succeed(demo_data, tmp_pat
     assert [p.returncode for p in procs] == [0, 0], "\n".join(o[-2000:] for o in outputs)
     cat = Catalog(cache)
     assert cat.query("SELECT count(*) AS n, count(*) FILTER (status = 'completed') AS ok FROM runs").to_pylist() == [{"n": 2, "ok": 2}]
-    assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist() == [{"n": 36}]  # 2 runs × 6 datasets × read, duplicates, clean
+    assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist() == [{"n": 42}]  # 2 runs × 7 datasets × read, duplicates, clean
     # each run's clean artifacts hold the same rows whatever the shard size
     rows = cat.query("SELECT dataset, count(DISTINCT rows) AS variants FROM artifacts WHERE stage = 'clean' GROUP BY dataset")
     assert set(rows["variants"].to_pylist()) == {1}

@@ -193,7 +193,8 @@ def assert_every_pipeline_completed(cache: Path, flow_run_id: str) -> dict:
     assert found["sampled"] == int(0.2 * found["mono"]) and 0 < found["synthetic"] <= found["sampled"]  # self_training
     assert found["inactive"] == found["rejuvenated"] == int(0.1 * found["scored"]) > 0  # rejuvenation
     assert found["originals"] == found["labeled"] and found["paraphrases"] == 2 * found["labeled"]  # paraphrase, β = 0
-    assert found["metrics"] == ["BLEU", "accuracy", "chrF", "macro_f1"]  # train_nmt, train_classifier
+    # train_nmt, train_classifier, train_slot_tagger
+    assert found["metrics"] == ["BLEU", "accuracy", "chrF", "f1", "macro_f1", "precision", "recall"]
     return run
 
 
@@ -356,7 +357,7 @@ def test_demo_data_follows_the_cache_not_the_working_directory(server, tmp_path)
     missing = augdag(elsewhere, "run", "ingest", "--config", "demo", AUGDAG_CACHE=str(cache))
     assert missing.returncode == 2
     assert missing.stderr.splitlines() == [f"error: datasets.demo_bitext: {cache}/demo-data/train.en: no such file "
-                                           "(and 7 more missing)"]
+                                           "(and 8 more missing)"]
     from demo import write_demo
 
     write_demo(cache / "demo-data", bitext_rows=100, mono_rows=100, labeled_rows=100, slots_rows=100, test_rows=50)

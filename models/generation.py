@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from conf.errors import ModelError
+from models.banned import BannedTokensLogitsProcessor
 from models.bottom_k import BottomKLogitsProcessor
 from models.candidates import BOTTOM_K, TOP_K_TOP_P
 from models.nmt.base import (
@@ -106,15 +107,19 @@ class HFParaphraser:
     def fingerprint(self) -> str:
         return fingerprint("hf-paraphraser", "1", {"prompt": self.prompt}, [hash_inputs([local_files(self.path)])])
 
-    def generate(self, texts: Sequence[str], plan: Plan, *, max_tokens: int = 4096,
-                 max_len_a: float = 1.5, max_len_b: int = 10) -> dict[str, list[list[str]]]:
-        """``n`` samples per text for each (sampler, n) of ``plan``, in input order."""
+    def generate(self, texts: Sequence[str], plan: Plan, *, max_tokens: int = 4096, max_len_a: float = 1.5,
+                 max_len_b: int = 10, banned: Sequence[Sequence[str]] | None = None) -> dict[str, list[list[str]]]:
+        """``n`` samples per text for each (sampler, n) of ``plan``, in input order; ``banned``: words per text
+        that its samples must not start a token with (``models.banned``)."""
+        from models.banned import banned_token_ids
+
         prompts = [self.prompt.format(text=t) for t in texts]
         ids = self.tokenizer(prompts, truncation=True)["input_ids"]
-        return {s.name: self._sample(ids, s, n, max_tokens, max_len_a, max_len_b) for s, n in plan}
+        bans = [banned_token_ids(self.tokenizer, words) for words in banned] if banned is not None else None
+        return {s.name: self._sample(ids, s, n, max_tokens, max_len_a, max_len_b, bans) for s, n in plan}
 
     def _sample(self, ids: list[list[int]], sampler: Sampler, n: int, max_tokens: int, a: float,
-                b: int) -> list[list[str]]:
+                b: int, bans: list[list[int]] | None = None) -> list[list[str]]:
         import torch
         from transformers import LogitsProcessorList
 
@@ -129,6 +134,8 @@ class HFParaphraser:
                 start = 1 if self.encoder_decoder else width
                 processors = LogitsProcessorList([BottomKLogitsProcessor(sampler.bottom_k, sampler.bottom_k_steps,
                                                                          start=start)])
+                if bans is not None:
+                    processors.append(BannedTokensLogitsProcessor([bans[i] for i in batch], n=n))
                 generated = self.model.generate(
                     **inputs, do_sample=True, num_beams=1, num_return_sequences=n, top_k=sampler.top_k,
                     top_p=sampler.top_p, temperature=sampler.temperature, logits_processor=processors,
@@ -164,3 +171,17 @@ class RoundTripParaphraser:
             back = self.backward.translate(repeated, sampler.decode_options(), max_tokens=max_tokens) if n else []
             out[sampler.name] = [back[i * n:(i + 1) * n] for i in range(len(pivots))]
         return out
+
+    def generate_constrained(self, texts: Sequence[str], *, n: int, banned: Sequence[Sequence[str]],
+                             required: Sequence[Sequence[str]], max_tokens: int = 4096) -> list[list[str]]:
+        """Up to ``n`` paraphrases per text under lexical constraints: the pivot by beam search, then the
+        return decoder's ``n`` best (beam ``n``) without the ``banned`` words and, where ``required`` has
+        words, with each of them (fairseq's lexically constrained beam search). Needs a native fairseq
+        return model; the others have no per-sentence constraints here."""
+        if not hasattr(self.backward, "translate_constrained"):
+            raise ModelError(f"round trip: the return model {self.backward.fingerprint()[:12]} has no lexically "
+                             "constrained decoding (a native fairseq model has). Hint: paraphrase.generator.backward"
+                             ".inference: native with backend fairseq, or mt_paraphrase.decode: sample")
+        pivots = self.pivots(texts, max_tokens=max_tokens)
+        return self.backward.translate_constrained(pivots, banned=banned, required=required, beam=n, nbest=n,
+                                                   max_tokens=max_tokens)

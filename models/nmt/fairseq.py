@@ -150,6 +150,43 @@ class FairseqModel(NMTModel):
                 hyps.update((i, h[0]["tokens"]) for i, h in zip(rows, found))
         return self._detokenise([hyps.get(i) for i in range(len(src))])
 
+    def translate_constrained(self, src: Sequence[str], *, banned: Sequence[Sequence[str]],
+                              required: Sequence[Sequence[str]], beam: int = 4, nbest: int = 1, lenpen: float = 1.0,
+                              max_len_a: float = 1.5, max_len_b: int = 10, max_tokens: int = 4096) -> list[list[str]]:
+        """The ``nbest`` best hypotheses of a beam search per sentence (an empty source: none), never emitting
+        the first subword of a ``banned`` word (as written, lower-cased or capitalised) and, where a
+        sentence has ``required`` words, holding each one (fairseq's lexically constrained beam search;
+        ``models.nmt.fairseq_constrained``). A word whose subwords fall outside the dictionary cannot be
+        required: it is left out of the constraints (the caller checks the output)."""
+        import torch
+
+        from models.nmt.fairseq_constrained import banned_mask, constrained_generator, packed_constraints
+
+        d, unk = self.tgt_dict, self.tgt_dict.unk()
+        first = lambda w: [i for i in self._ids([w], d)[0] if self.tgt_dict[i] != "▁"][:1]  # noqa: E731
+        bans = [sorted({i for w in words for v in {w, w.lower(), w.capitalize()} for i in first(v) if i != unk})
+                for words in banned]
+        needs = [[ids for w in words if (ids := self._ids([w], d)[0]) and unk not in ids] for words in required]
+        max_src = self.max_positions()[0]
+        ids = [s[:max_src - 1] for s in self._ids(src, self.src_dict)]
+        todo = [i for i, s in enumerate(ids) if s]
+        out: list[list[str]] = [[] for _ in src]
+        longest = max((sum(len(p) for p in phrases) for phrases in needs), default=0)  # room for the constraints
+        generator = constrained_generator(self.model, d, beam=beam, lenpen=lenpen, max_len_a=max_len_a,
+                                          max_len_b=max_len_b + longest, positive=any(needs)).to(self.device).eval()
+        with torch.inference_mode():
+            for batch in length_batches([(len(ids[i]) + 1) * beam for i in todo], max_tokens=max_tokens):
+                rows = [todo[j] for j in batch]
+                tokens, lengths = self._collate_source([ids[i] for i in rows])
+                generator.search.banned = banned_mask([bans[i] for i in rows], len(d))
+                extra = {"constraints": packed_constraints([needs[i] for i in rows]).to(self.device)} \
+                    if any(needs) else {}
+                found = generator.generate([self.model], {"net_input": {"src_tokens": tokens, "src_lengths": lengths}},
+                                           **extra)
+                for i, hyps in zip(rows, found):
+                    out[i] = self._detokenise([h["tokens"] for h in hyps[:nbest]])
+        return out
+
     def fingerprint(self) -> str:
         """A content hash of the checkpoint, the dictionaries and the subword model."""
         files = [self.files.checkpoint, *sorted(self.path.glob("dict.*.txt"))]

@@ -41,7 +41,9 @@ def paraphrase_bitext(run: Run, conf: AugdagConf) -> dict[str, Any]:
     reasons: dict[str, int] = {}
     for why in kept.parts("dropped").table(["reason"])["reason"].to_pylist():
         reasons[why] = reasons.get(why, 0) + 1
-    return {"bitext": name, "side": m.side, "generator": gen.described, "pairs": artifact_rows(rows),
+    decode = (f"the return model's {m.n} best under fairseq's lexically constrained beam search" if m.decode ==
+              "constrained" else f"{m.n} top-k/top-p samples (k {m.top_k}, p {m.top_p})")
+    return {"bitext": name, "side": m.side, "generator": gen.described, "decode": decode, "pairs": artifact_rows(rows),
             "candidates": artifact_rows(cands), "paraphrased": artifact_rows(kept), "dropped": dict(sorted(reasons.items()))}
 
 

@@ -27,6 +27,7 @@ from flows.runners import default_task_runner
 from storage.catalog import Catalog
 from tasks.classify import LOSSES, classifier_builder
 from tasks.epida_train import trainer
+from tasks.evaluation import mean_sd
 from tasks.mix import content_hash
 
 CLASSIFIER_VERSION = "1"
@@ -122,19 +123,9 @@ def train_and_evaluate(run: Run, conf: AugdagConf) -> dict[str, Any]:
             if losses is None and augmentation == "curriculum":
                 losses = pq.read_table(Path(model.path) / LOSSES)
     return {"testset": test_name, "schedule": tc.schedule, "labels": labels, "augmentation": list(tc.augmentation),
-            "seeds": tc.seed_list(), "evaluation": evaluations, "summary": mean_sd(evaluations),
+            "seeds": tc.seed_list(), "evaluation": evaluations,
+            "summary": mean_sd(evaluations, by="augmentation"),
             "loss_per_level": loss_per_level(losses) if losses is not None else [], "_losses": losses}
-
-
-def mean_sd(evaluations: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Mean ± sample sd of each metric over the seeds of each augmentation (sd 0 for one seed)."""
-    import statistics
-
-    groups: dict[tuple[str, str], list[float]] = {}
-    for e in evaluations:
-        groups.setdefault((e["augmentation"], e["metric"]), []).append(e["score"])
-    return [{"augmentation": a, "metric": m, "seeds": len(v), "mean": statistics.fmean(v),
-             "sd": statistics.stdev(v) if len(v) > 1 else 0.0} for (a, m), v in groups.items()]
 
 
 def loss_per_level(losses: pa.Table) -> list[dict[str, Any]]:

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import dataclasses
-import statistics
 from typing import Any
 
 import pyarrow as pa
@@ -23,6 +22,7 @@ from flows.driver import ModelRef, Run, run_model_stage, run_stage
 from flows.ingest import ingest_dataset
 from flows.reporting import publish
 from flows.runners import default_task_runner
+from tasks.evaluation import mean_sd
 from tasks.mix import content_hash
 from tasks.slot_tagging import SCORE_TAGS, TAG_SLOTS, pairs_of, tagger_trainer, valid_bio
 
@@ -89,14 +89,6 @@ def train_and_evaluate(run: Run, conf: AugdagConf) -> Tagged:
     return Tagged(train_name, test_name, scores, malformed, {a: rows.num_rows for a, rows in arms.items()})
 
 
-def mean_sd(scores: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    groups: dict[tuple[str, str], list[float]] = {}
-    for s in scores:
-        groups.setdefault((s["arm"], s["metric"]), []).append(s["score"])
-    return [{"arm": a, "metric": m, "seeds": len(v), "mean": statistics.fmean(v),
-             "sd": statistics.stdev(v) if len(v) > 1 else 0.0} for (a, m), v in groups.items()]
-
-
 def publish_report(run: Run, result: Tagged, summary: list[dict[str, Any]]) -> dict[str, str]:
     from tasks.report import bar_figure, markdown_table
 
@@ -118,7 +110,7 @@ def train_slot_tagger_flow(conf: AugdagConf, profile: str = "", config: dict[str
     """Train and evaluate a slot tagger per arm and seed; returns the run summary (also in the catalog)."""
     with Run.started(conf, pipeline="train_slot_tagger", profile=profile, config=config) as run:
         result = train_and_evaluate(run, conf)
-        summary = mean_sd(result.evaluation)
+        summary = mean_sd(result.evaluation, by="arm")
         reports = publish_report(run, result, summary)
     return run.finish(extra={"train_slot_tagger": {
         "dataset": result.dataset, "testset": result.testset, "arms": result.rows, "summary": summary,

@@ -16,9 +16,7 @@ selection; the generator is models.c2c's.
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -32,6 +30,7 @@ from storage.schemas import DROPPED_EXTRA, with_uid
 from tasks.c2c_delex import draw_values, relexicalise_row, value_pool
 from tasks.c2c_diversity import DIVERSITY, diversity_table
 from tasks.edit_distance import TokenCodes, min_distances
+from tasks.loading import loaded
 from tasks.stage import Stage
 
 GENERATED = pa.schema([
@@ -75,15 +74,13 @@ def c2c_trainer(pairs: pa.Table, *, fold: int, settings: Mapping[str, Any], devi
     return build
 
 
-_LOADING = threading.Lock()  # one model load at a time per process (transformers' loading is not thread-safe)
-
-
-@functools.lru_cache(maxsize=2)
-def _generator(model_path: str, device: str, threads: int):
+def _load_generator(model_path: str, device: str, threads: int):
     from models.c2c import C2CGenerator
 
-    with _LOADING:
-        return C2CGenerator.load(model_path, device=device, threads=threads)
+    return C2CGenerator.load(model_path, device=device, threads=threads)
+
+
+_generator = loaded(_load_generator, maxsize=2)
 
 
 def _seed(*parts: object) -> list[int]:

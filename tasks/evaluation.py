@@ -6,8 +6,9 @@ scores are a reduce step over every shard, since BLEU and chrF are corpus statis
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -39,6 +40,18 @@ def corpus_scores(hyps: Sequence[str], refs: Sequence[str]) -> pa.Table:
         rows.append({"metric": name, "score": float(score.score), "signature": str(metric.get_signature()),
                      "sentences": len(hyps)})
     return pa.Table.from_pylist(rows, schema=SCORES)
+
+
+def mean_sd(scores: Sequence[Mapping[str, Any]], *, by: str) -> list[dict[str, Any]]:
+    """Mean ± sample sd (0 for one seed) of each metric over the seeds of each ``by`` group (an arm), in the
+    order the groups first appear."""
+    import statistics
+
+    groups: dict[tuple[Any, str], list[float]] = {}
+    for s in scores:
+        groups.setdefault((s[by], s["metric"]), []).append(s["score"])
+    return [{by: g, "metric": m, "seeds": len(v), "mean": statistics.fmean(v),
+             "sd": statistics.stdev(v) if len(v) > 1 else 0.0} for (g, m), v in groups.items()]
 
 
 def evaluate(parts: Parts) -> pa.Table:

@@ -12,8 +12,6 @@ transformers, seqeval).
 
 from __future__ import annotations
 
-import functools
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ import pyarrow as pa
 
 from conf.errors import InputError
 from tasks.c2c_delex import MalformedBio, delexicalise_row
+from tasks.loading import loaded
 from tasks.stage import Stage
 
 PREDICTIONS = pa.schema([
@@ -63,15 +62,13 @@ def tagger_trainer(train: Sequence[tuple[list[str], list[str]]], dev: Sequence[t
     return build
 
 
-_LOADING = threading.Lock()  # one model load at a time per process (transformers' loading is not thread-safe)
-
-
-@functools.lru_cache(maxsize=4)
-def _tagger(model_path: str, device: str, threads: int):
+def _load_tagger(model_path: str, device: str, threads: int):
     from models.tagger import SlotTagger
 
-    with _LOADING:
-        return SlotTagger.load(model_path, device=device, threads=threads)
+    return SlotTagger.load(model_path, device=device, threads=threads)
+
+
+_tagger = loaded(_load_tagger)
 
 
 def tag_slots(rows: pa.Table, *, taggers: list[dict[str, Any]], paths: Mapping[str, str] | None = None,

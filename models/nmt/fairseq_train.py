@@ -5,6 +5,9 @@ Training is fairseq's own CLIs, ``fairseq_cli.preprocess`` (one joined dictionar
 fairseq runs, and fairseq is imported once: that import alone takes 10-20 s on 2 busy cores).
 Hand-written: the command lines built from ``NMTTrainConf``, the joint SentencePiece model around them,
 and the log streaming (each line to ``log``, the update count to ``progress``): fairseq's CLIs only print.
+Continued training (``init``) restarts fairseq-train from a model augdag trained (``--restore-file``,
+optimizer, lr scheduler, data order and meters reset) with that model's subwords and dictionary; fairseq's
+own ``torch.load`` of it runs in the subprocess with ``weights_only`` and augdag's allow-list.
 The directory written is what ``models.nmt.fairseq.FairseqModel.load`` reads; its card's sha256 is what
 makes the checkpoint trusted (``models.nmt.fairseq_checkpoint``).
 """
@@ -15,6 +18,7 @@ import collections
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,18 +28,19 @@ from pathlib import Path
 from conf.errors import ModelError
 from conf.schema import NMTTrainConf
 from models.nmt.base import CARD, ModelCard, check_pairs, cpu_threads, pick_device
-from models.nmt.fairseq_checkpoint import CHECKPOINT, SUBWORDS
+from models.nmt.fairseq_checkpoint import ALLOWED_GLOBALS, CHECKPOINT, SUBWORDS, locate, trust
 from models.nmt.subwords import SentencePiece, one_line, train_sentencepiece
 from storage.artifacts import hash_file
 
 SRC, TGT = "src", "tgt"  # the language names of the models augdag trains (dict.src.txt, dict.tgt.txt)
+INIT, INIT_DICT = "init.pt", "init.dict.txt"  # continued training: the first model's checkpoint and dictionary
 LOG_TAIL = 20  # log lines quoted when a fairseq command fails
 _UPDATES = re.compile(r"num_updates[ =|]+(\d+)")
 
 
 def train_fairseq(src: Sequence[str], tgt: Sequence[str], out_dir: Path, conf: NMTTrainConf, *,
-                  log: Callable[[str], None] = print, progress: Callable[[int, int], None] | None = None,
-                  threads: int = 0, device: str = "auto") -> Path:
+                  init: Path | None = None, log: Callable[[str], None] = print,
+                  progress: Callable[[int, int], None] | None = None, threads: int = 0, device: str = "auto") -> Path:
     """Train a fairseq transformer on the pairs (src[i], tgt[i]) and write a loadable model directory.
 
     A joint SentencePiece BPE model (``conf.vocab_size``) turns both sides into pieces; fairseq builds one
@@ -49,6 +54,11 @@ def train_fairseq(src: Sequence[str], tgt: Sequence[str], out_dir: Path, conf: N
         tgt: Their translations; pairs with an empty side are left out (``meta.pairs`` counts the rest).
         out_dir: The model directory to write (created; existing files of the same names are replaced).
         conf: Architecture, sizes and optimisation (``extra_args`` go to fairseq-train verbatim).
+        init: Continued training: a model directory augdag trained (its card's sha256 must match). Its
+            checkpoint's weights are the start (fairseq's ``--restore-file`` with ``--reset-optimizer
+            --reset-lr-scheduler --reset-dataloader --reset-meters``: ``conf.lr``, ``warmup_updates`` and
+            ``max_update`` apply afresh), its SentencePiece model and dictionary are reused and copied to
+            ``out_dir`` (``conf.vocab_size`` is not used); ``conf``'s sizes must be the model's.
         log: Receives fairseq's output, one line at a time.
         progress: Called with (updates done, ``conf.max_update``) as fairseq reports them.
         threads: CPU threads of the training process (0: every core).
@@ -58,7 +68,8 @@ def train_fairseq(src: Sequence[str], tgt: Sequence[str], out_dir: Path, conf: N
         ``out_dir``.
 
     Raises:
-        ModelError: no pairs, or a fairseq command failed (the message quotes its last log lines).
+        ModelError: no pairs, ``init`` is not a model augdag trained, or a fairseq command failed (the message
+            quotes its last log lines).
     """
     check_pairs(src, tgt)
     out_dir = Path(out_dir)
@@ -69,20 +80,46 @@ def train_fairseq(src: Sequence[str], tgt: Sequence[str], out_dir: Path, conf: N
     (out_dir / CARD).unlink(missing_ok=True)  # the card comes last: a directory without one is unfinished
     with tempfile.TemporaryDirectory(prefix=f".{out_dir.name}.fairseq-work-", dir=out_dir.parent) as work:
         work = Path(work)
+        init_sha = None if init is None else initial_model(init, work)  # its checkpoint, subwords and dictionary
         sp = SentencePiece(train_sentencepiece([s for p in pairs for s in p], work / SUBWORDS,
-                                               vocab_size=conf.vocab_size))
+                                               vocab_size=conf.vocab_size) if init is None else work / SUBWORDS)
         for lang, side in ((SRC, 0), (TGT, 1)):
             _write_pieces(sp, [p[side] for p in pairs], work / f"train.{lang}")
-        steps = [_preprocess_args(work), train_args(work, conf, pick_device(device))]
+        steps = [_preprocess_args(work, srcdict=None if init is None else work / INIT_DICT),
+                 train_args(work, conf, pick_device(device)) + ([] if init is None else restore_args(work / INIT))]
         run_fairseq(steps, env=_subprocess_env(threads), log=log, on_line=progress_parser(progress, conf.max_update),
-                    what=f"fairseq-preprocess + fairseq-train for {out_dir}")
+                    what=f"fairseq-preprocess + fairseq-train for {out_dir}", allow_listed=init is not None)
         for name in (SUBWORDS, *(f"bin/dict.{lang}.txt" for lang in (SRC, TGT)), "checkpoints/checkpoint_last.pt"):
             os.replace(work / name, out_dir / (CHECKPOINT if name.endswith(".pt") else Path(name).name))
     ModelCard(backend="fairseq", subwords=SUBWORDS, checkpoint=CHECKPOINT,
               checkpoint_sha256=hash_file(out_dir / CHECKPOINT),
-              meta={"train": conf.model_dump(), "pairs": len(pairs), "src_lang": SRC, "tgt_lang": TGT}
+              meta={"train": conf.model_dump(), "pairs": len(pairs), "src_lang": SRC, "tgt_lang": TGT,
+                    **({"init": {"checkpoint_sha256": init_sha}} if init_sha else {})}
               ).write(out_dir)
     return out_dir
+
+
+def initial_model(init: Path, work: Path) -> str:
+    """Copy the model continued training starts from into ``work`` (``INIT``, its subword model and joined
+    dictionary ``INIT_DICT``) and return its checkpoint's sha256. Only a model augdag trained (the card's
+    sha256 matches the copied bytes, the ones fairseq-train unpickles allow-listed)."""
+    files = locate(init)
+    if files.subwords is None or not (files.directory / f"dict.{SRC}.txt").is_file():
+        raise ModelError(f"{files.directory}: continued training needs the first model's subword model ({SUBWORDS}) "
+                         f"and dictionary (dict.{SRC}.txt) beside its checkpoint")
+    shutil.copyfile(files.checkpoint, work / INIT)
+    sha256 = hash_file(work / INIT)
+    trust(files, sha256, trusted=False)
+    shutil.copyfile(files.subwords, work / SUBWORDS)
+    shutil.copyfile(files.directory / f"dict.{SRC}.txt", work / INIT_DICT)
+    return sha256
+
+
+def restore_args(checkpoint: Path) -> list[str]:
+    """fairseq-train's options to start from the checkpoint's weights with a fresh optimizer, lr schedule and
+    data order."""
+    return ["--restore-file", str(checkpoint.absolute()), "--reset-optimizer", "--reset-lr-scheduler",
+            "--reset-dataloader", "--reset-meters"]
 
 
 def _write_pieces(sp: SentencePiece, texts: Sequence[str], path: Path) -> None:
@@ -98,9 +135,10 @@ def _subprocess_env(threads: int) -> dict[str, str]:
             "PYTHONUNBUFFERED": "1"}
 
 
-def _preprocess_args(work: Path) -> list[str]:
+def _preprocess_args(work: Path, srcdict: Path | None = None) -> list[str]:
     return ["fairseq_cli.preprocess", "--source-lang", SRC, "--target-lang", TGT, "--trainpref",
-            str(work / "train"), "--destdir", str(work / "bin"), "--joined-dictionary", "--workers", "1"]
+            str(work / "train"), "--destdir", str(work / "bin"), "--joined-dictionary", "--workers", "1",
+            *(["--srcdict", str(srcdict)] if srcdict is not None else [])]
 
 
 def train_args(work: Path, conf: NMTTrainConf, device: str) -> list[str]:
@@ -137,6 +175,10 @@ def progress_parser(progress: Callable[[int, int], None] | None, total: int) -> 
 
 
 _DRIVER = """import importlib, json, sys
+allowed = json.loads(sys.argv[2])
+if allowed:  # fairseq's torch.load (weights_only, torch >= 2.6) of augdag's own checkpoint: its allow-list
+    import torch
+    torch.serialization.add_safe_globals([getattr(importlib.import_module(m), n) for m, n in allowed])
 for step in json.loads(sys.argv[1]):
     print("augdag: python -m", " ".join(step), flush=True)
     sys.argv = step
@@ -145,11 +187,13 @@ for step in json.loads(sys.argv[1]):
 
 
 def run_fairseq(steps: list[list[str]], *, env: dict[str, str], log: Callable[[str], None], what: str,
-                on_line: Callable[[str], None] | None = None) -> None:
+                on_line: Callable[[str], None] | None = None, allow_listed: bool = False) -> None:
     """Run fairseq CLI modules (``[module, *args]`` each, as ``python -m`` would) in one subprocess of this
-    interpreter, streaming its output (stdout and stderr) line by line to ``log``."""
+    interpreter, streaming its output (stdout and stderr) line by line to ``log``. ``allow_listed``: torch
+    unpickles checkpoints there with ``ALLOWED_GLOBALS`` (only for checkpoints whose trust was checked)."""
     tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL)
-    cmd = [sys.executable, "-c", _DRIVER, json.dumps(steps)]
+    allowed = [[g.__module__, g.__qualname__] for g in ALLOWED_GLOBALS] if allow_listed else []
+    cmd = [sys.executable, "-c", _DRIVER, json.dumps(steps), json.dumps(allowed)]
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                           env=env, text=True, bufsize=1, errors="replace") as proc:
         for line in proc.stdout:

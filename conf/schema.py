@@ -15,6 +15,7 @@ from pydantic import AfterValidator, Field, model_validator
 
 from conf.base import ConfModel
 from conf.classifier import ClassifierConf, EpidaConf, TrainClassifierConf  # noqa: F401 — part of the schema
+from conf.experiments import TrainNMTConf  # noqa: F401 — train_nmt's arms, part of the schema
 from conf.nmt import NMTConf, NMTTrainConf  # noqa: F401 — the NMT sections, part of the schema
 from conf.pipelines import check_enabled, known_pipeline
 from conf.slots import C2cConf, TrainSlotTaggerConf
@@ -222,18 +223,6 @@ class OrchestrationConf(ConfModel):
     gpu_slots: int | None = Field(None, ge=1)  # `gpu`-tagged tasks at once (a Prefect tag limit); None: no limit
 
 
-class TrainNMTConf(ConfModel):
-    """The downstream student (train_nmt flow): a training mix selected from the catalog with SQL, a fairseq
-    student, sacrebleu BLEU and chrF on a test set, all registered in the catalog (`models`, `evaluations`)."""
-
-    mix: dict[str, str] = {}  # name -> SQL over the catalog's views returning (src, tgt); default below
-    copies: dict[str, int] = {}  # name -> times its rows enter the training data (default 1)
-    test: str | None = None  # a bitext dataset held out for evaluation (default: the profile's only bitext)
-    student: NMTConf = NMTConf()
-    beam: int = Field(5, ge=1)
-    lenpen: float = 1.0
-
-
 class NightlyConf(ConfModel):
     """The nightly run (flows/nightly.py) and its deployment (prefect.yaml, `augdag serve`)."""
 
@@ -290,8 +279,12 @@ class AugdagConf(ConfModel):
         elif self.paraphrase.generator.model is None:
             raise ValueError("paraphrase.generator.model: kind 'hf' needs a model (local path or HF name)")
 
-    def train_nmt_test(self) -> str:
-        return self.dataset_of_kind(self.train_nmt.test, "bitext", "train_nmt.test")
+    def train_nmt_test(self) -> list[str]:
+        """train_nmt's held-out test sets: `tests`, else [`test`], else the profile's only bitext."""
+        tn = self.train_nmt
+        if tn.tests:
+            return [self.dataset_of_kind(t, "bitext", f"train_nmt.tests[{i}]") for i, t in enumerate(tn.tests)]
+        return [self.dataset_of_kind(tn.test, "bitext", "train_nmt.test")]
 
     def paraphrase_dataset(self) -> str:
         """The dataset PCC paraphrases: named (labeled or mono), else the profile's only labeled one."""

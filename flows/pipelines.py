@@ -37,8 +37,19 @@ def rejuvenation_lines(s: Mapping[str, Any]) -> list[str]:
 
 
 def train_nmt_lines(s: Mapping[str, Any]) -> list[str]:
-    tn = s["train_nmt"]
-    return [f"{e['metric']} = {e['score']:.2f} on {tn['testset']}  {e['signature']}" for e in tn["evaluation"]]
+    """Per test set one line per arm: the baseline's mean ± sd (and signature), each other arm's Δ and paired p."""
+    tn, lines = s["train_nmt"], []
+    for test in tn["tests"]:
+        rows = {(r["arm"], r["metric"]): r for r in tn["summary"] if r["testset"] == test}
+        sig = next(e["signature"] for e in tn["evaluation"] if e["testset"] == test and e["metric"] == "BLEU")
+        for arm, a in tn["arms"].items():
+            b, c, n = rows[(arm, "BLEU")], rows[(arm, "chrF")], len(a["seeds"])
+            score = f"BLEU = {b['mean']:.2f} ± {b['sd']:.2f}, chrF = {c['mean']:.2f} ± {c['sd']:.2f} on {test} " \
+                    f"({n} seed{'s' if n > 1 else ''})"
+            lines.append(f"{a['label']} (baseline): {score}  {sig}" if arm == tn["baseline"] else
+                         f"{a['label']}: {b['delta']:+.1f} BLEU (p = {b['p_value']:.2g}), {c['delta']:+.1f} chrF "
+                         f"(p = {c['p_value']:.2g}); {score}")
+    return lines
 
 
 def paraphrase_lines(s: Mapping[str, Any]) -> list[str]:

@@ -62,12 +62,16 @@ ALTER TABLE runs ADD COLUMN IF NOT EXISTS pid_started VARCHAR;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS crash_reported BOOLEAN;
 ALTER TABLE evaluations ADD COLUMN IF NOT EXISTS arm VARCHAR;
 ALTER TABLE evaluations ADD COLUMN IF NOT EXISTS seed INTEGER;
+ALTER TABLE evaluations ADD COLUMN IF NOT EXISTS p_value DOUBLE;
+ALTER TABLE evaluations ADD COLUMN IF NOT EXISTS ci_low DOUBLE;
+ALTER TABLE evaluations ADD COLUMN IF NOT EXISTS ci_high DOUBLE;
 CREATE OR REPLACE VIEW evaluation_summary AS
   SELECT run_id, model_name, testset, arm, metric, count(*) AS seeds, avg(score) AS mean,
-         coalesce(stddev_samp(score), 0) AS sd, min(score) AS min, max(score) AS max
+         coalesce(stddev_samp(score), 0) AS sd, min(score) AS min, max(score) AS max,
+         max(p_value) AS p_value, max(ci_low) AS ci_low, max(ci_high) AS ci_high
   FROM evaluations GROUP BY run_id, model_name, testset, arm, metric;
-"""  # the ALTERs: the owner of a run (storage.processes), an evaluation's arm and seed, added to catalogs
-# made before they were recorded
+"""  # the ALTERs: the owner of a run (storage.processes), an evaluation's arm, seed and paired test against
+# the baseline, added to catalogs made before they were recorded
 
 READ_ONLY_STATEMENTS = {"SELECT", "EXPLAIN"}
 _MISSING_PATH = re.compile(r"Table with name (\S*[/\\.]\S*) does not exist")
@@ -293,16 +297,17 @@ class Catalog:
                             scores: Sequence[Mapping[str, Any]], meta: Mapping[str, Any], arm: str | None = None,
                             seed: int | None = None) -> None:
         """One row per metric (BLEU, chrF, ...) of a model on a test set, with its sacrebleu signature; ``arm``
-        (what the model was trained on, e.g. an augmentation) and ``seed`` when a run compares several."""
+        (what the model was trained on, e.g. an augmentation) and ``seed`` when a run compares several; a
+        score's ``p_value``, ``ci_low`` and ``ci_high`` when its arm was tested against a baseline."""
         with self.write() as con:
             for s in scores:
                 con.execute(
                     "INSERT INTO evaluations (run_id, model, model_name, testset, metric, score, signature, sentences, "
-                    "created_at, meta, arm, seed) VALUES ($r, $m, $n, $t, $metric, $score, $sig, $sent, now(), $meta, "
-                    "$arm, $seed)",
+                    "created_at, meta, arm, seed, p_value, ci_low, ci_high) VALUES ($r, $m, $n, $t, $metric, $score, "
+                    "$sig, $sent, now(), $meta, $arm, $seed, $p, $lo, $hi)",
                     {"r": run_id, "m": model, "n": model_name, "t": testset, "metric": s["metric"], "score": s["score"],
                      "sig": s["signature"], "sent": s["sentences"], "meta": json.dumps(meta), "arm": arm,
-                     "seed": seed})
+                     "seed": seed, "p": s.get("p_value"), "lo": s.get("ci_low"), "hi": s.get("ci_high")})
 
     def _empty_part(self, view: str) -> Path:
         path = self.root / "empty" / f"{view}.parquet"

@@ -107,22 +107,24 @@ TABLES: dict[str, Doc] = {
         "run_id": _RUN,
         "model": "the evaluated model's fingerprint (models.fingerprint)",
         "model_name": "its role: student (train_nmt), classifier (train_classifier) or feedback_classifier (epida)",
-        "testset": "the test dataset's name",
-        "metric": "BLEU, chrF (sacrebleu), accuracy or macro_f1",
+        "testset": "the test dataset's name", "metric": "BLEU, chrF (sacrebleu), accuracy or macro_f1",
         "score": "the metric's value (BLEU and chrF 0-100, accuracy and macro_f1 0-1)",
         "signature": "sacrebleu's signature, or classes:<n>|average:macro|sklearn",
         "sentences": "test rows scored",
         "created_at": "when it was registered" + _LOCAL,
-        "meta": "train_nmt: mix queries, copies, mix_rows; train_classifier: dataset, schedule, kind; as JSON",
-        "arm": "what the model was trained on, when a run compares several (train_classifier: the augmentation "
-               "none, eda, epida or curriculum; epida: epida_<mode>[_online]); null otherwise",
+        "meta": "train_nmt: mix, copies, mix_rows, continue_on, label, baseline, significance (the paired tests' "
+                "signature, resamples, ar_trials, p_ar per metric); train_classifier: dataset, schedule, kind; as JSON",
+        "arm": "what the model was trained on, when a run compares several (train_nmt: the arm, `mix` without "
+               "experiments; train_classifier: none, eda, epida or curriculum; epida: epida_<mode>[_online]); else null",
         "seed": "the training seed of this arm's model (null when the run trains one)",
+        "p_value": "train_nmt: paired bootstrap p vs the baseline arm, all seeds concatenated; null for the baseline",
+        "ci_low": "train_nmt: the arm's 95 % bootstrap CI, all seeds concatenated", "ci_high": "its upper end",
     }, "table"),
     "evaluation_summary": Doc("mean ± sd of each metric over the seeds of an arm (a view over `evaluations`)", {
         "run_id": _RUN, "model_name": "the evaluated model's role", "testset": "the test dataset's name",
         "arm": "the arm (null: a run of one model)", "metric": "the metric", "seeds": "evaluations averaged",
         "mean": "mean score", "sd": "sample standard deviation (0 for one seed)", "min": "lowest score",
-        "max": "highest score",
+        "max": "highest score", "p_value": "evaluations.p_value", "ci_low": "evaluations.ci_low", "ci_high": "its end",
     }, "view"),
     "rejects": Doc("input rows the readers refused (never dropped silently): input rows = kept + rejected", {
         "fingerprint": "the reader artifact (stage read) that refused it",
@@ -249,15 +251,16 @@ REJUVENATION_VIEWS: dict[str, Doc] = {
 
 # train_nmt
 TRAIN_NMT_VIEWS: dict[str, Doc] = {
-    "training_mix": Doc("the student's training data: the train_nmt.mix queries, each repeated copies times", {
+    "training_mix": Doc("the students' data per arm: its mix queries, each repeated copies times (train_nmt)", {
         "uid": "md5 of (mix name, src, tgt)", **_BITEXT,
-        "source": "the mix entry's name (train_nmt.mix key)",
-        "line": "1-based row in the mix",
-        "copy": "0-based repeat of the row (train_nmt.copies)",
+        "source": "the mix entry's name (a key of the arm's mix)",
+        "line": "1-based row in the mix", "copy": "0-based repeat of the row (the arm's copies)",
+        "arm": "the arm (experiments key; `mix` without)", "phase": "train, or continue (its continue_on mix)",
     }),
-    "test_translations": Doc("the student's translations of the test set (stage translate_test)", {
+    "test_translations": Doc("every student's translations of each test set (stage arm_translations)", {
         "uid": "the test pair's uid", "src": "test source sentence", "ref": "the reference (test target)",
-        "hyp": "the student's translation",
+        "hyp": "the student's translation", "testset": "the test dataset", "arm": "the student's arm",
+        "seed": "the student's seed", "model": "the student's fingerprint (models.fingerprint)",
     }),
 }
 

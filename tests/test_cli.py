@@ -177,12 +177,18 @@ def test_augdag_demo_exits_0_from_a_clean_cache_with_networking_off(tmp_path):
                  "AND s.src = m.text) AS synthetic, (SELECT count(*) FROM sampled_mono) AS sampled, "
                  "(SELECT count(*) FROM inactive) AS inactive, (SELECT count(*) FROM rejuvenated WHERE "
                  "origin = 'rejuvenated') AS rejuvenated, (SELECT count(*) FROM pair_scores WHERE prob IS "
-                 "NOT NULL) AS scored, (SELECT score FROM evaluations WHERE metric = 'BLEU') AS bleu")[0]
+                 "NOT NULL) AS scored, (SELECT score FROM evaluations WHERE metric = 'BLEU' AND arm = 'bitext') AS bleu")[0]
     # issue 4: the teacher, rejuvenation and the student in the demo
     assert 0.5 * found["sampled"] < found["synthetic"] <= found["sampled"]  # filters drop some, lineage on all
     assert found["inactive"] == found["rejuvenated"] == int(0.1 * found["scored"])
     assert found["bleu"] > 20  # a minute of training learns much of the demo grammar
     assert "BLEU = " in proc.stdout and "nrefs:1|case:mixed" in proc.stdout
+    # issue 17: three arms against the baseline bitext, p-values for the other two
+    arms = rows("SELECT arm, bool_and(p_value IS NULL) AS baseline, count(*) AS n FROM evaluations "
+                "WHERE model_name = 'student' GROUP BY arm ORDER BY arm")
+    assert [(a["arm"], a["baseline"], a["n"]) for a in arms] == [
+        ("bitext", True, 2), ("para_10_1_ct", False, 2), ("rejuvenated", False, 2)]
+    assert "paraphrase 10:1 + CT: " in proc.stdout and " BLEU (p = " in proc.stdout
     found = rows("SELECT (SELECT count(*) FROM curriculum WHERE level = 0) AS originals, "
                  "(SELECT count(*) FROM labeled WHERE source = 'demo_labeled') AS labeled, "
                  "(SELECT count(*) FROM curriculum c ANTI JOIN labeled l ON l.uid = c.parent_uid) AS orphans, "

@@ -103,7 +103,7 @@ def test_student_on_a_sql_mix_is_evaluated_with_sacrebleu(first_run, demo_root):
     from flows.train_nmt import train_nmt_flow
 
     cache, rj = first_run
-    conf = _conf(cache, demo_root, "pipelines=[train_nmt]",
+    conf = _conf(cache, demo_root, "pipelines=[train_nmt]", "train_nmt.experiments={}",  # the single mix: one arm
                  "train_nmt.mix={original: \"SELECT src, tgt FROM bitext WHERE source = 'demo_bitext'\", "
                  "rejuvenated: \"SELECT src, tgt FROM rejuvenated WHERE origin = 'rejuvenated'\"}",
                  "train_nmt.copies={original: 1, rejuvenated: 2}")
@@ -111,11 +111,14 @@ def test_student_on_a_sql_mix_is_evaluated_with_sacrebleu(first_run, demo_root):
     tn = summary["train_nmt"]
     cat = Catalog(cache)
     n = _one(cat, "SELECT count(*) AS n FROM bitext WHERE source = 'demo_bitext'")["n"]
-    assert tn["mix_rows"] == {"original": n, "rejuvenated": 2 * rj["rejuvenation"]["inactive"]}
-    evals = cat.query("SELECT metric, score, signature, sentences, model FROM evaluations ORDER BY metric").to_pylist()
+    assert list(tn["arms"]) == ["mix"] and tn["baseline"] == "mix"
+    assert tn["arms"]["mix"]["mix_rows"] == {"original": n, "rejuvenated": 2 * rj["rejuvenation"]["inactive"]}
+    evals = cat.query("SELECT metric, score, signature, sentences, model, arm, seed, p_value FROM evaluations "
+                      "ORDER BY metric").to_pylist()
     n_test = _one(cat, "SELECT count(*) AS n FROM bitext WHERE source = 'demo_test'")["n"]
-    assert [e["metric"] for e in evals] == ["BLEU", "chrF"]
-    assert all(e["sentences"] == n_test and e["model"] == tn["student"] for e in evals)
+    assert [(e["metric"], e["arm"], e["seed"], e["p_value"]) for e in evals] == [("BLEU", "mix", 1, None),
+                                                                                   ("chrF", "mix", 1, None)]
+    assert all(e["sentences"] == n_test and e["model"] == tn["arms"]["mix"]["students"][0] for e in evals)
     assert evals[0]["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
     hyps = cat.query("SELECT hyp, ref FROM test_translations")
     import sacrebleu
@@ -124,7 +127,7 @@ def test_student_on_a_sql_mix_is_evaluated_with_sacrebleu(first_run, demo_root):
     assert evals[0]["score"] == pytest.approx(sacrebleu.corpus_bleu(hyps["hyp"].to_pylist(),
                                                                     [hyps["ref"].to_pylist()]).score, rel=1e-12)
     assert evals[0]["score"] > 5  # a 150-step student has learnt something of the demo grammar
-    assert _one(cat, f"SELECT name FROM models WHERE fingerprint = '{tn['student']}'")["name"] == "student"
+    assert _one(cat, f"SELECT name FROM models WHERE fingerprint = '{evals[0]['model']}'")["name"] == "student"
 
 
 def test_both_directions_add_a_back_translated_pair_per_inactive_one(first_run, demo_root):

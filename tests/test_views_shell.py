@@ -46,14 +46,16 @@ def test_views_doc_matches_the_stage_output_schemas_issue_6():
     from tasks.classify import PREDICTIONS
     from tasks.curriculum import CURRICULUM
     from tasks.epida import AUGMENTED
-    from tasks.mix import MIX
+    from tasks.experiments import ARM_MIX
     from tasks.nmt import SCORES
     from tasks.rejuvenation import REJUVENATED
+    from tasks.significance import TRANSLATIONS
     from tasks.uncertainty import SAMPLED, SCORED
 
     schemas = {"alignments": ALIGNMENT, "lexicon": LEXICON, "word_uncertainty": WORD_UNCERTAINTY, "uncertainty": SCORED,
-               "sampled_mono": SAMPLED, "pair_scores": SCORES, "rejuvenated": REJUVENATED, "training_mix": MIX,
-               "curriculum": CURRICULUM, "test_predictions": PREDICTIONS, "augmented": AUGMENTED}
+               "sampled_mono": SAMPLED, "pair_scores": SCORES, "rejuvenated": REJUVENATED, "training_mix": ARM_MIX,
+               "curriculum": CURRICULUM, "test_predictions": PREDICTIONS, "augmented": AUGMENTED,
+               "test_translations": TRANSLATIONS}
     for view, schema in schemas.items():
         assert list(VIEWS[view].columns) == schema.names, view
     assert list(VIEWS["inactive"].columns) == BITEXT.names + ["tokens", "cross_entropy", "prob", "state"]
@@ -89,7 +91,7 @@ def test_views_name_json_gives_every_column_with_type_and_description(tmp_path):
     assert rows[1]["description"] == "source-language sentence"
     everything = [json.loads(line) for line in
                   runner.invoke(app, ["views", "-f", "json", "--cache", str(tmp_path)]).output.splitlines()]
-    assert len(everything) == 84 + 2 + 10 and not [r for r in everything if r["description"] == UNDOCUMENTED]
+    assert len(everything) == 84 + 2 + 10 + 6 and not [r for r in everything if r["description"] == UNDOCUMENTED]
 
 
 def test_views_unknown_name_exits_2_naming_the_known_ones(tmp_path):

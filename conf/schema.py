@@ -19,6 +19,7 @@ from conf.experiments import TrainNMTConf  # noqa: F401 — train_nmt's arms, pa
 from conf.nmt import NMTConf, NMTTrainConf  # noqa: F401 — the NMT sections, part of the schema
 from conf.pipelines import check_enabled, known_pipeline
 from conf.slots import C2cConf, TrainSlotTaggerConf
+from conf.mt_paraphrase import MtParaphraseConf
 
 Kind = Literal["bitext", "mono", "labeled", "slots"]
 Format = Literal["text", "tsv", "jsonl", "parquet", "hf"]
@@ -261,6 +262,7 @@ class AugdagConf(ConfModel):
     train_slot_tagger: TrainSlotTaggerConf = TrainSlotTaggerConf()
     nightly: NightlyConf = NightlyConf()
     demo: DemoConf = DemoConf()
+    mt_paraphrase: MtParaphraseConf = MtParaphraseConf()
 
     @model_validator(mode="after")
     def _dataset_names(self) -> "AugdagConf":
@@ -322,6 +324,20 @@ class AugdagConf(ConfModel):
 
     def c2c_dataset(self) -> str:
         return self.dataset_of_kind(self.c2c.dataset, "slots", "c2c.dataset")
+
+    def mt_paraphrase_bitext(self) -> str:
+        """The bitext mt_paraphrase paraphrases; its paraphraser (paraphrase.generator) checked."""
+        name = self.dataset_of_kind(self.mt_paraphrase.bitext, "bitext", "mt_paraphrase.bitext")
+        g = self.paraphrase.generator
+        if g.kind == "round_trip":
+            self.paraphrase_bitext()
+        elif g.model is None:
+            raise ValueError("paraphrase.generator.model: kind 'hf' needs a model (local path or HF name)")
+        if self.mt_paraphrase.decode == "constrained" and (g.kind != "round_trip" or g.backward.inference != "native"
+                                                           or g.backward.backend != "fairseq"):
+            raise ValueError("mt_paraphrase.decode: 'constrained' needs a round trip whose return model is native "
+                             "fairseq (paraphrase.generator.backward); use decode: sample for other paraphrasers")
+        return name
 
     def slot_tagger_datasets(self) -> tuple[str, str | None, str]:
         """The tagger's training, dev (optional) and test slots datasets, none the same as training."""

@@ -20,6 +20,7 @@ from storage.views_doc import (
     TRAIN_CLASSIFIER_VIEWS,
     TRAIN_NMT_VIEWS,
 )
+from storage.views_doc_mt import MT_PARAPHRASE_VIEWS
 from storage.views_doc_slots import C2C_VIEWS, TRAIN_SLOT_TAGGER_VIEWS
 
 
@@ -81,6 +82,14 @@ def epida_lines(s: Mapping[str, Any]) -> list[str]:
         for e in ep["evaluation"]]
 
 
+def mt_paraphrase_lines(s: Mapping[str, Any]) -> list[str]:
+    m = s["mt_paraphrase"]
+    return [f"mt_paraphrase: {m['paraphrased']:,} paraphrased pairs of {m['pairs']:,} ({m['side']} side of "
+            f"{m['bitext']}; {m['candidates']:,} drawn, dropped: "
+            + (", ".join(f"{k} {v:,}" for k, v in m["dropped"].items()) or "none") + ")",
+            f"  generator: {m['generator']}; decoded: {m['decode']}"]
+
+
 def c2c_lines(s: Mapping[str, Any]) -> list[str]:
     c = s["c2c"]
     delex = next((d for d in c["diversity"] if d["level"] == "delexicalised"), None)
@@ -114,9 +123,15 @@ register(Pipeline(
     summary=paraphrase_lines, check=lambda c: c.paraphrase_generator(),
     description="bottom-k paraphrases, mutual-implication filter, difficulty levels (PCC)"))
 register(Pipeline(
-    "train_nmt", "flows.train_nmt:train_nmt_flow", reads=("self_training", "rejuvenation"), views=TRAIN_NMT_VIEWS,
+    "mt_paraphrase", "flows.mt_paraphrase:mt_paraphrase_flow", reads=("ingest",), views=MT_PARAPHRASE_VIEWS,
+    summary=mt_paraphrase_lines, check=lambda c: c.mt_paraphrase_bitext(),
+    description="constrained paraphrases of one side of a bitext, Jaccard < 0.65, for train_nmt's mixes (Hu et al.)"))
+register(Pipeline(
+    "train_nmt", "flows.train_nmt:train_nmt_flow", reads=("self_training", "rejuvenation", "mt_paraphrase"),
+    views=TRAIN_NMT_VIEWS,
     summary=train_nmt_lines, check=lambda c: c.train_nmt_test(),
-    description="a student NMT model on the original, synthetic and rejuvenated pairs; BLEU and chrF"))
+    description="a student NMT model per arm (a SQL mix: bitext, rejuvenated, synthetic, paraphrased) and seed; "
+                "BLEU and chrF per test set, paired significance against the baseline"))
 register(Pipeline(
     "epida", "flows.epida:epida_flow", reads=("ingest",), views=EPIDA_VIEWS,
     summary=epida_lines, check=lambda c: c.epida_datasets(),

@@ -19,8 +19,8 @@ from flows import registry
 from storage.views_doc import TABLES, UNDOCUMENTED
 from tests.conftest import REPO, subprocess_env
 
-DEMO_PIPELINES = ["ingest", "self_training", "rejuvenation", "train_nmt", "paraphrase", "epida", "train_classifier",
-                  "c2c", "train_slot_tagger"]  # demo.yaml
+DEMO_PIPELINES = ["ingest", "self_training", "rejuvenation", "paraphrase", "mt_paraphrase", "train_nmt", "epida",
+                  "train_classifier", "c2c", "train_slot_tagger"]  # demo.yaml
 
 runner = CliRunner()
 

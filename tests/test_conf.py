@@ -135,7 +135,7 @@ def test_load_profile_unknown_top_level_key_lists_the_allowed_keys(tmp_path):
     assert conf_error(path) == (
         f"{path}:2: shard_sise: unknown key; expected one of: "
         "cache, shard_size, task_runner, orchestration, datasets, pipelines, ingest, self_training, rejuvenation, "
-            "train_nmt, paraphrase, train_classifier, epida, c2c, train_slot_tagger, nightly, demo"
+            "train_nmt, paraphrase, train_classifier, epida, c2c, mt_paraphrase, train_slot_tagger, nightly, demo"
     )
 
 
@@ -191,7 +191,7 @@ def test_load_profile_lists_every_error_one_per_line(tmp_path):
         f"{path}:1: shard_size: Input should be greater than or equal to 1, found 0",
         f"{path}:3: task_runner.kind: Input should be 'threads', 'processes', 'dask' or 'ray', found 'mpi'",
         f"{path}:2: pipelines.1: unknown pipeline; expected one of ingest, self_training, rejuvenation, paraphrase, "
-        "train_nmt, epida, train_classifier, c2c, train_slot_tagger, found 'rejuvenate'",  # the registered ones (flows/registry.py)
+        "mt_paraphrase, train_nmt, epida, train_classifier, c2c, train_slot_tagger, found 'rejuvenate'",  # the registered ones (flows/registry.py)
     ]
 
 

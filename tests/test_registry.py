@@ -74,8 +74,8 @@ def toy(tmp_path):
 
 
 def test_registry_lists_the_built_in_pipelines_dependencies_first():
-    assert registry.names() == ("ingest", "self_training", "rejuvenation", "paraphrase", "train_nmt", "epida",
-                                "train_classifier", "c2c", "train_slot_tagger")
+    assert registry.names() == ("ingest", "self_training", "rejuvenation", "paraphrase", "mt_paraphrase", "train_nmt",
+                                "epida", "train_classifier", "c2c", "train_slot_tagger")
     assert registry.depends(["train_nmt", "ingest", "rejuvenation"]) == {
         "train_nmt": ["rejuvenation"], "ingest": [], "rejuvenation": ["ingest"]}
 
@@ -88,8 +88,8 @@ def test_registry_refuses_a_pipeline_reading_an_unregistered_one():
 
 def test_toy_pipeline_joins_cli_nightly_summary_and_views_issue_14(toy):
     helped = toy("run", "--help")
-    assert ("one of: ingest, self_training, rejuvenation, paraphrase, train_nmt, epida, train_classifier, c2c, "
-            "train_slot_tagger, toy") in " ".join(helped.stdout.split())
+    assert ("one of: ingest, self_training, rejuvenation, paraphrase, mt_paraphrase, train_nmt, epida, "
+            "train_classifier, c2c, train_slot_tagger, toy") in " ".join(helped.stdout.split())
     before = toy("views", "shouted")  # documented before it exists
     assert before.returncode == 2
     assert "not in this catalog until its stage has run: the monolingual rows, shouted" in " ".join(before.stderr.split())

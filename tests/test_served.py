@@ -29,8 +29,8 @@ from tests.test_server import free_port
 
 pytestmark = pytest.mark.slow
 
-PIPELINES = ["ingest", "self_training", "rejuvenation", "train_nmt", "paraphrase", "epida", "train_classifier", "c2c",
-             "train_slot_tagger"]
+PIPELINES = ["ingest", "self_training", "rejuvenation", "paraphrase", "mt_paraphrase", "train_nmt", "epida",
+             "train_classifier", "c2c", "train_slot_tagger"]
 # the demo in ~45 s: 300 pairs; every fairseq model 10 updates (the teacher, the identification model and
 # the forward pivot keep one training: same data, same settings); 2 paraphrases per sentence, all kept
 TINY = ["demo.bitext_rows=300", "demo.mono_rows=200", "demo.labeled_rows=100", "demo.slots_rows=100",
@@ -39,7 +39,7 @@ TINY = ["demo.bitext_rows=300", "demo.mono_rows=200", "demo.labeled_rows=100", "
             "paraphrase.generator.backward", "train_nmt.student")),
         "self_training.aligner.iterations=2", "paraphrase.candidates=2", "paraphrase.bottom_k_candidates=1",
         "paraphrase.beta=0", "train_classifier.steps_per_level=2", "train_classifier.cycles=1",
-        "c2c.cluster_size=2", "c2c.model.epochs=1", "train_slot_tagger.tagger.epochs=1"]
+        "c2c.cluster_size=2", "c2c.model.epochs=1", "train_slot_tagger.tagger.epochs=1", "mt_paraphrase.n=2"]
 TINY_DEMO = {"seed": 0, "bitext_rows": 300, "mono_rows": 200, "labeled_rows": 100, "slots_rows": 100, "test_rows": 50}
 PREFECT = str(Path(sys.executable).parent / "prefect")
 FINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}

@@ -15,6 +15,7 @@ from pydantic import AfterValidator, Field, model_validator
 
 from conf.base import ConfModel
 from conf.classifier import ClassifierConf, EpidaConf, TrainClassifierConf  # noqa: F401 — part of the schema
+from conf.decoding import Encoding, InputConf
 from conf.experiments import TrainNMTConf  # noqa: F401 — train_nmt's arms, part of the schema
 from conf.nmt import NMTConf, NMTTrainConf  # noqa: F401 — the NMT sections, part of the schema
 from conf.pipelines import check_enabled, known_pipeline
@@ -29,7 +30,7 @@ CACHE_ENV = "AUGDAG_CACHE"
 
 
 
-class DatasetConf(ConfModel):
+class DatasetConf(InputConf):
     """One input corpus. ``text`` is a single file of lines (``mono``) or a line-aligned pair (``bitext``)."""
 
     kind: Kind
@@ -41,6 +42,8 @@ class DatasetConf(ConfModel):
     rename: dict[str, str] = {}  # jsonl / parquet / hf: record field -> name in the input
     header: bool = False  # tsv: the first line names the columns and is skipped
     split: str | None = None  # hf: the split of a DatasetDict
+    encoding: Encoding = "utf-8"  # of text/tsv/jsonl (plain, .gz/.bz2/.xz/.zst by content) and binary columns
+    on_decode_error: Literal["reject", "replace"] = "reject"  # a line that does not decode: rejected, or U+FFFD kept
 
     @model_validator(mode="after")
     def _paths_match_format(self) -> "DatasetConf":

@@ -1,4 +1,4 @@
-"""Helpers shared by the format parsers of ``storage.readers``: paths, UTF-8 decoding, line numbers, shown content."""
+"""Helpers shared by the format parsers of ``storage.readers``: paths, decoding, line numbers, shown content."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from conf.errors import InputError
 from storage.row_checks import CONTENT_CHARS, Problem
 
-__all__ = ["decode_utf8", "existing_path", "line_numbers", "numbered", "show_value"]
+__all__ = ["decode_text", "existing_path", "line_numbers", "numbered", "show_value"]
 
 
 def existing_path(name: str, path: Path | None, *, directory: bool = False) -> Path:
@@ -22,30 +23,65 @@ def existing_path(name: str, path: Path | None, *, directory: bool = False) -> P
     return path
 
 
-def decode_utf8(raw: pa.Array, fld: str | None) -> tuple[pa.StringArray, dict[int, Problem]]:
-    """Binary -> string; where the vectorised cast refuses the batch, find the bad rows one by one."""
-    try:
-        return raw.cast(pa.string()), {}
-    except pa.ArrowInvalid:
-        pass
+def decode_text(
+    raw: pa.Array, fld: str | None, encoding: str = "utf-8", on_error: str = "reject"
+) -> tuple[pa.StringArray, dict[int, Problem]]:
+    """Binary -> string in ``encoding``; where a value does not decode, it is refused (``on_error`` reject: an
+    ``invalid_utf8`` problem whose detail names the encoding) or kept with U+FFFD (replace).
+
+    UTF-8 is validated by Arrow's vectorised cast; another encoding is decoded in one ``bytes.decode`` per
+    batch (the values joined by newlines, split again by Arrow). Only a batch with a bad value is decoded
+    value by value, to find it.
+    """
+    fast = _utf8(raw) if encoding == "utf-8" else _decoded_at_once(raw, encoding)
+    if fast is not None:
+        return fast, {}
     out, bad = [], {}
+    name = "UTF-8" if encoding == "utf-8" else encoding
     for i, b in enumerate(raw.to_pylist()):
         try:
-            out.append(None if b is None else b.decode("utf-8"))
+            out.append(None if b is None else b.decode(encoding))
         except UnicodeDecodeError as e:
+            if on_error == "replace":
+                out.append(b.decode(encoding, errors="replace"))
+                continue
             out.append(None)
-            bad[i] = ("invalid_utf8", fld, f"{fld + ': ' if fld else ''}invalid UTF-8 at byte {e.start}")
+            bad[i] = ("invalid_utf8", fld, f"{fld + ': ' if fld else ''}invalid {name} at byte {e.start}")
     return pa.array(out, pa.string()), bad
 
 
-def show_value(value: object) -> str:
+def _utf8(raw: pa.Array) -> pa.StringArray | None:
+    try:
+        return raw.cast(pa.string())
+    except pa.ArrowInvalid:
+        return None
+
+
+def _decoded_at_once(raw: pa.Array, encoding: str) -> pa.StringArray | None:
+    """``raw`` decoded strictly as one text, None if a value does not decode (or holds a newline itself)."""
+    values = raw.fill_null(b"") if raw.null_count else raw
+    offsets = np.frombuffer(values.buffers()[1], np.int32)[values.offset : values.offset + len(values) + 1]
+    data = np.frombuffer(values.buffers()[2] or b"", np.uint8)[offsets[0] : offsets[-1]]
+    joined = np.insert(data, offsets[1:-1] - offsets[0], np.uint8(10)).tobytes()
+    try:
+        text = joined.decode(encoding)
+    except UnicodeDecodeError:
+        return None
+    lines = pc.split_pattern(pa.array([text], pa.large_string()), "\n").flatten()
+    if len(lines) != len(raw):  # a value held a newline (a parquet field), or the codec made one
+        return None
+    lines = lines.cast(pa.string())
+    return pc.if_else(raw.is_null(), pa.scalar(None, pa.string()), lines) if raw.null_count else lines
+
+
+def show_value(value: object, encoding: str = "utf-8") -> str:
     """A value of the input as text for a reject's `content`: bytes decoded with replacement, lists space-joined."""
     if value is None:
         return ""
     if isinstance(value, bytes):
-        value = value[: 4 * CONTENT_CHARS].decode("utf-8", errors="replace")
+        value = value[: 4 * CONTENT_CHARS].decode(encoding, errors="replace")
     elif isinstance(value, list):
-        value = " ".join(show_value(v) for v in value)
+        value = " ".join(show_value(v, encoding) for v in value)
     return str(value)[:CONTENT_CHARS]
 
 

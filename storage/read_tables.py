@@ -2,7 +2,8 @@
 ``datasets`` (``save_to_disk``), read column by column into `Parsed` batches of ``batch_rows`` rows.
 
 The needed columns and their types are checked before any batch (InputError); a parquet batch that
-cannot be decoded is an InputError at that batch, naming the rows.
+cannot be decoded is an InputError at that batch, naming the rows. A binary column is decoded in the
+dataset's ``encoding`` (string columns are Arrow's UTF-8 already).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pyarrow.parquet as pq
 from conf.errors import InputError
 from conf.schema import DatasetConf
 from storage.lines import rebatch
-from storage.read_common import decode_utf8, existing_path, line_numbers, show_value
+from storage.read_common import decode_text, existing_path, line_numbers, show_value
 from storage.row_checks import CONTENT_CHARS, Parsed
 from storage.schemas import FIELDS
 
@@ -128,12 +129,13 @@ def _table_batches(
                 column = _class_names(column, classes[f])
             column = column.cast(_target_type(f, column.type))
             if column.type == pa.binary():
-                column, bad = decode_utf8(column, f)
+                column, bad = decode_text(column, f, ds.encoding, ds.on_decode_error)
                 refused = bad | refused
             for i in np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False)).tolist():
                 refused.setdefault(i, ("missing_field", f, f"column {c!r} is null"))
             fields[f] = column
-        yield Parsed(first, line_numbers(first, table.num_rows), fields, _row_shower(table, list(cols.values())),
+        shower = _row_shower(table, list(cols.values()), ds.encoding)
+        yield Parsed(first, line_numbers(first, table.num_rows), fields, shower,
                      {None: str(ds.path)}, refused)
         first += table.num_rows
 
@@ -146,9 +148,9 @@ def _class_names(ids: pa.Array, names: list[str]) -> pa.Array:
     return pa.array(names, pa.string()).take(pc.if_else(valid, ids, pa.scalar(None, ids.type)))
 
 
-def _row_shower(table: pa.Table, cols: list[str]):
+def _row_shower(table: pa.Table, cols: list[str], encoding: str):
     def show(i: int, f: str | None) -> str:
         values = [table.column(c)[i].as_py() for c in cols]
-        return "\t".join(show_value(v) for v in values)[:CONTENT_CHARS]
+        return "\t".join(show_value(v, encoding) for v in values)[:CONTENT_CHARS]
 
     return show

@@ -1,8 +1,10 @@
 """Format parsers of ``storage.readers`` for line-based files: text (mono or a line-aligned bitext), tsv and jsonl.
 
-Text and TSV go through ``storage.lines`` (byte blocks split with numpy) and vectorised Arrow kernels;
-only jsonl is parsed line by line in Python. Each parser checks the whole input eagerly (InputError,
-ConfError) and returns an iterator of `Parsed` batches of ``batch_rows`` lines.
+Text and TSV go through ``storage.lines`` (byte blocks split with numpy, plain or decompressed: gzip,
+bzip2, xz, zstd) and vectorised Arrow kernels; only jsonl is parsed line by line in Python. Lines are
+decoded in the dataset's ``encoding`` (``on_decode_error``: a line that does not decode is rejected,
+or kept with U+FFFD). Each parser checks the whole input eagerly (InputError, ConfError) and returns an
+iterator of `Parsed` batches of ``batch_rows`` lines.
 """
 
 from __future__ import annotations
@@ -17,13 +19,7 @@ import pyarrow.compute as pc
 from conf.errors import ConfError, InputError
 from conf.schema import DatasetConf
 from storage.lines import count_lines, iter_lines, rebatch
-from storage.read_common import (
-    decode_utf8,
-    existing_path,
-    line_numbers,
-    numbered,
-    show_value,
-)
+from storage.read_common import decode_text, existing_path, line_numbers, numbered, show_value
 from storage.row_checks import Parsed, Problem
 from storage.schemas import FIELDS
 
@@ -39,7 +35,7 @@ def parse_text(name: str, ds: DatasetConf, *, batch_rows: int, block_bytes: int,
     """A mono text file, or a bitext's two files read in lockstep (their line counts checked first)."""
     if ds.kind == "mono":
         path = existing_path(name, ds.path)
-        return (_text_batch({"text": raw}, {None: str(ds.path)}, first) for first, raw in numbered(
+        return (_text_batch(ds, {"text": raw}, {None: str(ds.path)}, first) for first, raw in numbered(
             rebatch(iter_lines(path, block_bytes=block_bytes), batch_rows), start=1))
     src, tgt = existing_path(name, ds.src), existing_path(name, ds.tgt)
     n_src, n_tgt = count_lines(src), count_lines(tgt)
@@ -50,18 +46,18 @@ def parse_text(name: str, ds: DatasetConf, *, batch_rows: int, block_bytes: int,
         )
     sides = zip(*(rebatch(iter_lines(p, block_bytes=block_bytes), batch_rows) for p in (src, tgt)))
     files = {None: str(ds.src), "src": str(ds.src), "tgt": str(ds.tgt)}
-    return (_text_batch({"src": s, "tgt": t}, files, first) for first, (s, t) in numbered(sides, start=1))
+    return (_text_batch(ds, {"src": s, "tgt": t}, files, first) for first, (s, t) in numbered(sides, start=1))
 
 
-def _text_batch(raw: dict[str, pa.BinaryArray], files: dict, first: int) -> Parsed:
+def _text_batch(ds: DatasetConf, raw: dict[str, pa.BinaryArray], files: dict, first: int) -> Parsed:
     """Lines of one file (mono) or of two in lockstep (bitext); a problem on either side refuses the pair."""
     fields, refused = {}, {}
     for side, lines in raw.items():  # src before tgt: a pair bad on both sides is reported for src
-        fields[side], bad = decode_utf8(lines, side)
+        fields[side], bad = decode_text(lines, side, ds.encoding, ds.on_decode_error)
         refused = bad | refused
     n = len(next(iter(raw.values())))
     return Parsed(first, line_numbers(first, n), fields,
-                  lambda i, f: show_value(raw[f or next(iter(raw))][i].as_py()), files, refused)
+                  lambda i, f: show_value(raw[f or next(iter(raw))][i].as_py(), ds.encoding), files, refused)
 
 
 def parse_tsv(name: str, ds: DatasetConf, *, batch_rows: int, block_bytes: int, max_chars: int) -> Iterator[Parsed]:
@@ -78,7 +74,7 @@ def parse_tsv(name: str, ds: DatasetConf, *, batch_rows: int, block_bytes: int, 
 
 
 def _tsv_batch(ds: DatasetConf, columns: list[str], raw: pa.BinaryArray, first: int, max_chars: int) -> Parsed:
-    text, refused = decode_utf8(raw, None)
+    text, refused = decode_text(raw, None, ds.encoding, ds.on_decode_error)
     refused = _long_lines(text, max_chars) | refused
     parts = pc.split_pattern(text, "\t")
     counts = pc.list_value_length(parts)
@@ -91,8 +87,12 @@ def _tsv_batch(ds: DatasetConf, columns: list[str], raw: pa.BinaryArray, first: 
     fields = {f: pc.list_element(parts, columns.index(f)) for f in FIELDS[ds.kind]}
     if ds.kind == "slots":  # space-separated tokens and tags
         fields = {f: pc.ascii_split_whitespace(pc.ascii_trim_whitespace(a)) for f, a in fields.items()}
-    return Parsed(first, line_numbers(first, len(raw)), fields, lambda i, f: show_value(raw[i].as_py()),
-                  {None: str(ds.path)}, refused)
+    return Parsed(first, line_numbers(first, len(raw)), fields, _line_shower(raw, ds.encoding), {None: str(ds.path)},
+                  refused)
+
+
+def _line_shower(raw: pa.BinaryArray, encoding: str):
+    return lambda i, f: show_value(raw[i].as_py(), encoding)
 
 
 def _long_lines(lines: pa.Array, max_chars: int) -> dict[int, Problem]:
@@ -124,27 +124,23 @@ def parse_jsonl(name: str, ds: DatasetConf, *, batch_rows: int, block_bytes: int
 def _jsonl_batch(ds: DatasetConf, raw: pa.BinaryArray, first: int, max_chars: int) -> Parsed:
     names = FIELDS[ds.kind]
     values: dict[str, list] = {f: [] for f in names}
-    long = _long_lines(pc.cast(raw, pa.string(), safe=False), max_chars)
-    refused: dict[int, Problem] = {}
-    for i, line in enumerate(raw.to_pylist()):
-        record, problem = _json_record(line, ds.kind, ds.rename)
-        if i in long and (problem is None or problem[0] != "invalid_utf8"):
-            record, problem = {}, long[i]
+    text, refused = decode_text(raw, None, ds.encoding, ds.on_decode_error)
+    long = _long_lines(text, max_chars)
+    for i, line in enumerate(text.to_pylist()):
+        record, problem = {}, refused.get(i) or long.get(i)  # not decoded, or too long: not parsed
+        if problem is None:
+            record, problem = _json_record(line, ds.kind, ds.rename)
         if problem:
             refused[i] = problem
         for f in names:
             values[f].append(None if problem else record[f])
     fields = {f: pa.array(v, pa.list_(pa.string()) if ds.kind == "slots" else pa.string()) for f, v in values.items()}
-    return Parsed(first, line_numbers(first, len(raw)), fields, lambda i, f: show_value(raw[i].as_py()),
-                  {None: str(ds.path)}, refused)
+    return Parsed(first, line_numbers(first, len(raw)), fields, _line_shower(raw, ds.encoding), {None: str(ds.path)},
+                  refused)
 
 
-def _json_record(line: bytes, kind: str, rename: dict[str, str]) -> tuple[dict, Problem | None]:
-    """The fields of one jsonl line as strings (lists of strings for slots), or why not."""
-    try:
-        text = line.decode("utf-8")
-    except UnicodeDecodeError as e:
-        return {}, ("invalid_utf8", None, f"invalid UTF-8 at byte {e.start}")
+def _json_record(text: str, kind: str, rename: dict[str, str]) -> tuple[dict, Problem | None]:
+    """The fields of one decoded jsonl line as strings (lists of strings for slots), or why not."""
     if "\x00" in text:
         return {}, ("nul_byte", None, "NUL byte in the line")
     if not text.strip():

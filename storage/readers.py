@@ -5,7 +5,9 @@ dataset) into `ReadBatch`es of exactly ``batch_rows`` input rows each, the last 
 *i* is always the same input rows, so a crashed read resumes batch by batch. A file that cannot be
 read as configured raises ``InputError`` before any batch (a Parquet file whose rows cannot be decoded:
 at that batch, naming the rows); a bad row becomes a reject (`REASONS`), never an exception and never
-silently dropped, so input rows = kept + rejected.
+silently dropped, so input rows = kept + rejected. A text, tsv or jsonl file may be compressed (gzip,
+bzip2, xz, zstd, told by its first bytes: ``storage.compressed``) and in another encoding than UTF-8
+(``encoding``; ``on_decode_error`` keeps a line that does not decode, with U+FFFD, instead of rejecting it).
 
 Hand-written because no package reads line-aligned pairs with per-line rejects: ``pyarrow.csv``
 stops at (or skips) a bad row and cannot read two files in lockstep, ``datasets`` and pandas
@@ -58,7 +60,8 @@ def read_dataset(
 
     Raises:
         InputError: a file is missing or unreadable, a bitext's files differ in line count, a parquet / hf input
-            lacks a needed column or has one of the wrong type, a DatasetDict without its `split`.
+            lacks a needed column or has one of the wrong type, a DatasetDict without its `split`. A compressed
+            file that breaks off (cut or corrupt) raises while iterating, after a batch of the rows before it.
         ConfError: ``rename`` names no field of the kind, or tsv ``columns`` lacks one.
     """
     for key in ds.rename:

@@ -1,4 +1,7 @@
-"""The input readers: exact rows per format, every reject reason at its line, batches, whole-file errors."""
+"""The input readers: exact rows per format, every reject reason at its line, batches, whole-file errors.
+
+Compressed inputs and other encodings: tests/test_compressed_inputs.py.
+"""
 
 from __future__ import annotations
 
@@ -122,6 +125,19 @@ def test_read_parquet_integer_label_and_null_field(tmp_path):
     rows, rejects, _ = read(DatasetConf(kind="labeled", format="parquet", path=path))
     assert [(r["text"], r["label"], r["line"]) for r in rows] == [("good", "1", 1), ("meh", "2", 3)]
     assert [(r["line"], r["reason"], r["detail"]) for r in rejects] == [(2, "missing_field", "column 'text' is null")]
+
+
+def test_read_parquet_binary_column_decoded_in_the_datasets_encoding_issue_18(tmp_path):
+    path = tmp_path / "b.parquet"
+    pq.write_table(pa.table({"text": pa.array([b"caf\xe9", None, b"two\nlines \xe9"], pa.binary()),
+                             "label": ["a", "b", "c"]}), path)
+    ds = DatasetConf(kind="labeled", format="parquet", path=path, encoding="latin-1")
+    rows, rejects, _ = read(ds)
+    assert [(r["text"], r["line"]) for r in rows] == [("café", 1), ("two\nlines é", 3)]  # a newline inside a value
+    assert why(rejects) == [(2, "missing_field")]
+    rows, rejects, _ = read(ds.model_copy(update={"encoding": "utf-8"}))
+    assert rows == [] and [r["detail"] for r in rejects] == ["text: invalid UTF-8 at byte 3", "column 'text' is null",
+                                                            "text: invalid UTF-8 at byte 10"]
 
 
 def test_read_hf_dataset_dict_split_with_class_label_names(tmp_path):

@@ -19,8 +19,8 @@ from conf.decoding import Encoding, InputConf
 from conf.experiments import TrainNMTConf  # noqa: F401 — train_nmt's arms, part of the schema
 from conf.nmt import NMTConf, NMTTrainConf  # noqa: F401 — the NMT sections, part of the schema
 from conf.pipelines import check_enabled, known_pipeline
-from conf.slots import C2cConf, TrainSlotTaggerConf
 from conf.mt_paraphrase import MtParaphraseConf
+from conf.slots import C2cConf, TrainSlotTaggerConf
 
 Kind = Literal["bitext", "mono", "labeled", "slots"]
 Format = Literal["text", "tsv", "jsonl", "parquet", "hf"]
@@ -262,10 +262,10 @@ class AugdagConf(ConfModel):
     train_classifier: TrainClassifierConf = TrainClassifierConf()
     epida: EpidaConf = EpidaConf()
     c2c: C2cConf = C2cConf()
+    mt_paraphrase: MtParaphraseConf = MtParaphraseConf()
     train_slot_tagger: TrainSlotTaggerConf = TrainSlotTaggerConf()
     nightly: NightlyConf = NightlyConf()
     demo: DemoConf = DemoConf()
-    mt_paraphrase: MtParaphraseConf = MtParaphraseConf()
 
     @model_validator(mode="after")
     def _dataset_names(self) -> "AugdagConf":
@@ -325,9 +325,6 @@ class AugdagConf(ConfModel):
             self.paraphrase_bitext()
         return train, test
 
-    def c2c_dataset(self) -> str:
-        return self.dataset_of_kind(self.c2c.dataset, "slots", "c2c.dataset")
-
     def mt_paraphrase_bitext(self) -> str:
         """The bitext mt_paraphrase paraphrases; its paraphraser (paraphrase.generator) checked."""
         name = self.dataset_of_kind(self.mt_paraphrase.bitext, "bitext", "mt_paraphrase.bitext")
@@ -341,6 +338,9 @@ class AugdagConf(ConfModel):
             raise ValueError("mt_paraphrase.decode: 'constrained' needs a round trip whose return model is native "
                              "fairseq (paraphrase.generator.backward); use decode: sample for other paraphrasers")
         return name
+
+    def c2c_dataset(self) -> str:
+        return self.dataset_of_kind(self.c2c.dataset, "slots", "c2c.dataset")
 
     def slot_tagger_datasets(self) -> tuple[str, str | None, str]:
         """The tagger's training, dev (optional) and test slots datasets, none the same as training."""

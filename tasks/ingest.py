@@ -10,6 +10,7 @@ import functools
 from collections.abc import Iterator
 
 from conf.schema import DatasetConf
+from storage.compressed import codec_of
 from storage.readers import read_dataset
 from tasks.stage import StageOutput
 
@@ -27,5 +28,18 @@ def reader(name: str, ds: DatasetConf, *, max_line_chars: int, shard_size: int):
 
 
 def read_params(name: str, ds: DatasetConf, *, max_line_chars: int, shard_size: int) -> dict:
-    """What the read's fingerprint depends on (besides the input files' content)."""
-    return {"dataset": name, "conf": ds.model_dump(mode="json"), "max_line_chars": max_line_chars, "shard_size": shard_size}
+    """What the read's fingerprint depends on (besides the input files' content). The codecs of compressed
+    text inputs join it (plain files add nothing, so earlier fingerprints stand): a `.gz` read before
+    augdag decompressed inputs was read as bytes, and must not stay cached."""
+    params = {"dataset": name, "conf": ds.model_dump(mode="json"), "max_line_chars": max_line_chars,
+              "shard_size": shard_size}
+    if ds.format in ("text", "tsv", "jsonl"):
+        codecs = {f: codec_of(_head(p)) for f, p in ds.paths().items() if p.is_file()}
+        if any(c != "plain" for c in codecs.values()):
+            params["compression"] = codecs
+    return params
+
+
+def _head(path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(10)

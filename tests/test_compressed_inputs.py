@@ -249,6 +249,18 @@ def test_encoding_is_checked_and_named_canonically_and_defaults_stay_out_of_the_
             DatasetConf(kind="mono", format="text", path=Path("m.txt"), encoding=bad)
 
 
+def test_a_compressed_input_joins_the_read_fingerprint_and_a_plain_one_adds_nothing(tmp_path):
+    from tasks.ingest import read_params
+
+    plain, packed = tmp_path / "a.txt", tmp_path / "b.txt"
+    plain.write_bytes(b"one\ntwo\n")
+    packed.write_bytes(gzip.compress(b"one\ntwo\n"))  # named .txt: the content decides
+    params = lambda p: read_params("d", DatasetConf(kind="mono", format="text", path=p), max_line_chars=9,  # noqa: E731
+                                   shard_size=9)
+    assert "compression" not in params(plain)  # fingerprints of plain inputs are as before
+    assert params(packed)["compression"] == {"path": "gzip"}  # a .gz read as bytes before is not reused
+
+
 # --- through the ingest flow: the failed read keeps and records the shards before the break -------------------
 
 

@@ -217,6 +217,7 @@ def export(
 
 # the operations and report commands live in their own modules and register on `app` when imported
 from flows import cli_ops, cli_report  # noqa: F401
+import flows.cli_why  # noqa: F401 — registers augdag why
 
 
 def main() -> None:

@@ -7,8 +7,9 @@ exclusively for one registration, readers share it for one query. Two flows on o
 both succeed; they take turns for the few milliseconds each write needs.
 
 Views are rebuilt inside every write: view ``V`` reads the main Parquet parts of the *current*
-artifacts whose ``view`` is ``V`` (per stage and dataset, the one a run used last). Only artifacts
-with a complete manifest are ever registered, so no unfinished output is visible through a view.
+artifacts whose ``view`` is ``V`` (per stage and dataset, the one a run used last), and ``dropped`` their
+dropped parts (storage/dropped.py). Only artifacts with a complete manifest are ever registered, so no
+unfinished output is visible through a view.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ import pyarrow as pa
 
 from conf.errors import CatalogError
 from storage.artifacts import ArtifactRef, part_name, write_part
+from storage.dropped import VIEW as DROPPED_VIEW
+from storage.dropped import dropped_view_sql, has_drops
 from storage.processes import Owner, current_owner, owner_alive
 from storage.schemas import SCHEMAS
 
@@ -121,11 +124,14 @@ class Catalog:
             created = not self.path.exists()
             con = duckdb.connect(str(self.path), config=DUCKDB_CONFIG)
             try:
+                stale = created
                 if created or not self._schema_checked:
                     con.execute(DDL)  # idempotent; once per process and catalog
                     self._schema_checked = True
+                    stale = not con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = $v",
+                                            {"v": DROPPED_VIEW}).fetchone()[0]  # a catalog older than the view
                 con.execute("BEGIN TRANSACTION")
-                self._views_stale = created
+                self._views_stale = stale
                 yield con
                 if self._views_stale:
                     self._refresh_views(con)
@@ -246,8 +252,9 @@ class Catalog:
         """
         with self.write() as con:
             new = con.execute("SELECT count(*) FROM artifacts WHERE fingerprint = $f", {"f": ref.fingerprint}).fetchone()[0] == 0
+            shown = ref.view is not None or has_drops(manifest)  # in a view, or in `dropped`
             if new:
-                self._views_stale |= ref.view is not None
+                self._views_stale |= shown
                 con.execute(
                     "INSERT INTO artifacts VALUES ($f, $st, $v, $view, $ds, $path, $n, $rows, $bytes, $params, $m,"
                     " $run, now(), $run, now())",
@@ -275,7 +282,7 @@ class Catalog:
                     {"run": run_id, "f": ref.fingerprint},
                 )
                 # a view moves only if this artifact was not already the current one
-                self._views_stale |= ref.view is not None and (current is None or current[0] != ref.fingerprint)
+                self._views_stale |= shown and (current is None or current[0] != ref.fingerprint)
             _insert_stage_runs(con, stage_runs)
             return new
 
@@ -330,6 +337,7 @@ class Catalog:
                 continue
             listed = "[" + ", ".join(_sql_str(p) for p in paths) + "]"
             con.execute(f'CREATE OR REPLACE VIEW "{view}" AS SELECT * FROM read_parquet({listed}, union_by_name = true)')
+        con.execute(dropped_view_sql(con))
 
 
 def _insert_stage_runs(con: duckdb.DuckDBPyConnection, rows: Sequence[Mapping[str, Any]]) -> None:

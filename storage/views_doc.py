@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from conf.errors import CatalogError
 from storage.catalog import Catalog
+from storage.views_doc_dropped import DROPPED_COLUMNS, DROPPED_WHAT
 
 UNDOCUMENTED = "(undocumented)"
 
@@ -97,8 +98,7 @@ TABLES: dict[str, Doc] = {
         "name": "the role it plays: teacher, student, identification, target_lm, fast_align, classifier, ...; "
                 "<name>_ct2 for a CTranslate2 conversion",
         "kind": "fairseq, ctranslate2, kenlm, fast_align, classifier:<kind>, transformers, nli, ...",
-        "path": "its file or directory",
-        "created_run": "the run that registered it first",
+        "path": "its file or directory", "created_run": "the run that registered it first",
         "created_at": "when it was first registered (trained)" + _LOCAL,
         "meta": "trained: version, params and training-data fingerprints; fast_align: its table files; "
                 "configured: loading options; as JSON",
@@ -126,10 +126,10 @@ TABLES: dict[str, Doc] = {
         "mean": "mean score", "sd": "sample standard deviation (0 for one seed)", "min": "lowest score",
         "max": "highest score", "p_value": "evaluations.p_value", "ci_low": "evaluations.ci_low", "ci_high": "its end",
     }, "view"),
+    "dropped": Doc(DROPPED_WHAT, DROPPED_COLUMNS, "view"),
     "rejects": Doc("input rows the readers refused (never dropped silently): input rows = kept + rejected", {
         "fingerprint": "the reader artifact (stage read) that refused it",
-        "source": _SOURCE,
-        "file": "the input file",
+        "source": _SOURCE, "file": "the input file",
         "line": "1-based line of the refused row in that file",
         "reason": "invalid_utf8, column_count, bad_json, missing_field, bad_type, nul_byte, too_long, empty or "
                   "tags_mismatch (storage.row_checks.REASONS)",

@@ -17,7 +17,7 @@ from tests.conftest import REPO
 
 runner = CliRunner()
 DDL_TABLES = ["artifacts", "evaluations", "lineage", "models", "rejects", "runs", "stage_runs"]
-FRESH_VIEWS = ["bitext", "evaluation_summary", "labeled", "mono", "slots"]  # on a fresh catalog
+FRESH_VIEWS = ["bitext", "dropped", "evaluation_summary", "labeled", "mono", "slots"]  # on a fresh catalog
 VIEWS = registry.view_docs()  # every registered pipeline's views
 DOCS = {**TABLES, **VIEWS}
 
@@ -31,8 +31,8 @@ def test_views_doc_documents_every_column_of_the_ddl_tables_and_base_views_issue
     found = catalog.query("SELECT table_name, table_type FROM information_schema.tables ORDER BY ALL").to_pylist()
     assert [r["table_name"] for r in found if r["table_type"] == "BASE TABLE"] == DDL_TABLES == sorted(
         n for n, d in TABLES.items() if d.kind == "table")
-    assert FRESH_VIEWS == sorted([*BASE_VIEWS, "evaluation_summary"]) == [r["table_name"] for r in found
-                                                                        if r["table_type"] == "VIEW"]
+    assert FRESH_VIEWS == sorted([*BASE_VIEWS, "dropped", "evaluation_summary"]) == [
+        r["table_name"] for r in found if r["table_type"] == "VIEW"]
     for name in DDL_TABLES + FRESH_VIEWS:
         assert list(DOCS[name].columns) == _columns(catalog, name), name  # every column, in order, none stale
         assert DOCS[name].kind == ("table" if name in DDL_TABLES else "view")
@@ -77,7 +77,7 @@ def test_views_lists_tables_then_views_with_counts_and_descriptions_on_a_fresh_c
             if line.startswith("│")]
     names = DDL_TABLES + FRESH_VIEWS
     assert rows == [[n, "table" if n in DDL_TABLES else "view", "0", DOCS[n].what] for n in names]
-    assert result.output.splitlines()[-1] == "12 row(s)"
+    assert result.output.splitlines()[-1] == "13 row(s)"
 
 
 def test_views_name_json_gives_every_column_with_type_and_description(tmp_path):
@@ -91,14 +91,14 @@ def test_views_name_json_gives_every_column_with_type_and_description(tmp_path):
     assert rows[1]["description"] == "source-language sentence"
     everything = [json.loads(line) for line in
                   runner.invoke(app, ["views", "-f", "json", "--cache", str(tmp_path)]).output.splitlines()]
-    assert len(everything) == 84 + 2 + 10 + 6 and not [r for r in everything if r["description"] == UNDOCUMENTED]
+    assert len(everything) == 84 + 2 + 10 + 6 + 9 and not [r for r in everything if r["description"] == UNDOCUMENTED]
 
 
 def test_views_unknown_name_exits_2_naming_the_known_ones(tmp_path):
     result = runner.invoke(app, ["views", "nope", "--cache", str(tmp_path)])
     assert result.exit_code == 2
     assert ("unknown table or view 'nope'; expected one of artifacts, evaluations, lineage, models, rejects, runs, "
-            "stage_runs, bitext, evaluation_summary, labeled, mono, slots") in " ".join(result.output.split())
+            "stage_runs, bitext, dropped, evaluation_summary, labeled, mono, slots") in " ".join(result.output.split())
     later = runner.invoke(app, ["views", "curriculum", "--cache", str(tmp_path)])
     assert later.exit_code == 2 and "not in this catalog until its stage has run" in later.output
 
@@ -121,7 +121,7 @@ def test_sql_shell_runs_multiline_statements_refuses_writes_and_goes_on_issue_6(
                          "Hint: use SELECT over the views; `augdag export VIEW` writes files.")
     listed = [line.split("│")[1].strip() for line in lines[13:] if line.startswith("│")]
     assert listed == DDL_TABLES + FRESH_VIEWS  # .views ran after the refusal
-    assert lines[-1] == "12 row(s)"
+    assert lines[-1] == "13 row(s)"
     assert Catalog(tmp_path).query("SELECT count(*) AS n FROM runs")["n"].to_pylist() == [0]
 
 

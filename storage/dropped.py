@@ -1,0 +1,174 @@
+"""The `dropped` view (every row a stage dropped, with its stage and reason) and the path of one input row.
+
+A filtering stage returns its drops as the ``dropped`` role of its artifact
+(``<cache>/artifacts/<stage>/<fp>/dropped-<shard>.parquet``: the stage's input columns plus ``reason``, so the
+schemas differ per stage). The view reads the dropped parts of the *current* artifacts, by the rule of every
+view (per view, stage and dataset, the one a run used last; internal artifacts too, e.g. ``lm_filter``), and
+selects the columns they share, NULL where a stage lacks one:
+
+    stage, reason, detail, source, line, uid, parent_uid, run, fingerprint
+
+``detail`` is a stage's own ``detail`` column, else the measure it cut on when the part has one
+(``MEASURES``: ``lm_cross_entropy=7.312``, ``mi=false, sim=0.412``), else NULL. ``run`` is the run that made
+the artifact. Derived rows (a paraphrase, a synthetic pair) keep the ``parent_uid`` of the row they came from.
+
+With `rejects` (the readers' refusals, and a stage's such as delexicalise's malformed BIO) every stage's
+input is accounted for: input rows = kept (``artifacts.rows``) + rejected + dropped, per artifact.
+``row_path`` follows one input row (dataset, 1-based line) through them for `augdag why`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import pyarrow.parquet as pq
+
+from conf.errors import InputError
+from storage.artifacts import part_name
+from storage.schemas import SCHEMAS
+
+if TYPE_CHECKING:
+    from storage.catalog import Catalog
+
+VIEW = "dropped"
+ROLE = "dropped"
+COLUMNS = {"stage": "VARCHAR", "reason": "VARCHAR", "detail": "VARCHAR", "source": "VARCHAR", "line": "BIGINT",
+           "uid": "VARCHAR", "parent_uid": "VARCHAR", "run": "VARCHAR", "fingerprint": "VARCHAR"}
+_FROM_PART = ("reason", "source", "line", "uid", "parent_uid")  # taken from the part when it has the column
+MEASURES = ("lm_cross_entropy", "jaccard", "mi", "sim")  # the value a filter cut on, shown as detail
+# the current artifacts (the views' rule) and their dropped parts with rows, from the manifests
+_CURRENT_DROPS = """
+WITH current AS (
+  SELECT stage, fingerprint, path, created_run, manifest FROM artifacts
+  QUALIFY row_number() OVER (PARTITION BY view, stage, dataset ORDER BY last_used_at DESC, created_at DESC) = 1)
+SELECT stage, fingerprint, path, created_run, list(f ->> 'file' ORDER BY f ->> 'file') AS files
+FROM current, unnest(json_extract(manifest, '$.files[*]')) AS t(f)
+WHERE f ->> 'role' = 'dropped' AND CAST(f ->> 'rows' AS BIGINT) > 0
+GROUP BY ALL ORDER BY stage, fingerprint
+"""
+
+
+def _lit(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def has_drops(manifest: dict[str, Any]) -> bool:
+    """Whether an artifact's manifest lists a dropped part with rows (the view shows it)."""
+    return any(f["role"] == ROLE and f["rows"] for f in manifest["files"])
+
+
+def _detail(names: set[str]) -> str:
+    if "detail" in names:
+        return "CAST(detail AS VARCHAR)"
+    shown = [f"'{m}=' || CAST({'round(' + m + ', 3)' if m != 'mi' else m} AS VARCHAR)" for m in MEASURES if m in names]
+    return f"nullif(concat_ws(', ', {', '.join(shown)}), '')" if shown else "NULL"
+
+
+def _select(stage: str, fingerprint: str, run: str, files: list[str]) -> str:
+    """One artifact's dropped parts with the view's columns (its parts share one schema: the stage's)."""
+    names = set(pq.read_schema(files[0]).names)
+    cols = {"stage": _lit(stage), "detail": _detail(names), "run": _lit(run), "fingerprint": _lit(fingerprint)}
+    cols |= {c: (c if c in names else "NULL") for c in _FROM_PART}
+    listed = ", ".join(f"CAST({cols[c]} AS {t}) AS {c}" for c, t in COLUMNS.items())
+    return f"SELECT {listed} FROM read_parquet([{', '.join(map(_lit, files))}], union_by_name = true)"
+
+
+def dropped_view_sql(con: duckdb.DuckDBPyConnection) -> str:
+    """``CREATE OR REPLACE VIEW dropped`` over the current artifacts' dropped parts (empty, typed, if none)."""
+    selects = []
+    for stage, fingerprint, path, run, files in con.execute(_CURRENT_DROPS).fetchall():
+        paths = [str(Path(path) / f) for f in files]
+        if all(Path(p).exists() for p in paths):  # a deleted artifact drops out, as from the other views
+            selects.append(_select(stage, fingerprint, run, paths))
+    if not selects:
+        selects = ["SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {c}" for c, t in COLUMNS.items()) + " WHERE false"]
+    return f'CREATE OR REPLACE VIEW "{VIEW}" AS\n' + "\nUNION ALL\n".join(selects)
+
+
+# -- `augdag why`: one input row's path --------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class RowPath:
+    """Where input row ``line`` of dataset ``source`` went. ``rejected``: the read's refusal (file, reason, detail);
+    else ``uid`` and its ``drops`` (stage, reason, detail, run), the views that hold it at this line
+    (``views``: view -> rows), its derived rows per view (``derived``) and the derived rows dropped
+    (``derived_drops``: (stage, reason) -> rows). ``read_run``: the run that made the read artifact."""
+
+    source: str
+    line: int
+    read_run: str
+    rejected: dict[str, Any] | None = None
+    uid: str | None = None
+    drops: tuple[dict[str, Any], ...] = ()
+    views: dict[str, int] = dataclasses.field(default_factory=dict)
+    derived: dict[str, int] = dataclasses.field(default_factory=dict)
+    derived_drops: dict[tuple[str, str], int] = dataclasses.field(default_factory=dict)
+
+
+def row_path(catalog: Catalog, source: str, line: int) -> RowPath:
+    """The path of one input row through the stages.
+
+    Raises:
+        InputError: the catalog has never seen that row: no read of ``source``, or no such line in its current read.
+    """
+    never = f"{source}:{line}: the catalog has never seen this row"
+    read = catalog.query(
+        "SELECT fingerprint, path, n_shards, rows, created_run FROM artifacts WHERE stage = 'read' AND dataset = $s "
+        "ORDER BY last_used_at DESC, created_at DESC LIMIT 1", {"s": source}).to_pylist()
+    if not read:
+        known = catalog.query("SELECT DISTINCT dataset FROM artifacts WHERE stage = 'read' ORDER BY ALL")["dataset"]
+        raise InputError(f"{never}: no dataset {source!r} was read; the datasets read are "
+                         f"{', '.join(known.to_pylist()) or 'none (run `augdag run ingest` first)'}")
+    read = read[0]
+    rejected = catalog.query("SELECT file, reason, detail FROM rejects WHERE fingerprint = $f AND source = $s "
+                             "AND line = $l LIMIT 1", {"f": read["fingerprint"], "s": source, "l": line}).to_pylist()
+    if rejected:
+        return RowPath(source, line, read["created_run"], rejected=rejected[0])
+    parts = [str(Path(read["path"]) / part_name(i)) for i in range(read["n_shards"])]
+    found = catalog.query("SELECT uid FROM read_parquet($p) WHERE line = $l LIMIT 1",
+                          {"p": parts, "l": line}).to_pylist() if parts else []
+    if not found:
+        n = read["rows"] + catalog.query("SELECT count(*) AS n FROM rejects WHERE fingerprint = $f",
+                                         {"f": read["fingerprint"]})["n"][0].as_py()
+        raise InputError(f"{never}: the current read of {source!r} (run {read['created_run']}) has no line {line} "
+                         f"in its {n:,} input rows")
+    uid, key = found[0]["uid"], {"s": source, "l": line, "u": found[0]["uid"]}
+    drops = catalog.query(
+        "SELECT d.stage, d.reason, d.detail, d.run, d.fingerprint FROM dropped d JOIN artifacts a USING (fingerprint) "
+        "WHERE d.source = $s AND d.line = $l AND d.uid = $u AND d.parent_uid IS NULL ORDER BY a.created_at", key
+    ).to_pylist()
+    for d in drops:
+        if d["reason"] == "duplicate" and d["detail"] is None and (first := _first_copy(catalog, source, uid)):
+            d["detail"] = f"the same row as line {first}, which is kept"
+    views = _counts(catalog, "uid = $u AND source = $s AND line = $l", key, ("uid", "source", "line"))
+    kept = any(v in SCHEMAS for v in views)  # a duplicate shares its uid with the kept copy: not its derived rows
+    derived = _counts(catalog, "parent_uid = $u", {"u": uid}, ("parent_uid",)) if kept else {}
+    derived_drops = {(r["stage"], r["reason"]): r["n"] for r in catalog.query(
+        "SELECT stage, reason, count(*) AS n FROM dropped WHERE parent_uid = $u GROUP BY ALL ORDER BY ALL",
+        {"u": uid}).to_pylist()} if kept else {}
+    return RowPath(source, line, read["created_run"], uid=uid, drops=tuple(drops), views=views, derived=derived,
+                   derived_drops=derived_drops)
+
+
+def _first_copy(catalog: Catalog, source: str, uid: str) -> int | None:
+    """The line of the kept copy of a duplicate: its uid in the record kind's view."""
+    union = " UNION ALL ".join(f'SELECT line FROM "{v}" WHERE uid = $u AND source = $s' for v in SCHEMAS)
+    rows = catalog.query(f"SELECT min(line) AS line FROM ({union})", {"u": uid, "s": source}).to_pylist()
+    return rows[0]["line"] if rows else None
+
+
+def _counts(catalog: Catalog, where: str, params: dict[str, Any], needs: tuple[str, ...]) -> dict[str, int]:
+    """Rows matching ``where`` per view that has every column of ``needs`` (`dropped` aside), non-zero only."""
+    names = [r["name"] for r in catalog.query(
+        "SELECT table_name AS name FROM information_schema.columns WHERE table_schema = 'main' AND table_name IN "
+        "(SELECT table_name FROM information_schema.tables WHERE table_type = 'VIEW') AND table_name <> $d "
+        "GROUP BY table_name HAVING count(*) FILTER (list_contains($needs, column_name)) = $n ORDER BY table_name",
+        {"d": VIEW, "needs": list(needs), "n": len(needs)}).to_pylist()]
+    if not names:
+        return {}
+    union = " UNION ALL ".join(f"SELECT {_lit(n)} AS name, count(*) AS n FROM \"{n}\" WHERE {where}" for n in names)
+    return {r["name"]: r["n"] for r in catalog.query(union, params).to_pylist() if r["n"]}

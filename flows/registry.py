@@ -100,6 +100,9 @@ def view_docs() -> dict[str, Doc]:
 
 
 def summary_lines(summary: Mapping[str, Any]) -> list[str]:
-    """What a pipeline run's summary adds under its stage table (its entry's ``summary``)."""
+    """What a pipeline run's summary adds under its stage table (its entry's ``summary``); nothing for a run that
+    did not complete (its pipeline's results never reached the summary: the error line says what happened)."""
     pipeline = load().get(summary.get("pipeline", ""))
-    return pipeline.summary(summary) if pipeline and pipeline.summary else []
+    if not (pipeline and pipeline.summary) or summary.get("status") != "completed":
+        return []
+    return pipeline.summary(summary)

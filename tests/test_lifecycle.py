@@ -34,7 +34,9 @@ from storage.processes import Owner, current_owner, descendants, group_members, 
 from tests.conftest import subprocess_env
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+# train_nmt's one arm `mix`: the demo's arms read paraphrased_bitext, which needs mt_paraphrase
 TINY = ["--bitext-rows", "300", "--set", "shard_size=100", "--set", "pipelines=[ingest,self_training,rejuvenation,train_nmt]",
+        "--set", "train_nmt.experiments={}",
         "--set", "demo.mono_rows=500", "--set", "demo.test_rows=50", "--set", "self_training.teacher.train.max_update=20",
         "--set", "rejuvenation.identification.train.max_update=20", "--set", "train_nmt.student.train.max_update=20"]
 KILL_IN, KILL_SHARDS = "teacher_translate", 5  # the stage the tiny demo is killed in: 500 mono rows, shards of 100

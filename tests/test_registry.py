@@ -137,3 +137,9 @@ def test_stage_bind_types_parameters_and_checks_the_signature_issue_14():
     params = CleanParams(dedup=True, min_tokens=1, max_tokens=9, max_ratio=2.0, kind="bitext")
     assert CLEAN.bind(params, n_inputs=1, side=["duplicates"]).model_dump(mode="json", exclude_unset=True) == {
         "dedup": True, "min_tokens": 1, "max_tokens": 9, "max_ratio": 2.0, "kind": "bitext"}
+
+
+def test_a_failed_run_adds_no_pipeline_summary_lines():
+    """A run that failed never reached its pipeline's results: the summary printer must not look for them
+    (a KeyError there turned one-line failures into tracebacks)."""
+    assert registry.summary_lines({"pipeline": "train_nmt", "status": "failed", "error": "boom", "stages": []}) == []

@@ -7,12 +7,14 @@ Exit codes: 0 ok, 1 a run failed, 2 bad usage, configuration or input.
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -30,20 +32,100 @@ from storage.catalog import Catalog
 _option_type = typer.core.TyperOption.display_type_rich
 typer.core.TyperOption.display_type_rich = lambda self, ctx: None if self.is_flag else _option_type(self, ctx)
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="augdag: offline data augmentation as a Prefect DAG")
+QUIET, NORMAL, VERBOSE = 0, 1, 2
+_verbosity = [NORMAL]  # this invocation's -q/-v (the last one typed wins); read with verbosity()
+
+
+def verbosity() -> int:
+    """QUIET (``-q``: the final summary lines and errors), NORMAL (stage progress and summaries) or VERBOSE
+    (``-v``: Prefect's log, fairseq's training log and tracebacks on the terminal too)."""
+    return _verbosity[0]
+
+
+def _set_verbosity(level: int) -> Callable[[bool], None]:
+    def callback(value: bool) -> None:
+        if value:
+            _verbosity[0] = level
+            configure_console(verbose=level == VERBOSE, quiet=level == QUIET)  # before Prefect is imported
+
+    return callback
+
+
+VerboseOpt = Annotated[bool, typer.Option(
+    "--verbose", "-v", callback=_set_verbosity(VERBOSE),
+    help="show Prefect's log, fairseq's training log and tracebacks on the terminal too (a run's log file, "
+         "<cache>/logs/<run id>.log, always has them; `augdag logs RUN` prints it)")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", callback=_set_verbosity(QUIET),
+                                        help="print the final summary lines and errors only (no stage tables, "
+                                             "no progress)")]
+
+
+def _command_flags() -> list[Any]:
+    """-v and -q as options of a command that does not pass them to its function (typer builds them)."""
+    flags = typer.Typer(add_completion=False)
+
+    @flags.command()
+    def _flags(verbose: VerboseOpt = False, quiet: QuietOpt = False) -> None: ...
+
+    params = typer.main.get_command(flags).params
+    for p in params:
+        p.expose_value = False
+    return params
+
+
+class AugdagGroup(typer.core.TyperGroup):
+    """The app's command group: ``-v``/``-q`` are taken after the command too (``augdag run ingest -q``);
+    each invocation starts at NORMAL."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        _verbosity[0] = NORMAL
+        configure_console(verbose=False)
+        return super().parse_args(ctx, args)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        cmd = super().get_command(ctx, cmd_name)
+        if cmd is not None and not any(p.name == "verbose" for p in cmd.params):
+            cmd.params += _command_flags()
+        return cmd
+
+
+app = typer.Typer(cls=AugdagGroup, add_completion=False, no_args_is_help=True,
+                  help="augdag: offline data augmentation as a Prefect DAG")
 out = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
 
-CacheOpt = Annotated[Path | None, typer.Option("--cache", help="cache root (default: $AUGDAG_CACHE or ./.augdag)")]
+
+def _global_cache(ctx: typer.Context, value: Path | None) -> Path | None:
+    """A command's own --cache, else the one typed before the command (``augdag --cache DIR sql ...``)."""
+    if value is None and (before := ctx.find_root().params.get("cache")) is not None:
+        return Path(before)
+    return value
+
+
+CacheOpt = Annotated[Path | None, typer.Option("--cache", callback=_global_cache, help="cache root (default: "
+                                               "`augdag --cache DIR`, else $AUGDAG_CACHE, else ./.augdag)")]
 SetOpt = Annotated[list[str], typer.Option("--set", help="override a profile key: a.b=value (repeatable)")]
 ConfigOpt = Annotated[str, typer.Option("--config", "-c", help="a profile: a YAML path or a packaged name")]
 
 
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"augdag {importlib.metadata.version('augdag')}", highlight=False)
+        raise typer.Exit()
+
+
 @app.callback()
-def _options(verbose: Annotated[bool, typer.Option(
-        "--verbose", "-v", help="show Prefect's log and tracebacks on the terminal (a run's log file, "
-                                "<cache>/logs/<run id>.log, always has them)")] = False) -> None:
-    configure_console(verbose)  # before Prefect is imported: see flows/run_log.py
+def _options(
+    cache: Annotated[Path | None, typer.Option(
+        "--cache", help="cache root of every command (a command's own --cache wins; default: $AUGDAG_CACHE, "
+                        "else ./.augdag)")] = None,
+    verbose: VerboseOpt = False,
+    quiet: QuietOpt = False,
+    version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_version,
+                                          help="print augdag's version and exit")] = False,
+) -> None:
+    """The options before the command hold for it (its commands read ``cache`` with ``_global_cache``);
+    -v and -q are taken after it too, and its own --cache wins over this one."""
 
 
 def fail(e: AugdagError) -> None:

@@ -18,7 +18,7 @@ import typer
 from conf.errors import AugdagError, ConfError
 from conf.loader import load_profile, load_recorded
 from conf.schema import resolve_cache
-from flows.cli_app import CacheOpt, ConfigOpt, SetOpt, app, catalog_at, err, fail, out
+from flows.cli_app import QUIET, CacheOpt, ConfigOpt, SetOpt, app, catalog_at, err, fail, out, verbosity
 from flows.cli_run import prepare, print_summary, run_nightly, run_pipeline
 from flows.lifecycle import supervise_in_own_group
 from storage.catalog import Catalog
@@ -60,7 +60,7 @@ def retry(
         else:
             conf = load_recorded(config, set_, run_id=run_id, cache=catalog.root)
         forced = forced_artifacts(catalog, run, stage=stage, start=start)
-        if forced:
+        if forced and verbosity() > QUIET:
             err.print(f"recomputing: {', '.join(forced.values())}", highlight=False)
         with forcing(list(forced)):  # no Prefect import before here: _run_* configure it first
             if run["pipeline"] == "nightly":

@@ -1,14 +1,17 @@
-"""`augdag report RUN [--compare OTHER]`: a run, or two runs side by side, as one self-contained HTML page."""
+"""`augdag report RUN [--compare OTHER]` and `augdag logs RUN [--stage S]`: what a run did, as one
+self-contained HTML page (or two runs side by side), or as its log."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from conf.errors import AugdagError
+from conf.errors import AugdagError, CatalogError
 from flows.cli_app import CacheOpt, app, catalog_at, fail, out
+from flows.run_log import log_path, log_records, record_stages, stage_records
 
 
 @app.command()
@@ -28,3 +31,31 @@ def report(
     except AugdagError as e:
         fail(e)
     out.print(f"wrote {path}", highlight=False, soft_wrap=True)
+
+
+@app.command()
+def logs(
+    run_id: Annotated[str, typer.Argument(help="a run id (see `augdag runs`); a nightly run's log has its pipelines'")],
+    stage: Annotated[str | None, typer.Option("--stage", help="only the lines of this stage or model (its shards, "
+                                                 "e.g. clean-00003, or a training: --stage student)")] = None,
+    cache: CacheOpt = None,
+) -> None:
+    """Print a run's log (<cache>/logs/RUN.log): Prefect's records, fairseq's training output and tracebacks,
+    which the terminal shows only with -v."""
+    from storage.runs import load_run
+
+    catalog = catalog_at(cache)
+    path = log_path(catalog.root, run_id)
+    try:
+        if not path.is_file():
+            load_run(catalog, run_id)  # an unknown run: exit 2, naming the recent ones
+            raise CatalogError(f"{path}: no log for run {run_id!r}: it is written by the process that ran it")
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+        records = list(log_records(lines) if stage is None else stage_records(lines, stage))
+        if stage is not None and not records:
+            named = sorted({s for r in log_records(lines) for s in record_stages(r[0])})
+            raise CatalogError(f"{path}: no line of stage {stage!r}; the stages in it: {', '.join(named) or 'none'}")
+    except AugdagError as e:
+        fail(e)
+    sys.stdout.writelines(line + "\n" for record in records for line in record)

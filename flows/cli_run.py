@@ -1,4 +1,9 @@
-"""Running a pipeline or the nightly from the CLI, and printing what it did (summaries, progress bars)."""
+"""Running a pipeline or the nightly from the CLI, and printing what it did (summaries, progress bars).
+
+What is printed follows ``verbosity()`` (flows/cli_app.py): by default progress bars on a terminal, each
+run's stage table, its summary lines and report paths; with ``-q`` one line per run and its summary lines,
+the nightly's totals and its failures; ``-v`` prints as the default does, the log (flows/run_log.py) besides.
+"""
 
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ from rich.table import Table
 from conf.loader import check_inputs, dump_conf
 from conf.schema import AugdagConf
 from flows import registry
-from flows.cli_app import err, out
+from flows.cli_app import QUIET, err, out, verbosity
 from tasks.progress import reporting
 
 
@@ -32,7 +37,7 @@ def prepare(conf: AugdagConf) -> None:
 
     # Prefect's persisted task results live beside the artifacts they describe
     os.environ.setdefault("PREFECT_LOCAL_STORAGE_PATH", str(Path(conf.cache).absolute() / "prefect-results"))
-    if url := connect(Path(conf.cache)):
+    if (url := connect(Path(conf.cache))) and verbosity() > QUIET:
         err.print(f"[dim]reporting to the Prefect server at {url}[/]", highlight=False)
 
 
@@ -53,7 +58,7 @@ def run_nightly(conf: AugdagConf, profile: str, *, run_id: str | None = None) ->
     prepare(conf)
     from flows.nightly import NightlyFailed, demo_data, nightly_flow
 
-    if (data := demo_data(profile, conf)) is not None:
+    if (data := demo_data(profile, conf)) is not None and verbosity() > QUIET:
         out.print(f"demo data {'written to' if data[1] else 'in'} {data[0]}", highlight=False)
     check_inputs(conf)
     try:
@@ -75,29 +80,38 @@ def print_nightly(summary: dict[str, Any]) -> None:
     for child in summary["pipelines"]:
         if child.get("stages"):
             print_summary(child)
-    table = Table(title=f"nightly run {summary['run_id']} ({summary['profile']}): {summary['status']}",
-                  title_justify="left")
-    for col in ("pipeline", "run", "status", "stages computed/cached/failed", "shards computed", "rows out", "seconds"):
-        table.add_column(col, justify="right" if col in ("rows out", "seconds") else "left")
-    for c in summary["pipelines"]:
-        t = totals([c], c["seconds"])  # the run's totals, for one pipeline
-        by = t["stages"]
-        table.add_row(c["pipeline"], c["run_id"] or "-", c["status"],
-                      f"{by.get('computed', 0)}/{by.get('cached', 0)}/{by.get('failed', 0)}",
-                      f"{t['shards_computed']}/{t['shards']}", f"{t['rows_out']:,}", f"{c['seconds']:.1f}")
-    out.print(table)
+    title = f"nightly run {summary['run_id']} ({summary['profile']}): {summary['status']}"
+    if verbosity() == QUIET:
+        out.print(title, highlight=False)
+    else:
+        table = Table(title=title, title_justify="left")
+        for col in ("pipeline", "run", "status", "stages computed/cached/failed", "shards computed", "rows out",
+                    "seconds"):
+            table.add_column(col, justify="right" if col in ("rows out", "seconds") else "left")
+        for c in summary["pipelines"]:
+            t = totals([c], c["seconds"])  # the run's totals, for one pipeline
+            by = t["stages"]
+            table.add_row(c["pipeline"], c["run_id"] or "-", c["status"],
+                          f"{by.get('computed', 0)}/{by.get('cached', 0)}/{by.get('failed', 0)}",
+                          f"{t['shards_computed']}/{t['shards']}", f"{t['rows_out']:,}", f"{c['seconds']:.1f}")
+        out.print(table)
     t = summary["totals"]
-    out.print(f"shards: {t['shards_computed']:,} computed, {t['shards_cached']:,} cached of {t['shards']:,}; "
-              f"rows out {t['rows_out']:,}; rejects {t['rejects']:,}; {t['seconds']:.1f} s", highlight=False)
+    out.print(f"{totals_line(t)}; {t['seconds']:.1f} s", highlight=False)
     for f in t["failed_shards"]:
         what = f"{f['stage']}[{f['dataset']}] shard(s) {f['shards']}: {f['error']}"
         out.print(f"[red]failed:[/] {escape(what)}", highlight=False)  # [dataset] is no markup tag
 
 
+def totals_line(t: dict[str, Any]) -> str:
+    """Shards computed and cached, rows out and rejects of ``flows.nightly.totals``, in one line."""
+    return (f"shards: {t['shards_computed']:,} computed, {t['shards_cached']:,} cached of {t['shards']:,}; "
+            f"rows out {t['rows_out']:,}; rejects {t['rejects']:,}")
+
+
 @contextmanager
 def progress_bars() -> Iterator[None]:
-    """Shards done per stage as rich progress bars, when stdout is a terminal."""
-    if not out.is_terminal:
+    """Shards done per stage as rich progress bars, when stdout is a terminal (none with ``-q``)."""
+    if not out.is_terminal or verbosity() == QUIET:
         yield
         return
     with Progress(TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -114,6 +128,22 @@ def progress_bars() -> Iterator[None]:
 
 
 def print_summary(summary: dict[str, Any]) -> None:
+    """A pipeline run: its stage table (with ``-q``, one line of totals), its pipeline's summary lines (its
+    registry entry) and, unless ``-q``, the paths of its reports."""
+    if verbosity() == QUIET:
+        from flows.nightly import totals
+
+        out.print(f"run {summary['run_id']} {summary['status']}: {totals_line(totals([summary], 0))}", highlight=False)
+    else:
+        out.print(stage_table(summary))
+    for line in registry.summary_lines(summary):
+        out.print(line, highlight=False)
+    if verbosity() > QUIET:
+        for name, path in summary.get("reports", {}).items():
+            out.print(f"report {name}: {path}", highlight=False)
+
+
+def stage_table(summary: dict[str, Any]) -> Table:
     table = Table(title=f"run {summary['run_id']}", title_justify="left")
     for col in ("stage", "dataset", "status", "shards", "rows in", "kept", "rejected", "dropped", "seconds"):
         table.add_column(col, justify="right" if col not in ("stage", "dataset", "status") else "left")
@@ -122,8 +152,4 @@ def print_summary(summary: dict[str, Any]) -> None:
         table.add_row(s["stage"], s["dataset"] or "", s["status"], f"{s['shards_computed']}/{s['shards']} computed",
                       f"{s['rows_in']:,}", f"{rows.get('part', 0):,}", f"{rows.get('rejects', 0):,}",
                       f"{rows.get('dropped', 0):,}", f"{s['seconds']:.2f}")
-    out.print(table)
-    for line in registry.summary_lines(summary):  # the pipeline's own lines (its registry entry)
-        out.print(line, highlight=False)
-    for name, path in summary.get("reports", {}).items():
-        out.print(f"report {name}: {path}", highlight=False)
+    return table

@@ -1,5 +1,7 @@
-"""Where a run's log goes: every record to ``<cache>/logs/<run_id>.log``, tracebacks included; the terminal
-gets warnings only, and its last line is the CLI's one-line error (`augdag -v` shows it all again).
+"""Where a run's log goes: every record to ``<cache>/logs/<run_id>.log``, tracebacks and fairseq's training
+output (``tasks.nmt.training_log``) included; the terminal gets warnings only (errors only with `augdag -q`),
+and its last line is the CLI's one-line error (`augdag -v` shows it all again, `augdag logs RUN` afterwards:
+``log_records`` and ``stage_records`` read the file back).
 
 The file: ``RunLogHandler`` sits on the root logger, so it receives Prefect's records (the flow and task
 run loggers, the engine's failure reports with their tracebacks) and augdag's. Each record goes to the log
@@ -19,7 +21,9 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import re
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,14 +38,18 @@ def log_path(cache: Path | str, run_id: str) -> Path:
 
 
 class RunLogFormatter(logging.Formatter):
-    """``time | LEVEL | logger - Task run 'name' - message``, the traceback below (as Prefect's console)."""
+    """``time | LEVEL | logger - Task run 'name' - message``, the traceback below (as Prefect's console).
+    A task run whose name does not start with its task's (a model's training: run 'fairseq' of the task
+    'student') adds the task's: ``Task run 'fairseq' (student) - ``."""
 
     def __init__(self, datefmt: str = "%Y-%m-%d %H:%M:%S") -> None:
         super().__init__("%(asctime)s.%(msecs)03d | %(levelname)-7s | %(name)s - %(augdag_where)s%(message)s", datefmt)
 
     def format(self, record: logging.LogRecord) -> str:
         task, flow = getattr(record, "task_run_name", None), getattr(record, "flow_run_name", None)
-        record.augdag_where = f"Task run {task!r} - " if task else f"Flow run {flow!r} - " if flow else ""
+        name = getattr(record, "task_name", None)
+        of = f" ({name})" if task and name and not str(task).startswith(str(name)) else ""
+        record.augdag_where = f"Task run {task!r}{of} - " if task else f"Flow run {flow!r} - " if flow else ""
         return super().format(record)
 
 
@@ -86,11 +94,15 @@ def open_run_log(cache: Path | str, run_id: str, flow_run_context: Any) -> Path:
 
 
 class QuietConsole(logging.Filter):
-    """The terminal without ``-v``: warnings and errors, but no traceback and no run failure (each is in
-    the run's log; the CLI's last line says what failed and how to resume)."""
+    """The terminal without ``-v``: warnings (errors only with ``-q``), but no traceback and no run failure
+    (each is in the run's log; the CLI's last line says what failed and how to resume)."""
+
+    def __init__(self, level: int = logging.WARNING) -> None:
+        super().__init__()
+        self.level = level
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno < logging.WARNING or record.exc_info or record.stack_info:
+        if record.levelno < self.level or record.exc_info or record.stack_info:
             return False
         return not (record.levelno >= logging.ERROR and record.name.startswith(RUN_LOGGERS))
 
@@ -111,9 +123,10 @@ class ConsoleHandler(logging.StreamHandler):
         pass
 
 
-def configure_console(verbose: bool) -> None:
-    """The terminal's share of the log: everything (Prefect's INFO and tracebacks) with ``verbose``, else
-    ``QuietConsole``. Call before Prefect is imported (see the module docstring); calling again replaces it."""
+def configure_console(verbose: bool, quiet: bool = False) -> None:
+    """The terminal's share of the log: everything (Prefect's INFO, fairseq's training log, tracebacks) with
+    ``verbose``, else ``QuietConsole`` (warnings and errors; errors only when ``quiet``). Call before Prefect
+    is imported (see the module docstring); calling again replaces it."""
     root = logging.getLogger()
     prefect_consoles = [h for h in root.handlers if type(h).__name__ == "PrefectConsoleHandler"]
     ours = [h for h in root.handlers if isinstance(h, ConsoleHandler)]
@@ -124,5 +137,42 @@ def configure_console(verbose: bool) -> None:
         for f in [f for f in handler.filters if isinstance(f, QuietConsole)]:
             handler.removeFilter(f)
         if not verbose:
-            handler.addFilter(QuietConsole())
+            handler.addFilter(QuietConsole(logging.ERROR if quiet else logging.WARNING))
     logging.getLogger("augdag").setLevel(logging.INFO)
+
+
+_RECORD = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} \| \w+ *\| \S+ - "
+                     r"(?:Task run '(?P<task>[^']*)'(?: \((?P<task_name>[^)]*)\))? - |Flow run '[^']*' - )?(?P<msg>.*)")
+# the flow driver's lines about a stage: "clean[pair] 27c002798868: ...", "student 3b2a1c0d9e8f: trained (...)",
+# "stage 'clean' (dataset pair) failed ...", "model 'student' (fairseq ...) failed to train ..."
+_STAGE_MESSAGE = re.compile(r"(?:(?:stage|model) '(?P<quoted>[^']+)'|(?P<stage>[A-Za-z_][\w.]*)(?:\[| [0-9a-f]{12}:))")
+
+
+def log_records(lines: Iterable[str]) -> Iterator[list[str]]:
+    """The records of a run's log, each as its lines (the first with time, level and logger; a traceback
+    or a message of several lines below it)."""
+    record: list[str] = []
+    for line in lines:
+        if _RECORD.match(line) and record:
+            yield record
+            record = []
+        record.append(line)
+    if record:
+        yield record
+
+
+def record_stages(first_line: str) -> set[str]:
+    """The stage (or model) names a record is about: its task run's stage (``clean-00003`` is ``clean``'s
+    shard 3; ``'fairseq' (student)`` is the training of ``student``) or the stage a flow line names."""
+    m = _RECORD.match(first_line)
+    if m is None:
+        return set()
+    if m["task"] is not None:
+        return {re.sub(r"-\d+$", "", m["task"]), *([m["task_name"]] if m["task_name"] else [])}
+    said = _STAGE_MESSAGE.match(m["msg"])
+    return {said["quoted"] or said["stage"]} if said else set()
+
+
+def stage_records(lines: Iterable[str], stage: str) -> Iterator[list[str]]:
+    """The records of ``stage`` (a stage or model name, as `augdag runs` lists them) in a run's log."""
+    return (r for r in log_records(lines) if stage in record_stages(r[0]))

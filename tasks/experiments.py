@@ -17,6 +17,7 @@ from conf.schema import NMTConf, NMTTrainConf
 from storage.parts import Parts
 from tasks.evaluation import translate_test
 from tasks.mix import MIX, training_mix
+from tasks.nmt import training_log
 from tasks.stage import Stage
 
 PHASES = ("train", "continue")
@@ -42,27 +43,18 @@ def continued_train_conf(train: NMTTrainConf, *, lr: float, max_update: int | No
 def continued_builder(parts: Parts, conf: NMTConf, train: NMTTrainConf, *, init: Path,
                       label: str) -> Callable[[Path], None]:
     """A ``build(path)`` for ``run_model_stage``: fairseq-train from the model at ``init`` on (src → tgt) of the
-    parts, with ``train``'s lr and updates; its log goes to the Prefect logs, its updates to ``train <label>``."""
+    parts, with ``train``'s lr and updates; its log goes to ``tasks.nmt.training_log``, its updates to
+    ``train <label>``."""
     def build(path: Path) -> None:
         from models.nmt.fairseq import train_fairseq
         from tasks.progress import report
 
         table = parts.table(["src", "tgt"])
-        train_fairseq(table["src"].to_pylist(), table["tgt"].to_pylist(), path, train, init=init, log=run_logger(),
+        train_fairseq(table["src"].to_pylist(), table["tgt"].to_pylist(), path, train, init=init, log=training_log(),
                       progress=lambda done, total: report(f"train {label}", done, total), threads=conf.threads,
                       device=conf.device)
 
     return build
-
-
-def run_logger() -> Callable[[str], None]:
-    """The Prefect run logger's ``info``, or nothing outside a flow run (a test calling the builder)."""
-    try:
-        from prefect import get_run_logger
-
-        return get_run_logger().info
-    except Exception:  # noqa: BLE001 — no run context
-        return lambda line: None
 
 
 # each student's translations of a test set (internal: `arm_translations` gathers them into `test_translations`)

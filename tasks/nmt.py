@@ -9,6 +9,7 @@ fingerprint with ``models=``. One model is loaded per process and reused by ever
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -139,26 +140,35 @@ def translate_mono(rows: pa.Table, *, model: Loading, model_path: Path, runtime:
 def fairseq_builder(parts: Parts, conf: NMTConf, *, src: str = "src", tgt: str = "tgt",
                     label: str = "nmt") -> Callable[[Path], None]:
     """A ``build(path)`` for ``run_model_stage``: fairseq-train on (``src`` → ``tgt``) of an artifact's
-    parts; its log goes to the Prefect logs and its updates to the progress bar ``train <label>``."""
+    parts; its log goes to ``training_log`` and its updates to the progress bar ``train <label>``."""
     def build(path: Path) -> None:
         from models.nmt.fairseq import train_fairseq
         from tasks.progress import report
 
         table = parts.table([src, tgt])
-        train_fairseq(table[src].to_pylist(), table[tgt].to_pylist(), path, conf.train, log=_run_logger(),
+        train_fairseq(table[src].to_pylist(), table[tgt].to_pylist(), path, conf.train, log=training_log(),
                       progress=lambda done, total: report(f"train {label}", done, total),
                       threads=conf.threads, device=conf.device)
 
     return build
 
 
-def _run_logger() -> Callable[[str], None]:
+def training_log() -> Callable[[str], None]:
+    """Where fairseq's training output goes, a line at a time: the logger ``augdag.fairseq`` at INFO, each
+    record naming the Prefect task run it came from as Prefect's own records do (a model's training is the
+    run 'fairseq' of the task 'student'). So it reaches the run's log file (flows/run_log.py; `augdag logs
+    RUN --stage student`) and, with `augdag -v`, the terminal, but not Prefect's API: one training's ~300
+    lines would fill the UI's log and the server's database. Outside a task run the records name none."""
+    logger = logging.getLogger("augdag.fairseq")
+    extra: dict[str, str] = {}
     try:
-        from prefect import get_run_logger
+        from prefect.context import TaskRunContext
 
-        return get_run_logger().info
-    except Exception:  # noqa: BLE001 — outside a flow run (a test calling the builder directly)
-        return lambda line: None
+        if (ctx := TaskRunContext.get()) is not None:
+            extra = {"task_run_name": ctx.task_run.name, "task_name": ctx.task.name}
+    except Exception:  # noqa: BLE001 — the log names no task run rather than failing a training
+        pass
+    return lambda line: logger.info("%s", line, extra=extra)
 
 
 TRANSLATE_MONO = Stage("teacher_translate", NMT_VERSION, translate_mono, tags=("gpu",))

@@ -219,6 +219,11 @@ def test_augdag_demo_exits_0_from_a_clean_cache_with_networking_off(tmp_path):
     # artifact's shards once however many pipelines read it (a re-read is cached: counted again, rows double)
     first = json.loads(rows("SELECT summary FROM runs WHERE pipeline = 'nightly'")[0]["summary"])
     children = first["pipelines"]
+    # issue 18: Prefect's INFO and fairseq's training log go to the run's log (`augdag logs`), not the terminal
+    assert " | INFO " not in output and "fairseq_cli" not in output
+    student = runner.invoke(app, ["logs", first["run_id"], "--stage", "student", "--cache", cache])
+    assert student.exit_code == 0, student.output
+    assert "| augdag.fairseq - Task run 'fairseq' (student) - INFO:fairseq_cli.train:" in student.output
     assert [c["pipeline"] for c in children] == DEMO_PIPELINES and {c["status"] for c in children} == {"completed"}
     ids = ", ".join(f"'{c['run_id']}'" for c in children)
     shards = rows(f"SELECT count(*) AS n, count(*) FILTER (computed) AS computed, sum(rows_out)::BIGINT AS rows_out "

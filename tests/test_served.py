@@ -89,10 +89,19 @@ class prefect_server:
 
 
 def api(url: str, method: str, path: str, body: dict | None = None):
-    """One REST call; a 503 (the server's "retry me", e.g. SQLite busy) is retried as Prefect's client does."""
-    for _ in range(20):
-        r = httpx.request(method, f"{url}{path}", json=body, timeout=30)
-        if r.status_code != 503:
+    """One REST call; a 503 (the server's "retry me", e.g. SQLite busy) or a read that times out (the SQLite server
+    held by a flow run's writes on a loaded CI machine: CI saw one GET wait > 30 s) is retried, as Prefect's own
+    client retries them, for up to three minutes; a timed-out write (create a flow run) is not repeated."""
+    reads = method == "GET" or path.endswith("/filter")
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            r = httpx.request(method, f"{url}{path}", json=body, timeout=30)
+        except httpx.TimeoutException:
+            if not reads or time.monotonic() > deadline:
+                raise
+            continue
+        if r.status_code != 503 or time.monotonic() > deadline:
             break
         time.sleep(0.5)
     r.raise_for_status()

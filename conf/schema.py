@@ -21,6 +21,7 @@ from conf.nmt import NMTConf, NMTTrainConf  # noqa: F401 — the NMT sections, p
 from conf.pipelines import check_enabled, known_pipeline
 from conf.mt_paraphrase import MtParaphraseConf
 from conf.slots import C2cConf, TrainSlotTaggerConf
+from conf.tokenizer import TokenizerConf
 
 Kind = Literal["bitext", "mono", "labeled", "slots"]
 Format = Literal["text", "tsv", "jsonl", "parquet", "hf"]
@@ -126,6 +127,7 @@ class SelfTrainingConf(ConfModel):
     bitext: str | None = None  # a dataset of kind bitext (default: the profile's only one)
     mono: list[str] = []  # datasets of kind mono (default: all of them)
     lowercase: bool = False  # lowercase before aligning and scoring
+    tokenizer: TokenizerConf = TokenizerConf()  # words for the aligner, lexicon and LMs (moses; the views keep the text)
     aligner: AlignerConf = AlignerConf()
     lm: LMConf = LMConf()
     sampling: SamplingConf = SamplingConf()

@@ -64,7 +64,7 @@ def rejuvenate_bitext(run: Run, conf: AugdagConf) -> Rejuvenated:
     active = run_stage(run, ACTIVE, inputs=[bitext, scores], side={"cut": cut}, params={"state": "active"})
     fresh = rejuvenate_inactive(run, rj, inactive, active, ident, ident_loading)
     rejuvenated = run_stage(run, REJUVENATED_BITEXT, inputs=[active, fresh.ref], params={})
-    align, _, scored_src = bitext_uncertainty(run, bitext, conf.self_training)
+    align, _, scored_src, _ = bitext_uncertainty(run, bitext, conf.self_training)
     bins = run_stage(run, PROBABILITY_BINS, inputs=[scores], n_shards=1, params={"bins": rj.bins})
     states = run_stage(run, STATE_PROPERTIES, inputs=[active, inactive, align, scored_src], n_shards=1, params={})
     return Rejuvenated(scores, active, inactive, rejuvenated, bins, states,

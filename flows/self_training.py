@@ -16,6 +16,7 @@ from typing import Any
 from prefect import flow
 
 from conf.schema import AugdagConf, SelfTrainingConf
+from conf.tokenizer import TokenizerConf
 from flows.driver import ModelRef, Run, run_model_stage, run_stage
 from flows.ingest import ingest_dataset
 from flows.nmt import nmt_model
@@ -28,6 +29,7 @@ from tasks import lm as lm_tasks
 from tasks.alignment import ALIGN, FORCE_ALIGN, LEXICON, WORD_UNCERTAINTY
 from tasks.clean import CLEAN, DUPLICATES, CleanParams
 from tasks.nmt import TRANSLATE_MONO, decode_options, loading, runtime
+from tasks.tokenize import TOKENIZE
 from tasks.uncertainty import BINS, SAMPLE_KEYS, SAMPLED_MONO, SCORE, SELECT, U_MAX
 
 
@@ -36,12 +38,27 @@ class Sampled:
     """What the first half hands on: the sample per monolingual dataset and what the teacher needs."""
 
     bitext: ArtifactRef
+    tokenized_bitext: ArtifactRef  # the bitext as the aligner and the LMs see it (the bitext itself: whitespace)
     alignment: ArtifactRef
     word_uncertainty: ArtifactRef
     u_max: float
     sampled: dict[str, ArtifactRef]
     bins: dict[str, ArtifactRef]
     scored_mono: list[ArtifactRef]
+
+
+def tokenized(run: Run, ref: ArtifactRef, conf: TokenizerConf, sides: dict[str, str]) -> ArtifactRef:
+    """``ref`` with its columns ``sides`` (column -> "src" or "tgt": whose language) word-tokenised as
+    ``conf`` says: the `tokenize` stage, mapped over its shards; ``ref`` itself for ``whitespace``."""
+    if conf.kind == "whitespace":
+        return ref
+    langs = {column: conf.src_lang if side == "src" else conf.tgt_lang for column, side in sides.items()}
+    params: dict[str, Any] = {"kind": conf.kind, "langs": langs}
+    if conf.kind == "moses":
+        params["aggressive_dash_splits"] = conf.aggressive_dash_splits
+    else:
+        params["pattern"] = conf.pattern
+    return run_stage(run, TOKENIZE, inputs=[ref], params=params)
 
 
 def train_lm(run: Run, corpus: ArtifactRef, *, column: str, conf: SelfTrainingConf, name: str) -> ModelRef:
@@ -54,10 +71,12 @@ def train_lm(run: Run, corpus: ArtifactRef, *, column: str, conf: SelfTrainingCo
     )
 
 
-def bitext_uncertainty(run: Run, bitext: ArtifactRef, conf: SelfTrainingConf) -> tuple[ArtifactRef, ArtifactRef, ArtifactRef]:
-    """Align the bitext (fast_align both ways, grow-diag-final-and), build the lexicon and H(word), and
-    score every source sentence with U (Eq. 6.3). Returns (alignment, word uncertainty, scored bitext)."""
+def bitext_uncertainty(run: Run, bitext: ArtifactRef, conf: SelfTrainingConf) -> tuple[ArtifactRef, ...]:
+    """Tokenise the bitext, align it (fast_align both ways, grow-diag-final-and), build the lexicon and
+    H(word), and score every source sentence with U (Eq. 6.3). Returns (alignment, word uncertainty,
+    scored bitext, tokenised bitext)."""
     lc = {"lowercase": conf.lowercase}
+    bitext = tokenized(run, bitext, conf.tokenizer, {"src": "src", "tgt": "tgt"})
     align = run_stage(run, ALIGN, inputs=[bitext], n_shards=1, params={**lc, **conf.aligner.model_dump()})
     run.catalog.register_model(  # the aligner is its artifact: both tables (fwd_table, rev_table) and tensions
         align.fingerprint, name="fast_align", kind="fast_align", path=str(align.dir), run_id=run.run_id,
@@ -65,7 +84,7 @@ def bitext_uncertainty(run: Run, bitext: ArtifactRef, conf: SelfTrainingConf) ->
     lexicon = run_stage(run, LEXICON, inputs=[bitext, align], n_shards=1, params=lc)
     words = run_stage(run, WORD_UNCERTAINTY, inputs=[lexicon, bitext], n_shards=1, params=lc)
     scored = run_stage(run, SCORE, inputs=[bitext], side={"word_uncertainty": words}, params={"column": "src", **lc})
-    return align, words, scored
+    return align, words, scored, bitext
 
 
 def sample_monolingual(run: Run, conf: AugdagConf) -> Sampled:
@@ -76,16 +95,17 @@ def sample_monolingual(run: Run, conf: AugdagConf) -> Sampled:
               for name in [bitext_name, *mono_names]}
     bitext, monos = ingest[bitext_name], [ingest[m] for m in mono_names]
     lc = {"lowercase": st.lowercase}
-    align, words, scored_bitext = bitext_uncertainty(run, bitext, st)
+    align, words, scored_bitext, tokenized_bitext = bitext_uncertainty(run, bitext, st)
+    tokenized_monos = [tokenized(run, m, st.tokenizer, {"text": "src"}) for m in monos]
     u_max = run_stage(run, U_MAX, inputs=[scored_bitext], n_shards=1, params={"percentile_r": s.percentile_r})
     scored = [run_stage(run, SCORE, inputs=[m], side={"word_uncertainty": words}, params={"column": "text", **lc})
-              for m in monos]
+              for m in tokenized_monos]
     budget = s.budget or max(1, math.floor(s.budget_ratio * sum(artifact_rows(m) for m in monos)))
     extra: list[list[ArtifactRef]] = [[] for _ in monos]
     if s.method == "srclm":  # baseline: lowest cross-entropy under a source-side LM of the bitext first
-        src_lm = train_lm(run, bitext, column="src", conf=st, name="source_lm")
+        src_lm = train_lm(run, tokenized_bitext, column="src", conf=st, name="source_lm")
         extra = [[run_stage(run, lm_tasks.LM_SCORE, inputs=[m], params={"column": "text", **lc},
-                            models=[src_lm.fingerprint], resources={"lm_path": src_lm.path})] for m in monos]
+                            models=[src_lm.fingerprint], resources={"lm_path": src_lm.path})] for m in tokenized_monos]
     keys = [run_stage(run, SAMPLE_KEYS, inputs=[sc, *ex], side={"u_max": u_max},
                       params={"method": s.method, "beta": s.beta, "seed": s.seed, "budget": budget})
             for sc, ex in zip(scored, extra)]
@@ -94,7 +114,7 @@ def sample_monolingual(run: Run, conf: AugdagConf) -> Sampled:
                                     params={"method": s.method}) for m in monos}
     bins = {"bitext": run_stage(run, BINS, inputs=[scored_bitext, align], n_shards=1,
                                 params={"bins": s.bins, "aligned": True})}
-    return Sampled(bitext, align, words, u_max.read(0)["u_max"][0].as_py(), sampled, bins, scored)
+    return Sampled(bitext, tokenized_bitext, align, words, u_max.read(0)["u_max"][0].as_py(), sampled, bins, scored)
 
 
 def filter_synthetic(run: Run, pairs: ArtifactRef, conf: SelfTrainingConf, target_lm: ModelRef | None, *,
@@ -111,7 +131,8 @@ def filter_synthetic(run: Run, pairs: ArtifactRef, conf: SelfTrainingConf, targe
     if not use_lm:
         return kept
     lm = {"models": [target_lm.fingerprint], "resources": {"lm_path": target_lm.path}}
-    scores = run_stage(run, lm_tasks.LM_SCORE, inputs=[kept], params={"column": "tgt", "lowercase": conf.lowercase}, **lm)
+    scores = run_stage(run, lm_tasks.LM_SCORE, inputs=[tokenized(run, kept, conf.tokenizer, {"tgt": "tgt"})],
+                       params={"column": "tgt", "lowercase": conf.lowercase}, **lm)
     cut = run_stage(run, lm_tasks.LM_CUT, inputs=[scores], n_shards=1, params={"drop_fraction": f.lm_drop})
     return run_stage(run, dataclasses.replace(lm_tasks.LM_FILTER, view=view), inputs=[kept, scores],
                      side={"cut": cut}, params={})
@@ -122,7 +143,8 @@ def teach(run: Run, conf: SelfTrainingConf, sampled: Sampled) -> tuple[dict[str,
     the monolingual uncertainty bins, with coverage from the synthetic pairs' alignment. Returns
     (synthetic per dataset, the monolingual bins)."""
     teacher = nmt_model(run, conf.teacher, name="teacher", train_on=sampled.bitext)
-    target_lm = train_lm(run, sampled.bitext, column="tgt", conf=conf, name="target_lm") if conf.filter.lm_drop else None
+    target_lm = (train_lm(run, sampled.tokenized_bitext, column="tgt", conf=conf, name="target_lm")
+                 if conf.filter.lm_drop else None)
     params = {"model": loading(conf.teacher), "decode": decode_options(beam=conf.beam, lenpen=conf.lenpen),
               "model_fingerprint": teacher.fingerprint}
     synthetic = {name: filter_synthetic(run, run_stage(run, TRANSLATE_MONO, inputs=[ref], params=params,
@@ -132,7 +154,9 @@ def teach(run: Run, conf: SelfTrainingConf, sampled: Sampled) -> tuple[dict[str,
                                         conf, target_lm, view="synthetic")
                  for name, ref in sampled.sampled.items()}
     # Fig. 6.3 for the monolingual side: coverage from force-aligning each sentence with its translation
-    aligned = run_stage(run, FORCE_ALIGN, inputs=[*synthetic.values(), sampled.alignment], n_shards=1,
+    sides = {"src": "src", "tgt": "tgt"}
+    pairs = [tokenized(run, ref, conf.tokenizer, sides) for ref in synthetic.values()]
+    aligned = run_stage(run, FORCE_ALIGN, inputs=[*pairs, sampled.alignment], n_shards=1,
                         params={"lowercase": conf.lowercase, "key": "parent_uid"})
     mono_bins = run_stage(run, BINS, inputs=[*sampled.scored_mono, aligned], n_shards=1,
                           params={"bins": conf.sampling.bins, "aligned": True})

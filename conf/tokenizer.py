@@ -1,0 +1,42 @@
+"""How self-training splits words for the aligner, the lexicon, word uncertainty and the n-gram LMs.
+
+``moses`` (the default for a new profile) is sacremoses' port of the Moses tokenizer, with a language
+per side; ``regex`` keeps the matches of one pattern; ``whitespace`` takes the text as already tokenised
+(the thesis aligned tokenised text: on raw text "dog." and "dog" are two words).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from conf.base import ConfModel
+
+# numbers with their inner separators (3.50, 1,000), words with inner hyphens and apostrophes
+# (well-known, don't, l'homme), else any one character that is neither a word character nor space
+DEFAULT_PATTERN = r"\d+(?:[.,]\d+)*|\w+(?:[-'’]\w+)*|[^\w\s]"
+LANG = r"^[a-z]{2,3}$"
+
+
+class TokenizerConf(ConfModel):
+    """The word tokeniser of ``self_training``. Languages are ISO 639-1 codes (``en``, ``de``); the
+    monolingual data is in the source language. Tokens are joined by one space; the views keep the text."""
+
+    kind: Literal["whitespace", "moses", "regex"] = "moses"
+    src_lang: str = Field("en", pattern=LANG)
+    tgt_lang: str = Field("en", pattern=LANG)
+    aggressive_dash_splits: bool = False  # moses -a: "well-known" -> "well @-@ known"
+    pattern: str = DEFAULT_PATTERN  # regex: every match is a token, the rest is dropped
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, pattern: str) -> str:
+        try:
+            compiled = re.compile(pattern)
+        except re.error as e:
+            raise ValueError(f"not a Python regular expression: {e}") from None
+        if compiled.match(""):
+            raise ValueError("the pattern matches the empty string, so it would make empty tokens")
+        return pattern

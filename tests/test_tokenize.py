@@ -1,0 +1,162 @@
+"""Word tokenisation for self-training (issue 18, item 3): exact tokens per tokeniser and language, the
+`tokenize` stage, the conf, and the pipeline on raw text giving what it gives on pre-tokenised text."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from pydantic import ValidationError
+
+from conf.errors import InputError
+from conf.loader import load_profile
+from conf.tokenizer import DEFAULT_PATTERN, TokenizerConf
+from demo import write_demo
+from models.lexicon import tokenize
+from models.word_tokenizer import word_tokenize
+from storage.catalog import Catalog
+from tasks.tokenize import tokenize_columns
+from tests.conftest import REPO
+
+
+def _moses(lang: str, *texts: str, **kw) -> list[str]:
+    return word_tokenize(pa.array(texts), kind="moses", lang=lang, **kw).to_pylist()
+
+
+def test_moses_english_punctuation_quotes_hyphens_numbers_and_clitics():
+    assert _moses("en", 'He said, "Don\'t go!" It costs $3.50 (well-known), e-mail 1,000.5 U.S. people.') == [
+        'He said , " Don \'t go ! " It costs $ 3.50 ( well-known ) , e-mail 1,000.5 U.S. people .']
+    assert _moses("en", "Mr. Smith's dog barked at 5 p.m.") == ["Mr. Smith 's dog barked at 5 p.m."]
+    # -a: inner hyphens become tokens of their own, marked as Moses marks them
+    assert _moses("en", "a well-known e-mail", aggressive_dash_splits=True) == ["a well @-@ known e @-@ mail"]
+    # no XML escaping: a token is the text's own characters ("&", "<", "'" stay themselves); single quotes
+    # are Moses' English apostrophe rule: split before a letter only, so a closing one stays attached
+    assert _moses("en", "Tom & Jerry <3 'quoted'") == ["Tom & Jerry < 3 ' quoted'"]
+
+
+def test_moses_german_and_french_use_their_own_rules():
+    # German: "z.B." is an abbreviation and "3." an ordinal (non-breaking prefixes of de)
+    assert _moses("de", "Das ist z.B. der 3. Mann, oder?") == ["Das ist z.B. der 3. Mann , oder ?"]
+    assert _moses("de", "„Gut“, sagte sie.") == ["„ Gut “ , sagte sie ."]
+    # French: the elided article keeps its apostrophe, split from the word it precedes
+    assert _moses("fr", "L'homme qu'il a vu coûte 12,5 €.") == ["L' homme qu' il a vu coûte 12,5 € ."]
+
+
+def test_regex_and_whitespace_tokens_and_empty_and_null_rows():
+    texts = pa.array(['It costs $3.50 (well-known), don\'t!', "  a \t b  ", "", None])
+    assert word_tokenize(texts, kind="regex", pattern=DEFAULT_PATTERN).to_pylist() == [
+        "It costs $ 3.50 ( well-known ) , don't !", "a b", "", None]
+    assert word_tokenize(texts, kind="whitespace").to_pylist() == [
+        "It costs $3.50 (well-known), don't!", "a b", "", None]
+    # a pattern with capturing groups still yields whole matches
+    assert word_tokenize(pa.array(["ab-cd ef"]), kind="regex", pattern=r"(\w+)(-\w+)?").to_pylist() == ["ab-cd ef"]
+
+
+def test_tokenize_stage_replaces_only_the_named_columns():
+    rows = pa.table({"uid": ["u1", "u2"], "src": ["Hello, world!", "Fine."], "tgt": ["Hallo, Welt!", None],
+                     "source": ["d", "d"], "line": [1, 2]})
+    out = tokenize_columns(rows, langs={"src": "en", "tgt": "de"})
+    assert out.schema == rows.schema
+    assert out.to_pydict() == {"uid": ["u1", "u2"], "src": ["Hello , world !", "Fine ."],
+                               "tgt": ["Hallo , Welt !", None], "source": ["d", "d"], "line": [1, 2]}
+    with pytest.raises(InputError, match=r"no column 'text' to tokenise"):
+        tokenize_columns(rows, langs={"text": "en"})
+
+
+def test_tokenizer_conf_defaults_and_errors():
+    conf = TokenizerConf()
+    assert (conf.kind, conf.src_lang, conf.tgt_lang, conf.aggressive_dash_splits) == ("moses", "en", "en", False)
+    with pytest.raises(ValidationError, match="not a Python regular expression"):
+        TokenizerConf(kind="regex", pattern="(unclosed")
+    with pytest.raises(ValidationError, match="matches the empty string"):
+        TokenizerConf(kind="regex", pattern=r"\w*")
+    with pytest.raises(ValidationError, match="src_lang"):
+        TokenizerConf(src_lang="English")
+
+
+# ---- the pipeline: raw text through moses == the same text pre-tokenised, through whitespace --------------
+
+def _detokenized(tokens: list[str], i: int) -> str:
+    """A raw sentence: capitalised, a comma after the second word of every third row, a full stop (a
+    question mark for every fourth) attached to the last word: "Lukas, smiles."."""
+    words = list(tokens)
+    words[0] = words[0].capitalize()
+    if i % 3 == 0 and len(words) > 2:
+        words[1] += ","
+    words[-1] += "?" if i % 4 == 0 else "."
+    return " ".join(words)
+
+
+def _pretokenized(tokens: list[str], i: int) -> str:
+    """The same sentence as Moses tokenises it: punctuation a token of its own."""
+    return _detokenized(tokens, i).replace(",", " ,").replace(".", " .").replace("?", " ?")
+
+
+@pytest.fixture(scope="module")
+def corpora(tmp_path_factory):
+    """The demo grammar's bitext and mono, written raw (raw/) and pre-tokenised (tok/), line for line."""
+    demo = tmp_path_factory.mktemp("tok-demo")
+    write_demo(demo, seed=3, bitext_rows=600, mono_rows=300, labeled_rows=10, slots_rows=10, bad_rows=False)
+    out = {}
+    for kind, shape in (("raw", _detokenized), ("tok", _pretokenized)):
+        root = tmp_path_factory.mktemp(kind)
+        for name in ("train.en", "train.de", "mono.en"):
+            lines = (demo / name).read_text(encoding="utf-8").splitlines()
+            (root / name).write_text("".join(shape(line.split(), i) + "\n" for i, line in enumerate(lines)),
+                                     encoding="utf-8")
+        out[kind] = root
+    raw, tok = ((out[k] / "train.en").read_text().splitlines() for k in ("raw", "tok"))
+    assert word_tokenize(pa.array(raw), kind="moses", lang="en").to_pylist() == tok  # the premise, checked
+    return out
+
+
+def _first_half(cache, data, tokenizer: str) -> Catalog:
+    from prefect import flow
+
+    from flows.driver import Run
+    from flows.runners import run_flow
+    from flows.self_training import sample_monolingual
+
+    conf = load_profile(REPO / "conf" / "demo.yaml", [
+        "shard_size=200", "ingest.clean.max_ratio=10",  # the ratio counts whitespace tokens: raw and tokenised differ
+        f"self_training.tokenizer.kind={tokenizer}", "self_training.tokenizer.tgt_lang=de",
+        f"datasets.demo_bitext.src={data}/train.en", f"datasets.demo_bitext.tgt={data}/train.de",
+        f"datasets.demo_mono.path={data}/mono.en"], cache=cache, environ={"AUGDAG_DEMO_DATA": str(data)})
+
+    @flow(name="tokenized_sampling")
+    def sampling(conf):
+        with Run.started(conf, pipeline="tokenized_sampling", profile="test", config=None) as run:
+            sample_monolingual(run, conf)
+        return run.finish()
+
+    summary = run_flow(sampling, conf)
+    assert summary["status"] == "completed"
+    return Catalog(cache)
+
+
+@pytest.mark.slow
+def test_alignment_and_entropy_on_raw_text_through_moses_equal_the_pretokenized_ones(prefect_harness, corpora,
+                                                                                       tmp_path):
+    moses = _first_half(tmp_path / "moses", corpora["raw"], "moses")
+    pre = _first_half(tmp_path / "pre", corpora["tok"], "whitespace")
+    by_line = "SELECT line, links, src_tokens, tgt_tokens, coverage FROM alignments ORDER BY line"
+    links = moses.query(by_line)
+    assert links.num_rows > 550 and links.equals(pre.query(by_line))  # 600 less the duplicates clean drops
+    words = "SELECT src, H, freq FROM word_uncertainty ORDER BY src"
+    assert moses.query(words).equals(pre.query(words))  # the same tokens through the same code: bit-identical
+    scores = "SELECT source, line, tokens, uncertainty FROM uncertainty ORDER BY source, line"
+    assert moses.query(scores).equals(pre.query(scores))
+    # the views keep the text as it came: the sample shows raw sentences, punctuation attached
+    sample = moses.query("SELECT s.text, m.text AS mono FROM sampled_mono s JOIN mono m USING (uid)").to_pylist()
+    assert sample and all(r["text"] == r["mono"] and r["text"][-1] in ".?" and r["text"][-2] != " " for r in sample)
+    stages = moses.query("SELECT DISTINCT stage FROM artifacts WHERE stage = 'tokenize'").num_rows
+    assert stages == 1 and pre.query("SELECT * FROM artifacts WHERE stage = 'tokenize'").num_rows == 0
+
+
+def test_whitespace_on_raw_text_inflates_the_vocabulary(corpora):
+    """What moses is for: on raw text, "smiles." and "smiles" are two words to the lexicon."""
+    raw = pa.array((corpora["raw"] / "train.en").read_text().splitlines())
+    vocab = {kind: len(set(tokenize(word_tokenize(raw, kind=kind, lang="en")).flatten().to_pylist()))
+             for kind in ("whitespace", "moses")}
+    tok = pa.array((corpora["tok"] / "train.en").read_text().splitlines())
+    assert vocab["moses"] == len(set(tokenize(tok).flatten().to_pylist()))
+    assert vocab["whitespace"] > 1.3 * vocab["moses"]

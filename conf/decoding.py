@@ -1,7 +1,8 @@
 """How a dataset's bytes become text: ``encoding`` (a checked Python codec) and ``on_decode_error``.
 
 Their defaults (utf-8, reject) are left out of a dataset's dump (`InputConf`), so the read stage's
-fingerprint, a hash of that dump, is what it was before the keys existed: a cache keeps its reads.
+fingerprint, a hash of that dump, is what it was before the keys existed: a cache keeps its reads. So are
+those of ``split_sentences`` and ``language`` (conf/sentences.py), which the read leaves out in any case.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pydantic import AfterValidator, SerializerFunctionWrapHandler, model_serial
 
 from conf.base import ConfModel
 
-DEFAULTS = {"encoding": "utf-8", "on_decode_error": "reject"}
+DEFAULTS = {"encoding": "utf-8", "on_decode_error": "reject", "split_sentences": False, "language": "en"}
 
 
 def canonical_encoding(name: str) -> str:
@@ -34,7 +35,7 @@ Encoding = Annotated[str, AfterValidator(canonical_encoding)]
 
 
 class InputConf(ConfModel):
-    """The base of a dataset's section: its dump leaves ``encoding`` and ``on_decode_error`` out at their defaults."""
+    """The base of a dataset's section: its dump leaves the keys of ``DEFAULTS`` out at their defaults."""
 
     @model_serializer(mode="wrap")
     def _defaults_left_out(self, dump: SerializerFunctionWrapHandler) -> dict[str, Any]:

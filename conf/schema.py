@@ -19,6 +19,7 @@ from conf.decoding import Encoding, InputConf
 from conf.experiments import TrainNMTConf  # noqa: F401 — train_nmt's arms, part of the schema
 from conf.nmt import NMTConf, NMTTrainConf  # noqa: F401 — the NMT sections, part of the schema
 from conf.pipelines import check_enabled, known_pipeline
+from conf.sentences import Language, SplitSentences
 from conf.mt_paraphrase import MtParaphraseConf
 from conf.slots import C2cConf, TrainSlotTaggerConf
 from conf.tokenizer import TokenizerConf
@@ -28,7 +29,6 @@ Format = Literal["text", "tsv", "jsonl", "parquet", "hf"]
 
 DEFAULT_CACHE = Path(".augdag")
 CACHE_ENV = "AUGDAG_CACHE"
-
 
 
 class DatasetConf(InputConf):
@@ -45,6 +45,8 @@ class DatasetConf(InputConf):
     split: str | None = None  # hf: the split of a DatasetDict
     encoding: Encoding = "utf-8"  # of text/tsv/jsonl (plain, .gz/.bz2/.xz/.zst by content) and binary columns
     on_decode_error: Literal["reject", "replace"] = "reject"  # a line that does not decode: rejected, or U+FFFD kept
+    split_sentences: SplitSentences = False  # mono: a row per sentence of each line (tasks/sentences.py)
+    language: Language = "en"  # ISO 639-1, of the sentence splitter; only used with split_sentences
 
     @model_validator(mode="after")
     def _paths_match_format(self) -> "DatasetConf":

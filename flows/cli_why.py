@@ -40,16 +40,27 @@ def describe(p: RowPath) -> list[str]:
         return [f"{head}  ({escape(r['file'])})",
                 f"  read: [red]rejected[/], {escape(r['reason'])}: {escape(r['detail'] or '')}  (run {p.read_run})"]
     lines = [f"{head}  uid {p.uid}", f"  read: kept  (run {p.read_run})"]
+    if not p.sentences:
+        return lines + _fate(p, "  ")
+    lines.append(f"  split_sentences: {len(p.sentences)} sentence{'s' * (len(p.sentences) != 1)}")
+    for s in p.sentences:  # a line split into sentences: each sentence's own path
+        lines += [f"  sentence {s.sentence}  uid {s.uid}", *_fate(s, "    ")]
+    return lines
+
+
+def _fate(p: RowPath, indent: str) -> list[str]:
+    """A row's drops, views and derived rows, one per line."""
+    lines = []
     for d in p.drops:
         detail = f": {escape(d['detail'])}" if d["detail"] else ""
-        lines.append(f"  {escape(d['stage'])}: [red]dropped[/], {escape(d['reason'])}{detail}  (run {d['run']})")
+        lines.append(f"{indent}{escape(d['stage'])}: [red]dropped[/], {escape(d['reason'])}{detail}  (run {d['run']})")
     if p.views:
-        lines.append("  in views: " + ", ".join(escape(v) for v in p.views))
+        lines.append(f"{indent}in views: " + ", ".join(escape(v) for v in p.views))
     elif not p.drops:
-        lines.append("  in no current view")
+        lines.append(f"{indent}in no current view")
     if p.derived:
-        lines.append("  derived rows: " + ", ".join(f"{escape(v)} {n:,}" for v, n in p.derived.items()))
+        lines.append(f"{indent}derived rows: " + ", ".join(f"{escape(v)} {n:,}" for v, n in p.derived.items()))
     if p.derived_drops:
-        lines.append("  derived rows dropped: " + ", ".join(f"{escape(s)} {escape(r)} {n:,}"
-                                                          for (s, r), n in p.derived_drops.items()))
+        lines.append(f"{indent}derived rows dropped: " + ", ".join(f"{escape(s)} {escape(r)} {n:,}"
+                                                                  for (s, r), n in p.derived_drops.items()))
     return lines

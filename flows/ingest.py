@@ -1,4 +1,4 @@
-"""The `ingest` pipeline: read -> validate -> reject -> shard -> duplicates -> clean -> catalog."""
+"""The `ingest` pipeline: read -> validate -> reject -> shard -> (split sentences) -> duplicates -> clean -> catalog."""
 
 from __future__ import annotations
 
@@ -13,18 +13,23 @@ from flows.runners import default_task_runner
 from storage.artifacts import ArtifactRef, hash_inputs
 from tasks.clean import CLEAN, DUPLICATES, CleanParams
 from tasks.ingest import READ_VERSION, read_params, reader
+from tasks.sentences import SPLIT_SENTENCES
 
 
 def ingest_dataset(run: Run, name: str, ds: DatasetConf, conf: IngestConf, shard_size: int) -> ArtifactRef:
-    """One dataset through the pipeline; returns the cleaned artifact (view = the record kind)."""
+    """One dataset through the pipeline; returns the cleaned artifact (view = the record kind). A mono dataset
+    with ``split_sentences`` is split after the read: duplicates and clean then see one row per sentence."""
     read = run_source_stage(
         run, name="read", version=READ_VERSION, dataset=name,
         produce=reader(name, ds, max_line_chars=conf.max_line_chars, shard_size=shard_size),
         params=read_params(name, ds, max_line_chars=conf.max_line_chars, shard_size=shard_size),
         input_fingerprint=hash_inputs(ds.files(), memo=run.root / "input-hashes"),
     )
-    dups = run_stage(run, DUPLICATES, inputs=[read], params={}, n_shards=1)
-    return run_stage(run, dataclasses.replace(CLEAN, view=ds.kind), inputs=[read], side={"duplicates": dups},
+    rows = read
+    if ds.split_sentences:  # a row per sentence from here on
+        rows = run_stage(run, SPLIT_SENTENCES, inputs=[read], params={"language": ds.language})
+    dups = run_stage(run, DUPLICATES, inputs=[rows], params={}, n_shards=1)
+    return run_stage(run, dataclasses.replace(CLEAN, view=ds.kind), inputs=[rows], side={"duplicates": dups},
                      params=CleanParams.of(conf.clean, ds.kind))
 
 

@@ -6,7 +6,7 @@ schemas differ per stage). The view reads the dropped parts of the *current* art
 view (per view, stage and dataset, the one a run used last; internal artifacts too, e.g. ``lm_filter``), and
 selects the columns they share, NULL where a stage lacks one:
 
-    stage, reason, detail, source, line, uid, parent_uid, run, fingerprint
+    stage, reason, detail, source, line, sentence, uid, parent_uid, run, fingerprint
 
 ``detail`` is a stage's own ``detail`` column, else the measure it cut on when the part has one
 (``MEASURES``: ``lm_cross_entropy=7.312``, ``mi=false, sim=0.412``), else NULL. ``run`` is the run that made
@@ -36,8 +36,8 @@ if TYPE_CHECKING:
 VIEW = "dropped"
 ROLE = "dropped"
 COLUMNS = {"stage": "VARCHAR", "reason": "VARCHAR", "detail": "VARCHAR", "source": "VARCHAR", "line": "BIGINT",
-           "uid": "VARCHAR", "parent_uid": "VARCHAR", "run": "VARCHAR", "fingerprint": "VARCHAR"}
-_FROM_PART = ("reason", "source", "line", "uid", "parent_uid")  # taken from the part when it has the column
+           "sentence": "INTEGER", "uid": "VARCHAR", "parent_uid": "VARCHAR", "run": "VARCHAR", "fingerprint": "VARCHAR"}
+_FROM_PART = ("reason", "source", "line", "sentence", "uid", "parent_uid")  # taken from the part when it has the column
 MEASURES = ("lm_cross_entropy", "jaccard", "mi", "sim")  # the value a filter cut on, shown as detail
 # the current artifacts (the views' rule) and their dropped parts with rows, from the manifests
 _CURRENT_DROPS = """
@@ -96,7 +96,9 @@ class RowPath:
     """Where input row ``line`` of dataset ``source`` went. ``rejected``: the read's refusal (file, reason, detail);
     else ``uid`` and its ``drops`` (stage, reason, detail, run), the views that hold it at this line
     (``views``: view -> rows), its derived rows per view (``derived``) and the derived rows dropped
-    (``derived_drops``: (stage, reason) -> rows). ``read_run``: the run that made the read artifact."""
+    (``derived_drops``: (stage, reason) -> rows). ``read_run``: the run that made the read artifact.
+    A line of a dataset split into sentences (``split_sentences``) has its ``sentences``, each a path of its
+    own (``sentence``: its 1-based index); the line's own ``drops`` are then the split's (``no_sentence``)."""
 
     source: str
     line: int
@@ -107,6 +109,8 @@ class RowPath:
     views: dict[str, int] = dataclasses.field(default_factory=dict)
     derived: dict[str, int] = dataclasses.field(default_factory=dict)
     derived_drops: dict[tuple[str, str], int] = dataclasses.field(default_factory=dict)
+    sentence: int | None = None
+    sentences: tuple[RowPath, ...] = ()
 
 
 def row_path(catalog: Catalog, source: str, line: int) -> RowPath:
@@ -128,47 +132,86 @@ def row_path(catalog: Catalog, source: str, line: int) -> RowPath:
                              "AND line = $l LIMIT 1", {"f": read["fingerprint"], "s": source, "l": line}).to_pylist()
     if rejected:
         return RowPath(source, line, read["created_run"], rejected=rejected[0])
-    parts = [str(Path(read["path"]) / part_name(i)) for i in range(read["n_shards"])]
-    found = catalog.query("SELECT uid FROM read_parquet($p) WHERE line = $l LIMIT 1",
-                          {"p": parts, "l": line}).to_pylist() if parts else []
+    found = _rows_at(catalog, read, line, "uid")
     if not found:
         n = read["rows"] + catalog.query("SELECT count(*) AS n FROM rejects WHERE fingerprint = $f",
                                          {"f": read["fingerprint"]})["n"][0].as_py()
         raise InputError(f"{never}: the current read of {source!r} (run {read['created_run']}) has no line {line} "
                          f"in its {n:,} input rows")
-    uid, key = found[0]["uid"], {"s": source, "l": line, "u": found[0]["uid"]}
+    here = RowPath(source, line, read["created_run"], uid=found[0]["uid"])
+    split = _current_split(catalog, source)
+    if split is None:
+        return _fate(catalog, here)
+    sentences = _rows_at(catalog, split, line, "sentence, uid", order="sentence")
+    return dataclasses.replace(_fate(catalog, here, kept_here=False), sentences=tuple(
+        _fate(catalog, dataclasses.replace(here, uid=s["uid"], sentence=s["sentence"])) for s in sentences))
+
+
+def _rows_at(catalog: Catalog, artifact: dict[str, Any], line: int, columns: str, order: str = "") -> list[dict]:
+    parts = [str(Path(artifact["path"]) / part_name(i)) for i in range(artifact["n_shards"])]
+    sql = f"SELECT {columns} FROM read_parquet($p) WHERE line = $l" + (f" ORDER BY {order}" if order else " LIMIT 1")
+    return catalog.query(sql, {"p": parts, "l": line}).to_pylist() if parts else []
+
+
+def _current_split(catalog: Catalog, source: str) -> dict[str, Any] | None:
+    """The `split_sentences` artifact the current `clean` of ``source`` read, if it read one."""
+    rows = catalog.query(
+        "SELECT a.path, a.n_shards FROM artifacts a JOIN lineage l ON l.parent = a.fingerprint WHERE a.stage = "
+        "'split_sentences' AND l.child = (SELECT fingerprint FROM artifacts WHERE stage = 'clean' AND dataset = $s "
+        "ORDER BY last_used_at DESC, created_at DESC LIMIT 1)", {"s": source}).to_pylist()
+    return rows[0] if rows else None
+
+
+def _fate(catalog: Catalog, p: RowPath, *, kept_here: bool = True) -> RowPath:
+    """``p`` (a row, or a sentence of a split line) with its drops, views and derived rows. ``kept_here=False``:
+    a split line, whose rows are its sentences: only its own drops (the split's)."""
+    key = {"s": p.source, "l": p.line, "u": p.uid, "n": p.sentence}
     drops = catalog.query(
         "SELECT d.stage, d.reason, d.detail, d.run, d.fingerprint FROM dropped d JOIN artifacts a USING (fingerprint) "
-        "WHERE d.source = $s AND d.line = $l AND d.uid = $u AND d.parent_uid IS NULL ORDER BY a.created_at", key
-    ).to_pylist()
+        "WHERE d.source = $s AND d.line = $l AND d.uid = $u AND d.parent_uid IS NULL AND d.sentence IS NOT DISTINCT "
+        "FROM $n ORDER BY a.created_at", key).to_pylist()
     for d in drops:
-        if d["reason"] == "duplicate" and d["detail"] is None and (first := _first_copy(catalog, source, uid)):
-            d["detail"] = f"the same row as line {first}, which is kept"
-    views = _counts(catalog, "uid = $u AND source = $s AND line = $l", key, ("uid", "source", "line"))
+        if d["reason"] == "duplicate" and d["detail"] is None and (first := _first_copy(catalog, p)):
+            d["detail"] = f"the same {'row' if p.sentence is None else 'sentence'} as {first}, which is kept"
+    if not kept_here:
+        return dataclasses.replace(p, drops=tuple(drops))
+    views = _counts(catalog, "uid = $u AND source = $s AND line = $l", key, ("uid", "source", "line"), sentence=True)
     kept = any(v in SCHEMAS for v in views)  # a duplicate shares its uid with the kept copy: not its derived rows
-    derived = _counts(catalog, "parent_uid = $u", {"u": uid}, ("parent_uid",)) if kept else {}
+    if p.sentence is not None and not kept:  # nor its views (a copy in the same line: only `mono` tells them apart)
+        views = {}
+    derived = _counts(catalog, "parent_uid = $u", {"u": p.uid}, ("parent_uid",)) if kept else {}
     derived_drops = {(r["stage"], r["reason"]): r["n"] for r in catalog.query(
         "SELECT stage, reason, count(*) AS n FROM dropped WHERE parent_uid = $u GROUP BY ALL ORDER BY ALL",
-        {"u": uid}).to_pylist()} if kept else {}
-    return RowPath(source, line, read["created_run"], uid=uid, drops=tuple(drops), views=views, derived=derived,
-                   derived_drops=derived_drops)
+        {"u": p.uid}).to_pylist()} if kept else {}
+    return dataclasses.replace(p, drops=tuple(drops), views=views, derived=derived, derived_drops=derived_drops)
 
 
-def _first_copy(catalog: Catalog, source: str, uid: str) -> int | None:
-    """The line of the kept copy of a duplicate: its uid in the record kind's view."""
+def _first_copy(catalog: Catalog, p: RowPath) -> str | None:
+    """Where the kept copy of a duplicate is: its uid in the record kind's view (``line 3``, ``line 3 sentence 2``)."""
+    if p.sentence is not None:  # split rows are mono
+        rows = catalog.query('SELECT line, sentence FROM "mono" WHERE uid = $u AND source = $s ORDER BY line, sentence '
+                             "LIMIT 1", {"u": p.uid, "s": p.source}).to_pylist()
+        return f"line {rows[0]['line']} sentence {rows[0]['sentence']}" if rows else None
     union = " UNION ALL ".join(f'SELECT line FROM "{v}" WHERE uid = $u AND source = $s' for v in SCHEMAS)
-    rows = catalog.query(f"SELECT min(line) AS line FROM ({union})", {"u": uid, "s": source}).to_pylist()
-    return rows[0]["line"] if rows else None
+    rows = catalog.query(f"SELECT min(line) AS line FROM ({union})", {"u": p.uid, "s": p.source}).to_pylist()
+    return f"line {rows[0]['line']}" if rows and rows[0]["line"] is not None else None
 
 
-def _counts(catalog: Catalog, where: str, params: dict[str, Any], needs: tuple[str, ...]) -> dict[str, int]:
-    """Rows matching ``where`` per view that has every column of ``needs`` (`dropped` aside), non-zero only."""
-    names = [r["name"] for r in catalog.query(
-        "SELECT table_name AS name FROM information_schema.columns WHERE table_schema = 'main' AND table_name IN "
+def _counts(catalog: Catalog, where: str, params: dict[str, Any], needs: tuple[str, ...], *,
+            sentence: bool = False) -> dict[str, int]:
+    """Rows matching ``where`` per view that has every column of ``needs`` (`dropped` aside), non-zero only.
+    ``sentence``: in a view with a `sentence` column, only the rows whose sentence is ``params["n"]`` (NULL: a
+    row that was not split)."""
+    names = [(r["name"], r["split"]) for r in catalog.query(
+        "SELECT table_name AS name, bool_or(column_name = 'sentence') AS split FROM information_schema.columns "
+        "WHERE table_schema = 'main' AND table_name IN "
         "(SELECT table_name FROM information_schema.tables WHERE table_type = 'VIEW') AND table_name <> $d "
         "GROUP BY table_name HAVING count(*) FILTER (list_contains($needs, column_name)) = $n ORDER BY table_name",
         {"d": VIEW, "needs": list(needs), "n": len(needs)}).to_pylist()]
     if not names:
         return {}
-    union = " UNION ALL ".join(f"SELECT {_lit(n)} AS name, count(*) AS n FROM \"{n}\" WHERE {where}" for n in names)
+    by_sentence = " AND sentence IS NOT DISTINCT FROM $n"
+    union = " UNION ALL ".join(f"SELECT {_lit(n)} AS name, count(*) AS n FROM \"{n}\" WHERE {where}"
+                               + (by_sentence if sentence and split else "") for n, split in names)
+    params = {k: v for k, v in params.items() if k != "n" or by_sentence in union}
     return {r["name"]: r["n"] for r in catalog.query(union, params).to_pylist() if r["n"]}

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from conf.errors import CatalogError
 from storage.catalog import Catalog
-from storage.views_doc_dropped import DROPPED_COLUMNS, DROPPED_WHAT
+from storage.views_doc_dropped import DROPPED_COLUMNS, DROPPED_WHAT, SOMETIMES
 
 UNDOCUMENTED = "(undocumented)"
 
@@ -348,9 +348,9 @@ EPIDA_VIEWS: dict[str, Doc] = {
 
 
 def describe(docs: Mapping[str, Doc], name: str, column: str) -> str:
-    """The description of ``name.column`` in ``docs``, or "(undocumented)"."""
+    """The description of ``name.column`` in ``docs`` (or of one it has ``SOMETIMES``), or "(undocumented)"."""
     doc = docs.get(name)
-    return doc.columns.get(column, UNDOCUMENTED) if doc else UNDOCUMENTED
+    return doc.columns.get(column, SOMETIMES.get((name, column), UNDOCUMENTED)) if doc else UNDOCUMENTED
 
 
 def _objects(catalog: Catalog) -> dict[str, str]:

@@ -3,8 +3,9 @@
 The same filter the self-training pipeline applies to its synthetic pairs (thesis ch. 6: drop a
 pair with a side of fewer than 1 or more than 250 tokens, or a token-length ratio above 1.5).
 Duplicates are global: ``find_duplicates`` (a reduce step in DuckDB over every shard) lists each
-uid seen more than once with the line of its first occurrence; ``clean`` then keeps exactly that
-first occurrence, whichever shard it is in. Every dropped row is returned with its ``reason``.
+uid seen more than once with the line of its first occurrence (and its sentence, for rows split into
+sentences: tasks/sentences.py); ``clean`` then keeps exactly that first occurrence, whichever shard it
+is in. Every dropped row is returned with its ``reason``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from storage.scratch import scratch_duckdb
 from tasks.stage import Stage
 
 DUPLICATES_SCHEMA = pa.schema([("uid", pa.string()), ("first_line", pa.int64()), ("copies", pa.int64())])
+FIRST_SENTENCE = pa.field("first_sentence", pa.int32())  # added when the rows have a `sentence` column
 # drop reasons, checked in this order; a row gets the first that applies
 REASONS = ("duplicate", "too_few_tokens", "too_many_tokens", "length_ratio")
 
@@ -32,11 +34,13 @@ def find_duplicates(parts: Parts, *, memory_limit: str = "384MB") -> pa.Table:
     if not parts:
         return DUPLICATES_SCHEMA.empty_table()
     with scratch_duckdb(memory_limit=memory_limit, name="duplicates") as con:
+        split = "sentence" in con.sql(f"SELECT * FROM {parts.sql()} LIMIT 0").columns
+        first = ", arg_min(sentence, (line, sentence)) AS first_sentence" if split else ""
         dups = con.sql(
-            f"SELECT uid, min(line) AS first_line, count(*) AS copies FROM {parts.sql()} "
-            "GROUP BY uid HAVING count(*) > 1 ORDER BY first_line"
+            f"SELECT uid, min(line) AS first_line, count(*) AS copies{first} FROM {parts.sql()} "
+            "GROUP BY uid HAVING count(*) > 1 ORDER BY first_line" + (", first_sentence" if split else "")
         ).to_arrow_table()
-    return dups.cast(DUPLICATES_SCHEMA)
+    return dups.cast(pa.schema([*DUPLICATES_SCHEMA, FIRST_SENTENCE]) if split else DUPLICATES_SCHEMA)
 
 
 def token_counts(table: pa.Table, field: str) -> pa.Array:
@@ -62,8 +66,8 @@ def clean(
     """Keep a row iff it is the first occurrence of its uid, every text side has ``min_tokens`` to
     ``max_tokens`` tokens and, for bitext, max(|src|/|tgt|, |tgt|/|src|) <= ``max_ratio``.
 
-    Needs ``uid``, ``line`` and the kind's text fields. Returns ``{"part": kept, "dropped": dropped + reason}``;
-    kept + dropped = rows, in input order.
+    Needs ``uid``, ``line`` (and ``sentence``, if the rows were split) and the kind's text fields; other columns
+    are kept. Returns ``{"part": kept, "dropped": dropped + reason}``; kept + dropped = rows, in input order.
     """
     n = rows.num_rows
     reason = pa.nulls(n, pa.string())
@@ -75,8 +79,11 @@ def clean(
 
     if dedup and duplicates.num_rows:
         first = pc.index_in(rows["uid"], value_set=duplicates["uid"])
-        first_line = pc.take(duplicates["first_line"], pc.fill_null(first, 0))
-        mark(pc.and_(pc.is_valid(first), pc.not_equal(rows["line"], first_line)), "duplicate")
+        later = pc.not_equal(rows["line"], pc.take(duplicates["first_line"], pc.fill_null(first, 0)))
+        if FIRST_SENTENCE.name in duplicates.column_names and "sentence" in rows.column_names:  # one line, 2 copies
+            first_sentence = pc.take(duplicates[FIRST_SENTENCE.name], pc.fill_null(first, 0))
+            later = pc.or_(later, pc.not_equal(rows["sentence"], first_sentence))
+        mark(pc.and_(pc.is_valid(first), later), "duplicate")
     fields = TEXT_FIELDS[kind] or ("tokens",)
     lengths = {f: token_counts(rows, f) for f in fields}
     for length in lengths.values():

@@ -15,6 +15,7 @@ from storage.readers import read_dataset
 from tasks.stage import StageOutput
 
 READ_VERSION = "1"
+SPLIT_KEYS = ("split_sentences", "language")  # tasks/sentences.py's, not the read's
 
 
 def _produce(name: str, ds: DatasetConf, max_line_chars: int, shard_size: int) -> Iterator[tuple[int, StageOutput]]:
@@ -30,9 +31,10 @@ def reader(name: str, ds: DatasetConf, *, max_line_chars: int, shard_size: int):
 def read_params(name: str, ds: DatasetConf, *, max_line_chars: int, shard_size: int) -> dict:
     """What the read's fingerprint depends on (besides the input files' content). The codecs of compressed
     text inputs join it (plain files add nothing, so earlier fingerprints stand): a `.gz` read before
-    augdag decompressed inputs was read as bytes, and must not stay cached."""
-    params = {"dataset": name, "conf": ds.model_dump(mode="json"), "max_line_chars": max_line_chars,
-              "shard_size": shard_size}
+    augdag decompressed inputs was read as bytes, and must not stay cached. ``split_sentences`` and
+    ``language`` are left out: the split is a stage after the read, which both settings share."""
+    dump = {k: v for k, v in ds.model_dump(mode="json").items() if k not in SPLIT_KEYS}
+    params = {"dataset": name, "conf": dump, "max_line_chars": max_line_chars, "shard_size": shard_size}
     if ds.format in ("text", "tsv", "jsonl"):
         codecs = {f: codec_of(_head(p)) for f, p in ds.paths().items() if p.is_file()}
         if any(c != "plain" for c in codecs.values()):

@@ -70,12 +70,12 @@ def test_dropped_view_unions_each_stage_columns_with_null_for_what_it_lacks(tmp_
     rows = _q(tmp_path, "SELECT * FROM dropped ORDER BY fingerprint, line")
     assert rows == [
         {"stage": "lm_filter", "reason": "lm_score", "detail": "lm_cross_entropy=7.312", "source": "mono", "line": 4,
-         "uid": "s1", "parent_uid": "m4", "run": "r1", "fingerprint": "f1"},
+         "sentence": None, "uid": "s1", "parent_uid": "m4", "run": "r1", "fingerprint": "f1"},
         {"stage": "lm_filter", "reason": "lm_score", "detail": "lm_cross_entropy=6.0", "source": "mono", "line": 9,
-         "uid": "s2", "parent_uid": "m9", "run": "r1", "fingerprint": "f1"},
+         "sentence": None, "uid": "s2", "parent_uid": "m9", "run": "r1", "fingerprint": "f1"},
         {"stage": "paraphrased_bitext", "reason": "too_similar", "detail": "jaccard=0.9", "source": "bi", "line": 2,
-         "uid": None, "parent_uid": "b1", "run": "r2", "fingerprint": "f2"},
-        {"stage": "clean", "reason": "empty", "detail": None, "source": None, "line": None, "uid": "e",
+         "sentence": None, "uid": None, "parent_uid": "b1", "run": "r2", "fingerprint": "f2"},
+        {"stage": "clean", "reason": "empty", "detail": None, "source": None, "line": None, "sentence": None, "uid": "e",
          "parent_uid": None, "run": "r1", "fingerprint": "f3"}]
     # a newer artifact of the same stage and dataset replaces the old one's drops, as in every view
     _artifact(tmp_path, "lm_filter", "f4", lm.slice(0, 0).drop_columns(["reason"]), lm.slice(1), run="r3")

@@ -28,7 +28,8 @@ from storage.parts import Parts
 
 MANIFEST = "manifest.json"
 MAIN = "part"  # the role of a stage's main output; others: "rejects", "dropped", ...
-_WRITE_OPTS = {"compression": "zstd", "use_dictionary": True, "write_statistics": True}
+# row groups of 128k rows: a large part sorted by a key (the sample, by line) is read in slices by filters
+_WRITE_OPTS = {"compression": "zstd", "use_dictionary": True, "write_statistics": True, "row_group_size": 1 << 17}
 
 
 def part_name(shard: int, role: str = MAIN) -> str:

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from conf.errors import InputError
@@ -58,6 +60,14 @@ class Parts:
         if not self.paths:
             raise InputError("nothing to read: the input artifact has no parts")
         return pa.concat_tables(list(self.tables(columns)))
+
+    def filtered(self, expression: pc.Expression, columns: Sequence[str] | None = None) -> pa.Table:
+        """The rows of every part where ``expression`` holds (``columns`` only): row groups whose
+        statistics rule it out are not read, so a part sorted by the filtered keys is read in slices."""
+        if not self.paths:
+            return pa.table({})
+        dataset = ds.dataset([str(p) for p in self.paths], format="parquet")
+        return dataset.to_table(columns=list(columns) if columns is not None else None, filter=expression)
 
     def side(self, role: str, shard: int = 0) -> pa.Table:
         """A side role of the same artifact (e.g. the aligner's ``aligner-00000.parquet``)."""

@@ -9,7 +9,8 @@ in every shard. The fingerprint hashes the model's JSON dump of the parameters t
 
 A mapped stage gets shard ``i`` of each input as a table; a reduce stage (``reduce=True``, one shard)
 gets each input as ``storage.parts.Parts``, a lazy dataset over all its parts; side inputs come whole,
-as tables. Neither opens a file itself. The shard task calls ``fn`` and commits
+as tables, except those the stage names ``lazy_side``, which come as ``Parts`` (a large side input that
+each shard filters on read: the sample's rows of one shard's lines). Neither opens a file itself. The shard task calls ``fn`` and commits
 its outputs as ``<role>-<i>.parquet`` in the output artifact, the main part last: a main part on
 disk means the shard is finished. The Prefect cache key is the artifact fingerprint plus the shard,
 so a re-run (or the UI's Retry) shows finished shards as Cached; the flow driver forces a recompute
@@ -52,6 +53,7 @@ class Stage:
     tags: tuple[str, ...] = ()  # Prefect tags, e.g. ("gpu",) for model stages
     reduce: bool = False  # fn gets each input as Parts, a lazy dataset of all its parts (a global step) -> 1 shard
     params: type[BaseModel] | None = None  # the parameter model; None: built from fn's signature (param_model)
+    lazy_side: tuple[str, ...] = ()  # side inputs handed to fn as Parts, not read whole per shard
 
     def param_model(self, exclude: Collection[str] = ()) -> type[BaseModel]:
         """The stage's parameter model: ``params`` if declared, else one field per keyword parameter of
@@ -148,7 +150,7 @@ def run_shard(
     started, t0 = _now(), time.perf_counter()
     if not force and out.path(shard).exists():
         return ShardResult(shard, "cached", started, 0.0, 0, {})
-    side_tables = {name: read_side(ref) for name, ref in side.items()}
+    side_tables = {name: ref.parts() if name in stage.lazy_side else read_side(ref) for name, ref in side.items()}
     if stage.reduce:
         parts = [ref.parts() for ref in inputs]
         result = stage.fn(*parts, **side_tables, **params, **(resources or {}))

@@ -33,6 +33,8 @@ from tasks.stage import Stage
 METHODS = ("uncertainty", "random", "word_rarity", "srclm")
 SCORED = pa.schema([("uid", pa.string()), ("source", pa.string()), ("line", pa.int64()), ("tokens", pa.int32()),
                     ("uncertainty", pa.float64()), ("word_rarity", pa.float64())])
+SELECTED = pa.schema([("uid", pa.string()), ("source", pa.string()), ("line", pa.int64()),
+                      ("uncertainty", pa.float64()), ("p", pa.float64()), ("rank", pa.int64())])
 SAMPLED = pa.schema([("uid", pa.string()), ("text", pa.string()), ("source", pa.string()), ("line", pa.int64()),
                      ("uncertainty", pa.float64()), ("p", pa.float64()), ("rank", pa.int64()), ("method", pa.string())])
 
@@ -154,7 +156,8 @@ def select_sample(*key_parts: Parts, budget: int, method: str = "uncertainty",
     """The global top ``budget`` keys over every shard of every monolingual dataset (ties: smaller uid first).
 
     Columns uid, source, line, uncertainty, p (the row's probability under Eq. 6.6 over all rows, for
-    `uncertainty`; 1/N for the others), rank (1 = largest key). Refuses when fewer rows have p > 0.
+    `uncertainty`; 1/N for the others), rank (1 = largest key); sorted by source and line, so that each
+    shard of `take_sample` reads its own slice. Refuses when fewer rows have p > 0.
     """
     parts = Parts(tuple(p for ps in key_parts for p in ps.paths))
     with scratch_duckdb(memory_limit=memory_limit, name="sample") as con:
@@ -172,19 +175,22 @@ def select_sample(*key_parts: Parts, budget: int, method: str = "uncertainty",
         total = weight if method == "uncertainty" else float(eligible)
         table = con.sql(
             f"SELECT uid, source, line, uncertainty, {p} AS p, row_number() OVER (ORDER BY key DESC, uid) AS rank "
-            f"FROM (SELECT * FROM {src} ORDER BY key DESC, uid LIMIT $budget) ORDER BY rank",
+            f"FROM (SELECT * FROM {src} ORDER BY key DESC, uid LIMIT $budget) ORDER BY source, line, uid",
             params={"total": total, "budget": budget}).to_arrow_table()
-    return table.cast(pa.schema([("uid", pa.string()), ("source", pa.string()), ("line", pa.int64()),
-                                 ("uncertainty", pa.float64()), ("p", pa.float64()), ("rank", pa.int64())]))
+    return table.cast(SELECTED)
 
 
-def take_sample(rows: pa.Table, selected: pa.Table, *, method: str = "uncertainty") -> pa.Table:
-    """The shard's rows that were drawn, in input order, with their U, p and rank (the `sampled_mono` view)."""
+def take_sample(rows: pa.Table, selected: pa.Table | Parts, *, method: str = "uncertainty") -> pa.Table:
+    """The shard's rows that were drawn, in input order, with their U, p and rank (the `sampled_mono` view).
+
+    ``selected`` (`select_sample`'s rows, sorted by source and line) comes as ``Parts`` in the flow: each
+    shard reads only the row groups of its own lines, never the whole sample (8M rows at the thesis' size)."""
     if rows.num_rows:  # only the drawn rows of this shard's lines: a small hash set, not the whole sample's
         lo, hi = pc.min_max(rows["line"]).values()
-        mine = pc.and_(pc.is_in(selected["source"], value_set=pc.unique(rows["source"])),
-                       pc.and_(pc.greater_equal(selected["line"], lo), pc.less_equal(selected["line"], hi)))
-        selected = selected.filter(mine)
+        mine = pc.field("source").isin(pc.unique(rows["source"])) & (pc.field("line") >= lo) & (pc.field("line") <= hi)
+        selected = selected.filtered(mine) if isinstance(selected, Parts) else selected.filter(mine)
+    elif isinstance(selected, Parts):
+        selected = pa.table({c: pa.array([], t) for c, t in zip(SELECTED.names, SELECTED.types)})
     idx = pc.index_in(rows["uid"], value_set=selected["uid"])
     keep = pc.is_valid(idx)
     picked, at = rows.filter(keep), pc.drop_null(idx)
@@ -226,6 +232,6 @@ def uncertainty_bins(*inputs: Parts, bins: int = 5, aligned: bool = False,
 SCORE = Stage("uncertainty", "1", sentence_uncertainty, view="uncertainty")
 U_MAX = Stage("u_max", "1", u_max, reduce=True)
 SAMPLE_KEYS = Stage("sample_keys", "1", sample_keys)
-SELECT = Stage("sample", "1", select_sample, reduce=True)
-SAMPLED_MONO = Stage("sampled_mono", "1", take_sample, view="sampled_mono")
+SELECT = Stage("sample", "2", select_sample, reduce=True)
+SAMPLED_MONO = Stage("sampled_mono", "2", take_sample, view="sampled_mono", lazy_side=("selected",))
 BINS = Stage("uncertainty_bins", "2", uncertainty_bins, view="uncertainty_bins", reduce=True)

@@ -120,7 +120,7 @@ def test_sample_is_the_same_whatever_the_number_of_shards(tmp_path, method):
     one = _sample_over_shards(scored, 1, tmp_path, budget=50, method=method)
     for n_shards in (2, 7):
         assert _sample_over_shards(scored, n_shards, tmp_path, budget=50, method=method).equals(one)
-    assert one.num_rows == 50 and one["rank"].to_pylist() == list(range(1, 51))
+    assert one.num_rows == 50 and sorted(one["rank"].to_pylist()) == list(range(1, 51))  # sorted by line, not rank
     assert len(set(one["uid"].to_pylist())) == 50  # without replacement
 
 
@@ -151,7 +151,7 @@ def test_sample_seed_changes_the_draw(tmp_path):
 
 def test_word_rarity_baseline_takes_the_highest_first(tmp_path):
     scored, _ = _scored(300)
-    sample = _sample_over_shards(scored, 3, tmp_path, budget=10, method="word_rarity")
+    sample = _sample_over_shards(scored, 3, tmp_path, budget=10, method="word_rarity").sort_by("rank")
     wr = dict(zip(scored["uid"].to_pylist(), scored["word_rarity"].to_pylist()))
     assert sorted(wr.values(), reverse=True)[:10] == [wr[u] for u in sample["uid"].to_pylist()]
 
@@ -176,6 +176,23 @@ def test_take_sample_keeps_input_order_and_lineage(tmp_path):
     assert [(r["uncertainty"], r["p"], r["rank"]) for r in taken.to_pylist()] == [
         (by_uid[u]["uncertainty"], by_uid[u]["p"], by_uid[u]["rank"]) for u in inside]
     assert taken["method"].to_pylist() == ["uncertainty"] * len(inside)
+
+
+def test_take_sample_reads_only_its_lines_row_groups_of_the_sample_parts(tmp_path):
+    """The flow hands `selected` as Parts: a shard reads the row groups that can hold its lines (the sample
+    is sorted by source and line), and takes the same rows as from the whole table."""
+    scored, rows = _scored(100)
+    sample = _sample_over_shards(scored, 1, tmp_path, budget=30)
+    assert sample["line"].to_pylist() == sorted(sample["line"].to_pylist())  # select_sample sorts by line
+    pq.write_table(sample, tmp_path / "selected.parquet", row_group_size=5)
+    parts = Parts((tmp_path / "selected.parquet",))
+    for shard in (rows.slice(0, 30), rows.slice(40, 60), rows.slice(0, 0)):
+        assert take_sample(shard, parts).equals(take_sample(shard, sample))
+    # row-group statistics rule out all but the groups holding lines 41-60: here 2 of 6 groups
+    ds = __import__("pyarrow.dataset", fromlist=["dataset"]).dataset(str(tmp_path / "selected.parquet"))
+    lines = pa.compute.field("line")
+    groups = [f for f in ds.get_fragments()][0].split_by_row_group(filter=(lines >= 41) & (lines <= 60))
+    assert 1 <= len(groups) < 6
 
 
 def test_uncertainty_bins_are_equal_size_and_ordered(tmp_path):

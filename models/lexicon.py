@@ -64,12 +64,22 @@ def linked_words(src: pa.ListArray, tgt: pa.ListArray, offsets: np.ndarray, i: n
     return pa.table({"src": src.flatten().take(pa.array(s)), "tgt": tgt.flatten().take(pa.array(t))})
 
 
-def build_lexicon(links: pa.Table) -> pa.Table:
-    """count and p(tgt | src) from linked word pairs (columns src, tgt); sorted by src, count desc, tgt."""
+def link_counts(links: pa.Table) -> pa.Table:
+    """count per (src, tgt) word pair of linked word pairs: a part's counts, to add up with ``build_lexicon``."""
+    counts = links.group_by(["src", "tgt"], use_threads=False).aggregate([([], "count_all")])
+    return counts.rename_columns(["src", "tgt", "count"])
+
+
+def build_lexicon(links: pa.Table, *, counted: bool = False) -> pa.Table:
+    """count and p(tgt | src) from linked word pairs (columns src, tgt), or with ``counted`` from
+    ``link_counts`` of several parts (columns src, tgt, count; summed); sorted by src, count desc, tgt."""
     if links.num_rows == 0:
         return LEXICON.empty_table()
-    counts = links.group_by(["src", "tgt"], use_threads=False).aggregate([([], "count_all")])
-    counts = counts.rename_columns(["src", "tgt", "count"])
+    if counted:
+        counts = links.group_by(["src", "tgt"], use_threads=False).aggregate([("count", "sum")])
+        counts = counts.rename_columns(["src", "tgt", "count"])
+    else:
+        counts = link_counts(links)
     totals = counts.group_by("src", use_threads=False).aggregate([("count", "sum")])
     row_total = pc.take(totals["count_sum"], pc.index_in(counts["src"], value_set=totals["src"]))
     p = pc.divide(pc.cast(counts["count"], pa.float64()), pc.cast(row_total, pa.float64()))
@@ -95,13 +105,21 @@ def word_entropy(lexicon: pa.Table) -> pa.Table:
     return pa.table({"src": words.take(pa.array(starts)), "H": pa.array(H), "links": pa.array(links)})
 
 
-def word_uncertainty(lexicon: pa.Table, src_tokens: pa.ListArray | pa.Array) -> pa.Table:
+def word_frequencies(src_tokens: pa.ListArray | pa.Array) -> pa.Table:
+    """count_all per word of tokenised sentences (or their flattened tokens); parts' counts add up."""
+    flat = src_tokens.flatten() if pa.types.is_list(src_tokens.type) else src_tokens
+    return pa.table({"src": flat}).group_by("src", use_threads=False).aggregate([([], "count_all")])
+
+
+def word_uncertainty(lexicon: pa.Table, src_tokens: pa.ListArray | pa.Array | None = None, *,
+                     freq: pa.Table | None = None) -> pa.Table:
     """Every source word of the bitext with its entropy H (0 if never linked), links and frequency.
 
-    ``src_tokens`` are the tokenised source sentences (or their flattened tokens).
+    ``src_tokens`` are the tokenised source sentences (or their flattened tokens); or ``freq``, the
+    ``word_frequencies`` of every part added up (columns src, count_all).
     """
-    flat = src_tokens.flatten() if pa.types.is_list(src_tokens.type) else src_tokens
-    freq = pa.table({"src": flat}).group_by("src", use_threads=False).aggregate([([], "count_all")])
+    if freq is None:
+        freq = word_frequencies(src_tokens)
     entropy = word_entropy(lexicon)
     idx = pc.index_in(freq["src"], value_set=entropy["src"])
     H = pc.fill_null(pc.take(entropy["H"], idx), 0.0)

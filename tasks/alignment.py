@@ -1,7 +1,8 @@
 """Word alignment of the bitext and the bilingual lexicon built from it (thesis ch. 6, step 1–2).
 
 `align` is a reduce step (the aligner's EM needs every pair each iteration): fast_align forward and
-reverse over the whole cleaned bitext, symmetrised with grow-diag-final-and. Its main part is one row
+reverse over the whole cleaned bitext, symmetrised with grow-diag-final-and. The text is read and
+encoded to word ids one part at a time (``encode_stream``), so only the ids (4 bytes a token) are held. Its main part is one row
 per pair (links as Pharaoh text and as position lists, coverage = share of source words linked); the
 side roles keep the model: both translation tables (`e, f, log_prob`, exportable in fast_align's `-p`
 format) and the tensions and length multipliers, which force-alignment needs later. `lexicon` counts
@@ -15,8 +16,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from conf.errors import InputError
-from models.aligner import Alignment, FastAlign, align_both, grow_diag_final_and
-from models.lexicon import build_lexicon, linked_words, tokenize, word_uncertainty
+from models.aligner import Alignment, FastAlign, align_encoded, encode_stream, grow_diag_final_and
+from models.aligner.encoding import Side
+from models.lexicon import build_lexicon, link_counts, linked_words, tokenize, word_frequencies, word_uncertainty
 from storage.parts import Parts
 from tasks.stage import Stage
 
@@ -40,11 +42,10 @@ def aligned_source_words(alignment: Alignment, src_lengths: np.ndarray) -> np.nd
     return np.bincount(unique // width, minlength=n)
 
 
-def _alignment_rows(uid: pa.Array | pa.ChunkedArray, rows: pa.Table, src: pa.ListArray, tgt: pa.ListArray,
+def _alignment_rows(uid: pa.Array | pa.ChunkedArray, rows: pa.Table, src_len: np.ndarray, tgt_len: np.ndarray,
                     fwd: Alignment, rev: Alignment) -> pa.Table:
     """The `alignments` rows of a bitext: grow-diag-final-and of both directions, positions, coverage."""
-    src_len = pc.list_value_length(src).to_numpy(zero_copy_only=False).astype(np.int64)
-    tgt_len = pc.list_value_length(tgt).to_numpy(zero_copy_only=False).astype(np.int64)
+    src_len, tgt_len = src_len.astype(np.int64), tgt_len.astype(np.int64)
     links = grow_diag_final_and(fwd, rev, src_len, tgt_len)
     aligned = aligned_source_words(links, src_len)
     coverage = np.divide(aligned, src_len, out=np.zeros(len(src_len)), where=src_len > 0)
@@ -61,13 +62,14 @@ def align_bitext(
     tension: float = 4.0, optimize_tension: bool = True,
 ) -> dict[str, pa.Table]:
     """fast_align both ways over the bitext, grow-diag-final-and; the links per pair and the two models."""
-    rows = parts.table(["uid", "source", "line", "src", "tgt"])
-    src = tokenize(rows["src"], lowercase=lowercase)
-    tgt = tokenize(rows["tgt"], lowercase=lowercase)
-    src_text, tgt_text = pc.binary_join(src, " "), pc.binary_join(tgt, " ")  # split by the aligner as tokenize did
-    fwd_model, rev_model, fwd, rev = align_both(
-        src_text, tgt_text, iterations=iterations, p0=p0, alpha=alpha, tension=tension, optimize_tension=optimize_tension)
-    part = _alignment_rows(rows["uid"], rows, src, tgt, fwd, rev)
+    def words(column: str) -> Side:  # the aligner splits on whitespace as models.lexicon.tokenize does
+        return encode_stream(pc.utf8_lower(t[column]) if lowercase else t[column] for t in parts.tables([column]))
+
+    src, tgt = words("src"), words("tgt")
+    fwd_model, rev_model, fwd, rev = align_encoded(
+        src, tgt, iterations=iterations, p0=p0, alpha=alpha, tension=tension, optimize_tension=optimize_tension)
+    rows = parts.table(["uid", "source", "line"])
+    part = _alignment_rows(rows["uid"], rows, src.lengths, tgt.lengths, fwd, rev)
     models = pa.table({
         "direction": ["forward", "reverse"],
         "tension": [fwd_model.tension, rev_model.tension],
@@ -78,24 +80,35 @@ def align_bitext(
 
 
 def lexicon(bitext_parts: Parts, alignment_parts: Parts, *, lowercase: bool = False) -> pa.Table:
-    """count[x][y] and p(y | x) over the symmetrised links of the whole bitext (models.lexicon)."""
-    rows = bitext_parts.table(["uid", "src", "tgt"])
+    """count[x][y] and p(y | x) over the symmetrised links of the whole bitext (models.lexicon), counted
+    one bitext part at a time (its text and linked words) and added up."""
     links = alignment_parts.table(["uid", "src_pos", "tgt_pos"])
-    if not rows["uid"].equals(links["uid"]):
+    uids, src_pos, tgt_pos = (links[c].combine_chunks() for c in ("uid", "src_pos", "tgt_pos"))
+    counts, start = [], 0
+    for rows in bitext_parts.tables(["uid", "src", "tgt"]):
+        n = rows.num_rows
+        if not rows["uid"].combine_chunks().equals(uids.slice(start, n)):
+            raise InputError("lexicon: the alignment's rows are not the bitext's rows, in order (a stale artifact?)")
+        sp, tp = src_pos.slice(start, n), tgt_pos.slice(start, n)
+        offsets = np.asarray(sp.offsets, dtype=np.int64)
+        counts.append(link_counts(linked_words(
+            tokenize(rows["src"], lowercase=lowercase), tokenize(rows["tgt"], lowercase=lowercase),
+            offsets - offsets[0], sp.flatten().to_numpy(), tp.flatten().to_numpy())))
+        start += n
+    if start != len(uids):
         raise InputError("lexicon: the alignment's rows are not the bitext's rows, in order (a stale artifact?)")
-    src_pos, tgt_pos = links["src_pos"].combine_chunks(), links["tgt_pos"].combine_chunks()
-    offsets = np.asarray(src_pos.offsets, dtype=np.int64)
-    return build_lexicon(linked_words(
-        tokenize(rows["src"], lowercase=lowercase), tokenize(rows["tgt"], lowercase=lowercase),
-        offsets - offsets[0], src_pos.flatten().to_numpy(), tgt_pos.flatten().to_numpy()))
+    return build_lexicon(pa.concat_tables(counts) if counts else pa.table({"src": [], "tgt": [], "count": []}),
+                         counted=True)
 
 
 def source_word_uncertainty(lexicon_parts: Parts, bitext_parts: Parts, *,
                             lowercase: bool = False) -> pa.Table:
-    """H, links and frequency of every source word of the bitext (the `word_uncertainty` view)."""
+    """H, links and frequency of every source word of the bitext (the `word_uncertainty` view); the
+    frequencies counted one part at a time."""
     lex = lexicon_parts.table(["src", "tgt", "count", "p"])
-    src = tokenize(bitext_parts.table(["src"])["src"], lowercase=lowercase)
-    return word_uncertainty(lex, src)
+    freq = [word_frequencies(tokenize(t["src"], lowercase=lowercase)) for t in bitext_parts.tables(["src"])]
+    total = pa.concat_tables(freq).group_by("src", use_threads=False).aggregate([("count_all", "sum")])
+    return word_uncertainty(lex, freq=total.rename_columns(["src", "count_all"]))
 
 
 def force_align(*inputs: Parts, lowercase: bool = False, key: str = "uid") -> pa.Table:
@@ -115,8 +128,12 @@ def force_align(*inputs: Parts, lowercase: bool = False, key: str = "uid") -> pa
     src = tokenize(rows["src"], lowercase=lowercase)
     tgt = tokenize(rows["tgt"], lowercase=lowercase)
     src_text, tgt_text = pc.binary_join(src, " "), pc.binary_join(tgt, " ")
-    return _alignment_rows(rows[key], rows, src, tgt, fwd_model.align(src_text, tgt_text)[0],
+    return _alignment_rows(rows[key], rows, _lengths(src), _lengths(tgt), fwd_model.align(src_text, tgt_text)[0],
                            rev_model.align(src_text, tgt_text)[0])
+
+
+def _lengths(tokens: pa.ListArray) -> np.ndarray:
+    return pc.list_value_length(tokens).to_numpy(zero_copy_only=False)
 
 
 ALIGN = Stage("align", "1", align_bitext, view="alignments", reduce=True)

@@ -20,8 +20,9 @@ pairs), `kernels` (EM, normalisation, tension, scores), `pool` (the thread pool)
 
 from models.aligner.alignment import Alignment
 from models.aligner.maths import diagonal_prior, log_poisson, vb_normalize
-from models.aligner.model import FastAlign, align_both, symmetrize
+from models.aligner.encoding import encode_stream
+from models.aligner.model import FastAlign, align_both, align_encoded, symmetrize
 from models.aligner.symmetrise import grow_diag_final_and
 
-__all__ = ["Alignment", "FastAlign", "align_both", "diagonal_prior", "grow_diag_final_and", "log_poisson",
-           "symmetrize", "vb_normalize"]
+__all__ = ["Alignment", "FastAlign", "align_both", "align_encoded", "diagonal_prior", "encode_stream",
+           "grow_diag_final_and", "log_poisson", "symmetrize", "vb_normalize"]

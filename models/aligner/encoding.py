@@ -7,7 +7,7 @@ nulls become empty sentences. Encoding against a given vocabulary (force alignme
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,6 +63,27 @@ def encode(texts: Texts, vocab: pa.Array | None = None) -> Side:
         return Side(enc.indices.to_numpy(zero_copy_only=False).astype(np.int32), offsets, enc.dictionary)
     ids = pc.fill_null(pc.index_in(toks, value_set=vocab), -1).to_numpy(zero_copy_only=False)
     return Side(ids.astype(np.int32), offsets, vocab)
+
+
+def encode_stream(chunks: Iterable[Texts]) -> Side:
+    """``encode`` of the chunks' concatenation, one chunk in memory at a time (a bitext side part by part):
+    the same ids, words numbered in order of first appearance across the chunks."""
+    ids, lengths = [], []
+    vocab = pa.array([], pa.string())
+    for chunk in chunks:
+        toks, offsets = split_tokens(_strings(chunk))
+        known = pc.index_in(toks, value_set=vocab)
+        chunk_ids = pc.fill_null(known, -1).to_numpy(zero_copy_only=False).astype(np.int32)
+        new = chunk_ids < 0
+        if new.any():  # words first seen here, numbered after the vocabulary so far, in order of appearance
+            fresh = pc.dictionary_encode(toks.filter(pa.array(new)))
+            chunk_ids[new] = fresh.indices.to_numpy(zero_copy_only=False) + len(vocab)
+            vocab = pa.concat_arrays([vocab, fresh.dictionary])
+        ids.append(chunk_ids)
+        lengths.append(np.diff(offsets))
+    offsets = np.zeros(sum(len(x) for x in lengths) + 1, np.int64)
+    np.cumsum(np.concatenate(lengths) if lengths else np.zeros(0, np.int64), out=offsets[1:])
+    return Side(np.concatenate(ids) if ids else np.zeros(0, np.int32), offsets, vocab)
 
 
 def paired(src: Texts, tgt: Texts) -> tuple[pa.Array, pa.Array]:

@@ -237,6 +237,14 @@ def align_both(src: Texts, tgt: Texts, **train_kwargs) -> tuple[FastAlign, FastA
     return _both(encode(s), encode(t), train_kwargs)
 
 
+def align_encoded(src: Side, tgt: Side, **train_kwargs) -> tuple[FastAlign, FastAlign, Alignment, Alignment]:
+    """``align_both`` of a bitext already encoded (``encoding.encode_stream``: part by part, no text kept)."""
+    if len(src.lengths) != len(tgt.lengths):
+        raise InputError(f"aligner: src has {len(src.lengths)} sentences, tgt has {len(tgt.lengths)}; expected the "
+                         "same count")
+    return _both(src, tgt, train_kwargs)
+
+
 def _both(ss: Side, ts: Side, train_kwargs: dict) -> tuple[FastAlign, FastAlign, Alignment, Alignment]:
     kw = {"iterations": 5, "p0": 0.08, "alpha": 0.01, "tension": 4.0, "optimize_tension": True,
           "favor_diagonal": True, "variational_bayes": True, "threads": None, "chunks": None, **train_kwargs}

@@ -9,21 +9,20 @@ read and write included; the worker processes were started by the ingest stages 
 pipeline run (starting them costs ~2 s each, once per run). The outputs
 are compared on every row first. Goal: >= 1.8x with 2 workers.
 
-    .venv/bin/python bench/tokenize.py --rows 1000000 --workers 2
+    .venv/bin/python bench/tokenizer.py --rows 1000000 --workers 2
+
+(Not `bench/tokenize.py`: run as a script, a file of that name shadows the standard library's `tokenize`
+for every script in bench/.)
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
-
-if sys.path[0] == __file__.rsplit("/", 1)[0]:  # run as a script: this file would shadow the stdlib's `tokenize`
-    sys.path.pop(0)
-
-import argparse  # noqa: E402
-import time  # noqa: E402
+import time
 from pathlib import Path
 
-import pyarrow as pa  # noqa: E402
+import pyarrow as pa
 
 from bench.common import prefect_server, workdir
 from conf.schema import AugdagConf, DatasetConf, TaskRunnerConf

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +20,7 @@ from typing_extensions import (
     TypedDict,  # pydantic validates typing.TypedDict only from Python 3.12
 )
 
+from conf.errors import InputError
 from conf.schema import NMTConf
 from models.nmt import DecodeOptions, NMTModel, load_model
 from storage.parts import Parts
@@ -140,15 +141,21 @@ def translate_mono(rows: pa.Table, *, model: Loading, model_path: Path, runtime:
 def fairseq_builder(parts: Parts, conf: NMTConf, *, src: str = "src", tgt: str = "tgt",
                     label: str = "nmt") -> Callable[[Path], None]:
     """A ``build(path)`` for ``run_model_stage``: fairseq-train on (``src`` → ``tgt``) of an artifact's
-    parts; its log goes to ``training_log`` and its updates to the progress bar ``train <label>``."""
+    parts, streamed a part at a time (one part's two columns as Python lists in memory, never the whole
+    artifact's); its log goes to ``training_log`` and its updates to the progress bar ``train <label>``."""
+    def batches() -> Iterator[tuple[list[str], list[str]]]:
+        if not parts:
+            raise InputError("nothing to read: the input artifact has no parts")
+        for table in parts.tables([src, tgt]):
+            yield table[src].to_pylist(), table[tgt].to_pylist()
+
     def build(path: Path) -> None:
-        from models.nmt.fairseq import train_fairseq
+        from models.nmt.fairseq import train_fairseq_batches
         from tasks.progress import report
 
-        table = parts.table([src, tgt])
-        train_fairseq(table[src].to_pylist(), table[tgt].to_pylist(), path, conf.train, log=training_log(),
-                      progress=lambda done, total: report(f"train {label}", done, total),
-                      threads=conf.threads, device=conf.device)
+        train_fairseq_batches(batches, path, conf.train, log=training_log(),
+                              progress=lambda done, total: report(f"train {label}", done, total),
+                              threads=conf.threads, device=conf.device)
 
     return build
 

@@ -47,13 +47,13 @@ from models.nmt.fairseq_checkpoint import (
     stamp,
     trust,
 )
-from models.nmt.fairseq_train import train_fairseq
+from models.nmt.fairseq_train import train_fairseq, train_fairseq_batches
 from models.nmt.subwords import SentencePiece, one_line
 from storage.artifacts import hash_file, hash_inputs
 
-# train_fairseq lives in models.nmt.fairseq_train; re-exported here only for tasks/nmt.py and bench/nmt_models.py,
-# which import it from models.nmt.fairseq.
-__all__ = ["FairseqModel", "train_fairseq"]
+# train_fairseq(_batches) live in models.nmt.fairseq_train; re-exported here only for tasks/nmt.py and
+# bench/nmt_models.py, which import them from models.nmt.fairseq.
+__all__ = ["FairseqModel", "train_fairseq", "train_fairseq_batches"]
 
 
 class FairseqModel(NMTModel):

@@ -5,6 +5,10 @@ Training is fairseq's own CLIs, ``fairseq_cli.preprocess`` (one joined dictionar
 fairseq runs, and fairseq is imported once: that import alone takes 10-20 s on 2 busy cores).
 Hand-written: the command lines built from ``NMTTrainConf``, the joint SentencePiece model around them,
 and the log streaming (each line to ``log``, the update count to ``progress``): fairseq's CLIs only print.
+The training pairs are streamed batch by batch (``train_fairseq_batches``; the training stage hands it one
+artifact part at a time): SentencePiece pulls its first 2M sentences from one pass, the pieces are written to
+``train.src``/``train.tgt`` a chunk at a time in another, so the corpus is never one list or one string in
+memory (at 4.5M pairs that was several GB). ``train_fairseq`` (two lists) is the same in one-list batches.
 Continued training (``init``) restarts fairseq-train from a model augdag trained (``--restore-file``,
 optimizer, lr scheduler, data order and meters reset) with that model's subwords and dictionary; fairseq's
 own ``torch.load`` of it runs in the subprocess with ``weights_only`` and augdag's allow-list.
@@ -22,7 +26,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from conf.errors import ModelError
@@ -38,20 +42,50 @@ LOG_TAIL = 20  # log lines quoted when a fairseq command fails
 _UPDATES = re.compile(r"num_updates[ =|]+(\d+)")
 
 
+Batches = Callable[[], Iterable[tuple[Sequence[str], Sequence[str]]]]
+"""Training pairs as batches of (sources, targets), one target per source: a callable, since training
+iterates them more than once (each call must iterate the same batches afresh, in the same order)."""
+LIST_BATCH = 100_000  # pairs per batch when train_fairseq is handed two whole lists
+PIECES_CHUNK = 10_000  # pairs encoded and written to train.src/train.tgt at a time
+
+
 def train_fairseq(src: Sequence[str], tgt: Sequence[str], out_dir: Path, conf: NMTTrainConf, *,
                   init: Path | None = None, log: Callable[[str], None] = print,
                   progress: Callable[[int, int], None] | None = None, threads: int = 0, device: str = "auto") -> Path:
-    """Train a fairseq transformer on the pairs (src[i], tgt[i]) and write a loadable model directory.
+    """Train a fairseq transformer on the pairs (src[i], tgt[i]) and write a loadable model directory:
+    ``train_fairseq_batches`` on slices of ``LIST_BATCH`` pairs (the same model as one batch of all of them).
+
+    Args:
+        src: Source sentences (plain text).
+        tgt: Their translations; pairs with an empty side are left out (``meta.pairs`` counts the rest).
+        out_dir, conf, init, log, progress, threads, device: as ``train_fairseq_batches``.
+
+    Raises:
+        ModelError: ``src`` and ``tgt`` differ in length, or as ``train_fairseq_batches``.
+    """
+    check_pairs(src, tgt)
+    return train_fairseq_batches(
+        lambda: ((src[i:i + LIST_BATCH], tgt[i:i + LIST_BATCH]) for i in range(0, len(src), LIST_BATCH)),
+        out_dir, conf, init=init, log=log, progress=progress, threads=threads, device=device)
+
+
+def train_fairseq_batches(batches: Batches, out_dir: Path, conf: NMTTrainConf, *, init: Path | None = None,
+                          log: Callable[[str], None] = print, progress: Callable[[int, int], None] | None = None,
+                          threads: int = 0, device: str = "auto") -> Path:
+    """Train a fairseq transformer on the pairs of ``batches`` and write a loadable model directory.
 
     A joint SentencePiece BPE model (``conf.vocab_size``) turns both sides into pieces; fairseq builds one
     joined dictionary and trains ``conf.max_update`` updates without validation. ``out_dir`` ends up
     holding ``checkpoint.pt`` (no optimizer state), ``dict.src.txt``, ``dict.tgt.txt``, ``spm.model`` and
     the card, written last, whose sha256 makes the checkpoint trusted; work files live in a temporary
-    directory beside ``out_dir`` and are removed.
+    directory beside ``out_dir`` and are removed. The pairs are never all in memory: ``batches()`` is
+    iterated up to three times (up to the first pair with both sides non-empty; SentencePiece's first 2M
+    sentences, source then target pair by pair; every pair, written as pieces batch by batch), so how the
+    pairs are cut into batches changes nothing in the model.
 
     Args:
-        src: Source sentences (plain text).
-        tgt: Their translations; pairs with an empty side are left out (``meta.pairs`` counts the rest).
+        batches: The pairs, as ``Batches`` (sources and their translations, plain text); pairs with an
+            empty side are left out (``meta.pairs`` counts the rest).
         out_dir: The model directory to write (created; existing files of the same names are replaced).
         conf: Architecture, sizes and optimisation (``extra_args`` go to fairseq-train verbatim).
         init: Continued training: a model directory augdag trained (its card's sha256 must match). Its
@@ -68,23 +102,20 @@ def train_fairseq(src: Sequence[str], tgt: Sequence[str], out_dir: Path, conf: N
         ``out_dir``.
 
     Raises:
-        ModelError: no pairs, ``init`` is not a model augdag trained, or a fairseq command failed (the message
-            quotes its last log lines).
+        ModelError: no pairs, a batch with more sources than targets or fewer, ``init`` is not a model augdag
+            trained, or a fairseq command failed (the message quotes its last log lines).
     """
-    check_pairs(src, tgt)
     out_dir = Path(out_dir)
-    pairs = [(s, t) for s, t in zip(map(one_line, src), map(one_line, tgt)) if s and t]
-    if not pairs:
-        raise ModelError(f"{out_dir}: no pair with both sides non-empty to train on ({len(src)} given)")
+    _check_some_pair(batches, out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / CARD).unlink(missing_ok=True)  # the card comes last: a directory without one is unfinished
     with tempfile.TemporaryDirectory(prefix=f".{out_dir.name}.fairseq-work-", dir=out_dir.parent) as work:
         work = Path(work)
         init_sha = None if init is None else initial_model(init, work)  # its checkpoint, subwords and dictionary
-        sp = SentencePiece(train_sentencepiece([s for p in pairs for s in p], work / SUBWORDS,
-                                               vocab_size=conf.vocab_size) if init is None else work / SUBWORDS)
-        for lang, side in ((SRC, 0), (TGT, 1)):
-            _write_pieces(sp, [p[side] for p in pairs], work / f"train.{lang}")
+        if init is None:
+            train_sentencepiece((s for pairs in _pairs(batches) for p in pairs for s in p), work / SUBWORDS,
+                                vocab_size=conf.vocab_size)
+        pairs = _write_pieces(SentencePiece(work / SUBWORDS), batches, work)
         steps = [_preprocess_args(work, srcdict=None if init is None else work / INIT_DICT),
                  train_args(work, conf, pick_device(device)) + ([] if init is None else restore_args(work / INIT))]
         run_fairseq(steps, env=_subprocess_env(threads), log=log, on_line=progress_parser(progress, conf.max_update),
@@ -93,10 +124,43 @@ def train_fairseq(src: Sequence[str], tgt: Sequence[str], out_dir: Path, conf: N
             os.replace(work / name, out_dir / (CHECKPOINT if name.endswith(".pt") else Path(name).name))
     ModelCard(backend="fairseq", subwords=SUBWORDS, checkpoint=CHECKPOINT,
               checkpoint_sha256=hash_file(out_dir / CHECKPOINT),
-              meta={"train": conf.model_dump(), "pairs": len(pairs), "src_lang": SRC, "tgt_lang": TGT,
+              meta={"train": conf.model_dump(), "pairs": pairs, "src_lang": SRC, "tgt_lang": TGT,
                     **({"init": {"checkpoint_sha256": init_sha}} if init_sha else {})}
               ).write(out_dir)
     return out_dir
+
+
+def _pairs(batches: Batches) -> Iterator[list[tuple[str, str]]]:
+    """Each batch's pairs as ``one_line`` texts, those with an empty side left out."""
+    for src, tgt in batches():
+        check_pairs(src, tgt)
+        yield [(s, t) for s, t in zip(map(one_line, src), map(one_line, tgt)) if s and t]
+
+
+def _check_some_pair(batches: Batches, out_dir: Path) -> None:
+    """A ModelError unless some pair has both sides non-empty (read up to the first such one)."""
+    given = 0
+    for src, tgt in batches():
+        check_pairs(src, tgt)
+        if any(one_line(s) and one_line(t) for s, t in zip(src, tgt)):
+            return
+        given += len(src)
+    raise ModelError(f"{out_dir}: no pair with both sides non-empty to train on ({given} given)")
+
+
+def _write_pieces(sp: SentencePiece, batches: Batches, work: Path) -> int:
+    """Both sides' pieces, one sentence a line, appended to ``work``'s train.src and train.tgt batch by batch
+    (``PIECES_CHUNK`` pairs at a time); the number of pairs written."""
+    written = 0
+    with (work / f"train.{SRC}").open("w", encoding="utf-8") as src_file, \
+            (work / f"train.{TGT}").open("w", encoding="utf-8") as tgt_file:
+        for pairs in _pairs(batches):
+            for i in range(0, len(pairs), PIECES_CHUNK):
+                chunk = pairs[i:i + PIECES_CHUNK]
+                for side, file in ((0, src_file), (1, tgt_file)):
+                    file.write("".join(" ".join(p) + "\n" for p in sp.encode([pair[side] for pair in chunk])))
+            written += len(pairs)
+    return written
 
 
 def initial_model(init: Path, work: Path) -> str:
@@ -120,10 +184,6 @@ def restore_args(checkpoint: Path) -> list[str]:
     data order."""
     return ["--restore-file", str(checkpoint.absolute()), "--reset-optimizer", "--reset-lr-scheduler",
             "--reset-dataloader", "--reset-meters"]
-
-
-def _write_pieces(sp: SentencePiece, texts: Sequence[str], path: Path) -> None:
-    path.write_text("".join(" ".join(p) + "\n" for p in sp.encode(texts)), encoding="utf-8")
 
 
 def _subprocess_env(threads: int) -> dict[str, str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import io
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from conf.errors import ModelError
@@ -25,21 +25,38 @@ def train_sentencepiece(texts: Iterable[str], model_path: Path, *, vocab_size: i
 
     The vocabulary is capped at what the corpus supports (SentencePiece refuses a larger one), so a
     tiny corpus still trains. Deterministic: the first 2M sentences, no shuffling. No special pieces besides <unk>: fairseq adds its own <s>, <pad>, </s>.
+    ``texts`` is streamed, never held as a list: SentencePiece pulls sentences (blank ones skipped) until it
+    has its 2M and stops pulling, so a generator over a corpus of any size reads only that much of it.
     """
     import sentencepiece as spm
 
-    sentences = [t for t in texts if t.strip()]
-    if not sentences:
+    sentences = (t for t in texts if t.strip())
+    first = next(sentences, None)
+    if first is None:
         raise ModelError(f"{model_path}: no text to train the subword model on")
-    model = io.BytesIO()
-    kwargs = {"sentence_iterator": iter(sentences), "model_writer": model, "model_type": model_type,
+    failed: list[Exception] = []  # what ``texts`` raised: SentencePiece would turn it into a RuntimeError
+
+    def pulled() -> Iterator[str]:
+        try:
+            yield first
+            yield from sentences
+        except Exception as e:
+            failed.append(e)
+            raise
+
+    model, stream = io.BytesIO(), pulled()
+    kwargs = {"sentence_iterator": stream, "model_writer": model, "model_type": model_type,
               "character_coverage": 1.0, "bos_id": -1, "eos_id": -1, "pad_id": -1, "unk_id": 0,
               "input_sentence_size": 2_000_000, "shuffle_input_sentence": False, "num_threads": 1,
               "hard_vocab_limit": False, "minloglevel": 2}
     try:
         spm.SentencePieceTrainer.train(vocab_size=vocab_size, **kwargs)
     except RuntimeError as e:
+        if failed:
+            raise failed[0] from None
         raise ModelError(f"{model_path}: SentencePiece training failed: {e}") from e
+    finally:
+        stream.close()  # SentencePiece stops pulling at its 2M: let go of the rest (an open file, a generator)
     model_path.parent.mkdir(parents=True, exist_ok=True)
     model_path.write_bytes(model.getvalue())
     return model_path

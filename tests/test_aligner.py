@@ -26,6 +26,7 @@ from models.aligner import (
     FastAlign,
     align_both,
     diagonal_prior,
+    encode_stream,
     grow_diag_final_and,
     log_poisson,
     symmetrize,
@@ -427,3 +428,19 @@ def test_reference_binary_links_scores_and_table_agree(demo3k, tmp_path):
                               "grow-diag-final-and"], capture_output=True, text=True, check=True)
         lengths = [np.array([len(x.split()) for x in side]) for side in (src, tgt)]
         assert grow_diag_final_and(ours[""][1], ours["-r"][1], *lengths).to_pharaoh() == out.stdout.splitlines()
+
+
+def test_encode_stream_numbers_words_as_one_encode_of_the_whole_corpus():
+    """The `align` stage encodes a bitext side part by part: the ids, offsets and vocabulary must be the ones
+    a single encode of all the text gives (words numbered in order of first appearance)."""
+    from models.aligner.encoding import encode
+
+    texts = ["a b c", "", "c  d\ta ", None, "e a", "f", "b g"]
+    whole = encode(texts)
+    for cuts in ([2, 4], [1, 2, 3, 4, 5, 6], [7]):
+        parts = [texts[a:b] for a, b in zip([0, *cuts], [*cuts, len(texts)]) if a < b]
+        streamed = encode_stream(parts)
+        assert streamed.ids.tolist() == whole.ids.tolist() == [0, 1, 2, 2, 3, 0, 4, 0, 5, 1, 6]
+        assert streamed.offsets.tolist() == whole.offsets.tolist() == [0, 3, 3, 6, 6, 8, 9, 11]
+        assert streamed.vocab.to_pylist() == whole.vocab.to_pylist() == ["a", "b", "c", "d", "e", "f", "g"]
+    assert encode_stream([]).ids.tolist() == [] and encode_stream([]).offsets.tolist() == [0]

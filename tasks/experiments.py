@@ -17,7 +17,7 @@ from conf.schema import NMTConf, NMTTrainConf
 from storage.parts import Parts
 from tasks.evaluation import translate_test
 from tasks.mix import MIX, training_mix
-from tasks.nmt import training_log
+from tasks.nmt import part_batches, training_log
 from tasks.stage import Stage
 
 PHASES = ("train", "continue")
@@ -46,13 +46,12 @@ def continued_builder(parts: Parts, conf: NMTConf, train: NMTTrainConf, *, init:
     parts, with ``train``'s lr and updates; its log goes to ``tasks.nmt.training_log``, its updates to
     ``train <label>``."""
     def build(path: Path) -> None:
-        from models.nmt.fairseq import train_fairseq
+        from models.nmt.fairseq import train_fairseq_batches
         from tasks.progress import report
 
-        table = parts.table(["src", "tgt"])
-        train_fairseq(table["src"].to_pylist(), table["tgt"].to_pylist(), path, train, init=init, log=training_log(),
-                      progress=lambda done, total: report(f"train {label}", done, total), threads=conf.threads,
-                      device=conf.device)
+        train_fairseq_batches(part_batches(parts), path, train, init=init, log=training_log(),
+                              progress=lambda done, total: report(f"train {label}", done, total),
+                              threads=conf.threads, device=conf.device)
 
     return build
 

@@ -143,21 +143,27 @@ def fairseq_builder(parts: Parts, conf: NMTConf, *, src: str = "src", tgt: str =
     """A ``build(path)`` for ``run_model_stage``: fairseq-train on (``src`` → ``tgt``) of an artifact's
     parts, streamed a part at a time (one part's two columns as Python lists in memory, never the whole
     artifact's); its log goes to ``training_log`` and its updates to the progress bar ``train <label>``."""
+    def build(path: Path) -> None:
+        from models.nmt.fairseq import train_fairseq_batches
+        from tasks.progress import report
+
+        train_fairseq_batches(part_batches(parts, src, tgt), path, conf.train, log=training_log(),
+                              progress=lambda done, total: report(f"train {label}", done, total),
+                              threads=conf.threads, device=conf.device)
+
+    return build
+
+
+def part_batches(parts: Parts, src: str = "src", tgt: str = "tgt") -> Callable[[], Iterator[tuple[list, list]]]:
+    """The ``batches`` of ``train_fairseq_batches``: each part's two columns as Python lists, a part at a time
+    (a callable: training reads them more than once)."""
     def batches() -> Iterator[tuple[list[str], list[str]]]:
         if not parts:
             raise InputError("nothing to read: the input artifact has no parts")
         for table in parts.tables([src, tgt]):
             yield table[src].to_pylist(), table[tgt].to_pylist()
 
-    def build(path: Path) -> None:
-        from models.nmt.fairseq import train_fairseq_batches
-        from tasks.progress import report
-
-        train_fairseq_batches(batches, path, conf.train, log=training_log(),
-                              progress=lambda done, total: report(f"train {label}", done, total),
-                              threads=conf.threads, device=conf.device)
-
-    return build
+    return batches
 
 
 def training_log() -> Callable[[str], None]:

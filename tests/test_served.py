@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from types import SimpleNamespace
@@ -163,9 +163,10 @@ def augdag(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
                           cwd=cwd, capture_output=True, text=True, timeout=600)
 
 
-def serve(cache: Path, cwd: Path, name: str) -> background:
-    """`augdag serve` of the tiny demo with no PREFECT_API_URL: it finds the cache's server itself."""
-    sets = [a for s in TINY for a in ("--set", s)]
+def serve(cache: Path, cwd: Path, name: str, extra: Sequence[str] = ()) -> background:
+    """`augdag serve` of the tiny demo (and the overrides ``extra``) with no PREFECT_API_URL: it finds the
+    cache's server itself."""
+    sets = [a for s in [*TINY, *extra] for a in ("--set", s)]
     cmd = [sys.executable, "-m", "flows.cli", "serve", "--config", "demo", "--cache", str(cache), "--name", name, *sets]
     return background(cmd, env=subprocess_env(cwd, COLUMNS="200", **FAST_POLL), cwd=cwd, log=cwd / f"{name}.log")
 
@@ -208,10 +209,11 @@ def assert_every_pipeline_completed(cache: Path, flow_run_id: str) -> dict:
 
 
 @contextlib.contextmanager
-def served_nightly(cache: Path, url: str, cwd: Path, name: str) -> Iterator[tuple[str, float, background]]:
+def served_nightly(cache: Path, url: str, cwd: Path, name: str,
+                   extra: Sequence[str] = ()) -> Iterator[tuple[str, float, background]]:
     """Serve the tiny demo as deployment ``nightly/<name>`` and run it with the command `augdag serve` prints
     (no PREFECT_API_URL in the environment): (flow run id, seconds to Completed, the serve process)."""
-    with serve(cache, cwd, name) as served:
+    with serve(cache, cwd, name, extra) as served:
         wait_for(f"deployment {name}", lambda: deployment(url, name), timeout_s=120, proc=served)
         hint = served.output().split("Run it now:\n", 1)[1].splitlines()[0].strip()
         assert hint == f"PREFECT_API_URL={url} {PREFECT} deployment run nightly/{name}"
@@ -352,11 +354,21 @@ def postgres():
 
 
 def test_served_nightly_completes_against_postgres(postgres, tmp_path_factory, tmp_path):
+    """The server's database is what this test is about: two pipelines (ingest, then self_training with its
+    teacher, as subflows with their task runs) are enough; every pipeline runs against SQLite above."""
     cache = tmp_path_factory.mktemp("served-pg") / "cache"
+    pipelines = ["ingest", "self_training"]
     with prefect_server(cache, tmp_path_factory.getbasetemp(), database=postgres) as (_, url):
-        with served_nightly(cache, url, tmp_path, "served-pg") as (flow_run_id, seconds, _):
+        with served_nightly(cache, url, tmp_path, "served-pg", [f"pipelines=[{','.join(pipelines)}]"]) as (
+                flow_run_id, seconds, _):
             print(f"served nightly against PostgreSQL: {seconds:.0f} s from `prefect deployment run` to Completed")
-            assert_subflows_completed(url, assert_every_pipeline_completed(cache, flow_run_id))
+            run = nightly_record(cache, flow_run_id)
+            assert (run["status"], [(c["pipeline"], c["status"]) for c in run["summary"]["pipelines"]]) == (
+                "completed", [(p, "completed") for p in pipelines])
+            assert_subflows_completed(url, run)
+            found = Catalog(cache).query("SELECT (SELECT count(*) FROM sampled_mono) AS sampled, (SELECT count(*) "
+                                         "FROM mono WHERE source = 'demo_mono') AS mono").to_pylist()[0]
+            assert found["sampled"] == int(0.2 * found["mono"]) > 0
 
 
 def test_demo_data_follows_the_cache_not_the_working_directory(server, tmp_path):

@@ -160,3 +160,30 @@ def test_whitespace_on_raw_text_inflates_the_vocabulary(corpora):
     tok = pa.array((corpora["tok"] / "train.en").read_text().splitlines())
     assert vocab["moses"] == len(set(tokenize(tok).flatten().to_pylist()))
     assert vocab["whitespace"] > 1.3 * vocab["moses"]
+
+
+@pytest.mark.slow
+def test_the_teachers_half_tokenises_the_synthetic_pairs_for_the_target_lm_and_force_alignment(prefect_harness,
+                                                                                                corpora, tmp_path):
+    """With moses, the synthetic pairs reach the target-side LM filter and the force alignment tokenised,
+    while the `synthetic` view keeps the sentences and translations as they are."""
+    from flows.self_training import self_training_flow
+
+    data = corpora["raw"]
+    conf = load_profile(REPO / "conf" / "demo.yaml", [
+        "shard_size=200", "self_training.tokenizer.kind=moses", "self_training.tokenizer.tgt_lang=de",
+        "self_training.teacher.train.max_update=10", "self_training.filter.lm_drop=0.2",
+        "self_training.filter.max_ratio=100",  # a teacher of 10 updates: keep its translations of any length
+        f"datasets.demo_bitext.src={data}/train.en", f"datasets.demo_bitext.tgt={data}/train.de",
+        f"datasets.demo_mono.path={data}/mono.en"], cache=tmp_path, environ={"AUGDAG_DEMO_DATA": str(data)})
+    summary = self_training_flow(conf, profile="test")
+    assert summary["status"] == "completed"
+    cat = Catalog(tmp_path)
+    # bitext (src, tgt), mono (text), the kept synthetic pairs' targets (LM), the synthetic pairs (force alignment)
+    tokenized = cat.query("SELECT dataset, rows FROM artifacts WHERE stage = 'tokenize' ORDER BY dataset, rows")
+    assert tokenized.num_rows == 4
+    lm_dropped = cat.query("SELECT count(*) AS n FROM dropped WHERE reason = 'lm_score'")["n"][0].as_py()
+    synthetic = cat.query("SELECT s.src, m.text FROM synthetic s JOIN sampled_mono m ON s.parent_uid = m.uid").to_pylist()
+    assert synthetic and lm_dropped > 0 and all(r["src"] == r["text"] and r["src"][-2] != " " for r in synthetic)
+    coverage = cat.query("SELECT coverage FROM uncertainty_bins WHERE source = 'demo_mono'")["coverage"].to_pylist()
+    assert any(c is not None and 0 < c <= 1 for c in coverage)  # force-aligned through the tokenised pairs

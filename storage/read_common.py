@@ -27,7 +27,8 @@ def decode_text(
     raw: pa.Array, fld: str | None, encoding: str = "utf-8", on_error: str = "reject"
 ) -> tuple[pa.StringArray, dict[int, Problem]]:
     """Binary -> string in ``encoding``; where a value does not decode, it is refused (``on_error`` reject: an
-    ``invalid_utf8`` problem whose detail names the encoding) or kept with U+FFFD (replace).
+    ``invalid_utf8`` problem, ``invalid_encoding`` for another ``encoding``, the detail naming it) or kept with
+    U+FFFD (replace).
 
     UTF-8 is validated by Arrow's vectorised cast; another encoding is decoded in one ``bytes.decode`` per
     batch (the values joined by newlines, split again by Arrow). Only a batch with a bad value is decoded
@@ -37,7 +38,7 @@ def decode_text(
     if fast is not None:
         return fast, {}
     out, bad = [], {}
-    name = "UTF-8" if encoding == "utf-8" else encoding
+    name, reason = ("UTF-8", "invalid_utf8") if encoding == "utf-8" else (encoding, "invalid_encoding")
     for i, b in enumerate(raw.to_pylist()):
         try:
             out.append(None if b is None else b.decode(encoding))
@@ -46,7 +47,7 @@ def decode_text(
                 out.append(b.decode(encoding, errors="replace"))
                 continue
             out.append(None)
-            bad[i] = ("invalid_utf8", fld, f"{fld + ': ' if fld else ''}invalid {name} at byte {e.start}")
+            bad[i] = (reason, fld, f"{fld + ': ' if fld else ''}invalid {name} at byte {e.start}")
     return pa.array(out, pa.string()), bad
 
 

@@ -21,6 +21,7 @@ from storage.schemas import FIELDS, REJECTS, SCHEMAS, with_uid
 # the `reason` vocabulary of the rejects; a row gets the first that applies, in this order
 REASONS = (
     "invalid_utf8",  # the line (or a field) is not UTF-8
+    "invalid_encoding",  # not valid in the dataset's `encoding` (cp1252's undefined bytes, ...)
     "column_count",  # tsv: not as many tab-separated fields as `columns`
     "bad_json",  # jsonl: the line does not parse
     "missing_field",  # jsonl / parquet / hf: a needed field is absent or null

@@ -131,8 +131,8 @@ TABLES: dict[str, Doc] = {
         "fingerprint": "the reader artifact (stage read) that refused it",
         "source": _SOURCE, "file": "the input file",
         "line": "1-based line of the refused row in that file",
-        "reason": "invalid_utf8, column_count, bad_json, missing_field, bad_type, nul_byte, too_long, empty or "
-                  "tags_mismatch (storage.row_checks.REASONS)",
+        "reason": "invalid_utf8, invalid_encoding, column_count, bad_json, missing_field, bad_type, nul_byte, "
+                  "too_long, empty or tags_mismatch (storage.row_checks.REASONS)",
         "detail": "the human sentence, e.g. expected 2 tab-separated fields (src, tgt), found 3",
         "content": "the offending input, cut to 200 characters",
     }, "table"),

@@ -35,6 +35,8 @@ def read_params(name: str, ds: DatasetConf, *, max_line_chars: int, shard_size: 
     ``language`` are left out: the split is a stage after the read, which both settings share."""
     dump = {k: v for k, v in ds.model_dump(mode="json").items() if k not in SPLIT_KEYS}
     params = {"dataset": name, "conf": dump, "max_line_chars": max_line_chars, "shard_size": shard_size}
+    if ds.encoding != "utf-8":  # its undecodable rows became `invalid_encoding` rejects (were `invalid_utf8`)
+        params["rejects"] = "invalid_encoding"
     if ds.format in ("text", "tsv", "jsonl"):
         codecs = {f: codec_of(_head(p)) for f, p in ds.paths().items() if p.is_file()}
         if any(c != "plain" for c in codecs.values()):

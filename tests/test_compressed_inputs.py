@@ -187,7 +187,7 @@ def test_cp1252_undefined_byte_is_rejected_naming_the_encoding(tmp_path):
     rows, rejects, _ = read(DatasetConf(kind="mono", format="text", path=path, encoding="cp1252"))
     assert [r["text"] for r in rows] == ["€ 5"]
     assert [(r["line"], r["reason"], r["detail"]) for r in rejects] == [
-        (2, "invalid_utf8", "text: invalid cp1252 at byte 4")]
+        (2, "invalid_encoding", "text: invalid cp1252 at byte 4")]
 
 
 UTF8_CORPUS = {  # read with max_line_chars=40: a line of 41 accented characters is too long in any encoding

@@ -291,7 +291,7 @@ def test_read_slots_tags_mismatch_and_bad_type(tmp_path):
 
 
 def test_read_reasons_are_the_fixed_vocabulary():
-    assert set(REASONS) == {"invalid_utf8", "nul_byte", "empty", "too_long", "column_count", "bad_json",
+    assert set(REASONS) == {"invalid_utf8", "invalid_encoding", "nul_byte", "empty", "too_long", "column_count", "bad_json",
                             "missing_field", "bad_type", "tags_mismatch"}
 
 

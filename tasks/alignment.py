@@ -22,6 +22,7 @@ from models.lexicon import build_lexicon, link_counts, linked_words, tokenize, w
 from storage.parts import Parts
 from tasks.stage import Stage
 
+ROWS_PER_CHUNK = 100_000  # sentences symmetrised and turned into rows at a time
 ALIGNMENT = pa.schema([
     ("uid", pa.string()), ("source", pa.string()), ("line", pa.int64()), ("links", pa.string()),
     ("src_pos", pa.list_(pa.int32())), ("tgt_pos", pa.list_(pa.int32())), ("src_tokens", pa.int32()),
@@ -44,7 +45,19 @@ def aligned_source_words(alignment: Alignment, src_lengths: np.ndarray) -> np.nd
 
 def _alignment_rows(uid: pa.Array | pa.ChunkedArray, rows: pa.Table, src_len: np.ndarray, tgt_len: np.ndarray,
                     fwd: Alignment, rev: Alignment) -> pa.Table:
-    """The `alignments` rows of a bitext: grow-diag-final-and of both directions, positions, coverage."""
+    """The `alignments` rows of a bitext: grow-diag-final-and of both directions, positions, coverage; built
+    ``ROWS_PER_CHUNK`` sentences at a time (each sentence is symmetrised alone), so the temporaries of the
+    symmetrisation and of the Pharaoh text are a chunk's, not the whole bitext's."""
+    n = len(src_len)
+    if n <= ROWS_PER_CHUNK:
+        return _rows_of(uid, rows, src_len, tgt_len, fwd, rev)
+    return pa.concat_tables(
+        _rows_of(uid.slice(a, b - a), rows.slice(a, b - a), src_len[a:b], tgt_len[a:b], fwd.slice(a, b), rev.slice(a, b))
+        for a, b in ((a, min(a + ROWS_PER_CHUNK, n)) for a in range(0, n, ROWS_PER_CHUNK)))
+
+
+def _rows_of(uid: pa.Array | pa.ChunkedArray, rows: pa.Table, src_len: np.ndarray, tgt_len: np.ndarray,
+             fwd: Alignment, rev: Alignment) -> pa.Table:
     src_len, tgt_len = src_len.astype(np.int64), tgt_len.astype(np.int64)
     links = grow_diag_final_and(fwd, rev, src_len, tgt_len)
     aligned = aligned_source_words(links, src_len)
@@ -66,10 +79,12 @@ def align_bitext(
         return encode_stream(pc.utf8_lower(t[column]) if lowercase else t[column] for t in parts.tables([column]))
 
     src, tgt = words("src"), words("tgt")
+    src_len, tgt_len = src.lengths, tgt.lengths
     fwd_model, rev_model, fwd, rev = align_encoded(
         src, tgt, iterations=iterations, p0=p0, alpha=alpha, tension=tension, optimize_tension=optimize_tension)
+    del src, tgt  # the word ids (4 bytes a token) are not needed for the rows
     rows = parts.table(["uid", "source", "line"])
-    part = _alignment_rows(rows["uid"], rows, src.lengths, tgt.lengths, fwd, rev)
+    part = _alignment_rows(rows["uid"], rows, src_len, tgt_len, fwd, rev)
     models = pa.table({
         "direction": ["forward", "reverse"],
         "tension": [fwd_model.tension, rev_model.tension],

@@ -244,3 +244,19 @@ def test_force_align_with_the_stored_models_reproduces_the_training_links(tmp_pa
     again = force_align(Parts((tmp_path / "bitext.parquet",)), Parts((tmp_path / "part-00000.parquet",)))
     assert again["links"].equals(out["part"]["links"]) and again["coverage"].equals(out["part"]["coverage"])
     assert again["uid"].equals(rows["uid"])
+
+
+def test_align_over_parts_and_in_row_chunks_equals_one_pass(tmp_path, monkeypatch):
+    """`align` encodes part by part and builds its rows ROWS_PER_CHUNK sentences at a time (the thesis' 4.5M
+    pairs would otherwise hold every temporary at once): the same rows as one part and one chunk."""
+    from demo import iter_bitext
+    import tasks.alignment as alignment
+    from tests.conftest import bitext
+
+    rows = bitext([(s, t) for s, t, _ in iter_bitext(300, seed=4)])
+    one = alignment.align_bitext(Parts.of_tables([rows], tmp_path / "one"))
+    monkeypatch.setattr(alignment, "ROWS_PER_CHUNK", 7)
+    many = alignment.align_bitext(Parts.of_tables([rows.slice(0, 100), rows.slice(100, 150), rows.slice(250)],
+                                                  tmp_path / "three"))
+    assert many["part"]["links"].num_chunks > 40  # really built in chunks
+    assert all(many[role].equals(one[role]) for role in one)

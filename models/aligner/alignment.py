@@ -101,6 +101,11 @@ class Alignment:
 
     __hash__ = None  # type: ignore[assignment]
 
+    def slice(self, a: int, b: int) -> Alignment:
+        """Sentences a..b-1 (their links are views of this alignment's arrays, not copies)."""
+        lo, hi = self.offsets[a], self.offsets[b]
+        return Alignment(self.offsets[a:b + 1] - lo, self.src[lo:hi], self.tgt[lo:hi])
+
     def links(self, s: int) -> list[tuple[int, int]]:
         """Sentence s's links as (src, tgt) tuples."""
         a, b = self.offsets[s], self.offsets[s + 1]

@@ -13,9 +13,9 @@ DROPPED_WHAT = "every row a stage dropped, with stage and reason: per stage, inp
 DROPPED_COLUMNS: dict[str, str] = {
     "stage": "the stage that dropped it: split_sentences and clean (ingest), synthetic_clean and lm_filter "
              "(self_training), curriculum (PCC Eq. 3), paraphrased_bitext (mt_paraphrase), delexicalise and c2c_select "
-             "(c2c), ...; rejuvenation's inactive pairs are set aside, not dropped: they are in `inactive`",
+             "(c2c), active (rejuvenation's inactive pairs: reason inactive, detail their probability), ...",
     "reason": "why: duplicate, too_few_tokens, too_many_tokens, length_ratio (clean), no_sentence (split_sentences), "
-              "lm_score, not_mi_below_beta, no_slots, empty, in_training, ... (each stage's filter)",
+              "lm_score, not_mi_below_beta, inactive, no_slots, empty, in_training, ... (each stage's filter)",
     "detail": "the stage's detail column, else the measure it cut on (lm_cross_entropy, jaccard, mi, sim as "
               "name=value); null when the stage gives none",
     "source": "dataset name the row (or the row it derives from) was read from",

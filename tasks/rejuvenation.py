@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from conf.errors import ConfError, InputError
+from storage.artifacts import MAIN
 from storage.parts import Parts
 from storage.schemas import with_uid
 from storage.scratch import scratch_duckdb
@@ -63,12 +64,22 @@ def pair_states(rows: pa.Table, scores: pa.Table, cut: pa.Table) -> pa.Table:
     return states.sort_by("line")
 
 
-def inactive_split(rows: pa.Table, scores: pa.Table, *, cut: pa.Table, state: str) -> pa.Table:
-    """The rows of one ``state`` (active or inactive) with their scores; a shard of the split."""
+def inactive_split(rows: pa.Table, scores: pa.Table, *, cut: pa.Table,
+                   state: str) -> pa.Table | dict[str, pa.Table]:
+    """The rows of one ``state`` (active or inactive) with their scores; a shard of the split. The active
+    side is the training data the rejuvenated corpus keeps, so its artifact also holds the inactive pairs as
+    its ``dropped`` part (reason ``inactive``, detail their probability): they are in the `dropped` view and
+    `augdag why`, and the active artifact's input rows = active + dropped."""
     if state not in STATES:
         raise ConfError(f"inactive_split: parameter state: expected one of {', '.join(STATES)}, found {state!r}")
     states = pair_states(rows, scores, cut)
-    return states.filter(pc.equal(states["state"], state))
+    chosen = states.filter(pc.equal(states["state"], state))
+    if state == "inactive":
+        return chosen
+    inactive = states.filter(pc.equal(states["state"], "inactive"))
+    detail = pa.array([f"prob={p:.6g}" for p in inactive["prob"].to_pylist()], pa.string())
+    reason = pa.repeat(pa.scalar("inactive"), inactive.num_rows)
+    return {MAIN: chosen, "dropped": inactive.append_column("reason", reason).append_column("detail", detail)}
 
 
 def rejuvenate(inactive: pa.Table, *, direction: Literal["forward", "backward", "both"], model: Loading, decode: Decode,
@@ -160,7 +171,7 @@ def state_properties(active_parts: Parts, inactive_parts: Parts, alignment_parts
 PAIR_SCORE = Stage("pair_score", "1", score_pairs, view="pair_scores", tags=("gpu",))
 INACTIVE_CUT = Stage("inactive_cut", "1", inactive_cut, reduce=True)
 INACTIVE = Stage("inactive", "1", inactive_split, view="inactive")
-ACTIVE = Stage("active", "1", inactive_split)
+ACTIVE = Stage("active", "2", inactive_split)  # 2: the inactive pairs as its dropped part
 REJUVENATE = Stage("rejuvenate", "1", rejuvenate, tags=("gpu",))
 REJUVENATED_BITEXT = Stage("rejuvenated", "1", rejuvenated_bitext, view="rejuvenated")
 PROBABILITY_BINS = Stage("probability_bins", "1", probability_bins, view="probability_bins", reduce=True)

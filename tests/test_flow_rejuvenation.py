@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import pytest
 
 from conf.loader import load_profile
 from demo import write_demo
 from storage.catalog import Catalog
-from tests.conftest import REPO
+from tests.conftest import REPO, subprocess_env
 
 pytestmark = pytest.mark.slow
 
@@ -57,6 +59,29 @@ def test_row_accounting_active_plus_inactive_is_the_input(first_run):
     worst_active = _one(cat, "SELECT min(s.prob) AS p FROM pair_scores s ANTI JOIN inactive USING (uid) "
                              "WHERE s.prob IS NOT NULL")["p"]
     assert _one(cat, "SELECT max(prob) AS p FROM inactive")["p"] <= worst_active
+
+
+def test_inactive_pairs_are_the_active_sides_drops_in_the_dropped_view_and_why(first_run, tmp_path):
+    cache, summary = first_run
+    cat = Catalog(cache)
+    drops = cat.query("SELECT d.uid, d.source, d.line, d.detail, i.prob FROM dropped d JOIN inactive i USING (uid) "
+                      "WHERE d.stage = 'active' AND d.reason = 'inactive' ORDER BY d.line").to_pylist()
+    assert len(drops) == summary["rejuvenation"]["inactive"] > 0
+    assert _one(cat, "SELECT count(*) AS n FROM dropped WHERE stage = 'active'")["n"] == len(drops)
+    assert all(d["detail"] == f"prob={d['prob']:.6g}" for d in drops)
+    # the README's accounting: the active artifact's input (the clean bitext) = active + dropped
+    n = _one(cat, "SELECT count(*) AS n FROM bitext WHERE source = 'demo_bitext'")["n"]
+    assert _one(cat, "SELECT rows FROM artifacts WHERE stage = 'active' ORDER BY created_at DESC LIMIT 1")["rows"] \
+        + len(drops) == n
+    first = drops[0]
+    done = subprocess.run([sys.executable, "-m", "flows.cli", "why", first["source"], str(first["line"]),
+                           "--cache", str(cache)], capture_output=True, text=True, cwd=REPO,
+                          env=subprocess_env(tmp_path), timeout=120)
+    assert done.returncode == 0, done.stderr
+    said = done.stdout.splitlines()
+    assert f"  active: dropped, inactive: {first['detail']}  (run {summary['run_id']})" in said, said
+    derived = next(line for line in said if line.startswith("  derived rows: "))
+    assert "rejuvenated 1" in derived.split(": ", 1)[1].split(", "), said  # its new pair
 
 
 def test_every_rejuvenated_row_traces_back_to_its_inactive_parent_and_model(first_run):

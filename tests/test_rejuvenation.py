@@ -55,9 +55,14 @@ def _split(tmp_path, rows: pa.Table, scores: pa.Table, shards: int, ratio: float
     cut = inactive_cut(Parts(tuple(parts)), inactive_ratio=ratio)
     states = {}
     for a, b in zip(bounds[:-1], bounds[1:]):
-        for state in ("active", "inactive"):
-            got = inactive_split(rows.slice(a, b - a), scores.slice(a, b - a), cut=cut, state=state)
-            states.setdefault(state, []).extend(got["uid"].to_pylist())
+        inactive = inactive_split(rows.slice(a, b - a), scores.slice(a, b - a), cut=cut, state="inactive")
+        active = inactive_split(rows.slice(a, b - a), scores.slice(a, b - a), cut=cut, state="active")
+        # the active side's dropped part is the inactive side, row for row, with its reason and probability
+        assert active["dropped"].drop_columns(["reason", "detail"]).equals(inactive)
+        assert set(active["dropped"]["reason"].to_pylist()) <= {"inactive"}
+        assert active["dropped"]["detail"].to_pylist() == [f"prob={p:.6g}" for p in inactive["prob"].to_pylist()]
+        states.setdefault("active", []).extend(active["part"]["uid"].to_pylist())
+        states.setdefault("inactive", []).extend(inactive["uid"].to_pylist())
     return cut, states
 
 
@@ -158,6 +163,10 @@ def test_training_mix_repeats_each_selection_its_copy_count():
     assert content_hash(mix) == content_hash(training_mix({"syn": b, "orig": a.take([1, 0])}, {"syn": 3}))
     with pytest.raises(Exception, match=r"train_nmt.mix.bad: .*missing \['tgt'\]"):
         training_mix({"bad": pa.table({"src": ["a"]})}, {})
+    # a null side (e.g. from a LEFT JOIN) is the query's mistake: named, never dropped silently
+    with pytest.raises(ConfError, match=r"^train_nmt.mix.joined: the query returns 2 of 3 rows with a null src or "
+                                        r"tgt \(the first is row 2: \{'src': 'b', 'tgt': None\}\)"):
+        training_mix({"joined": pa.table({"src": ["a", "b", None], "tgt": ["A", None, "C"]})}, {})
 
 
 def test_corpus_scores_are_sacrebleus():

@@ -4,6 +4,8 @@ rejected with its line), dispersed cluster pairing on a constructed frame with k
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -106,11 +108,11 @@ def variants(centre: list[str], tag: str) -> list[list[str]]:
 FRAME = variants(G0, "x") + variants(G1, "y") + variants(G2, "z")  # 12 utterances; index = line - 1
 
 
-def frame_parts(utterances: list[list[str]], frame: str = "city") -> Parts:
+def frame_parts(directory: Path, utterances: list[list[str]], frame: str = "city") -> Parts:
     table = pa.table({"uid": [f"u{i:02d}" for i in range(len(utterances))], "source": ["s"] * len(utterances),
                       "line": pa.array(range(1, len(utterances) + 1), pa.int64()), "delex": utterances,
                       "text": [" ".join(u) for u in utterances], "frame": [frame] * len(utterances)})
-    return Parts.of_tables([table.slice(0, 5), table.slice(5)])
+    return Parts.of_tables([table.slice(0, 5), table.slice(5)], directory / frame)
 
 
 def test_medoids_of_the_constructed_frame_are_the_group_centres():
@@ -131,8 +133,8 @@ def test_furthest_including_picks_in_order_and_stops_below_the_distance():
     assert furthest_including(dist, np.arange(4), others, min_distance=0, max_outputs=3) == [(8, 8), (4, 6), (5, 1)]
 
 
-def test_cluster_pairs_of_the_constructed_frame():
-    pairs = cluster_pairs(frame_parts(FRAME), cluster_size=4, folds=2, seed=42).to_pylist()
+def test_cluster_pairs_of_the_constructed_frame(tmp_path):
+    pairs = cluster_pairs(frame_parts(tmp_path, FRAME), cluster_size=4, folds=2, seed=42).to_pylist()
     inputs = [(r["cluster"][-3:], r["uid"], r["medoid"]) for r in pairs if r["role"] == "input"]
     assert inputs == [("000", f"u{i:02d}", i == 0) for i in range(4)] + [
         ("001", f"u{i:02d}", i == 4) for i in range(4, 8)] + [("002", f"u{i:02d}", i == 8) for i in range(8, 12)]
@@ -145,10 +147,10 @@ def test_cluster_pairs_of_the_constructed_frame():
     assert folds == assign_folds(sorted(folds), folds=2, seed=42)
 
 
-def test_cluster_pairs_skips_small_frames_and_dedupes_within_a_frame():
-    small = frame_parts(FRAME[:7] + [FRAME[0]] * 3, frame="small")  # 7 distinct < 2c = 8: no pairs
+def test_cluster_pairs_skips_small_frames_and_dedupes_within_a_frame(tmp_path):
+    small = frame_parts(tmp_path, FRAME[:7] + [FRAME[0]] * 3, frame="small")  # 7 distinct < 2c = 8: no pairs
     assert cluster_pairs(small, cluster_size=4).num_rows == 0
-    dup = frame_parts(FRAME + [FRAME[5]])  # a repeat of u05 (line 13) is left out
+    dup = frame_parts(tmp_path / "dup", FRAME + [FRAME[5]])  # a repeat of u05 (line 13) is left out
     assert "u12" not in cluster_pairs(dup, cluster_size=4)["uid"].to_pylist()
 
 

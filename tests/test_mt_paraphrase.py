@@ -41,9 +41,9 @@ def test_token_jaccard_on_constructed_pairs(a, b, expected):
     assert jaccard(a, b) == expected
 
 
-def test_idf_is_ln_n_over_document_frequency():
+def test_idf_is_ln_n_over_document_frequency(tmp_path):
     table = pa.table({"src": ["the cat sat", "the dog", "The cat, the hat"], "tgt": ["x", "y", "z"]})
-    idf = {r["token"]: (r["df"], r["idf"]) for r in idf_table(Parts.of_tables([table])).to_pylist()}
+    idf = {r["token"]: (r["df"], r["idf"]) for r in idf_table(Parts.of_tables([table], tmp_path)).to_pylist()}
     assert idf == {"the": (3, 0.0), "cat": (2, math.log(3 / 2)), "sat": (1, math.log(3)), "dog": (1, math.log(3)),
                    "hat": (1, math.log(3))}
 

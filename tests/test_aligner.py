@@ -143,12 +143,41 @@ def test_train_model_1_without_vb_is_plain_relative_counts():
         ("b", "x"): 2 / 7, ("b", "y"): 5 / 7}, rel=1e-12)
 
 
-def test_train_without_cell_index_or_prior_cache_gives_the_same_bits(toy, monkeypatch):
-    src, tgt, (fwd_model, _, fwd, _) = toy
-    monkeypatch.setattr("models.aligner.model.CELL_INDEX_BUDGET", 0)  # binary search per cell and pass
+@pytest.mark.parametrize("indexed_share", [0.0, 0.5])
+def test_train_without_cell_index_or_prior_cache_gives_the_same_bits(toy, monkeypatch, indexed_share):
+    src, tgt, (fwd_model, _, fwd, _) = toy  # trained with every cell indexed
+    cells = [len(t.split()) * (len(s.split()) + 1) for s, t in zip(src, tgt)]  # forward: m·(n+1) per pair
+    first = int(np.searchsorted(np.cumsum(cells), indexed_share * sum(cells)))
+    # 0: every sentence walks the table rows (sentence_index); 0.5: the first half's cells indexed, the rest walk
+    monkeypatch.setattr("models.aligner.model.CELL_INDEX_BUDGET", 4 * sum(cells[:first]))
     monkeypatch.setattr("models.aligner.direction.PRIOR_BUDGET", 0)  # every prior row computed inline
     model, links = FastAlign.train(src, tgt)
     assert links == fwd and np.array_equal(model.theta, fwd_model.theta) and model.tension == fwd_model.tension
+    assert model.log_likelihood == fwd_model.log_likelihood
+
+
+def test_sentence_index_finds_every_cell_as_a_search_of_the_row_does():
+    """The galloping walk against a dict of the CSR table, on random rows: repeated, unknown (−1) and absent
+    words, a row the sentence does not reach, an empty row."""
+    from models.aligner.table import sentence_index
+
+    rng = np.random.default_rng(3)
+    rows = [np.array([], np.int32), np.arange(0, 60, dtype=np.int32)] + [
+        np.sort(rng.choice(60, size=rng.integers(1, 40), replace=False)).astype(np.int32) for _ in range(8)]
+    row_ptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
+    cols = np.concatenate(rows).astype(np.int32)
+    where = {(e, int(f)): row_ptr[e] + k for e, r in enumerate(rows) for k, f in enumerate(r)}
+    for _ in range(200):
+        n, m = int(rng.integers(1, 8)), int(rng.integers(1, 12))
+        e_ids = rng.integers(-1, len(rows) + 1, n).astype(np.int32)  # -1 unknown; len(rows): past the table
+        f_ids = rng.integers(-1, 62, m).astype(np.int32)
+        f_ids[m // 2] = f_ids[0]  # a repeated target word
+        out, order = np.full(m * (n + 1), -7, np.int32), np.empty(m, np.int64)
+        sentence_index(row_ptr, cols, e_ids, 0, n, f_ids, 0, m, order, out)
+        rows_of = [0, *e_ids.tolist()]  # row 0 is NULL
+        want = [where.get((rows_of[i], int(f_ids[j])), -1) for j in range(m) for i in range(n + 1)]
+        assert out.tolist() == want
+        assert sorted(f_ids[order].tolist()) == f_ids[order].tolist()
 
 
 def test_train_reverse_reports_src_tgt_order(toy):

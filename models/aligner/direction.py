@@ -96,11 +96,11 @@ class Direction:
                 counts: np.ndarray, stats: np.ndarray, sent_ll: np.ndarray, best: np.ndarray, threads: int) -> None:
         """One pass of UpdateFromPairs: chunk k of `bounds` into counts[k], stats[k], on `threads` threads."""
         prior = self.lengths.priors(tension, p0, favor_diagonal)
-        have_idx = len(cell_idx) == self.cell_off[-1] and len(cell_idx) > 0
+        indexed = int(np.searchsorted(self.cell_off, len(cell_idx), side="right")) - 1  # sentences with an index
 
         def chunk(k: int) -> None:
             em_chunk(self.e_ids, self.e_off, self.f_ids, self.f_off, self.valid, row_ptr, cols, theta, cell_idx,
-                     self.cell_off, have_idx, self.lengths.pair_of, prior, self.lengths.prior_off, bounds[k],
+                     self.cell_off, indexed, self.lengths.pair_of, prior, self.lengths.prior_off, bounds[k],
                      bounds[k + 1], decode, tension, p0, favor_diagonal, self.max_n, counts[k], stats[k], sent_ll,
                      best)
 

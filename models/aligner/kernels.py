@@ -21,7 +21,7 @@ import numpy as np
 from numba import njit
 
 from models.aligner.maths import compute_z, digamma, dlogz
-from models.aligner.table import UNSEEN, lookup
+from models.aligner.table import UNSEEN, sentence_index
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -52,18 +52,22 @@ def fill_priors(pair_m, pair_n, prior_off, tension, p0, favor_diagonal, prior):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def em_chunk(e_ids, e_off, f_ids, f_off, valid, row_ptr, cols, theta, cell_idx, cell_off, have_idx, pair_of, prior,
+def em_chunk(e_ids, e_off, f_ids, f_off, valid, row_ptr, cols, theta, cell_idx, cell_off, indexed, pair_of, prior,
              prior_off, lo, hi, decode, tension, p0, favor_diagonal, max_n, counts, stats, sent_ll, best):
     """fast_align.cc's UpdateFromPairs over sentences lo … hi−1 (one chunk; its own counts and stats rows).
 
     Training (decode=False): counts = posteriors summed, stats = (Σ ln Σ_i p, Σ h(j, i)·post, Σ NULL post).
     Decoding: best[t] = Viterbi source position of target token t (−1: NULL). sent_ll[s] = Σ_j ln Σ_i p.
-    θ comes through cell_idx (have_idx) or a binary search per cell; the prior from the cache where
-    pair_of[s] >= 0, else computed (same function, same bits).
+    θ's table index comes from cell_idx for sentences s < indexed, else from ``sentence_index`` once per sentence
+    and pass; the prior from the cache where pair_of[s] >= 0, else computed (same function, same bits).
     """
     probs = np.empty(max_n + 1)
     pbuf = np.empty(max_n + 1)
-    kbuf = np.empty(max_n + 1, cell_idx.dtype)
+    max_m = 0
+    for s in range(max(lo, indexed), hi):
+        max_m = max(max_m, f_off[s + 1] - f_off[s])
+    kbuf = np.empty(max_m * (max_n + 1), cell_idx.dtype)
+    order = np.empty(max_m, np.int64)
     q = np.empty(max_n + 1)
     if not decode:
         counts[:] = 0.0
@@ -84,17 +88,16 @@ def em_chunk(e_ids, e_off, f_ids, f_off, valid, row_ptr, cols, theta, cell_idx, 
             q[i] = i / n
         pid = pair_of[s]
         sll = 0.0
+        use_idx = s < indexed
+        if not use_idx:
+            sentence_index(row_ptr, cols, e_ids, e0, n, f_ids, f0, m, order, kbuf)
         for j in range(m):
-            if have_idx:
+            if use_idx:
                 idx = cell_idx
                 ib = cell_off[s] + j * (n + 1)
             else:
-                f = f_ids[f0 + j]
-                kbuf[0] = lookup(row_ptr, cols, 0, f)
-                for i in range(1, n + 1):
-                    kbuf[i] = lookup(row_ptr, cols, e_ids[e0 + i - 1], f)
                 idx = kbuf
-                ib = 0
+                ib = j * (n + 1)
             if pid >= 0:
                 pri = prior
                 pb = prior_off[pid] + j * (n + 1)

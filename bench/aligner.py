@@ -14,8 +14,8 @@ first min(N, --naive-pairs) pairs, its time scaled by N / that count (EM is line
 against ours on that subset first. No goal beyond showing the kernels' gain.
 
     FAST_ALIGN_BIN=/tmp/fast_align/build/fast_align .venv/bin/python bench/aligner.py --pairs 100000
-    FAST_ALIGN_BIN=... .venv/bin/python bench/aligner.py --pairs 100000 \\
-        --src /tmp/augdag-thesis-scale-data/bitext-4500000/train.en --tgt /tmp/augdag-thesis-scale-data/bitext-4500000/train.de
+    D=/tmp/augdag-thesis-scale-data/bitext-4500000   # written by bench/thesis_scale.py
+    FAST_ALIGN_BIN=... .venv/bin/python bench/aligner.py --pairs 100000 --src $D/train.en --tgt $D/train.de
     .venv/bin/python bench/aligner.py --pairs 100000 --threads 2
 """
 

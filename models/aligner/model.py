@@ -12,10 +12,10 @@ repeatable for a given chunk count (the tool's OpenMP updates race): `threads` c
 (default max(8, threads)) may change the last ones. Each cell's table index is written once (4 bytes a cell)
 for the first sentences whose cells fit in `CELL_INDEX_BUDGET` (256 MiB: 64M cells, a 100k-pair corpus of
 ~25-token sentences); the other sentences find theirs once per pass by a forward walk along each source word's
-table row (`table.sentence_index`): the same indexes, the same bits. The index pays on short sentences (100k
-demo pairs of ~7 tokens: EM 0.37 s with it, 0.94 s without); on ~25-token ones the walk is as fast (150k pairs:
-8.7 s either way), so a larger budget would only cost memory (12 GB for 4.5M such pairs). `export_table` writes shortest round-trip
-floats (the tool: 6 significant digits) and rows sorted by ids.
+table row (`table.sentence_index`): the same indexes, the same bits. The index pays on short sentences
+(`align_both` of 100k demo pairs of ~7 tokens: 0.37 s with it, 0.94 s without); on ~25-token ones the walk is
+as fast (150k pairs: 8.7 s either way), so a larger budget would only cost memory (12 GB for 4.5M such pairs).
+`export_table` writes shortest round-trip floats (the tool: 6 significant digits) and rows sorted by ids.
 """
 
 from __future__ import annotations

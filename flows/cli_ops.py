@@ -127,8 +127,8 @@ def serve(
 
     The deployment records the profile, the overrides and the cache as absolute paths, and its
     description the data directories they resolve to: its runs do not depend on a working directory."""
-    supervise_in_own_group()  # Ctrl-C, SIGTERM and SIGHUP stop it and its flow-run processes (flows/lifecycle.py)
     try:
+        supervise_in_own_group()  # Ctrl-C, SIGTERM and SIGHUP stop it and its flow-run processes (flows/lifecycle.py)
         conf = load_profile(config, set_, cache=cache)
         prepare(conf)
         url = os.environ.get("PREFECT_API_URL")

@@ -25,10 +25,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from conf.errors import ConfError
 from storage.processes import PROC, group_members
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-GRACE_S = 30.0  # after the first signal, before SIGKILL
+GRACE_S = 30.0  # after the first signal, before SIGKILL (AUGDAG_STOP_GRACE_S overrides it)
+GRACE_ENV = "AUGDAG_STOP_GRACE_S"
 
 
 class Stop(BaseException):
@@ -142,7 +144,23 @@ def wait_group(pid: int, signals: StopSignals, *, relay: int = signal.SIGINT, gr
 SUPERVISED = "AUGDAG_SUPERVISED"  # set in the child of supervise_in_own_group
 
 
-def supervise_in_own_group(*, grace_s: float = GRACE_S) -> None:
+def stop_grace_s() -> float:
+    """Seconds a stopped command gives its processes to exit before SIGKILL: ``$AUGDAG_STOP_GRACE_S``, else 30. A
+    flow run that is stopped reports its state to the Prefect server first, which a busy SQLite server can make
+    take longer than that."""
+    raw = os.environ.get(GRACE_ENV)
+    if raw is None:
+        return GRACE_S
+    try:
+        grace = float(raw)
+    except ValueError:
+        grace = -1.0
+    if not 0 < grace < float("inf"):
+        raise ConfError(f"{GRACE_ENV}={raw!r}: expected a number of seconds > 0")
+    return grace
+
+
+def supervise_in_own_group(*, grace_s: float | None = None) -> None:
     """Run this command line again as a child in a session of its own, wait for it while relaying SIGINT,
     SIGTERM and SIGHUP to its group as SIGINT, and exit with its exit code. In that child, and when this
     process is not the `augdag` command line (a test calling the command in-process), return at once.
@@ -154,6 +172,7 @@ def supervise_in_own_group(*, grace_s: float = GRACE_S) -> None:
         return
     if Path(sys.argv[0]).name not in ("augdag", "cli.py"):
         return
+    grace_s = stop_grace_s() if grace_s is None else grace_s  # a bad $AUGDAG_STOP_GRACE_S fails before any start
     sys.stdout.flush()
     sys.stderr.flush()
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # until the handlers below are in place

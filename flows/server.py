@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from conf.errors import ConfError
-from flows.lifecycle import Stop, spawn_group, stop_group, stop_signals, wait_group
+from flows.lifecycle import Stop, spawn_group, stop_grace_s, stop_group, stop_signals, wait_group
 from flows.report_http import HEADER as REPORTS_HEADER
 from flows.report_http import serve_reports
 
@@ -102,13 +102,14 @@ def start_server(cache: Path, *, host: str = "127.0.0.1", port: int = 4200, time
 
 
 def run_server(cache: Path, *, host: str, port: int, reports_port: int | None = None,
-               on_ready: Callable[[str, str], None] = lambda url, reports: None, grace_s: float = 30) -> int:
+               on_ready: Callable[[str, str], None] = lambda url, reports: None, grace_s: float | None = None) -> int:
     """`augdag server`: the Prefect server and the reports over HTTP until Ctrl-C, SIGTERM or SIGHUP (or
     the server's own exit); then the server's process group is stopped, and server.json removed.
     ``on_ready(API URL, reports URL)`` is called once both answer. Returns 0 when stopped by a signal,
     else the server's exit code."""
     cache = Path(cache).absolute()
     reports_port = port + 1 if reports_port is None else reports_port
+    grace_s = stop_grace_s() if grace_s is None else grace_s
     proc, httpd, recorded = None, None, False
     with stop_signals() as signals:
         try:

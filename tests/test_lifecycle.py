@@ -28,7 +28,8 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from flows.lifecycle import spawn_group, stop_group
+from conf.errors import ConfError
+from flows.lifecycle import spawn_group, stop_grace_s, stop_group
 from storage.catalog import DDL, Catalog
 from storage.processes import Owner, current_owner, descendants, group_members, owner_alive, started
 from tests.conftest import subprocess_env
@@ -372,6 +373,19 @@ def kill_9_then_retry(server: Server, tmp_path: Path, reference: subprocess.Pope
         assert (status, body) == (200, (cache / "reports" / rel).read_bytes())
 
 
+def test_stop_grace_is_30_s_or_augdag_stop_grace_s_and_a_bad_value_is_named(monkeypatch, tmp_path):
+    monkeypatch.delenv("AUGDAG_STOP_GRACE_S", raising=False)
+    assert stop_grace_s() == 30.0
+    monkeypatch.setenv("AUGDAG_STOP_GRACE_S", "90.5")
+    assert stop_grace_s() == 90.5
+    for bad in ("0", "-3", "soon", "nan", "inf"):
+        monkeypatch.setenv("AUGDAG_STOP_GRACE_S", bad)
+        with pytest.raises(ConfError, match=rf"^AUGDAG_STOP_GRACE_S='{bad}': expected a number of seconds > 0$"):
+            stop_grace_s()
+    done = run_augdag(tmp_path, "serve", "--config", "demo", AUGDAG_STOP_GRACE_S="soon")  # before anything starts
+    assert (done.returncode, done.stderr) == (2, "error: AUGDAG_STOP_GRACE_S='soon': expected a number of seconds > 0\n")
+
+
 @pytest.mark.slow
 def test_serve_stopped_by_sigterm_leaves_no_flow_run_process(server, tmp_path):
     cache = tmp_path / "cache"
@@ -382,8 +396,10 @@ def test_serve_stopped_by_sigterm_leaves_no_flow_run_process(server, tmp_path):
     held = FileLock(cache / "nightly.lock")  # the served run waits for it: it is running when stopped
     cache.mkdir()
     held.acquire()
+    # the stopped flow run reports Crashed to the server first; a loaded CI machine's SQLite server once took over
+    # the default 30 s (exit 137: the fallback SIGKILL), so the graceful path gets more time here
     cmd, kw = augdag(tmp_path, "serve", "--config", str(profile), "--cache", str(cache), "--name", "lifecycle",
-                     PREFECT_API_URL=server.url, PREFECT_RUNNER_POLL_FREQUENCY="1")
+                     PREFECT_API_URL=server.url, PREFECT_RUNNER_POLL_FREQUENCY="1", AUGDAG_STOP_GRACE_S="150")
     serve = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
     try:
         deployment = wait_for("the served deployment", lambda: api_post(

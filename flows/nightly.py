@@ -141,7 +141,14 @@ def nightly(conf: AugdagConf, *, profile: str, config: Mapping[str, Any] | None 
     lock = FileLock(lock_path)
     wait_s = 0 if conf.nightly.overlap == "skip" else conf.nightly.wait_timeout_s
     try:
-        lock.acquire(timeout=wait_s)
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            if conf.nightly.overlap != "wait":
+                raise
+            logger.info("waiting up to %.0f s for the previous nightly run to release %s (nightly.overlap: wait)",
+                        wait_s, lock_path)
+            lock.acquire(timeout=wait_s)
     except Timeout:
         if conf.nightly.overlap == "skip":
             logger.warning("skipped: the previous nightly run still holds %s (nightly.overlap: skip)", lock_path)

@@ -229,6 +229,7 @@ class OrchestrationConf(ConfModel):
     lock_timeout_s: float = Field(600, gt=0)  # waiting for the catalog's write lock
     heartbeat_s: int | None = Field(None, ge=30)  # Prefect flow heartbeats to a long-lived server; None: off
     gpu_slots: int | None = Field(None, ge=1)  # `gpu`-tagged tasks at once (a Prefect tag limit); None: no limit
+    torch_threads: int = Field(0, ge=0)  # in-process torch's CPU threads, one count per process (models/runtime.py)
 
 
 class NightlyConf(ConfModel):

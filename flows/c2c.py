@@ -28,7 +28,7 @@ from tasks.c2c_delex import DELEXICALISE
 from tasks.c2c_generate import C2C_DIVERSITY, C2C_GENERATE, C2C_SELECT, c2c_trainer
 from tasks.c2c_pairing import CLUSTER_PAIRS
 
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "2"  # 2: dropout seeded per step under models.runtime.seeded (issue 25)
 
 
 def model_settings(conf: AugdagConf) -> dict[str, Any]:

@@ -47,6 +47,7 @@ from flows.retry import Forcing, forced_now
 from flows.run_artifacts import ShardProgress, publish_run_artifacts
 from flows.run_log import open_run_log
 from flows.transient import retry_transient
+from models.runtime import fix_torch_threads
 from storage.artifacts import ArtifactRef, fingerprint, read_manifest
 from storage.catalog import Catalog
 from tasks.stage import (
@@ -82,6 +83,7 @@ class Run:
         run = cls(f"{pipeline}-{stamp}-{uuid.uuid4().hex[:6]}", pipeline, root,
                   Catalog(root, lock_timeout_s=conf.orchestration.lock_timeout_s), conf.orchestration,
                   force=forced_now())
+        fix_torch_threads(conf.orchestration.torch_threads)  # before any stage: one count for the process
         ctx = FlowRunContext.get()
         flow_run_id = str(ctx.flow_run.id) if ctx and ctx.flow_run else None
         reap_before_run(run.catalog)  # earlier runs whose process is gone: crashed (flows/liveness.py)

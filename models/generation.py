@@ -30,11 +30,11 @@ from models.candidates import BOTTOM_K, TOP_K_TOP_P
 from models.nmt.base import (
     DecodeOptions,
     NMTModel,
-    cpu_threads,
     length_batches,
     pick_device,
 )
-from models.nmt.transformers import local_files, seeded
+from models.nmt.transformers import local_files
+from models.runtime import loading, seeded, torch_threads
 from storage.artifacts import fingerprint, hash_inputs
 
 
@@ -80,7 +80,6 @@ class HFParaphraser:
     def load(cls, name_or_path: str | Path, *, device: str = "auto", threads: int = 0,
              prompt: str = "{text}") -> HFParaphraser:
         """Load by local path or Hugging Face name (offline: the local cache), seq2seq or causal."""
-        import torch
         from transformers import (
             AutoConfig,
             AutoModelForCausalLM,
@@ -92,12 +91,13 @@ class HFParaphraser:
             raise ModelError(f"paraphrase prompt {prompt!r} has no '{{text}}' placeholder")
         device = pick_device(device)
         if device == "cpu":
-            torch.set_num_threads(cpu_threads(threads))
+            torch_threads(threads)
         try:
-            config = AutoConfig.from_pretrained(str(name_or_path))
-            auto = AutoModelForSeq2SeqLM if getattr(config, "is_encoder_decoder", False) else AutoModelForCausalLM
-            model = auto.from_pretrained(str(name_or_path))
-            tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
+            with loading():
+                config = AutoConfig.from_pretrained(str(name_or_path))
+                auto = AutoModelForSeq2SeqLM if getattr(config, "is_encoder_decoder", False) else AutoModelForCausalLM
+                model = auto.from_pretrained(str(name_or_path))
+                tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
         except (OSError, ValueError) as e:
             raise ModelError(f"{name_or_path}: no seq2seq or causal transformers model found offline by this name "
                              f"or path: {e}. Hint: a directory written by save_pretrained, or a model in the "

@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from conf.errors import ModelError
-from models.nmt.base import cpu_threads, pick_device
+from models.nmt.base import pick_device
+from models.runtime import loading, torch_threads
 
 OFFLINE_HINT = ("Hint: pass a local directory written by save_pretrained (model and tokenizer), or download "
                 "the model on a connected machine and copy its Hugging Face cache here")
@@ -55,15 +56,15 @@ class MaskedLM:
 
     @classmethod
     def load(cls, model: str | Path, *, device: str = "auto", threads: int = 0) -> MaskedLM:
-        import torch
         from transformers import AutoModelForMaskedLM, AutoTokenizer
 
         device = pick_device(device)
         if device == "cpu":
-            torch.set_num_threads(cpu_threads(threads))
+            torch_threads(threads)
         try:
-            net = AutoModelForMaskedLM.from_pretrained(str(model))
-            tokenizer = AutoTokenizer.from_pretrained(str(model))
+            with loading():
+                net = AutoModelForMaskedLM.from_pretrained(str(model))
+                tokenizer = AutoTokenizer.from_pretrained(str(model))
         except (OSError, ValueError) as e:
             raise ModelError(f"{model}: no Hugging Face masked LM with its tokenizer found, looked up by this name "
                              f"or path (local directory, else the Hugging Face cache): {e}. {OFFLINE_HINT}") from e

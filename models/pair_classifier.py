@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from conf.errors import ModelError
-from models.nmt.base import cpu_threads, length_batches, pick_device
+from models.nmt.base import length_batches, pick_device
+from models.runtime import loading, torch_threads
 from storage.artifacts import hash_inputs
 
 OFFLINE_HINT = ("Hint: pass a local directory written by save_pretrained (model and tokenizer), or download "
@@ -30,20 +31,21 @@ def load_pair_classifier(model: str | Path, *, device: str = "auto", threads: in
                          what: str = "sequence-pair") -> tuple[Any, Any, str]:
     """``AutoModelForSequenceClassification`` and ``AutoTokenizer`` of ``model``, offline, in eval mode on
     the device ``pick_device`` chooses; CPU threads set to ``cpu_threads(threads)`` on the CPU."""
-    import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     device = pick_device(device)
     if device == "cpu":
-        torch.set_num_threads(cpu_threads(threads))
+        torch_threads(threads)
     try:
-        loaded = AutoModelForSequenceClassification.from_pretrained(str(model))
+        with loading():
+            loaded = AutoModelForSequenceClassification.from_pretrained(str(model))
     except (OSError, ValueError) as e:
         raise ModelError(f"{model}: no {what} classifier (AutoModelForSequenceClassification) found, looked up "
                          f"offline by this name or path (local directory, else the Hugging Face cache): {e}. "
                          f"{OFFLINE_HINT}") from e
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(model))
+        with loading():
+            tokenizer = AutoTokenizer.from_pretrained(str(model))
     except (OSError, ValueError) as e:
         raise ModelError(f"{model}: no Hugging Face tokenizer found, looked up offline (local directory, else the "
                          f"Hugging Face cache): {e}. Hint: save the tokenizer with the model "

@@ -29,13 +29,14 @@ from typing import Any
 import numpy as np
 
 from conf.errors import ModelError
-from models.nmt.base import cpu_threads, pick_device
+from models.nmt.base import pick_device
 from models.pair_classifier import (
     load_pair_classifier,
     max_length,
     model_fingerprint,
     pair_logits,
 )
+from models.runtime import loading, torch_threads
 
 KINDS = ("chrf", "cross_encoder", "embedding")
 
@@ -133,14 +134,14 @@ class EmbeddingSimilarity(Similarity):
 
     @classmethod
     def load(cls, model: str | Path, *, device: str = "auto", threads: int = 0) -> EmbeddingSimilarity:
-        import torch
         from sentence_transformers import SentenceTransformer
 
         device = pick_device(device)
         if device == "cpu":
-            torch.set_num_threads(cpu_threads(threads))
+            torch_threads(threads)
         try:
-            loaded = SentenceTransformer(str(model), device=device, local_files_only=True)
+            with loading():
+                loaded = SentenceTransformer(str(model), device=device, local_files_only=True)
         except (OSError, ValueError) as e:
             raise ModelError(f"{model}: no sentence-transformers model found, looked up offline by this name or "
                              f"path (local directory, else the Hugging Face cache): {e}. Hint: pass a local "

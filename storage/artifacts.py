@@ -156,15 +156,39 @@ def write_text(text: str, path: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def write_part(table: pa.Table, path: Path) -> None:
-    """Write one Parquet part under a temporary name and rename it: no half file ever looks finished."""
+def write_part(table: pa.Table, path: Path, *, recorded: str | None = None, what: str = "") -> None:
+    """Write one Parquet part under a temporary name and rename it: no half file ever looks finished.
+
+    ``recorded``: the sha256 this file already has (its manifest's, or the committed file's): the part is being
+    computed again under the same fingerprint, so its bytes must be the same. A difference raises an
+    ``ArtifactError`` naming ``what`` (stage, shard) and both hashes, and the recorded file stays as it was.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_path(path)
     try:
         pq.write_table(table, tmp, **_WRITE_OPTS)
+        if recorded is not None and (new := hash_file(tmp)) != recorded:
+            raise ArtifactError(
+                f"{what or path.parent}: {path.name} was computed again under the same fingerprint and its bytes "
+                f"differ: recorded sha256 {recorded}, new {new}. A fingerprint must name its bytes: the stage "
+                "read something its fingerprint does not cover (process-global random or thread state, the "
+                "clock, another stage's output), or its code changed without a new version. The recorded file "
+                "is kept. Hint: bump the stage's version if its code changed")
         commit_file(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def recorded_hashes(ref: ArtifactRef) -> dict[str, str]:
+    """The sha256 of every file the artifact's manifest lists (empty without a manifest for this fingerprint),
+    complete or not: what a part computed again must reproduce."""
+    try:
+        manifest = json.loads((ref.dir / MANIFEST).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+    if manifest.get("fingerprint") != ref.fingerprint:
+        return {}
+    return {f["file"]: f["sha256"] for f in manifest.get("files", ())}
 
 
 def write_manifest(

@@ -25,12 +25,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from models.runtime import loaded
 from storage.parts import Parts
 from storage.schemas import DROPPED_EXTRA, with_uid
 from tasks.c2c_delex import draw_values, relexicalise_row, value_pool
 from tasks.c2c_diversity import DIVERSITY, diversity_table
 from tasks.edit_distance import TokenCodes, min_distances
-from tasks.loading import loaded
 from tasks.stage import Stage
 
 GENERATED = pa.schema([

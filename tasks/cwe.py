@@ -15,28 +15,22 @@ substitutions per row deterministically); the LM is transformers'.
 
 from __future__ import annotations
 
-import functools
-import threading
-
 import numpy as np
 import pyarrow as pa
 
+from models.runtime import loaded
 from storage.schemas import with_uid
 from tasks.eda import STOP_WORDS, row_rng
 
-LOADING = threading.Lock()  # one load at a time per process: transformers' loading is not thread-safe
 
-
-@functools.lru_cache(maxsize=2)
-def _load(model_path: str, device: str, threads: int):
+def _load_masked_lm(model_path: str, device: str, threads: int):
     from models.masked_lm import MaskedLM
 
     return MaskedLM.load(model_path, device=device, threads=threads)
 
 
-def masked_lm(model_path: str, device: str = "auto", threads: int = 0):
-    with LOADING:
-        return _load(model_path, device, threads)
+# once per process and argument tuple, under the process-wide loading lock (models.runtime)
+masked_lm = loaded(_load_masked_lm, maxsize=2)
 
 
 def changed_words(alpha: float, n_words: int) -> int:

@@ -14,7 +14,6 @@ alone (seeded by seed, uid, round and index), so an input shard maps to a candid
 from __future__ import annotations
 
 import functools
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from conf.errors import InputError
+from models.runtime import loaded
 from storage.parts import Parts
 from storage.scratch import scratch_duckdb
 from tasks.eda import eda_candidates
@@ -71,20 +71,14 @@ def back_translation_source(cands: pa.Table, *, n_aug: int = 9) -> pa.Table:
                      "candidate": pc.cast(keep["sample"], pa.int32())}, schema=CANDIDATE)
 
 
-LOADING = threading.Lock()  # one load at a time per process: transformers' loading is not thread-safe
-
-
-@functools.lru_cache(maxsize=2)
 def _load_classifier(model_path: str, device: str, threads: int):
     from models.classifier import load_classifier
 
     return load_classifier(Path(model_path), device=device, threads=threads)
 
 
-def _classifier(model_path: str, device: str, threads: int):
-    """The feedback classifier, loaded once per process (shard threads wait for the first load)."""
-    with LOADING:
-        return _load_classifier(model_path, device, threads)
+# the feedback classifier, loaded once per process (shard threads wait for the first load: models.runtime.loaded)
+_classifier = loaded(_load_classifier, maxsize=2)
 
 
 def feedback(rows: pa.Table, cands: pa.Table, model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

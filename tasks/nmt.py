@@ -8,7 +8,6 @@ fingerprint with ``models=``. One model is loaded per process and reused by ever
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing_extensions import (
 from conf.errors import InputError
 from conf.schema import NMTConf
 from models.nmt import DecodeOptions, NMTModel, load_model
+from models.runtime import loaded
 from storage.parts import Parts
 from storage.schemas import with_uid
 from tasks.stage import Stage
@@ -72,11 +72,13 @@ def runtime(conf: NMTConf) -> Runtime:
     return {"trusted": conf.trusted, "device": conf.device, "threads": conf.threads, "max_tokens": conf.max_tokens}
 
 
-@functools.lru_cache(maxsize=4)
-def _cached(path: str, backend: str, trusted: bool, device: str, threads: int, compute_type: str,
-            src_lang: str | None, tgt_lang: str | None) -> NMTModel:
+def _load(path: str, backend: str, trusted: bool, device: str, threads: int, compute_type: str,
+          src_lang: str | None, tgt_lang: str | None) -> NMTModel:
     return load_model(path, backend=backend, trusted=trusted, device=device, threads=threads, compute_type=compute_type,
                       src_lang=src_lang, tgt_lang=tgt_lang)
+
+
+_cached = loaded(_load)  # once per process and argument tuple, under the process-wide loading lock
 
 
 def load(path: Path | str, model: Loading, run: Runtime) -> NMTModel:

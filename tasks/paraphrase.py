@@ -12,10 +12,8 @@ generator's fingerprint. Models are loaded once per process and reused by every 
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import math
-import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,6 +22,7 @@ import pyarrow as pa
 
 from models.candidates import BOTTOM_K, TOP_K_TOP_P, candidate_bag
 from models.generation import Sampler
+from models.runtime import loaded
 from tasks.stage import Stage
 
 CANDIDATES = pa.schema([
@@ -44,11 +43,7 @@ def sampling_plan(*, candidates: int, bottom_k_candidates: int, oversample: floa
             (hard, math.ceil(oversample * bottom_k_candidates))]
 
 
-LOADING = threading.Lock()  # one model load at a time per process (see load_generator)
-
-
-@functools.lru_cache(maxsize=2)
-def _generator(spec: tuple) -> Any:
+def _load_generator(spec: tuple) -> Any:
     kind, args = spec[0], dict(spec[1:])
     if kind == "hf":
         from models.generation import HFParaphraser
@@ -63,16 +58,18 @@ def _generator(spec: tuple) -> Any:
                                 pivot_beam=args["pivot_beam"])
 
 
+_generator = loaded(_load_generator, maxsize=2)
+
+
 def _frozen(d: Mapping[str, Any]) -> tuple:
     return tuple(sorted((k, _frozen(v) if isinstance(v, Mapping) else v) for k, v in d.items()))
 
 
 def load_generator(generator: Mapping[str, Any], resources: Mapping[str, Any]) -> Any:
     """The paraphraser the stage's ``generator`` parameters and ``resources`` (paths, runtime) describe, loaded
-    once per process: shard threads wait for the first load (transformers' loading is not thread-safe: two
-    concurrent ``from_pretrained`` calls can leave weights on the meta device)."""
-    with LOADING:
-        return _generator((generator["kind"], *_frozen({**generator, **resources})))
+    once per process: shard threads wait for the first load (``models.runtime.loaded``: transformers' loading
+    is not thread-safe, two concurrent ``from_pretrained`` calls can leave weights on the meta device)."""
+    return _generator((generator["kind"], *_frozen({**generator, **resources})))
 
 
 def generate_candidates(rows: pa.Table, *, generator: Mapping[str, Any], plan: list[Mapping[str, Any]],
@@ -101,18 +98,19 @@ def candidate_uids(parent_uids: list[str], texts: list[str]) -> list[str]:
     return [hashlib.md5(f"{p}\x1f{t}".encode()).hexdigest() for p, t in zip(parent_uids, texts)]
 
 
-@functools.lru_cache(maxsize=2)
-def _nli(model: str, entailment_label: str | None, device: str, threads: int) -> Any:
+def _load_nli(model: str, entailment_label: str | None, device: str, threads: int) -> Any:
     from models.nli import NLIModel
 
     return NLIModel.load(model, device=device, threads=threads, entailment_label=entailment_label)
 
 
-@functools.lru_cache(maxsize=2)
-def _similarity(kind: str, model: str | None, device: str, threads: int) -> Any:
+def _load_similarity(kind: str, model: str | None, device: str, threads: int) -> Any:
     from models.similarity import load_similarity
 
     return load_similarity(kind, model, device=device, threads=threads)
+
+
+_nli, _similarity = loaded(_load_nli, maxsize=2), loaded(_load_similarity, maxsize=2)
 
 
 def score_candidates(cands: pa.Table, *, nli: Mapping[str, Any] | None, similarity: Mapping[str, Any],

@@ -19,8 +19,8 @@ from typing import Any
 import pyarrow as pa
 
 from conf.errors import InputError
+from models.runtime import loaded
 from tasks.c2c_delex import MalformedBio, delexicalise_row
-from tasks.loading import loaded
 from tasks.stage import Stage
 
 PREDICTIONS = pa.schema([

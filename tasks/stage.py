@@ -36,7 +36,7 @@ from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from conf.errors import ConfError
-from storage.artifacts import MAIN, ArtifactRef, commit_file, temp_path, write_part
+from storage.artifacts import MAIN, ArtifactRef, commit_file, hash_file, recorded_hashes, temp_path, write_part
 from tasks.progress import report
 
 StageOutput = pa.Table | Mapping[str, pa.Table]
@@ -119,10 +119,19 @@ def _now() -> str:
 
 
 def commit_shard(out: ArtifactRef, shard: int, outputs: StageOutput) -> dict[str, int]:
-    """Commit one shard's outputs, side roles first and the main part last."""
+    """Commit one shard's outputs, side roles first and the main part last.
+
+    A file that is already recorded (in the manifest, or committed by an earlier try: a forced re-run, a
+    retried or resumed shard) must come out byte-identical: ``write_part`` compares the hashes and raises an
+    ``ArtifactError`` naming the stage, the shard and both hashes on a difference, keeping the recorded file."""
     tables = {MAIN: outputs} if isinstance(outputs, pa.Table) else dict(outputs)
+    recorded = recorded_hashes(out)
     for role in sorted(tables, key=lambda r: r == MAIN):
-        write_part(tables[role], out.path(shard, role))
+        path = out.path(shard, role)
+        expect = recorded.get(path.name) or (hash_file(path) if path.exists() else None)
+        write_part(tables[role], path, recorded=expect,
+                   what=f"stage {out.stage!r} ({out.fingerprint[:12]}), shard {shard}"
+                        + (f" of {out.n_shards}" if out.n_shards else ""))
     return {role: t.num_rows for role, t in tables.items()}
 
 

@@ -195,7 +195,7 @@ def test_joint_decoding_agrees_with_the_training_forward_pass(overfit):
     generator = C2CGenerator.load(out, device="cpu", threads=1)
     model = generator.model
     inputs = PAIRS[1][0]
-    model.dup.lam = 0.05  # 5x the trained λ: the other rows' states change the outputs (measured: [2, 6, 3] long)
+    model.dup.lam = 0.07  # 7x the trained λ: the other rows' states change the outputs (0.06–0.08 do, on this model)
     got = generator.generate([inputs], n_outputs=3, temperature=1e-3, max_tokens=12)[0]
     assert got != PAIRS[1][1] and len({len(u) for u in got}) > 1 and max(len(u) for u in got) < 12  # padding
     batch = to_tensors(cluster_batch([encode(model.tokenizer, u) for u in inputs],

@@ -25,7 +25,8 @@ import torch
 from conf.errors import ModelError
 from models.c2c.model import C2CModel
 from models.c2c.serialise import RANK_PART, Cluster, check_utterance, decode, encode, prefix_ids, prompt
-from models.nmt.base import cpu_threads, pick_device
+from models.nmt.base import pick_device
+from models.runtime import torch_threads
 
 
 def cluster_seed(seed: int, cluster: Cluster) -> int:
@@ -45,7 +46,7 @@ class C2CGenerator:
         """The directory ``train_c2c`` wrote (read offline); a missing one is a ``ModelError`` naming it."""
         device = pick_device(device)
         if device == "cpu":
-            torch.set_num_threads(cpu_threads(threads))
+            torch_threads(threads)
         model, card = C2CModel.load(Path(path), device)
         return cls(model, card, Path(path), device)
 

@@ -22,6 +22,7 @@ from torch import Tensor, nn
 from conf.errors import ModelError
 from models.c2c.attention import DuplicationAwareAttention
 from models.c2c.serialise import BOS, EOS, PAD, UNK, Specials, build_tokenizer, extend_tokenizer, rank_tokens
+from models.runtime import loading
 
 CARD = "c2c.json"
 DUP_WEIGHTS = "dup_attention.safetensors"
@@ -123,8 +124,9 @@ class C2CModel(nn.Module):
             raise ModelError(f"{path}: {what}; expected a C2C model directory. {MAKE_HINT}")
         try:
             card = json.loads((path / CARD).read_text())
-            lm = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
-            tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+            with loading():
+                lm = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
+                tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
             dup = DuplicationAwareAttention(int(card["d"]), float(card["lam"]))
             dup.load_state_dict(load_file(path / DUP_WEIGHTS))
         except (OSError, ValueError, KeyError, RuntimeError) as e:
@@ -161,8 +163,9 @@ def load_init(init: str) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:
-        lm = AutoModelForCausalLM.from_pretrained(init, local_files_only=True)
-        tokenizer = AutoTokenizer.from_pretrained(init, local_files_only=True)
+        with loading():
+            lm = AutoModelForCausalLM.from_pretrained(init, local_files_only=True)
+            tokenizer = AutoTokenizer.from_pretrained(init, local_files_only=True)
     except (OSError, ValueError) as e:
         raise ModelError(f"C2CSettings.init = {init!r}: no causal LM with its tokenizer found locally (a directory "
                          f"written by save_pretrained, or a name in the Hugging Face cache): {e}") from e

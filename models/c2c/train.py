@@ -8,8 +8,10 @@ One step is one cluster: all its targets, in rank order, are one batch sharing t
 cluster per batch"). AdamW (weight decay 0.01 on the weight matrices, none on biases and layer-norm gains,
 as the authors exclude biases), gradient norm clipped at 1, no warm-up, the rate decaying
 linearly to 0 over ``epochs`` passes; the clusters' order in each epoch from a numpy Generator seeded with
-``settings.seed``, the initialisation and dropout from ``torch.manual_seed(settings.seed)``: the same pairs
-and settings give the same losses and weights on the same device.
+``settings.seed``, the initialisation and each step's dropout from torch's global generators seeded with
+(seed, step) inside ``models.runtime.seeded`` (the process-wide lock that owns them, held one step at a time):
+the same pairs and settings give the same losses and weights on the same device, whatever trains beside them
+in the process.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from conf.errors import ModelError
 from models.c2c.attention import diverse_regulariser, diverse_terms
 from models.c2c.model import C2CModel, C2CSettings, new_model
 from models.c2c.serialise import Cluster, ClusterBatch, check_utterance, cluster_batch, encode
-from models.nmt.base import cpu_threads, pick_device
+from models.nmt.base import pick_device
+from models.runtime import seeded, step_seed, torch_threads
 
 Pair = tuple[Cluster, Cluster]
 
@@ -90,10 +93,10 @@ def train_c2c(pairs: Sequence[Pair], out: Path, *, settings: C2CSettings = C2CSe
     t0 = time.monotonic()
     device = pick_device(device)
     if device == "cpu":
-        torch.set_num_threads(cpu_threads(threads))
+        torch_threads(threads)
     checked = check_pairs(pairs, settings.max_outputs)
-    torch.manual_seed(settings.seed)
-    model = new_model(settings, [u for inputs, outputs in checked for u in (*inputs, *outputs)]).to(device)
+    with seeded(step_seed(settings.seed, 0), device):
+        model = new_model(settings, [u for inputs, outputs in checked for u in (*inputs, *outputs)]).to(device)
     batches = encode_pairs(model, checked, device)
 
     lr = settings.learning_rate
@@ -109,14 +112,15 @@ def train_c2c(pairs: Sequence[Pair], out: Path, *, settings: C2CSettings = C2CSe
     for _ in range(settings.epochs):
         sums = np.zeros(3)
         for k in rng.permutation(len(batches)):
-            loss, nll, reg = cluster_loss(model, batches[k], settings.gamma)
-            optimiser.zero_grad(set_to_none=True)
-            loss.backward()
-            if settings.clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), settings.clip)
-            optimiser.step()
-            schedule.step()
             steps += 1
+            with seeded(step_seed(settings.seed, 1, steps), device):  # this step's dropout, and only this step's
+                loss, nll, reg = cluster_loss(model, batches[k], settings.gamma)
+                optimiser.zero_grad(set_to_none=True)
+                loss.backward()
+                if settings.clip > 0:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), settings.clip)
+                optimiser.step()
+            schedule.step()
             sums += [loss.item(), nll.item(), reg.item()]
         losses.append(float(sums[0]) / len(batches))
         nlls.append(float(sums[1]) / len(batches))

@@ -1,8 +1,9 @@
 """The interface every classifier kind implements: ``TextClassifier`` (``train_step``, ``predict``, ``save``).
 
 Every kind is deterministic for a ``seed``: the initialisation and the dropout of step ``k`` draw from
-torch's generators seeded by (seed, k) inside ``torch.random.fork_rng`` (``seeded``, ``seed_for``), so the
-global generators are left as they were. ``train_step`` returns the batch's mean cross-entropy before the step.
+torch's generators seeded by (seed, k) inside ``models.runtime.seeded`` (``seed_for``), which holds the
+process-wide lock that owns the global generators for the step and restores them after it: a pipeline
+training beside this one in another thread neither sees nor moves these draws. ``train_step`` returns the batch's mean cross-entropy before the step.
 
 ``save(dir)`` writes the weights and then ``augdag_classifier.json`` (the card: kind, labels, model,
 hyper-parameters, steps taken); ``models.classifier.build.load_classifier`` reads it back. The optimiser
@@ -13,10 +14,9 @@ fresh moments.
 from __future__ import annotations
 
 import abc
-import contextlib
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from conf.errors import ModelError
+from models.runtime import seeded
 
 CARD = "augdag_classifier.json"
 WEIGHTS = "model.safetensors"  # builtin: the whole model; sentence_embedding: the head
@@ -35,15 +36,6 @@ CARD_FORMAT = 1
 def seed_for(seed: int, *stream: int) -> int:
     """A 64-bit torch seed for (seed, stream…), independent of Python's hash salt."""
     return int(np.random.SeedSequence([seed, *stream]).generate_state(1, np.uint64)[0])
-
-
-@contextlib.contextmanager
-def seeded(seed: int, device: str) -> Iterator[None]:
-    """torch's generators (CPU, and CUDA when ``device`` is cuda) seeded for a block, restored after it."""
-    devices = list(range(torch.cuda.device_count())) if device == "cuda" else []
-    with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(seed)
-        yield
 
 
 class TextClassifier(abc.ABC):

@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from conf.errors import ModelError
 from models.classifier.bag import BagClassifier
 from models.classifier.base import CARD, CARD_FORMAT, TextClassifier
 from models.classifier.hf import HFClassifier
 from models.classifier.sentence_embedding import SentenceEmbeddingClassifier
-from models.nmt.base import cpu_threads, pick_device
+from models.nmt.base import pick_device
+from models.runtime import torch_threads
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,7 +82,7 @@ def _check_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
 def _setup_device(device: str, threads: int) -> str:
     device = pick_device(device)
     if device == "cpu":
-        torch.set_num_threads(cpu_threads(threads))
+        torch_threads(threads)
     return device
 
 

@@ -12,6 +12,7 @@ import torch
 
 from conf.errors import ModelError
 from models.classifier.base import TextClassifier, seed_for, seeded
+from models.runtime import loading
 
 
 class HFClassifier(TextClassifier):
@@ -27,7 +28,8 @@ class HFClassifier(TextClassifier):
         source = str(weights_from if weights_from is not None else model)
         id2label = dict(enumerate(self.labels))
         try:
-            tokenizer = AutoTokenizer.from_pretrained(source)
+            with loading():
+                tokenizer = AutoTokenizer.from_pretrained(source)
             with seeded(seed_for(seed, 0), "cpu"):
                 if weights_from is None:
                     net = AutoModelForSequenceClassification.from_pretrained(

@@ -25,6 +25,7 @@ from models.classifier.base import (
     seed_for,
     seeded,
 )
+from models.runtime import loading
 
 
 class SentenceEmbeddingClassifier(TextClassifier):
@@ -39,7 +40,8 @@ class SentenceEmbeddingClassifier(TextClassifier):
         model = str(local.resolve()) if local.is_dir() else str(model)
         super().__init__(labels, model=model, lr=lr, seed=seed, options=options, device=device)
         try:
-            encoder = SentenceTransformer(model, device=device)
+            with loading():
+                encoder = SentenceTransformer(model, device=device)
         except (OSError, ValueError) as e:
             raise ModelError(f"{model}: no sentence-transformers model found, looked up by this name or path "
                              f"(local directory, else the Hugging Face cache): {e}. Hint: pass a local directory "

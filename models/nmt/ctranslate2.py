@@ -32,6 +32,7 @@ from models.nmt.base import (
     cpu_threads,
     pick_device,
 )
+from models.runtime import loading
 
 DEFAULT_MAX_POSITIONS = 1024  # CTranslate2's default max_input_length, for a model whose card has none
 
@@ -142,8 +143,9 @@ class CT2Model(NMTModel):
 
         kwargs = cpu_workers(self.threads) if self.device == "cpu" else {}
         try:
-            return ctranslate2.Translator(str(self.path), device=self.device, compute_type=self.compute_type,
-                                          **kwargs)
+            with loading():
+                return ctranslate2.Translator(str(self.path), device=self.device, compute_type=self.compute_type,
+                                              **kwargs)
         except (RuntimeError, ValueError) as e:
             raise ModelError(f"{self.path}: CTranslate2 could not load the model on {self.device} with "
                              f"compute_type={self.compute_type!r}: {e}") from e

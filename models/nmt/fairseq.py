@@ -33,7 +33,6 @@ from models.nmt.base import (
     ModelCard,
     NMTModel,
     check_pairs,
-    cpu_threads,
     length_batches,
     pick_device,
 )
@@ -49,6 +48,7 @@ from models.nmt.fairseq_checkpoint import (
 )
 from models.nmt.fairseq_train import train_fairseq, train_fairseq_batches
 from models.nmt.subwords import SentencePiece, one_line
+from models.runtime import loading, seeded, torch_threads
 from storage.artifacts import hash_file, hash_inputs
 
 # train_fairseq(_batches) live in models.nmt.fairseq_train; re-exported here only for tasks/nmt.py and
@@ -88,12 +88,11 @@ class FairseqModel(NMTModel):
         Raises:
             ModelError: the checkpoint is not trusted (see ``models.nmt.fairseq_checkpoint``), or cannot be loaded.
         """
-        import torch
 
         files = locate(model)
         device = pick_device(device)
         if device == "cpu":
-            torch.set_num_threads(cpu_threads(threads))
+            torch_threads(threads)
         return _load_cached(files.checkpoint.resolve(), stamp(files), trusted, device)
 
     @classmethod
@@ -103,7 +102,8 @@ class FairseqModel(NMTModel):
         files = locate(checkpoint)
         state, allow_listed = load_state(files, trusted)
         try:
-            models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)], state=state)
+            with loading():
+                models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)], state=state)
         except Exception as e:  # fairseq raises bare exceptions for missing dictionaries, unknown archs, …
             raise ModelError(f"{checkpoint}: fairseq could not build the model: {e}. Hint: the directory needs "
                              "the dictionaries (dict.<lang>.txt) the model was trained with") from e
@@ -289,15 +289,12 @@ class FairseqModel(NMTModel):
 
     @contextlib.contextmanager
     def _seeded(self, options: DecodeOptions) -> Iterator[None]:
-        """Sampling draws from torch's global generator: seed it, and give the caller's state back after."""
-        import torch
-
+        """Sampling draws from torch's global generator (fairseq takes no generator): own it for the call
+        (``models.runtime.seeded``: the process-wide lock, the seed, the caller's state given back after)."""
         if not options.sampling:
             yield
             return
-        devices = [torch.cuda.current_device()] if self.device == "cuda" else []
-        with torch.random.fork_rng(devices=devices):
-            torch.manual_seed(options.seed)
+        with seeded(options.seed, self.device):
             yield
 
     def _detokenise(self, hyps: list[Any]) -> list[str]:

@@ -20,13 +20,13 @@ import contextlib
 import dataclasses
 import hashlib
 import io
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from conf.errors import ModelError
 from models.nmt.base import CARD, ModelCard
+from models.runtime import loading
 
 CHECKPOINT = "checkpoint.pt"
 SUBWORDS = "spm.model"
@@ -112,8 +112,8 @@ def trust(files: FairseqFiles, sha256: str, trusted: bool) -> bool:
 
 # torch's safe_globals() adds to one process-wide set and, on exit, removes what it added: a second thread
 # loading at that moment (the nightly's pipelines load the shared teacher side by side) lost the allow-list
-# and failed with "Unsupported global: argparse.Namespace". One allow-listed load at a time.
-_SAFE_GLOBALS_LOCK = threading.Lock()
+# and failed with "Unsupported global: argparse.Namespace". One allow-listed load at a time: the process-wide
+# model-loading lock (models.runtime.loading), which every other load takes too.
 
 
 @contextlib.contextmanager
@@ -122,7 +122,7 @@ def allow_listed() -> Iterator[None]:
     process-wide, and one holder's exit would remove it from under a concurrent ``torch.load``."""
     import torch
 
-    with _SAFE_GLOBALS_LOCK, torch.serialization.safe_globals(list(ALLOWED_GLOBALS)):
+    with loading(), torch.serialization.safe_globals(list(ALLOWED_GLOBALS)):
         yield
 
 

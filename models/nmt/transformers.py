@@ -11,8 +11,7 @@ Loading is offline (``conf.offline``): a local directory, else a name already in
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +23,10 @@ from models.nmt.base import (
     DecodeOptions,
     NMTModel,
     check_pairs,
-    cpu_threads,
     length_batches,
     pick_device,
 )
+from models.runtime import loading, seeded, torch_threads
 from storage.artifacts import hash_inputs
 
 
@@ -37,7 +36,8 @@ def load_tokenizer(name_or_path: str | Path, *, src_lang: str | None = None, tgt
     from transformers import AutoTokenizer
 
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
+        with loading():
+            tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
     except (OSError, ValueError) as e:
         raise ModelError(f"{name_or_path}: no Hugging Face tokenizer found, looked up offline (local directory, "
                          f"else the Hugging Face cache): {e}. Hint: save the tokenizer with the model "
@@ -83,15 +83,6 @@ def max_new_tokens(source_len: int, options: DecodeOptions, limit: int | None) -
     return max(1, min(n, limit) if limit is not None else n)
 
 
-@contextlib.contextmanager
-def seeded(seed: int) -> Iterator[None]:
-    """torch's global generators seeded for a block, and restored after it."""
-    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
-    with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(seed)
-        yield
-
-
 class TransformersModel(NMTModel):
     """A Hugging Face ``AutoModelForSeq2SeqLM`` with its tokenizer."""
 
@@ -120,9 +111,10 @@ class TransformersModel(NMTModel):
 
         device = pick_device(device)
         if device == "cpu":
-            torch.set_num_threads(cpu_threads(threads))
+            torch_threads(threads)
         try:
-            model = AutoModelForSeq2SeqLM.from_pretrained(str(name_or_path))
+            with loading():
+                model = AutoModelForSeq2SeqLM.from_pretrained(str(name_or_path))
         except (OSError, ValueError) as e:
             raise ModelError(f"{name_or_path}: no seq2seq transformers model found, looked up offline by this "
                              f"name or path (local directory, else the Hugging Face cache): {e}. Hint: pass a "

@@ -18,7 +18,6 @@ A trained tagger is the model and tokenizer ``save_pretrained`` wrote, beside ``
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -27,11 +26,11 @@ import numpy as np
 import torch
 
 from conf.errors import ModelError
+from models.runtime import loading
 from models.tagger.settings import TaggerSettings
 
 IGNORE = -100  # the label id cross-entropy skips (transformers' convention)
 NO_LIMIT = 1_000_000  # tokenizers without a length limit report ~1e30
-_LOADING = threading.Lock()  # one from_pretrained at a time per process (concurrent loads left meta tensors)
 
 
 def align_labels(word_ids: Sequence[int | None],
@@ -79,7 +78,7 @@ def load_pretrained(source: str | Path, *, tags: Sequence[str] | None = None) ->
     from transformers import AutoModelForTokenClassification, AutoTokenizer
 
     try:
-        with _LOADING:
+        with loading():
             tokenizer = AutoTokenizer.from_pretrained(str(source))
             add_prefix_space(tokenizer)
             if tags is None:

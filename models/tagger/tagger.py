@@ -19,7 +19,8 @@ import numpy as np
 import torch
 
 from conf.errors import InputError
-from models.nmt.base import cpu_threads, pick_device
+from models.nmt.base import pick_device
+from models.runtime import torch_threads
 from models.tagger.bilstm import BiLSTMBackend
 from models.tagger.hf import HFBackend
 from models.tagger.settings import TaggerSettings, read_card, write_card
@@ -65,7 +66,7 @@ class SlotTagger:
         settings, tags, vocab, trained = read_card(path)
         device = pick_device(device)
         if device == "cpu":
-            torch.set_num_threads(cpu_threads(threads))
+            torch_threads(threads)
         if settings.kind == "bilstm":
             backend = BiLSTMBackend.load(path, settings, vocab, tags, device)
         else:

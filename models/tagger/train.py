@@ -7,9 +7,11 @@
 
 The paper's protocol (C2C-GenDA, paper 001): test F1 at the best dev F1. Hand-written here: the batching
 (shuffled, ``batch_size`` sentences) and the loop above; from torch: Adam (``bilstm``) / AdamW (``hf``),
-``clip_grad_norm_``. Deterministic for a seed: torch's generators are seeded with it inside
-``torch.random.fork_rng`` (the caller's generators are left as they were) and the batch order and word
-dropout come from ``numpy.random.default_rng(seed)``; on a GPU, cuDNN may still reorder sums.
+``clip_grad_norm_``. Deterministic for a seed, whatever trains beside it in the process: the initialisation
+and each step's dropout draw from torch's global generators seeded with (seed, step) inside
+``models.runtime.seeded`` (the process-wide lock that owns them, one step at a time, the caller's state given
+back), and the batch order and word dropout come from ``numpy.random.default_rng(seed)``; on a GPU, cuDNN may
+still reorder sums.
 
 The vocabulary (``bilstm``: every training word, plus ``<pad>`` and ``<unk>``) and the tag set (``O`` and
 every training tag) come from ``train`` alone. Sentences without tokens are skipped in training.
@@ -26,7 +28,8 @@ import numpy as np
 import torch
 
 from conf.errors import InputError
-from models.nmt.base import cpu_threads, pick_device
+from models.nmt.base import pick_device
+from models.runtime import seeded, step_seed, torch_threads
 from models.tagger.bilstm import BiLSTMBackend
 from models.tagger.hf import HFBackend
 from models.tagger.metrics import span_f1
@@ -64,10 +67,9 @@ def train_tagger(train: Tagged, out: Path, settings: TaggerSettings = TaggerSett
     tag_ids = [[tag_index[t] for t in row] for row in tags]
     device = pick_device(device)
     if device == "cpu":
-        torch.set_num_threads(cpu_threads(threads))
-    with torch.random.fork_rng(devices=[torch.cuda.current_device()] if device == "cuda" else []):
-        torch.manual_seed(settings.seed)
-        rng = np.random.default_rng(settings.seed)
+        torch_threads(threads)
+    rng = np.random.default_rng(settings.seed)
+    with seeded(step_seed(settings.seed, 0), device):  # the initialisation (and a pretrained encoder's load)
         if settings.kind == "bilstm":
             vocab, singletons = vocabulary(sentences, settings)
             backend = BiLSTMBackend(settings, vocab, tagset, device, singletons=singletons)
@@ -75,29 +77,31 @@ def train_tagger(train: Tagged, out: Path, settings: TaggerSettings = TaggerSett
         else:
             backend = HFBackend.start(settings, tagset, device)
             optimizer = torch.optim.AdamW(backend.module.parameters(), lr=settings.learning_rate)
-        tagger = SlotTagger(backend)
-        losses, dev_f1, best, best_state = [], [], -1.0, None
-        for _ in range(settings.epochs):
-            backend.module.train()
-            batch_losses = []
-            order = rng.permutation(len(sentences))
-            for start in range(0, len(order), settings.batch_size):
-                batch = order[start:start + settings.batch_size]
+    tagger = SlotTagger(backend)
+    losses, dev_f1, best, best_state, step = [], [], -1.0, None, 0
+    for _ in range(settings.epochs):
+        backend.module.train()
+        batch_losses = []
+        order = rng.permutation(len(sentences))
+        for start in range(0, len(order), settings.batch_size):
+            batch = order[start:start + settings.batch_size]
+            step += 1
+            with seeded(step_seed(settings.seed, 1, step), device):  # this step's dropout, and only this step's
                 optimizer.zero_grad()
                 loss = backend.loss([sentences[i] for i in batch], [tag_ids[i] for i in batch], rng)
                 loss.backward()
                 if settings.clip > 0:
                     torch.nn.utils.clip_grad_norm_(backend.module.parameters(), settings.clip)
                 optimizer.step()
-                batch_losses.append(float(loss.detach()))
-            losses.append(float(np.mean(batch_losses)))
-            if dev is not None:
-                dev_f1.append(span_f1(dev_tags, tagger.predict(dev_sentences, batch_size=settings.batch_size)))
-                if dev_f1[-1] > best:
-                    best = dev_f1[-1]
-                    best_state = {k: v.detach().to("cpu", copy=True) for k, v in backend.module.state_dict().items()}
-        if best_state is not None:
-            backend.module.load_state_dict(best_state)
+            batch_losses.append(float(loss.detach()))
+        losses.append(float(np.mean(batch_losses)))
+        if dev is not None:
+            dev_f1.append(span_f1(dev_tags, tagger.predict(dev_sentences, batch_size=settings.batch_size)))
+            if dev_f1[-1] > best:
+                best = dev_f1[-1]
+                best_state = {k: v.detach().to("cpu", copy=True) for k, v in backend.module.state_dict().items()}
+    if best_state is not None:
+        backend.module.load_state_dict(best_state)
     best_epoch = int(np.argmax(dev_f1)) + 1 if dev_f1 else settings.epochs  # argmax: the first of equal maxima
     record = {"epochs": settings.epochs, "best_epoch": best_epoch, "dev_f1": dev_f1, "losses": losses}
     tagger.trained = {**record, "train_rows": len(sentences)}

@@ -1,8 +1,7 @@
 """The typed configuration: one frozen pydantic model per section, unknown keys refused.
 
-Only ``conf.loader`` reads YAML; every other function receives the typed section it needs.
-Later pipelines add their own section here, with the paper's defaults beside their equation.
-"""
+Only ``conf.loader`` reads YAML; every other function receives the typed section it needs (the paper's defaults
+beside their equation)."""
 
 from __future__ import annotations
 

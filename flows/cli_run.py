@@ -8,7 +8,7 @@ the nightly's totals and its failures; ``-v`` prints as the default does, the lo
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -31,31 +31,44 @@ from flows.cli_app import QUIET, err, out, verbosity
 from tasks.progress import reporting
 
 
-def prepare(conf: AugdagConf) -> None:
-    """Before Prefect is imported: results beside the artifacts, and the cache's server if one runs."""
+def prepare(conf: AugdagConf) -> str | None:
+    """Before Prefect is imported: results beside the artifacts, and the cache's server if one runs (its URL)."""
     from flows.server import connect
 
     # Prefect's persisted task results live beside the artifacts they describe
     os.environ.setdefault("PREFECT_LOCAL_STORAGE_PATH", str(Path(conf.cache).absolute() / "prefect-results"))
     if (url := connect(Path(conf.cache))) and verbosity() > QUIET:
         err.print(f"[dim]reporting to the Prefect server at {url}[/]", highlight=False)
+    return url
+
+
+def replayed(call: Callable[[], dict[str, Any]], conf: AugdagConf, server: str | None) -> dict[str, Any] | None:
+    """A run whose every stage is cached, replayed without starting Prefect (flows/replay.py); None when a
+    stage would compute, or when the cache's server runs (the run then shows in its UI, at no start-up cost)."""
+    from flows.replay import replay
+
+    if server or os.environ.get("AUGDAG_REPLAY", "1") == "0":
+        return None
+    return replay(call, Path(conf.cache))
 
 
 def run_pipeline(pipeline: str, conf: AugdagConf, profile: str) -> dict[str, Any]:
     check_inputs(conf)  # a missing input file: one line, exit 2, before Prefect starts
-    prepare(conf)
-    from flows.nightly import pipeline_flow
+    server = prepare(conf)
     from flows.runners import run_flow
 
+    flow = registry.get(pipeline).load_flow()
     with progress_bars():
-        return run_flow(pipeline_flow(pipeline), conf, profile=profile, config=dump_conf(conf))
+        if (summary := replayed(lambda: flow.fn(conf, profile=profile, config=dump_conf(conf)), conf, server)):
+            return summary
+        return run_flow(flow, conf, profile=profile, config=dump_conf(conf))
 
 
 def run_nightly(conf: AugdagConf, profile: str, *, run_id: str | None = None) -> dict[str, Any]:
     """The nightly flow over ``conf`` (recorded by ``run_id`` when it is a retry); prints every pipeline's
     summary and the run's, failed or not. The demo profile's data is written first when missing, and a
     missing input file is one line (exit 2) before the flow starts."""
-    prepare(conf)
+    server = prepare(conf)
     from flows.nightly import NightlyFailed, demo_data, nightly_flow
 
     if (data := demo_data(profile, conf)) is not None and verbosity() > QUIET:
@@ -63,7 +76,9 @@ def run_nightly(conf: AugdagConf, profile: str, *, run_id: str | None = None) ->
     check_inputs(conf)
     try:
         with progress_bars():
-            summary = nightly_flow(profile=profile, cache=str(conf.cache), config=dump_conf(conf), run_id=run_id)
+            call = lambda: nightly_flow.fn(profile=profile, cache=str(conf.cache), config=dump_conf(conf))  # noqa: E731
+            summary = (run_id is None and replayed(call, conf, server)) or nightly_flow(
+                profile=profile, cache=str(conf.cache), config=dump_conf(conf), run_id=run_id)
     except NightlyFailed as e:
         print_nightly(e.summary)
         raise

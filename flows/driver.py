@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
-from prefect import get_run_logger, unmapped
+from prefect import unmapped
 from prefect.context import FlowRunContext
 from prefect.futures import as_completed
 from pydantic import BaseModel
@@ -43,6 +43,7 @@ from flows.recording import (
     record_computed,
     record_failure,
 )
+from flows.replay import check_cached, in_flow_run, run_logger, started
 from flows.retry import Forcing, forced_now
 from flows.run_artifacts import ShardProgress, publish_run_artifacts
 from flows.run_log import open_run_log
@@ -88,6 +89,8 @@ class Run:
         flow_run_id = str(ctx.flow_run.id) if ctx and ctx.flow_run else None
         reap_before_run(run.catalog)  # earlier runs whose process is gone: crashed (flows/liveness.py)
         run.catalog.start_run(run.run_id, pipeline=pipeline, profile=profile, config=config, flow_run_id=flow_run_id)
+        if started(run.run_id):  # a replay: discarded if a stage turns out not cached (flows/replay.py)
+            run.catalog.deferred = []  # its cached stages registered in one write, not one each
         return run
 
     @classmethod
@@ -113,7 +116,8 @@ class Run:
             "stages": [dataclasses.asdict(r) for r in self.reports], **(extra or {}),
         }
         self.catalog.finish_run(self.run_id, status=summary["status"], summary=summary)
-        publish_run_artifacts(summary)
+        if in_flow_run():  # not in a replay (flows/replay.py): no Prefect run to attach artifacts to
+            publish_run_artifacts(summary)
         return summary
 
     def task_options(self, tags: Sequence[str] = ()) -> dict[str, Any]:
@@ -168,6 +172,7 @@ def run_stage(
     force = run.force.wants(fp)
     if not force and (manifest := read_manifest(out)) is not None:
         return record_cached(run, out, manifest, parents, t0)
+    check_cached(f"{stage.name}[{dataset}]")
     task = shard_task.with_options(name=stage.name, **run.task_options(stage.tags))
     missing = [i for i in range(n_shards) if force or not out.path(i).exists()]
     present = sorted(set(range(n_shards)) - set(missing))
@@ -239,6 +244,7 @@ def run_model_stage(
         forced = run.force.wants(fp)
         cached = ref.path.exists() and not forced
         if not cached:
+            check_cached(f"model {name}")
             task = model_task.with_options(name=name, **run.task_options(("gpu",)))
             try:
                 task(path=ref.path, build=build)
@@ -246,7 +252,7 @@ def run_model_stage(
                 msg = f"model {name!r} ({key or name} {fp[:12]}) failed to train: {explain(run, e)}"
                 run.reports.append(StageReport(name, None, fp, "failed", 1, 0, 0, {}, time.perf_counter() - t0,
                                                msg, kind="model", failed_shards=[0]))
-                get_run_logger().error("%s", msg, exc_info=e)
+                run_logger().error("%s", msg, exc_info=e)
                 error = StageError(msg)
                 error.exit_code = e.exit_code if isinstance(e, AugdagError) else 1
                 error.run_id, error.cache, error.log = run.run_id, run.root, run.log
@@ -257,7 +263,7 @@ def run_model_stage(
                                meta={"version": version, "params": dict(params), "inputs": parents})
     run.reports.append(StageReport(name, None, fp, "cached" if cached else "computed", 1, 0 if cached else 1, 0, {},
                                    time.perf_counter() - t0, kind="model"))
-    get_run_logger().info("%s %s: %s (%s)", name, fp[:12], "cached" if cached else "trained", ref.path)
+    run_logger().info("%s %s: %s (%s)", name, fp[:12], "cached" if cached else "trained", ref.path)
     return ref
 
 
@@ -279,6 +285,7 @@ def run_source_stage(
     force = run.force.wants(fp)
     if not force and (manifest := read_manifest(out)) is not None:
         return record_cached(run, out.with_shards(manifest["n_shards"]), manifest, [], t0)
+    check_cached(f"{name}[{dataset}]")
     task = source_task.with_options(name=name, refresh_cache=True, **run.task_options())
     before = _parts_on_disk(out)
     try:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from filelock import FileLock, Timeout
-from prefect import Flow, flow, get_run_logger
+from prefect import Flow, flow
 
 from conf.errors import AugdagError, ConfError, StageError
 from conf.loader import (
@@ -42,6 +42,7 @@ from conf.loader import (
 from conf.schema import CACHE_ENV, AugdagConf
 from flows import registry
 from flows.driver import Run
+from flows.replay import NotCached, run_logger
 from flows.runners import run_flow
 from demo import write_demo
 
@@ -135,7 +136,7 @@ def run_pipelines(pipelines: Sequence[str], parallel: int,
 def nightly(conf: AugdagConf, *, profile: str, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The body of the nightly flow (see the module docstring). Raises ``NightlyFailed`` after recording
     the summary when a pipeline failed."""
-    logger = get_run_logger()
+    logger = run_logger()
     lock_path = Path(conf.cache).absolute() / "nightly.lock"
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(lock_path)
@@ -165,6 +166,8 @@ def nightly(conf: AugdagConf, *, profile: str, config: Mapping[str, Any] | None 
                 since, t = datetime.now(UTC), time.perf_counter()
                 try:
                     child = run_flow(pipeline_flow(name), conf, profile=profile, config=config)
+                except NotCached:  # a replayed night (flows/replay.py) goes to Prefect
+                    raise
                 except Exception as e:  # noqa: BLE001 — recorded, and the nightly fails at the end
                     logger.error("pipeline %s failed: %s", name, e)
                     child = _failed_child(run, name, since, e)
@@ -219,7 +222,7 @@ def _record_load_failure(error: AugdagError, cache: Path, *, profile: str, param
         run = Run.start(AugdagConf(cache=cache), pipeline="nightly", profile=profile, config=parameters)
         run.finish(error=error, extra={"profile": profile, "pipelines": [], "totals": totals([], 0.0)})
     except Exception as e:  # noqa: BLE001 — the error to report is the one that stopped the run
-        get_run_logger().warning("could not record the failed run in %s: %s", cache, e)
+        run_logger().warning("could not record the failed run in %s: %s", cache, e)
 
 
 @flow(name="nightly", log_prints=True)
@@ -240,7 +243,7 @@ def nightly_flow(profile: str = "nightly", overrides: list[str] | None = None, c
             conf = load_recorded(config, overrides or [], run_id=run_id, cache=Path(cache) if cache else None)
         root = conf.cache
         if (written := demo_data(profile, conf)) is not None:
-            get_run_logger().info("demo data %s %s", "written to" if written[1] else "found in", written[0])
+            run_logger().info("demo data %s %s", "written to" if written[1] else "found in", written[0])
         check_inputs(conf)
     except AugdagError as e:
         if root is not None:  # where a cache is known, `augdag runs` shows the failure

@@ -14,9 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from prefect import get_run_logger
-
 from conf.errors import AugdagError, StageError
+from flows.replay import run_logger
 from flows.transient import is_transient
 from storage.artifacts import ArtifactRef, read_manifest, write_manifest
 from tasks.stage import ShardResult
@@ -69,7 +68,7 @@ def record_computed(
     run.reports.append(StageReport(
         out.stage, out.dataset, out.fingerprint, "computed" if computed else "cached", out.n_shards,
         len(computed), sum(r.rows_in for r in results), rows_out, time.perf_counter() - t0))
-    get_run_logger().info(
+    run_logger().info(
         "%s[%s] %s: %d/%d shards computed, rows %s -> %s", out.stage, out.dataset, out.fingerprint[:12],
         len(computed), out.n_shards, sum(r.rows_in for r in results), rows_out)
     return out
@@ -93,7 +92,7 @@ def record_cached(run: Run, out: ArtifactRef, manifest: Mapping[str, Any], paren
     run.catalog.register(out, manifest, run_id=run.run_id, parents=parents, stage_runs=cached)
     run.reports.append(StageReport(out.stage, out.dataset, out.fingerprint, "cached", out.n_shards, 0, 0,
                                     rows_out, time.perf_counter() - t0))
-    get_run_logger().info("%s[%s] %s: cached (%d shards)", out.stage, out.dataset, out.fingerprint[:12], out.n_shards)
+    run_logger().info("%s[%s] %s: cached (%d shards)", out.stage, out.dataset, out.fingerprint[:12], out.n_shards)
     return out
 
 def record_failure(
@@ -126,7 +125,7 @@ def record_failure(
         out.stage, out.dataset, out.fingerprint, "failed", n, sum(r.status == "computed" for r in written),
         sum(r.rows_in for r in written), rows_out, time.perf_counter() - t0, msg, failed_shards=sorted(failed),
         shards_known=shards_known))
-    logger = get_run_logger()
+    logger = run_logger()
     for shard, e in sorted(failed.items()):  # the tracebacks, for the run's log (Prefect logs none when
         logger.error("%s[%s] shard %d failed:", out.stage, out.dataset, shard, exc_info=e)  # it did not retry)
     logger.error("%s", msg)

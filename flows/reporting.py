@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
-from prefect import get_run_logger
 
 from flows.driver import Run
+from flows.replay import in_flow_run, run_logger
 from flows.run_artifacts import publish_file_link
 from tasks.report import html_page
 
@@ -28,6 +28,8 @@ def publish(run: Run, *, stem: str, title: str, sections: Sequence[tuple[str, st
     page.write_text(html_page(title, sections), encoding="utf-8")
     written[f"{stem}_html"] = str(page)
     key = stem.replace("_", "-")
+    if not in_flow_run():  # a replayed run (flows/replay.py): no Prefect run to attach artifacts to
+        return written
     try:
         create_markdown_artifact(markdown + f"\nReport: `{page}`\n", key=f"{key}-report", description=title)
         if table is not None:
@@ -38,5 +40,5 @@ def publish(run: Run, *, stem: str, title: str, sections: Sequence[tuple[str, st
             publish_file_link(run.root, out / f"{name}.png", text=f"{title}: {name} (PNG)",
                               key=f"{key}-{name}".replace("_", "-").lower())
     except Exception as e:  # noqa: BLE001 — a report artifact must not fail a finished run
-        get_run_logger().warning("could not publish the Prefect artifacts of the %s report: %s", stem, e)
+        run_logger().warning("could not publish the Prefect artifacts of the %s report: %s", stem, e)
     return written

@@ -23,6 +23,7 @@ from prefect.task_runners import ProcessPoolTaskRunner, TaskRunner, ThreadPoolTa
 
 from conf.errors import ConfError
 from conf.schema import AugdagConf, TaskRunnerConf
+from flows.replay import REPLAY
 
 GPU_TAG = "gpu"  # the tag of the model-using shard stages (Stage.tags)
 # a local cluster's worker is one core: Dask sets OpenMP, MKL and OpenBLAS to one thread in its worker processes
@@ -34,6 +35,8 @@ def run_flow(flow: Flow, conf: AugdagConf, **parameters: Any) -> Any:
     """Call a pipeline flow the way `augdag run` does: on the profile's task runner, with the profile's
     GPU slots, and with flow heartbeats only if the profile asks for them (stopping Prefect's heartbeat
     thread costs every run ~0.6 s)."""
+    if REPLAY.get() is not None:  # the nightly's pipelines in a replay: their bodies, without Prefect
+        return flow.fn(conf, **parameters)
     runner = conf.task_runner
     with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: conf.orchestration.heartbeat_s}):
         ensure_gpu_slots(conf.orchestration.gpu_slots)

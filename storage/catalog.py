@@ -94,6 +94,8 @@ class Catalog:
         self.lock_timeout_s = lock_timeout_s
         self._schema_checked = False
         self._views_stale = False
+        # a list (a replayed run, flows/replay.py): registrations wait for the next query or finish_run, one write
+        self.deferred: list[dict[str, Any]] | None = None
 
     @contextmanager
     def _locked(self, mode: int) -> Iterator[None]:
@@ -169,6 +171,9 @@ class Catalog:
               sandbox: bool = False) -> pa.Table:
         """The result of ``sql`` as an Arrow table; ``sandbox`` for a user's SQL (see ``read``), where a
         file access outside the cache is a ``CatalogError`` (exit 2) naming the cache."""
+        if self.deferred:  # this run's registrations first: what it reads must include them
+            with self.write() as con:
+                self._flush(con)
         with self.read(sandbox=sandbox) as con:
             try:
                 return con.sql(sql, params=params).to_arrow_table()
@@ -197,10 +202,18 @@ class Catalog:
 
     def finish_run(self, run_id: str, *, status: str, summary: Mapping[str, Any]) -> None:
         with self.write() as con:
+            self._flush(con)
             con.execute(
                 "UPDATE runs SET status = $s, finished_at = now(), summary = $sum WHERE run_id = $id",
                 {"s": status, "sum": json.dumps(summary, default=str), "id": run_id},
             )
+
+    def discard_runs(self, run_ids: Sequence[str]) -> None:
+        """Forget runs that were only a replay's attempt (flows/replay.py): their rows in runs, stage_runs and
+        evaluations (the artifacts and models they found were registered before)."""
+        with self.write() as con:
+            for table in ("stage_runs", "evaluations", "runs"):
+                con.execute(f"DELETE FROM {table} WHERE list_contains($ids, run_id)", {"ids": list(run_ids)})
 
     def reap_crashed(self) -> list[dict[str, Any]]:
         """Mark ``crashed`` every running run whose process is certainly gone (``storage.processes.owner_alive``:
@@ -237,54 +250,60 @@ class Catalog:
                 con.execute("UPDATE runs SET crash_reported = true WHERE list_contains($ids, run_id)",
                             {"ids": list(run_ids)})
 
-    def register(
-        self,
-        ref: ArtifactRef,
-        manifest: Mapping[str, Any],
-        *,
-        run_id: str,
-        parents: Sequence[str] = (),
-        stage_runs: Sequence[Mapping[str, Any]] = (),
-    ) -> bool:
+    def register(self, ref: ArtifactRef, manifest: Mapping[str, Any], *, run_id: str, parents: Sequence[str] = (),
+                 stage_runs: Sequence[Mapping[str, Any]] = ()) -> bool:
         """Record a completed artifact, its lineage, its rejects and the stage's shard runs.
 
         Returns True when the artifact is new to the catalog; a cached re-run only marks it used.
         """
+        entry = {"ref": ref, "manifest": manifest, "run_id": run_id, "parents": parents, "stage_runs": stage_runs}
+        if self.deferred is not None:  # written with the next read or finish_run, in one transaction
+            self.deferred.append(entry)
+            return False
         with self.write() as con:
-            new = con.execute("SELECT count(*) FROM artifacts WHERE fingerprint = $f", {"f": ref.fingerprint}).fetchone()[0] == 0
-            shown = ref.view is not None or has_drops(manifest)  # in a view, or in `dropped`
-            if new:
-                self._views_stale |= shown
+            return self._register(con, **entry)
+
+    def _flush(self, con: duckdb.DuckDBPyConnection) -> None:
+        while self.deferred:
+            self._register(con, **self.deferred.pop(0))
+
+    def _register(self, con: duckdb.DuckDBPyConnection, ref: ArtifactRef, manifest: Mapping[str, Any], *,
+                  run_id: str, parents: Sequence[str] = (), stage_runs: Sequence[Mapping[str, Any]] = ()) -> bool:
+        """``register``'s body, inside the caller's transaction."""
+        new = con.execute("SELECT count(*) FROM artifacts WHERE fingerprint = $f", {"f": ref.fingerprint}).fetchone()[0] == 0
+        shown = ref.view is not None or has_drops(manifest)  # in a view, or in `dropped`
+        if new:
+            self._views_stale |= shown
+            con.execute(
+                "INSERT INTO artifacts VALUES ($f, $st, $v, $view, $ds, $path, $n, $rows, $bytes, $params, $m,"
+                " $run, now(), $run, now())",
+                {"f": ref.fingerprint, "st": ref.stage, "v": manifest["version"], "view": ref.view,
+                 "ds": ref.dataset, "path": str(ref.dir), "n": ref.n_shards, "rows": manifest["rows"],
+                 "bytes": manifest["bytes"], "params": json.dumps(manifest["params"]), "m": json.dumps(manifest),
+                 "run": run_id},
+            )
+            if parents:
+                con.executemany("INSERT OR IGNORE INTO lineage VALUES (?, ?)", [(ref.fingerprint, p) for p in parents])
+            rejects = [ref.dir / f["file"] for f in manifest["files"] if f["role"] == "rejects" and f["rows"]]
+            if rejects:
+                files = "[" + ", ".join(_sql_str(str(p)) for p in rejects) + "]"
                 con.execute(
-                    "INSERT INTO artifacts VALUES ($f, $st, $v, $view, $ds, $path, $n, $rows, $bytes, $params, $m,"
-                    " $run, now(), $run, now())",
-                    {"f": ref.fingerprint, "st": ref.stage, "v": manifest["version"], "view": ref.view,
-                     "ds": ref.dataset, "path": str(ref.dir), "n": ref.n_shards, "rows": manifest["rows"],
-                     "bytes": manifest["bytes"], "params": json.dumps(manifest["params"]), "m": json.dumps(manifest),
-                     "run": run_id},
+                    f"INSERT INTO rejects SELECT $f, source, file, line, reason, detail, content FROM read_parquet({files})",
+                    {"f": ref.fingerprint},
                 )
-                if parents:
-                    con.executemany("INSERT OR IGNORE INTO lineage VALUES (?, ?)", [(ref.fingerprint, p) for p in parents])
-                rejects = [ref.dir / f["file"] for f in manifest["files"] if f["role"] == "rejects" and f["rows"]]
-                if rejects:
-                    files = "[" + ", ".join(_sql_str(str(p)) for p in rejects) + "]"
-                    con.execute(
-                        f"INSERT INTO rejects SELECT $f, source, file, line, reason, detail, content FROM read_parquet({files})",
-                        {"f": ref.fingerprint},
-                    )
-            else:
-                current = con.execute(
-                    "SELECT fingerprint FROM artifacts WHERE view IS NOT DISTINCT FROM $v AND stage = $s"
-                    " AND dataset IS NOT DISTINCT FROM $d ORDER BY last_used_at DESC, created_at DESC LIMIT 1",
-                    {"v": ref.view, "s": ref.stage, "d": ref.dataset}).fetchone()
-                con.execute(
-                    "UPDATE artifacts SET last_run = $run, last_used_at = now() WHERE fingerprint = $f",
-                    {"run": run_id, "f": ref.fingerprint},
-                )
-                # a view moves only if this artifact was not already the current one
-                self._views_stale |= shown and (current is None or current[0] != ref.fingerprint)
-            _insert_stage_runs(con, stage_runs)
-            return new
+        else:
+            current = con.execute(
+                "SELECT fingerprint FROM artifacts WHERE view IS NOT DISTINCT FROM $v AND stage = $s"
+                " AND dataset IS NOT DISTINCT FROM $d ORDER BY last_used_at DESC, created_at DESC LIMIT 1",
+                {"v": ref.view, "s": ref.stage, "d": ref.dataset}).fetchone()
+            con.execute(
+                "UPDATE artifacts SET last_run = $run, last_used_at = now() WHERE fingerprint = $f",
+                {"run": run_id, "f": ref.fingerprint},
+            )
+            # a view moves only if this artifact was not already the current one
+            self._views_stale |= shown and (current is None or current[0] != ref.fingerprint)
+        _insert_stage_runs(con, stage_runs)
+        return new
 
     def register_failures(self, stage_runs: Sequence[Mapping[str, Any]]) -> None:
         """Record failed shards (the artifact itself stays unregistered: it has no manifest)."""

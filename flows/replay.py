@@ -1,0 +1,93 @@
+"""A run whose every stage is cached costs seconds: its flow is replayed in this process, without Prefect.
+
+A fully cached run computes nothing, yet starting Prefect's temporary server costs 10–24 s (STACK.md), ten
+times the run itself. ``replay(fn, cache)`` calls the flow's body (``Flow.fn``) in *cached-only* mode: every
+``run_stage``, ``run_source_stage`` and ``run_model_stage`` (flows/driver.py) that finds its manifest (or its
+model file) records it as cached exactly as a Prefect run does, so the run is in the catalog, `augdag runs`,
+its log and its reports as any other; the first stage that would compute raises ``NotCached`` instead. Then
+every run the replay started is discarded from the catalog (its rows in ``runs``, ``stage_runs`` and
+``evaluations``, and its log file) and the caller runs the flow on Prefect as usual, which finds the same
+cached stages again and computes the rest. Only the CLI's `augdag run` and `augdag nightly` replay; a served,
+scheduled or retried run is a Prefect flow run from the start (the UI shows it).
+
+Outside a Prefect flow run nothing is published to Prefect (``in_flow_run``), and records go to the ``augdag``
+logger (``run_logger``), which the run's log file receives as it receives Prefect's.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from flows.run_log import log_path
+from storage.catalog import Catalog
+
+T = TypeVar("T")
+
+
+class NotCached(Exception):
+    """A stage of a replayed run would compute: the run goes to Prefect instead."""
+
+
+@dataclasses.dataclass
+class Replay:
+    """The runs a replay started (each pipeline's and the nightly's), to discard if it falls back."""
+
+    runs: list[str] = dataclasses.field(default_factory=list)
+
+
+REPLAY: contextvars.ContextVar[Replay | None] = contextvars.ContextVar("augdag_replay", default=None)
+
+
+def check_cached(what: str) -> None:
+    """Raise ``NotCached`` when this is a replay: ``what`` (a stage, a model) would be computed."""
+    if REPLAY.get() is not None:
+        raise NotCached(what)
+
+
+def started(run_id: str) -> bool:
+    """A run started (flows/driver.py ``Run.start``): remembered when this is a replay (returns whether)."""
+    if (replaying := REPLAY.get()) is None:
+        return False
+    replaying.runs.append(run_id)
+    return True
+
+
+def replay(fn: Callable[[], T], cache: Path) -> T | None:
+    """``fn()`` in cached-only mode: its result when every stage it runs is cached, else None once the runs it
+    started are discarded (the caller then runs the flow on Prefect)."""
+    replaying = Replay()
+    token = REPLAY.set(replaying)
+    try:
+        return fn()
+    except NotCached as e:
+        logging.getLogger("augdag").debug("not fully cached (%s is not): running on Prefect", e)
+        if replaying.runs:
+            Catalog(cache).discard_runs(replaying.runs)
+            for run_id in replaying.runs:
+                log_path(cache, run_id).unlink(missing_ok=True)
+        return None
+    finally:
+        REPLAY.reset(token)
+
+
+def in_flow_run() -> bool:
+    """Whether this code runs inside a Prefect flow run (else: a replay, a test calling a flow's body)."""
+    from prefect.context import FlowRunContext
+
+    return FlowRunContext.get() is not None
+
+
+def run_logger() -> Any:
+    """Prefect's run logger inside a flow or task run, else the ``augdag`` logger (a replayed run)."""
+    from prefect import get_run_logger
+    from prefect.exceptions import MissingContextError
+
+    try:
+        return get_run_logger()
+    except MissingContextError:
+        return logging.getLogger("augdag.run")

@@ -61,6 +61,14 @@ def seeded(seed: int, device: str = "cpu") -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def global_state() -> Iterator[None]:
+    """Hold ``STATE`` for a block that sets another library's process-wide random state (CTranslate2's
+    ``set_random_seed``, read when a worker thread first samples)."""
+    with STATE:
+        yield
+
+
+@contextlib.contextmanager
 def loading() -> Iterator[None]:
     """Hold the process-wide lock for a model load (``from_pretrained``, ``torch.load``, a CTranslate2 model)."""
     with STATE:

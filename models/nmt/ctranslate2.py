@@ -32,7 +32,7 @@ from models.nmt.base import (
     cpu_threads,
     pick_device,
 )
-from models.runtime import loading
+from models.runtime import global_state, loading
 
 DEFAULT_MAX_POSITIONS = 1024  # CTranslate2's default max_input_length, for a model whose card has none
 
@@ -210,13 +210,15 @@ class CT2Model(NMTModel):
                              "`inference: native` (fairseq or transformers)")
         tokens = self.codec.source(src, max_len=self.max_positions - self.source_extra)
         out = [""] * len(tokens)
-        translator = self.translator
-        if options.sampling:
-            ctranslate2.set_random_seed(options.seed)
-            translator = self.open_translator()
         todo = [i for i, t in enumerate(tokens) if t]
+        if todo and options.sampling:  # the seed is process-wide and read when a worker first samples: own it
+            with global_state():
+                ctranslate2.set_random_seed(options.seed)
+                hypotheses = self._translate_batch(self.open_translator(), [tokens[i] for i in todo], options,
+                                                   max_tokens)
+        elif todo:
+            hypotheses = self._translate_batch(self.translator, [tokens[i] for i in todo], options, max_tokens)
         if todo:
-            hypotheses = self._translate_batch(translator, [tokens[i] for i in todo], options, max_tokens)
             for i, text in zip(todo, self.codec.decode(hypotheses)):
                 out[i] = text
         return out

@@ -7,7 +7,8 @@ its whole process group with SIGKILL at a moment drawn uniformly in (0, T) (``--
 command again over that cache (the resume: finished shards are cached) and checks that
 
   - every Parquet file under ``artifacts/`` has the reference's sha256, and the set of paths is the same;
-  - every evaluation score (model, arm, test set, metric, seed) equals the reference's;
+  - every evaluation score (model, arm, test set, metric, seed) of the resumed nightly equals the reference's,
+    and so does every one the killed run's finished pipelines recorded before the kill;
   - no run is left ``running`` in the catalog (the killed one shows crashed);
   - no process of the killed run (its group, and every process below it at the kill) or of the resume is left;
   - `augdag sql` against the catalog, every 2 s while a run writes it (the reference, and each trial's first
@@ -18,7 +19,7 @@ own. Prints one line per trial and ``N/N identical``, the first differing artifa
 exits 1 unless every trial is identical. Hand-written: no package kills a pipeline at random moments and
 compares what its resume leaves byte for byte.
 
-    .venv/bin/python bench/chaos.py --trials 20                  # tiny: a nightly is ~100 s on 2 cores
+    .venv/bin/python bench/chaos.py --trials 20                  # tiny: a nightly is 100-150 s on 2 cores
     .venv/bin/python bench/chaos.py --trials 3 --profile demo    # the full demo (~300 MB of cache per run)
 """
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import json
 import os
 import random
 import shutil
@@ -51,7 +53,7 @@ READ_EVERY_S = 2.0  # from one reader's end to the next one's start (a reader co
 READ_TIMEOUT_S = 120
 GONE_WAIT_S = 10.0  # how long a run's processes may take to disappear after its end or its kill
 RUN_TIMEOUT_S = 6 * 3600  # the reference run; a resume gets max(1800 s, 3 T)
-# the evaluations' identity and score; a later column name first where a catalog may have either
+# the evaluations' identity and score; of a tuple of names, the first one the catalog has
 SCORE_COLUMNS: tuple[tuple[str, ...], ...] = (("model_name",), ("arm",), ("dataset", "testset"), ("metric",),
                                               ("seed",), ("score",))
 
@@ -61,7 +63,8 @@ class Snapshot:
     """What a finished cache holds: Parquet sha256 by path (relative to the cache), and the evaluations' rows."""
 
     hashes: dict[str, str]
-    scores: list[tuple]
+    scores: list[tuple]  # the last completed nightly's
+    every_score: list[tuple]  # every distinct one in the catalog
 
 
 @dataclasses.dataclass
@@ -196,14 +199,22 @@ def temp_files(cache: Path) -> int:
     return sum(1 for _ in (cache / "artifacts").rglob(".*.tmp"))
 
 
-def scores(cache: Path) -> list[tuple]:
-    """The evaluations' (model_name, arm, test set, metric, seed, score) rows, sorted; floats by their repr, so
-    that NaN equals NaN and nothing else equals anything but itself."""
+def scores(cache: Path) -> tuple[list[tuple], list[tuple]]:
+    """The evaluations' (model_name, arm, test set, metric, seed, score) rows, sorted, floats by their repr (NaN
+    equals NaN, nothing else equals anything but itself): those of the last completed nightly's pipelines, and
+    every distinct one in the catalog (a killed nightly's pipelines that completed recorded theirs too)."""
     with Catalog(cache).read() as con:
         present = {row[0] for row in con.execute("DESCRIBE evaluations").fetchall()}
-        cols = [next(c for c in names if c in present) for names in SCORE_COLUMNS if any(c in present for c in names)]
-        rows = con.execute(f"SELECT {', '.join(cols)} FROM evaluations ORDER BY ALL").fetchall()
-    return [tuple(repr(v) if isinstance(v, float) else v for v in row) for row in rows]
+        cols = ", ".join(next(c for c in names if c in present) for names in SCORE_COLUMNS
+                         if any(c in present for c in names))
+        last = con.execute("SELECT summary FROM runs WHERE pipeline = 'nightly' AND status = 'completed' "
+                           "ORDER BY finished_at DESC LIMIT 1").fetchone()
+        ids = [c["run_id"] for c in json.loads(last[0]).get("pipelines", [])] if last and last[0] else []
+        rows = con.execute(f"SELECT {cols} FROM evaluations WHERE list_contains($ids, run_id) ORDER BY ALL",
+                           {"ids": ids}).fetchall()
+        every = con.execute(f"SELECT DISTINCT {cols} FROM evaluations ORDER BY ALL").fetchall()
+    exact = [tuple(repr(v) if isinstance(v, float) else v for v in row) for row in rows]
+    return exact, sorted({tuple(repr(v) if isinstance(v, float) else v for v in row) for row in every}, key=repr)
 
 
 def running_runs(cache: Path) -> list[tuple]:
@@ -212,7 +223,7 @@ def running_runs(cache: Path) -> list[tuple]:
 
 
 def snapshot(cache: Path) -> Snapshot:
-    return Snapshot(parquet_hashes(cache), scores(cache))
+    return Snapshot(parquet_hashes(cache), *scores(cache))
 
 
 def differences(ref: Snapshot, got: Snapshot) -> list[str]:
@@ -229,6 +240,8 @@ def differences(ref: Snapshot, got: Snapshot) -> list[str]:
         wrong = [(r, g) for r, g in zip(ref.scores, got.scores, strict=False) if r != g]
         detail = f"{wrong[0][1]} where the reference has {wrong[0][0]}" if wrong else "rows missing or extra"
         problems.append(f"scores differ ({len(got.scores)} rows, reference {len(ref.scores)}): {detail}")
+    if other := sorted(set(got.every_score) - set(ref.every_score), key=repr):
+        problems.append(f"{len(other)} scores recorded by an earlier (killed) run differ, the first {other[0]}")
     return problems
 
 

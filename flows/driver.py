@@ -51,6 +51,7 @@ from flows.transient import retry_transient
 from models.runtime import fix_torch_threads
 from storage.artifacts import ArtifactRef, fingerprint, read_manifest
 from storage.catalog import Catalog
+from tasks.report import FIGURE_MEMO
 from tasks.stage import (
     ShardResult,
     SourceFn,
@@ -85,6 +86,7 @@ class Run:
                   Catalog(root, lock_timeout_s=conf.orchestration.lock_timeout_s), conf.orchestration,
                   force=forced_now())
         fix_torch_threads(conf.orchestration.torch_threads)  # before any stage: one count for the process
+        FIGURE_MEMO.set(root / "reports" / "figures")  # a report's figure drawn before is read back (tasks/report.py)
         ctx = FlowRunContext.get()
         flow_run_id = str(ctx.flow_run.id) if ctx and ctx.flow_run else None
         reap_before_run(run.catalog)  # earlier runs whose process is gone: crashed (flows/liveness.py)

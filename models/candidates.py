@@ -1,4 +1,4 @@
-"""What PCC's candidate bags are made of, without a model: sampler names, the bag, and its metrics.
+"""What PCC's candidate bags are made of, without a model: the samplers, the bag, and its metrics.
 
 Kept apart from ``models.generation`` (which imports torch and transformers, ~5 s) so that the
 curriculum stages and their metrics start without them.
@@ -6,11 +6,41 @@ curriculum stages and their metrics start without them.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from models.nmt.base import DecodeOptions
+
 TOP_K_TOP_P, BOTTOM_K = "top_k_top_p", "bottom_k"
+
+
+@dataclasses.dataclass(frozen=True)
+class Sampler:
+    """One way of drawing candidates: top-k + top-p (Eq. 1), or bottom-k first (Eq. 2) then top-k + top-p."""
+
+    name: str = TOP_K_TOP_P
+    top_k: int = 120
+    top_p: float = 0.95
+    bottom_k: int = 0  # k of Eq. 2 (0: plain top-k/top-p)
+    bottom_k_steps: int = 0  # N: the first N generated tokens are drawn without the top k
+    temperature: float = 1.0
+    seed: int = 0
+
+    def decode_options(self) -> DecodeOptions:
+        return DecodeOptions(sampling=True, topk=self.top_k, topp=self.top_p, temperature=self.temperature,
+                             seed=self.seed, bottom_k=self.bottom_k, bottom_k_steps=self.bottom_k_steps)
+
+
+def pcc_samplers(*, top_k: int = 120, top_p: float = 0.95, bottom_k: int = 2, bottom_k_steps: int = 1,
+                 seed: int = 0) -> tuple[Sampler, Sampler]:
+    """The paper's two samplers: easy (top-k + top-p) and hard (bottom-k for N steps, then top-k + top-p)."""
+    return (Sampler(TOP_K_TOP_P, top_k, top_p, seed=seed),
+            Sampler(BOTTOM_K, top_k, top_p, bottom_k=bottom_k, bottom_k_steps=bottom_k_steps, seed=seed + 1))
+
+
+Plan = Sequence[tuple[Sampler, int]]  # (sampler, samples per sentence)
 
 
 def candidate_bag(text: str, samples: Mapping[str, Sequence[str]]) -> list[tuple[str, int, str]]:

@@ -18,7 +18,6 @@ own temperature / top-k / top-p warpers do the rest); in fairseq's, ``models.nmt
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from typing import Any
 from conf.errors import ModelError
 from models.banned import BannedTokensLogitsProcessor
 from models.bottom_k import BottomKLogitsProcessor
-from models.candidates import BOTTOM_K, TOP_K_TOP_P
+from models.candidates import BOTTOM_K, TOP_K_TOP_P, Plan, Sampler, pcc_samplers  # noqa: F401 — re-exported
 from models.nmt.base import (
     DecodeOptions,
     NMTModel,
@@ -36,33 +35,6 @@ from models.nmt.base import (
 from models.nmt.transformers import local_files
 from models.runtime import loading, seeded, torch_threads
 from storage.artifacts import fingerprint, hash_inputs
-
-
-@dataclasses.dataclass(frozen=True)
-class Sampler:
-    """One way of drawing candidates: top-k + top-p (Eq. 1), or bottom-k first (Eq. 2) then top-k + top-p."""
-
-    name: str = TOP_K_TOP_P
-    top_k: int = 120
-    top_p: float = 0.95
-    bottom_k: int = 0  # k of Eq. 2 (0: plain top-k/top-p)
-    bottom_k_steps: int = 0  # N: the first N generated tokens are drawn without the top k
-    temperature: float = 1.0
-    seed: int = 0
-
-    def decode_options(self) -> DecodeOptions:
-        return DecodeOptions(sampling=True, topk=self.top_k, topp=self.top_p, temperature=self.temperature,
-                             seed=self.seed, bottom_k=self.bottom_k, bottom_k_steps=self.bottom_k_steps)
-
-
-def pcc_samplers(*, top_k: int = 120, top_p: float = 0.95, bottom_k: int = 2, bottom_k_steps: int = 1,
-                 seed: int = 0) -> tuple[Sampler, Sampler]:
-    """The paper's two samplers: easy (top-k + top-p) and hard (bottom-k for N steps, then top-k + top-p)."""
-    return (Sampler(TOP_K_TOP_P, top_k, top_p, seed=seed),
-            Sampler(BOTTOM_K, top_k, top_p, bottom_k=bottom_k, bottom_k_steps=bottom_k_steps, seed=seed + 1))
-
-
-Plan = Sequence[tuple[Sampler, int]]  # (sampler, samples per sentence)
 
 
 class HFParaphraser:

@@ -63,12 +63,13 @@ def training_pairs(pairs: pa.Table, held_out: int) -> list[tuple[list[list[str]]
 
 def c2c_trainer(pairs: pa.Table, *, fold: int, settings: Mapping[str, Any], device: str = "auto",
                 threads: int = 0) -> Callable[[Path], None]:
-    """``build(path)`` for the flow driver's model stage: the fold's generator (models.c2c.train_c2c)."""
-    from models.c2c import C2CSettings, train_c2c
-
+    """``build(path)`` for the flow driver's model stage: the fold's generator (models.c2c.train_c2c; torch is
+    imported when it trains, not for a cached model)."""
     train = training_pairs(pairs, fold)
 
     def build(path: Path) -> None:
+        from models.c2c import C2CSettings, train_c2c
+
         train_c2c(train, path, settings=C2CSettings(**settings), device=device, threads=threads)
 
     return build

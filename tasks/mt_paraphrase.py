@@ -117,7 +117,7 @@ def constrained_candidates(rows: pa.Table, *, idf: pa.Table, side: str = "src", 
     ``decode: constrained`` — a round trip's return model's n best under fairseq's constrained beam search
     and bans; ``sample`` — ``n`` samples of ``sampler`` (top-k/top-p) with the bans (transformers) or none.
     Only the rows ``in_share``."""
-    from models.generation import Sampler
+    from models.candidates import Sampler
 
     if share < 1:
         rows = rows.filter(pa.array(in_share(rows["uid"].to_pylist(), share)))

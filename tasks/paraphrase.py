@@ -20,8 +20,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from models.candidates import BOTTOM_K, TOP_K_TOP_P, candidate_bag
-from models.generation import Sampler
+from models.candidates import BOTTOM_K, TOP_K_TOP_P, Sampler, candidate_bag
 from models.runtime import loaded
 from tasks.stage import Stage
 

@@ -1,20 +1,65 @@
 """Run reports: plots (PNG bytes, matplotlib's Agg backend) and a self-contained HTML page (images inlined, its
 markup from tasks.html).
 
-Pure functions: the flow decides where the bytes go (the cache's `reports/<run>/` and Prefect artifacts).
+Pure functions: the flow decides where the bytes go (the cache's `reports/<run>/` and Prefect artifacts). A figure is
+memoised by what it draws: with ``FIGURE_MEMO`` set (the flow driver sets ``<cache>/reports/figures`` for a run), the
+PNG of the same function, arguments and matplotlib version is read back instead of drawn again, so a cached night's
+reports cost no matplotlib (its import alone is ~2 s).
 """
 
 from __future__ import annotations
 
+import contextvars
+import functools
+import hashlib
 import io
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
+from importlib.metadata import version
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
+from storage.artifacts import commit_file, temp_path
 from storage.parts import Parts
 from storage.scratch import scratch_duckdb
 from tasks.html import document, heading, image, paragraph, table
+
+FIGURE_MEMO: contextvars.ContextVar[Path | None] = contextvars.ContextVar("augdag_figure_memo", default=None)
+
+
+def _plain(value: object) -> object:
+    """A figure argument as JSON: tables as their rows, arrays and numpy scalars as lists and numbers."""
+    if isinstance(value, pa.Table):
+        return value.to_pylist()
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.tolist()
+    raise TypeError(f"cannot memoise a figure argument of type {type(value).__name__}")
+
+
+def memoised(draw: Callable[..., bytes]) -> Callable[..., bytes]:
+    """``draw`` (arguments -> PNG bytes), read from ``FIGURE_MEMO`` when it drew the same before."""
+    @functools.wraps(draw)
+    def figure(*args: object, **kwargs: object) -> bytes:
+        memo = FIGURE_MEMO.get()
+        if memo is None:
+            return draw(*args, **kwargs)
+        what = json.dumps([draw.__name__, version("matplotlib"), args, kwargs], default=_plain, sort_keys=True)
+        path = memo / f"{hashlib.sha256(what.encode()).hexdigest()[:32]}.png"
+        if path.is_file():
+            return path.read_bytes()
+        png = draw(*args, **kwargs)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = temp_path(path)
+        try:
+            tmp.write_bytes(png)
+            commit_file(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return png
+
+    return figure
 
 
 def histogram(parts: Parts, column: str, *, bins: int = 50) -> pa.Table:
@@ -33,6 +78,7 @@ def histogram(parts: Parts, column: str, *, bins: int = 50) -> pa.Table:
     return pa.table({"lo": edges[:-1], "hi": edges[1:], "rows": [int(counts.get(b, 0)) for b in range(bins)]})
 
 
+@memoised
 def uncertainty_figure(hist: pa.Table, *, u_max: float, beta: float, title: str) -> bytes:
     """Fig. 6.4 of the thesis: the distribution of monolingual U, U_max, and the sampling weight (α·u)^β
     normalised over the monolingual rows (p per row, right axis)."""
@@ -87,6 +133,7 @@ def html_page(title: str, sections: Sequence[tuple[str, str | bytes | pa.Table]]
     return document(title, body)
 
 
+@memoised
 def bar_figure(labels: Sequence[str], values: Sequence[float], *, xlabel: str, ylabel: str, title: str) -> bytes:
     """A bar chart as PNG bytes (e.g. Fig. 5.2: mean probability per probability bin)."""
     import matplotlib
@@ -102,6 +149,7 @@ def bar_figure(labels: Sequence[str], values: Sequence[float], *, xlabel: str, y
     return _png(fig)
 
 
+@memoised
 def box_figure(groups: Mapping[str, Sequence[float]], *, ylabel: str, title: str) -> bytes:
     """One box per group (e.g. the similarity of each difficulty level), its count under the label."""
     import matplotlib
@@ -119,6 +167,7 @@ def box_figure(groups: Mapping[str, Sequence[float]], *, ylabel: str, title: str
     return _png(fig)
 
 
+@memoised
 def line_figure(series: Mapping[str, tuple[Sequence[float], Sequence[float]]], *, xlabel: str, ylabel: str,
                 title: str, spans: Sequence[tuple[float, float, str]] = ()) -> bytes:
     """Lines (x, y) per name; ``spans`` shade x-ranges with a label (e.g. the curriculum level of each step)."""
@@ -140,6 +189,7 @@ def line_figure(series: Mapping[str, tuple[Sequence[float], Sequence[float]]], *
     return _png(fig)
 
 
+@memoised
 def scatter_figure(panels: Mapping[str, tuple[Sequence[float], Sequence[float], Sequence[bool]]], *, xlabel: str,
                    ylabel: str, title: str) -> bytes:
     """One scatter panel per name of (x, y) points, the ``marked`` ones (e.g. selected) drawn over the rest."""

@@ -49,13 +49,14 @@ def pairs_of(rows: pa.Table) -> list[tuple[list[str], list[str]]]:
 
 def tagger_trainer(train: Sequence[tuple[list[str], list[str]]], dev: Sequence[tuple[list[str], list[str]]] | None, *,
                    settings: Mapping[str, Any], device: str = "auto", threads: int = 0) -> Callable[[Path], None]:
-    """``build(path)`` for the flow driver's model stage: models.tagger.train_tagger on ``train``."""
-    from models.tagger import TaggerSettings, train_tagger
-
+    """``build(path)`` for the flow driver's model stage: models.tagger.train_tagger on ``train`` (torch is imported
+    when it trains, not for a cached model)."""
     if not train:
         raise InputError("train_slot_tagger: no training rows with valid BIO tags")
 
     def build(path: Path) -> None:
+        from models.tagger import TaggerSettings, train_tagger
+
         train_tagger(list(train), path, TaggerSettings(**settings), dev=list(dev) if dev else None, device=device,
                      threads=threads)
 

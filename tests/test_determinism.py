@@ -123,7 +123,7 @@ def evaluation_scores(cache: Path) -> list[tuple]:
     import duckdb
 
     with duckdb.connect(str(cache / "catalog.duckdb"), read_only=True) as con:
-        return con.execute("SELECT model_name, arm, dataset, metric, seed, score FROM evaluations "
+        return con.execute("SELECT model_name, arm, testset, metric, seed, score FROM evaluations "
                            "ORDER BY ALL").fetchall()
 
 

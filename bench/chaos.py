@@ -280,7 +280,8 @@ def trial(i: int, n: int, at_s: float, ref: Snapshot, ref_s: float, root: Path, 
             problems.append(f"runs shown running after the resume: {running}")
         if litter := temp_files(cache):
             problems.append(f"{litter} temporary files left under artifacts/")
-    when = f"killed at {at_s:.1f} s" if killed else f"finished before the kill at {at_s:.1f} s (in {first.seconds:.1f} s)"
+    when = (f"killed at {at_s:.1f} s" if killed
+            else f"finished before the kill at {at_s:.1f} s (in {first.seconds:.1f} s)")
     verdict = problems[0] if problems else f"identical{counts}"
     print(f"trial {i}/{n}: {when}, resumed in {resume.seconds:.1f} s: {verdict}, {first.readers.summary()}", flush=True)
     for p in problems[1:]:

@@ -6,7 +6,7 @@ times the run itself. ``replay(fn, cache)`` calls the flow's body (``Flow.fn``) 
 model file) records it as cached exactly as a Prefect run does, so the run is in the catalog, `augdag runs`,
 its log and its reports as any other; the first stage that would compute raises ``NotCached`` instead. Then
 every run the replay started is discarded from the catalog (its rows in ``runs``, ``stage_runs`` and
-``evaluations``, and its log file) and the caller runs the flow on Prefect as usual, which finds the same
+``evaluations``, its log file and its reports) and the caller runs the flow on Prefect as usual, which finds the same
 cached stages again and computes the rest. Only the CLI's `augdag run` and `augdag nightly` replay; a served,
 scheduled or retried run is a Prefect flow run from the start (the UI shows it).
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import logging
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -70,6 +71,7 @@ def replay(fn: Callable[[], T], cache: Path) -> T | None:
             Catalog(cache).discard_runs(replaying.runs)
             for run_id in replaying.runs:
                 log_path(cache, run_id).unlink(missing_ok=True)
+                shutil.rmtree(Path(cache).absolute() / "reports" / run_id, ignore_errors=True)
         return None
     finally:
         REPLAY.reset(token)

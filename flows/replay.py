@@ -10,17 +10,21 @@ every run the replay started is discarded from the catalog (its rows in ``runs``
 cached stages again and computes the rest. Only the CLI's `augdag run` and `augdag nightly` replay; a served,
 scheduled or retried run is a Prefect flow run from the start (the UI shows it).
 
-Outside a Prefect flow run nothing is published to Prefect (``in_flow_run``), and records go to the ``augdag``
-logger (``run_logger``), which the run's log file receives as it receives Prefect's.
+Outside a Prefect flow run nothing is published to Prefect (``in_flow_run``), and records (and the flows' prints,
+as ``log_prints`` sends them in a flow run) go to the ``augdag`` logger (``run_logger``), which the run's log file
+receives as it receives Prefect's.
 """
 
 from __future__ import annotations
 
+import builtins
+import contextlib
 import contextvars
 import dataclasses
 import logging
 import shutil
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -61,10 +65,11 @@ def started(run_id: str) -> bool:
 def replay(fn: Callable[[], T], cache: Path) -> T | None:
     """``fn()`` in cached-only mode: its result when every stage it runs is cached, else None once the runs it
     started are discarded (the caller then runs the flow on Prefect)."""
-    replaying = Replay()
-    token = REPLAY.set(replaying)
+    replaying, context = Replay(), contextvars.copy_context()  # what the replay sets (its open run logs) stays in it
+    context.run(REPLAY.set, replaying)
     try:
-        return fn()
+        with prints_logged():
+            return context.run(fn)
     except NotCached as e:
         logging.getLogger("augdag").debug("not fully cached (%s is not): running on Prefect", e)
         if replaying.runs:
@@ -73,8 +78,25 @@ def replay(fn: Callable[[], T], cache: Path) -> T | None:
                 log_path(cache, run_id).unlink(missing_ok=True)
                 shutil.rmtree(Path(cache).absolute() / "reports" / run_id, ignore_errors=True)
         return None
+
+
+@contextlib.contextmanager
+def prints_logged() -> Iterator[None]:
+    """What the flows ``print`` goes to the run's log, as Prefect's ``log_prints=True`` sends it in a flow run
+    (a print to another file goes there)."""
+    plain = builtins.print
+
+    def logged(*args: Any, sep: str | None = " ", end: str | None = "\n", file: Any = None, flush: bool = False) -> None:
+        if file not in (None, sys.stdout):
+            plain(*args, sep=sep, end=end, file=file, flush=flush)
+        else:
+            logging.getLogger("augdag.run").info((sep if sep is not None else " ").join(map(str, args)))
+
+    builtins.print = logged
+    try:
+        yield
     finally:
-        REPLAY.reset(token)
+        builtins.print = plain
 
 
 def in_flow_run() -> bool:

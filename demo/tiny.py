@@ -1,31 +1,31 @@
 """The demo profile at tiny sizes, every pipeline at once: ``--set`` overrides of ``conf/demo.yaml``.
 
-What the determinism test (tests/test_determinism.py) and ``bench/chaos.py`` run: every pipeline and stage of
-the demo, as many side by side as the dependencies allow (``nightly.parallel``), on a corpus and with models
-small enough that one nightly takes well under a minute on 2 cores. The numbers it produces mean nothing; what
-is checked is that two runs give the same bytes.
+What the served-nightly tests (tests/test_served.py: a served night, and a second one beside it compared byte
+for byte) and ``bench/chaos.py`` run: every pipeline and stage of the demo, as many side by side as their
+dependencies allow (``nightly.parallel``), on 300 pairs with every fairseq model trained 10 updates (the teacher,
+the identification model and the forward pivot keep one training: same data, same settings), 2 paraphrases per
+sentence, all kept (β = 0), two students (the baseline and one arm tested against it): about 45 s a nightly on
+2 cores. Its numbers mean nothing; what the tests check is that every pipeline completes with its outputs in the
+catalog, and that two nights give the same bytes.
 
     augdag nightly --config demo $(python -c "from demo.tiny import TINY_SETS; print(*TINY_SETS)" | sed 's/^/--set /')
 """
 
 from __future__ import annotations
 
-# the NMT sections that train a model when none is given; teacher and identification (and the paraphraser's
-# forward model) share one training when their settings are equal, so every section gets the same ones
-_NMT_SECTIONS = ("self_training.teacher", "rejuvenation.identification", "rejuvenation.rejuvenation",
-                 "train_nmt.student", "paraphrase.generator.forward", "paraphrase.generator.backward")
+_BITEXT = "SELECT src, tgt FROM bitext WHERE source = 'demo_bitext'"
+_REJUVENATED = "SELECT src, tgt FROM rejuvenated WHERE source = 'demo_bitext'"
 
 TINY_SETS: list[str] = [
     "nightly.parallel=10",  # every pipeline whose upstreams are done runs at once
-    "demo.bitext_rows=400", "demo.mono_rows=500", "demo.labeled_rows=120", "demo.slots_rows=300", "demo.test_rows=60",
-    "shard_size=150",
-    *(f"{section}.train.max_update=20" for section in _NMT_SECTIONS),
-    "train_nmt.experiments.para_10_1_ct.continue_on.max_update=5",
-    "mt_paraphrase.share=0.1",
-    "paraphrase.candidates=8", "paraphrase.bottom_k_candidates=2",
-    "paraphrase.beta=0.01",  # 20 updates make poor paraphrasers: keep (nearly) every candidate for the curriculum
-    "epida.pretrain_epochs=1", "epida.epochs=2", "epida.every_epochs=1",
-    "train_classifier.steps_per_level=5",
-    "c2c.model.epochs=2",
-    "train_slot_tagger.tagger.epochs=1",
+    "demo.bitext_rows=300", "demo.mono_rows=200", "demo.labeled_rows=100", "demo.slots_rows=100", "demo.test_rows=50",
+    *(f"{m}.train.max_update=10" for m in ("self_training.teacher", "rejuvenation.identification",
+                                           "paraphrase.generator.forward", "paraphrase.generator.backward",
+                                           "train_nmt.student")),
+    f'train_nmt.experiments={{bitext: {{mix: {{bitext: "{_BITEXT}"}}}}, '
+    f'rejuvenated: {{mix: {{rejuvenated: "{_REJUVENATED}"}}}}}}',
+    "self_training.aligner.iterations=2", "paraphrase.candidates=2", "paraphrase.bottom_k_candidates=1",
+    "paraphrase.beta=0", "train_classifier.steps_per_level=2", "train_classifier.cycles=1",
+    "c2c.cluster_size=2", "c2c.model.epochs=1", "train_slot_tagger.tagger.epochs=1", "mt_paraphrase.n=2",
 ]
+TINY_DEMO = {"seed": 0, "bitext_rows": 300, "mono_rows": 200, "labeled_rows": 100, "slots_rows": 100, "test_rows": 50}

@@ -1,12 +1,10 @@
 """A fingerprint names its bytes (issue 25): model stages side by side in threads of one process draw exactly
-what each draws alone, a part computed again must reproduce its recorded bytes, and the demo's pipelines run
-twice, all at once, give byte-identical artifacts and equal scores."""
+what each draws alone, and a part computed again must reproduce its recorded bytes. (Two nights of the demo's
+pipelines, all at once, giving the same bytes and scores: tests/test_served.py, beside the served night.)"""
 
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -15,13 +13,11 @@ import pytest
 import torch
 
 from conf.errors import ArtifactError
-from demo.tiny import TINY_SETS
 from models.classifier import build_classifier
 from models.classifier.bag import BagClassifier
 from models.generation import HFParaphraser, Sampler
 from storage.artifacts import ArtifactRef, hash_file, write_manifest, write_part
 from tasks.stage import Stage, run_shard
-from tests.conftest import subprocess_env
 from tests.test_generation import SRC, gpt2_dir  # noqa: F401 — the module fixture (a tiny random GPT-2)
 
 LABELS = ["a", "b", "c"]
@@ -114,6 +110,8 @@ def test_a_part_computed_again_with_other_bytes_fails_naming_stage_shard_and_bot
         run_shard(PLANTED, out, 0, (source,), {}, {"salt": 3}, force=True)
 
 
+# -- what two nights are compared by (tests/test_served.py) ------------------------------------------------
+
 def parquet_hashes(cache: Path) -> dict[str, str]:
     """Every Parquet file under the cache's artifacts, by path, with its sha256."""
     return {str(p.relative_to(cache)): hash_file(p) for p in sorted((cache / "artifacts").rglob("*.parquet"))}
@@ -125,21 +123,3 @@ def evaluation_scores(cache: Path) -> list[tuple]:
     with duckdb.connect(str(cache / "catalog.duckdb"), read_only=True) as con:
         return con.execute("SELECT model_name, arm, testset, metric, seed, score FROM evaluations "
                            "ORDER BY ALL").fetchall()
-
-
-@pytest.mark.slow
-def test_the_demo_pipelines_all_at_once_twice_give_the_same_bytes_and_scores(tmp_path):
-    """`augdag nightly --config demo` at tiny sizes (demo/tiny.py: every pipeline at once) into two caches over
-    the same demo data: every Parquet file byte-identical, every evaluation score equal."""
-    sets = [a for s in TINY_SETS for a in ("--set", s)]
-    env = subprocess_env(tmp_path, AUGDAG_DEMO_DATA=str(tmp_path / "data"), COLUMNS="200")
-    for name in ("a", "b"):
-        proc = subprocess.run([sys.executable, "-m", "flows.cli", "nightly", "--config", "demo", *sets, "-q",
-                               "--cache", str(tmp_path / name)], env=env, cwd=tmp_path, capture_output=True,
-                              text=True, timeout=600)
-        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
-    a, b = parquet_hashes(tmp_path / "a"), parquet_hashes(tmp_path / "b")
-    assert len(a) > 150 and a.keys() == b.keys()
-    assert [k for k in a if a[k] != b[k]] == []
-    scores = evaluation_scores(tmp_path / "a")
-    assert len(scores) >= 8 and scores == evaluation_scores(tmp_path / "b")

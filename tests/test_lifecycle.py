@@ -87,11 +87,20 @@ def wait_for(what: str, check, timeout_s: float = 180, every_s: float = 0.2):
     return value
 
 
-def api_post(url: str, path: str, body: dict) -> list | dict:
-    req = urllib.request.Request(f"{url}{path}", data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=30) as r:
-        return json.loads(r.read())
+def api_post(url: str, path: str, body: dict, *, tries: int = 5) -> list | dict:
+    """POST to the Prefect API; a 503 (the SQLite server busy on a loaded machine: CI saw one on
+    create_flow_run) is tried again, 2 s later, up to ``tries`` times."""
+    for attempt in range(1, tries + 1):
+        req = urllib.request.Request(f"{url}{path}", data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            if e.code != 503 or attempt == tries:
+                raise
+            time.sleep(2)
+    raise AssertionError("unreachable")
 
 
 def flow_run_states(url: str, ids: list[str]) -> dict[str, str]:

@@ -1,8 +1,9 @@
 """The nightly as a deployment (issue defects 1, 2 and 12): `augdag serve` of the demo profile and a process
 worker running prefect.yaml's deployment complete against a Prefect server on SQLite, a served run
 completes against one on PostgreSQL, a served run that fails to load its profile is in the catalog,
-`augdag schedules` shows the next run, and the demo profile's data follows the cache, not the working
-directory. The demo runs with tiny settings (``TINY``): about 45 s per nightly on 2 cores."""
+`augdag schedules` shows the next run, the demo profile's data follows the cache, not the working directory, and a
+second night beside the served one gives the same bytes (issue 25). The demo runs with demo/tiny.py's settings
+(``TINY``: every pipeline at once): about 45 s per nightly on 2 cores."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
+from demo.tiny import TINY_DEMO
+from demo.tiny import TINY_SETS as TINY
 from storage.catalog import Catalog
 from tests.conftest import REPO, apt_install, subprocess_env
 from tests.test_server import free_port
@@ -31,16 +34,6 @@ pytestmark = pytest.mark.slow
 
 PIPELINES = ["ingest", "self_training", "rejuvenation", "paraphrase", "mt_paraphrase", "train_nmt", "epida",
              "train_classifier", "c2c", "train_slot_tagger"]
-# the demo in ~45 s: 300 pairs; every fairseq model 10 updates (the teacher, the identification model and
-# the forward pivot keep one training: same data, same settings); 2 paraphrases per sentence, all kept
-TINY = ["demo.bitext_rows=300", "demo.mono_rows=200", "demo.labeled_rows=100", "demo.slots_rows=100",
-        "demo.test_rows=50", *(f"{m}.train.max_update=10" for m in (
-            "self_training.teacher", "rejuvenation.identification", "paraphrase.generator.forward",
-            "paraphrase.generator.backward", "train_nmt.student")),
-        "self_training.aligner.iterations=2", "paraphrase.candidates=2", "paraphrase.bottom_k_candidates=1",
-        "paraphrase.beta=0", "train_classifier.steps_per_level=2", "train_classifier.cycles=1",
-        "c2c.cluster_size=2", "c2c.model.epochs=1", "train_slot_tagger.tagger.epochs=1", "mt_paraphrase.n=2"]
-TINY_DEMO = {"seed": 0, "bitext_rows": 300, "mono_rows": 200, "labeled_rows": 100, "slots_rows": 100, "test_rows": 50}
 PREFECT = str(Path(sys.executable).parent / "prefect")
 FINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 FAST_POLL = {"PREFECT_RUNNER_POLL_FREQUENCY": "1", "PREFECT_WORKER_QUERY_SECONDS": "1"}
@@ -254,6 +247,25 @@ def test_the_served_nightly_of_the_demo_completes_with_no_prior_demo(served):
     d = deployment(served.url, "served")
     assert d["parameters"] == {"profile": "demo", "overrides": TINY, "cache": str(served.cache)}
     assert d["description"] == f"augdag nightly run of profile 'demo'; cache {served.cache}; data in {served.cache}/demo-data"
+
+
+def test_a_second_night_beside_the_served_one_gives_the_same_bytes_and_scores(served, tmp_path):
+    """A fingerprint names its bytes (issue 25): `augdag nightly` of the same tiny demo, every pipeline at once,
+    into another cache over the same demo data: every Parquet file byte-identical to the served night's, every
+    evaluation score equal (the pipelines of each night share a process, torch and the model loads)."""
+    from tests.test_determinism import evaluation_scores, parquet_hashes
+
+    cache = tmp_path / "cache"
+    env = subprocess_env(tmp_path, PREFECT_API_URL=served.url, AUGDAG_DEMO_DATA=str(served.cache / "demo-data"))
+    proc = subprocess.run([sys.executable, "-m", "flows.cli", "nightly", "--config", "demo",
+                           *(a for s in TINY for a in ("--set", s)), "-q", "--cache", str(cache)],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    served_hashes, hashes = parquet_hashes(served.cache), parquet_hashes(cache)
+    assert len(hashes) > 150 and hashes.keys() == served_hashes.keys()
+    assert [path for path in hashes if hashes[path] != served_hashes[path]] == []
+    scores = evaluation_scores(cache)
+    assert len(scores) >= 8 and scores == evaluation_scores(served.cache)
 
 
 @pytest.mark.parametrize("override, error", [

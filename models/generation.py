@@ -33,7 +33,7 @@ from models.nmt.base import (
     pick_device,
 )
 from models.nmt.transformers import local_files
-from models.runtime import loading, seeded, torch_threads
+from models.runtime import loading, seeded, step_seed, torch_threads
 from storage.artifacts import fingerprint, hash_inputs
 
 
@@ -98,8 +98,8 @@ class HFParaphraser:
         out: list[list[str]] = [[] for _ in ids]
         if n == 0:
             return out
-        with seeded(sampler.seed), torch.inference_mode():
-            for batch in length_batches([len(x) * n for x in ids], max_tokens=max_tokens):
+        with torch.inference_mode():
+            for k, batch in enumerate(length_batches([len(x) * n for x in ids], max_tokens=max_tokens)):
                 rows = [ids[i] for i in batch]
                 inputs = self.tokenizer.pad({"input_ids": rows}, return_tensors="pt").to(self.device)
                 width = inputs["input_ids"].shape[1]
@@ -108,10 +108,11 @@ class HFParaphraser:
                                                                          start=start)])
                 if bans is not None:
                     processors.append(BannedTokensLogitsProcessor([bans[i] for i in batch], n=n))
-                generated = self.model.generate(
-                    **inputs, do_sample=True, num_beams=1, num_return_sequences=n, top_k=sampler.top_k,
-                    top_p=sampler.top_p, temperature=sampler.temperature, logits_processor=processors,
-                    max_new_tokens=int(a * max(map(len, rows)) + b))
+                with seeded(step_seed(sampler.seed, k)):  # torch's generator, owned one batch at a time
+                    generated = self.model.generate(
+                        **inputs, do_sample=True, num_beams=1, num_return_sequences=n, top_k=sampler.top_k,
+                        top_p=sampler.top_p, temperature=sampler.temperature, logits_processor=processors,
+                        max_new_tokens=int(a * max(map(len, rows)) + b))
                 if not self.encoder_decoder:
                     generated = generated[:, width:]
                 texts = self.tokenizer.batch_decode(generated, skip_special_tokens=True)

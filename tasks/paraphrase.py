@@ -136,5 +136,5 @@ def score_candidates(cands: pa.Table, *, nli: Mapping[str, Any] | None, similari
         "sim", pa.array(np.asarray(sim, dtype=np.float64)))
 
 
-GENERATE = Stage("paraphrase_candidates", "1", generate_candidates, tags=("gpu",))
+GENERATE = Stage("paraphrase_candidates", "2", generate_candidates, tags=("gpu",))  # 2: samples seeded per batch
 SCORE = Stage("paraphrase_scores", "1", score_candidates, view="paraphrase_candidates", tags=("gpu",))

@@ -48,7 +48,7 @@ from models.nmt.fairseq_checkpoint import (
 )
 from models.nmt.fairseq_train import train_fairseq, train_fairseq_batches
 from models.nmt.subwords import SentencePiece, one_line
-from models.runtime import loading, seeded, torch_threads
+from models.runtime import loading, seeded, step_seed, torch_threads
 from storage.artifacts import hash_file, hash_inputs
 
 # train_fairseq(_batches) live in models.nmt.fairseq_train; re-exported here only for tasks/nmt.py and
@@ -142,11 +142,13 @@ class FairseqModel(NMTModel):
         todo = [i for i, s in enumerate(ids) if s]
         hyps: dict[int, Any] = {}
         generator = self._generator(options)
-        with self._seeded(options), torch.inference_mode():
-            for batch in length_batches([len(ids[i]) + 1 for i in todo], max_tokens=max_tokens):
+        with torch.inference_mode():
+            for k, batch in enumerate(length_batches([len(ids[i]) + 1 for i in todo], max_tokens=max_tokens)):
                 rows = [todo[j] for j in batch]
                 tokens, lengths = self._collate_source([ids[i] for i in rows])
-                found = generator.generate([self.model], {"net_input": {"src_tokens": tokens, "src_lengths": lengths}})
+                with self._seeded(options, k):
+                    found = generator.generate([self.model], {"net_input": {"src_tokens": tokens,
+                                                                            "src_lengths": lengths}})
                 hyps.update((i, h[0]["tokens"]) for i, h in zip(rows, found))
         return self._detokenise([hyps.get(i) for i in range(len(src))])
 
@@ -288,13 +290,14 @@ class FairseqModel(NMTModel):
         return self._generators[key]
 
     @contextlib.contextmanager
-    def _seeded(self, options: DecodeOptions) -> Iterator[None]:
-        """Sampling draws from torch's global generator (fairseq takes no generator): own it for the call
-        (``models.runtime.seeded``: the process-wide lock, the seed, the caller's state given back after)."""
+    def _seeded(self, options: DecodeOptions, batch: int) -> Iterator[None]:
+        """Sampling draws from torch's global generator (fairseq takes no generator): own it for one batch
+        (``models.runtime.seeded``: the process-wide lock, the seed of (seed, batch), the caller's state given
+        back after), so that other pipelines' model work interleaves between batches."""
         if not options.sampling:
             yield
             return
-        with seeded(options.seed, self.device):
+        with seeded(step_seed(options.seed, batch), self.device):
             yield
 
     def _detokenise(self, hyps: list[Any]) -> list[str]:

@@ -11,6 +11,7 @@ Loading is offline (``conf.offline``): a local directory, else a name already in
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from models.nmt.base import (
     length_batches,
     pick_device,
 )
-from models.runtime import loading, seeded, torch_threads
+from models.runtime import loading, seeded, step_seed, torch_threads
 from storage.artifacts import hash_inputs
 
 
@@ -169,11 +170,13 @@ class TransformersModel(NMTModel):
         truncate = {"truncation": True, "max_length": self.max_positions} if self.max_positions else {}
         src_ids = self.tokenizer(list(src), **truncate)["input_ids"]
         out = [""] * len(src_ids)
-        with seeded(options.seed):
-            for batch in length_batches([len(x) for x in src_ids], max_tokens=max_tokens):
-                ids = [src_ids[i] for i in batch]
-                for i, text in zip(batch, self._generate(ids, options)):
-                    out[i] = text
+        for k, batch in enumerate(length_batches([len(x) for x in src_ids], max_tokens=max_tokens)):
+            ids = [src_ids[i] for i in batch]
+            # sampling owns torch's generator one batch at a time, seeded by (seed, batch); beam search draws none
+            with seeded(step_seed(options.seed, k)) if options.sampling else contextlib.nullcontext():
+                texts = self._generate(ids, options)
+            for i, text in zip(batch, texts):
+                out[i] = text
         return out
 
     def _generate(self, ids: list[list[int]], options: DecodeOptions) -> list[str]:

@@ -147,10 +147,15 @@ def temp_path(final: Path) -> Path:
 
 def write_text(text: str, path: Path) -> None:
     """Write a small text file (a manifest, a memo entry) under a temporary name and rename it."""
+    write_bytes(text.encode(), path)
+
+
+def write_bytes(data: bytes, path: Path) -> None:
+    """Write a small file (a memoised figure, a text) under a temporary name and rename it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_path(path)
     try:
-        tmp.write_text(text)
+        tmp.write_bytes(data)
         commit_file(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

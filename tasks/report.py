@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from storage.artifacts import commit_file, temp_path
+from storage.artifacts import write_bytes
 from storage.parts import Parts
 from storage.scratch import scratch_duckdb
 from tasks.html import document, heading, image, paragraph, table
@@ -50,13 +50,7 @@ def memoised(draw: Callable[..., bytes]) -> Callable[..., bytes]:
         if path.is_file():
             return path.read_bytes()
         png = draw(*args, **kwargs)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = temp_path(path)
-        try:
-            tmp.write_bytes(png)
-            commit_file(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        write_bytes(png, path)
         return png
 
     return figure

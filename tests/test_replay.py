@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from flows.cli import app
@@ -64,3 +65,24 @@ def test_a_cached_nightly_replays_its_pipelines(prefect_harness, tmp_path):
     assert night["flow_run_id"] is None and child["flow_run_id"] is None
     assert json.loads(night["summary"])["totals"]["shards_computed"] == 0
     assert "shards: 0 computed, 14 cached of 14" in result.output
+
+
+def test_a_figure_drawn_before_is_read_back_and_other_data_is_drawn(tmp_path, monkeypatch):
+    from matplotlib import pyplot as plt
+
+    from tasks import report
+
+    token = report.FIGURE_MEMO.set(tmp_path / "figures")
+    try:
+        png = report.bar_figure(["a", "b"], [1.0, 2.0], xlabel="x", ylabel="y", title="t")
+        assert png.startswith(b"\x89PNG") and len(list((tmp_path / "figures").glob("*.png"))) == 1
+
+        def no_drawing(*args, **kwargs):
+            raise RuntimeError("drawn again")
+
+        monkeypatch.setattr(plt, "subplots", no_drawing)
+        assert report.bar_figure(["a", "b"], [1.0, 2.0], xlabel="x", ylabel="y", title="t") == png  # read back
+        with pytest.raises(RuntimeError, match="drawn again"):  # other values: another figure
+            report.bar_figure(["a", "b"], [1.0, 3.0], xlabel="x", ylabel="y", title="t")
+    finally:
+        report.FIGURE_MEMO.reset(token)

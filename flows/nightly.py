@@ -175,6 +175,8 @@ def nightly(conf: AugdagConf, *, profile: str, config: Mapping[str, Any] | None 
                           for s in child.get("stages", []) if s.get("kind") == "model"]
                 return {**child, "pipeline": name, "seconds": round(time.perf_counter() - t, 3), "models": models}
 
+            for name in conf.pipelines:  # imported here, one after another: two threads importing modules that
+                pipeline_flow(name)       # import each other can see one half-initialised (ImportError)
             children = run_pipelines(conf.pipelines, conf.nightly.parallel, run_one)
         failed = [c for c in children if c["status"] != "completed"]
         error = None

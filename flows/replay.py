@@ -80,23 +80,27 @@ def replay(fn: Callable[[], T], cache: Path) -> T | None:
         return None
 
 
+_print = builtins.print
+
+
+def print_as_log(*args: Any, sep: str | None = " ", end: str | None = "\n", file: Any = None,
+                 flush: bool = False) -> None:
+    """``print`` during a replay: to the ``augdag.run`` logger (a print to another file goes there). A module-level
+    function, as Prefect's own: libraries that look ``print`` up by its module and name (numba, at import) find it."""
+    if file not in (None, sys.stdout):
+        _print(*args, sep=sep, end=end, file=file, flush=flush)
+    else:
+        logging.getLogger("augdag.run").info((sep if sep is not None else " ").join(map(str, args)))
+
+
 @contextlib.contextmanager
 def prints_logged() -> Iterator[None]:
-    """What the flows ``print`` goes to the run's log, as Prefect's ``log_prints=True`` sends it in a flow run
-    (a print to another file goes there)."""
-    plain = builtins.print
-
-    def logged(*args: Any, sep: str | None = " ", end: str | None = "\n", file: Any = None, flush: bool = False) -> None:
-        if file not in (None, sys.stdout):
-            plain(*args, sep=sep, end=end, file=file, flush=flush)
-        else:
-            logging.getLogger("augdag.run").info((sep if sep is not None else " ").join(map(str, args)))
-
-    builtins.print = logged
+    """What the flows ``print`` goes to the run's log, as Prefect's ``log_prints=True`` sends it in a flow run."""
+    builtins.print = print_as_log
     try:
         yield
     finally:
-        builtins.print = plain
+        builtins.print = _print
 
 
 def in_flow_run() -> bool:

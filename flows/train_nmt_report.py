@@ -13,6 +13,7 @@ import pyarrow as pa
 from flows.driver import Run
 from flows.reporting import publish
 from tasks.evaluation import mean_sd
+from tasks.report import memoised
 from tasks.significance import METRICS
 
 
@@ -52,6 +53,7 @@ def comparison_table(rows: Sequence[Mapping[str, Any]]) -> pa.Table:
     return pa.Table.from_pylist(list(out.values()))
 
 
+@memoised
 def arm_bars(rows: Sequence[Mapping[str, Any]], *, title: str) -> bytes:
     """One panel per metric: a bar per arm at its mean with the sd over seeds, labelled Δ and p (PNG bytes)."""
     import matplotlib

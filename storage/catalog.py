@@ -19,7 +19,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -95,7 +95,7 @@ class Catalog:
         self._schema_checked = False
         self._views_stale = False
         # a list (a replayed run, flows/replay.py): registrations wait for the next query or finish_run, one write
-        self.deferred: list[dict[str, Any]] | None = None
+        self.deferred: list[Callable[[duckdb.DuckDBPyConnection], Any]] | None = None
 
     @contextmanager
     def _locked(self, mode: int) -> Iterator[None]:
@@ -203,14 +203,11 @@ class Catalog:
     def finish_run(self, run_id: str, *, status: str, summary: Mapping[str, Any]) -> None:
         with self.write() as con:
             self._flush(con)
-            con.execute(
-                "UPDATE runs SET status = $s, finished_at = now(), summary = $sum WHERE run_id = $id",
-                {"s": status, "sum": json.dumps(summary, default=str), "id": run_id},
-            )
+            con.execute("UPDATE runs SET status = $s, finished_at = now(), summary = $sum WHERE run_id = $id",
+                        {"s": status, "sum": json.dumps(summary, default=str), "id": run_id})
 
     def discard_runs(self, run_ids: Sequence[str]) -> None:
-        """Forget runs that were only a replay's attempt (flows/replay.py): their rows in runs, stage_runs and
-        evaluations (the artifacts and models they found were registered before)."""
+        """Forget runs that were only a replay's attempt (flows/replay.py): their rows in runs, stage_runs, evaluations."""
         with self.write() as con:
             for table in ("stage_runs", "evaluations", "runs"):
                 con.execute(f"DELETE FROM {table} WHERE list_contains($ids, run_id)", {"ids": list(run_ids)})
@@ -247,25 +244,26 @@ class Catalog:
     def mark_crash_reported(self, run_ids: Sequence[str]) -> None:
         if run_ids:
             with self.write() as con:
-                con.execute("UPDATE runs SET crash_reported = true WHERE list_contains($ids, run_id)",
-                            {"ids": list(run_ids)})
+                con.execute("UPDATE runs SET crash_reported = true WHERE list_contains($ids, run_id)", {"ids": list(run_ids)})
 
     def register(self, ref: ArtifactRef, manifest: Mapping[str, Any], *, run_id: str, parents: Sequence[str] = (),
                  stage_runs: Sequence[Mapping[str, Any]] = ()) -> bool:
-        """Record a completed artifact, its lineage, its rejects and the stage's shard runs.
+        """Record a completed artifact, its lineage, its rejects and the stage's shard runs. Returns True when the
+        artifact is new to the catalog (a cached re-run only marks it used; False when deferred)."""
+        return self._write_or_defer(lambda con: self._register(con, ref, manifest, run_id=run_id, parents=parents,
+                                                               stage_runs=stage_runs), False)
 
-        Returns True when the artifact is new to the catalog; a cached re-run only marks it used.
-        """
-        entry = {"ref": ref, "manifest": manifest, "run_id": run_id, "parents": parents, "stage_runs": stage_runs}
-        if self.deferred is not None:  # written with the next read or finish_run, in one transaction
-            self.deferred.append(entry)
-            return False
+    def _write_or_defer(self, write: Callable[[duckdb.DuckDBPyConnection], Any], deferred: Any = None) -> Any:
+        """``write(con)`` in a write transaction now, or (``deferred`` mode) with the next read or finish_run."""
+        if self.deferred is not None:
+            self.deferred.append(write)
+            return deferred
         with self.write() as con:
-            return self._register(con, **entry)
+            return write(con)
 
     def _flush(self, con: duckdb.DuckDBPyConnection) -> None:
         while self.deferred:
-            self._register(con, **self.deferred.pop(0))
+            self.deferred.pop(0)(con)
 
     def _register(self, con: duckdb.DuckDBPyConnection, ref: ArtifactRef, manifest: Mapping[str, Any], *,
                   run_id: str, parents: Sequence[str] = (), stage_runs: Sequence[Mapping[str, Any]] = ()) -> bool:
@@ -311,13 +309,14 @@ class Catalog:
             _insert_stage_runs(con, stage_runs)
 
     def register_model(self, fingerprint: str, *, name: str, kind: str, path: str, run_id: str, meta: Mapping[str, Any]) -> None:
-        with self.write() as con:
+        def write(con: duckdb.DuckDBPyConnection) -> None:
             con.execute(
                 "INSERT OR IGNORE INTO models VALUES ($f, $n, $k, $p, $r, now(), $m)",
                 {"f": fingerprint, "n": name, "k": kind, "p": path, "r": run_id, "m": json.dumps(meta)},
             )
             if meta.get("inputs"):  # a model descends from its training data, as an artifact from its inputs
                 con.executemany("INSERT OR IGNORE INTO lineage VALUES (?, ?)", [(fingerprint, p) for p in meta["inputs"]])
+        self._write_or_defer(write)
 
     def register_evaluation(self, *, run_id: str, model: str, model_name: str, testset: str,
                             scores: Sequence[Mapping[str, Any]], meta: Mapping[str, Any], arm: str | None = None,
@@ -325,7 +324,7 @@ class Catalog:
         """One row per metric (BLEU, chrF, ...) of a model on a test set, with its sacrebleu signature; ``arm``
         (what the model was trained on, e.g. an augmentation) and ``seed`` when a run compares several; a
         score's ``p_value``, ``ci_low`` and ``ci_high`` when its arm was tested against a baseline."""
-        with self.write() as con:
+        def write(con: duckdb.DuckDBPyConnection) -> None:
             for s in scores:
                 con.execute(
                     "INSERT INTO evaluations (run_id, model, model_name, testset, metric, score, signature, sentences, "
@@ -334,6 +333,7 @@ class Catalog:
                     {"r": run_id, "m": model, "n": model_name, "t": testset, "metric": s["metric"], "score": s["score"],
                      "sig": s["signature"], "sent": s["sentences"], "meta": json.dumps(meta), "arm": arm,
                      "seed": seed, "p": s.get("p_value"), "lo": s.get("ci_low"), "hi": s.get("ci_high")})
+        self._write_or_defer(write)
 
     def _empty_part(self, view: str) -> Path:
         path = self.root / "empty" / f"{view}.parquet"

@@ -281,6 +281,7 @@ def freeze_mid_stage(proc: subprocess.Popen, cache: Path, stage: str) -> tuple[P
         for d in (cache / "artifacts" / stage).glob("*"):
             if not (d / "manifest.json").exists() and any(d.glob("part-*.parquet")):
                 os.killpg(proc.pid, signal.SIGSTOP)
+                time.sleep(0.5)  # every thread stopped: a rename under way at the signal has landed (or not) by now
                 done = {int(p.name[5:10]) for p in d.glob("part-*.parquet")}
                 if not (d / "manifest.json").exists() and len(done) < KILL_SHARDS:
                     return d, done

@@ -43,6 +43,7 @@ datasets:
   tatoeba: {{kind: mono, format: text, path: {d}/mono_en_tatoeba/mono.en}}
 {synthetic}self_training:
   bitext: m30k
+  tokenizer: {{kind: moses, src_lang: en, tgt_lang: de}}
   sampling: {{budget: {budget}}}
   teacher: {{train: {train}, threads: {threads}, inference: ctranslate2}}
 rejuvenation:

@@ -91,7 +91,8 @@ def main() -> int:
         conf = AugdagConf(cache=root / "cache", shard_size=100_000,
                           datasets={"bench": DatasetConf(kind="mono", format="text", path=root / "mono.en")},
                           task_runner=TaskRunnerConf(kind="processes", max_workers=args.workers),
-                          ingest={"clean": {"dedup": False}})
+                          ingest={"clean": {"dedup": False}},
+                          self_training={"tokenizer": {"kind": "moses", "src_lang": "en", "tgt_lang": "de"}})
         rows, ours = mapped(conf)
         got = dict(zip(rows["line"].to_pylist(), rows["text"].to_pylist()))
         wrong = [i for i, t in enumerate(expected, 1) if got.get(i) != t]

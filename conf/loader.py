@@ -32,12 +32,14 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from conf.errors import ConfError, InputError
+from conf.pipelines import check_enabled
 from conf.schema import AugdagConf, resolve_cache
 
 PROFILES_DIR = Path(__file__).parent
 _VAR = re.compile(r"\$(?:\$|\{([^}]*)\})")  # $$, or ${...} whose inside _interpolate checks
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _KEY = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
+_KEYED = re.compile(r"([A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*): (.*)", re.S)  # "a.b.c: message"
 _INTERNAL_LOC = re.compile(r"[\w-]*\[.*\]")  # pydantic's own loc parts: '[key]', 'function-after[...]'
 
 
@@ -75,13 +77,23 @@ def load_profile(
     *,
     cache: Path | None = None,
     environ: Mapping[str, str] | None = None,
+    pipeline: str | None = None,
 ) -> AugdagConf:
-    """Loads, interpolates, overrides and validates a profile; ``cache`` is the CLI's ``--cache``."""
+    """Loads, interpolates, overrides and validates a profile; ``cache`` is the CLI's ``--cache``;
+    ``pipeline`` (`augdag run NAME`) is checked like an entry of ``pipelines:`` even where it is not one."""
     environ = os.environ if environ is None else environ
     path = _find_profile(profile)
     doc, lines = _read_yaml(path, environ)
     written = _dataset_paths(doc)  # before --set: only what the file says resolves against its base
-    conf = _validate(doc, parse_sets(sets), path, lines)
+    items = parse_sets(sets)
+    conf = _validate(doc, items, path, lines)
+    if pipeline is not None and pipeline not in conf.pipelines:
+        try:
+            check_enabled([pipeline], conf)
+        except ValueError as e:
+            origins = {item.key: f"--set {item.text}" for item in items}
+            raise ConfError(_describe({"loc": (), "type": "value_error", "msg": str(e), "input": {}}, path, lines,
+                                      origins)) from None
     root = resolve_cache(conf.cache if "cache" in doc else None, cache, environ)
     base = root.absolute() if is_packaged(path) else path.parent.absolute()
     datasets = {name: ds.resolved(base, [f for f, p in ds.paths().items() if written.get((name, f)) == p])
@@ -110,14 +122,29 @@ def is_packaged(path: Path) -> bool:
 
 
 def check_inputs(conf: AugdagConf) -> None:
-    """``InputError`` (one line) naming the first dataset whose file or directory is missing:
-    ``datasets.<key>: <path>: no such file``. Called before a run starts any stage."""
-    missing = [(name, p, ds.format == "hf") for name, ds in conf.datasets.items() for p in ds.files()
-               if not (p.is_dir() if ds.format == "hf" else p.is_file())]
+    """``InputError`` (one line) naming the first dataset whose file or directory is missing, of the wrong
+    kind or unreadable: ``datasets.<key>: <path>: no such file``. Called before a run starts any stage."""
+    missing = [(name, p, problem) for name, ds in conf.datasets.items() for p in ds.files()
+               if (problem := _input_problem(p, directory=ds.format == "hf"))]
     if missing:
-        name, p, directory = missing[0]
-        more = f" (and {len(missing) - 1} more missing)" if len(missing) > 1 else ""
-        raise InputError(f"datasets.{name}: {p}: no such {'directory' if directory else 'file'}{more}")
+        name, p, problem = missing[0]
+        what = "missing" if all(m[2].startswith("no such") for m in missing[1:]) else "missing or unreadable"
+        more = f" (and {len(missing) - 1} more {what})" if len(missing) > 1 else ""
+        raise InputError(f"datasets.{name}: {p}: {problem}{more}")
+
+
+def _input_problem(path: Path, *, directory: bool) -> str | None:
+    """Why ``path`` cannot be read as an input file (``directory``: a saved HF dataset's directory), or None."""
+    if not path.exists():
+        return f"no such {'directory' if directory else 'file'}"
+    if path.is_dir() != directory:
+        return ("is a file; expected the directory of a saved Hugging Face dataset (save_to_disk)" if directory
+                else "is a directory; expected a file. Hint: name the file inside it")
+    try:
+        os.listdir(path) if directory else open(path, "rb").close()
+    except PermissionError:
+        return f"permission denied: it cannot be read. Hint: check its mode and owner (ls -ld {path})"
+    return None
 
 
 def _dataset_paths(doc: Mapping[str, Any]) -> dict[tuple[str, str], Path]:
@@ -239,6 +266,8 @@ def _apply_set(doc: dict, item: SetItem) -> None:
 def _describe(err: Mapping[str, Any], path: Path, lines: dict[str, int], origins: dict[str, str]) -> str:
     """One line for one pydantic error: place, dotted key, what was expected, what was found."""
     loc = [str(p) for p in err["loc"] if not (isinstance(p, str) and _INTERNAL_LOC.fullmatch(p))]
+    if not loc and (m := _KEYED.match(err["msg"].removeprefix("Value error, "))):  # a profile-wide check: its key
+        return f"{_place(m[1].split('.'), path, lines, origins)}: {m[0]}"
     if err["type"] == "extra_forbidden":
         model = _model_at(loc[:-1])
         what = f"unknown key; expected one of: {', '.join(model.model_fields) if model else '?'}"

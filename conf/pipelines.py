@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from conf.roles import check_dataset_uses
+
 Check = Callable[[Any], object]  # called with the AugdagConf being validated
 
 DECLARED: dict[str, Check | None] = {}
@@ -34,7 +36,9 @@ def known_pipeline(name: str) -> str:
 
 
 def check_enabled(names: list[str], conf: Any) -> None:
-    """Each enabled pipeline's check on ``conf``."""
+    """Each enabled pipeline's check on ``conf``, then the profile-wide check of what the datasets are used for
+    (conf/roles.py: a held-out set is not trained on)."""
     for name in names:
         if (check := DECLARED[name]) is not None:
             check(conf)
+    check_dataset_uses(conf)

@@ -14,7 +14,8 @@ from pydantic import AfterValidator, Field, model_validator
 
 from conf.base import ConfModel
 from conf.classifier import ClassifierConf, EpidaConf, TrainClassifierConf  # noqa: F401 — part of the schema
-from conf.decoding import Encoding, InputConf
+from conf.cleaning import CleanConf, DatasetClean  # the `clean` section; a dataset's own `clean:`
+from conf.decoding import DecodeErrors, Encodings, InputConf
 from conf.experiments import TrainNMTConf  # noqa: F401 — train_nmt's arms, part of the schema
 from conf.nmt import NMTConf, NMTTrainConf  # noqa: F401 — the NMT sections, part of the schema
 from conf.pipelines import check_enabled, known_pipeline
@@ -42,10 +43,11 @@ class DatasetConf(InputConf):
     rename: dict[str, str] = {}  # jsonl / parquet / hf: record field -> name in the input
     header: bool = False  # tsv: the first line names the columns and is skipped
     split: str | None = None  # hf: the split of a DatasetDict
-    encoding: Encoding = "utf-8"  # of text/tsv/jsonl (plain, .gz/.bz2/.xz/.zst by content) and binary columns
-    on_decode_error: Literal["reject", "replace"] = "reject"  # a line that does not decode: rejected, or U+FFFD kept
+    encoding: Encodings = "utf-8"  # of text/tsv/jsonl (plain, .gz/.bz2/.xz/.zst by content), binary columns; or {src, tgt}
+    on_decode_error: DecodeErrors = "reject"  # a line that does not decode: rejected, or U+FFFD kept; or {src, tgt}
     split_sentences: SplitSentences = False  # mono: a row per sentence of each line (tasks/sentences.py)
     language: Language = "en"  # ISO 639-1, of the sentence splitter; only used with split_sentences
+    clean: DatasetClean = None  # false: never deduplicated or filtered; {max_ratio: 3, ...}: ingest.clean's, replaced
 
     @model_validator(mode="after")
     def _paths_match_format(self) -> "DatasetConf":
@@ -70,15 +72,6 @@ class DatasetConf(InputConf):
         """This dataset with the relative paths among ``fields`` made ``base / path``."""
         update = {f: base / p for f, p in self.paths().items() if f in fields and not p.is_absolute()}
         return self.model_copy(update=update) if update else self
-
-
-class CleanConf(ConfModel):
-    """The `clean` stage: the same filter the self-training pipeline applies to synthetic pairs (ch. 6)."""
-
-    dedup: bool = True  # exact-duplicate removal over the whole dataset, first occurrence kept
-    min_tokens: int = Field(1, ge=0)  # a side with fewer whitespace tokens is dropped
-    max_tokens: int = Field(250, ge=1)  # a side with more whitespace tokens is dropped
-    max_ratio: float = Field(1.5, ge=1.0)  # bitext: max(|src|/|tgt|, |tgt|/|src|) in tokens
 
 
 class IngestConf(ConfModel):
@@ -363,14 +356,14 @@ class AugdagConf(ConfModel):
     def dataset_of_kind(self, name: str | None, kind: str, key: str) -> str:
         """``name`` if it is a dataset of ``kind``; unset: the profile's only dataset of that kind."""
         kinds = {n: ds.kind for n, ds in self.datasets.items()}
+        of_kind = [n for n, k in kinds.items() if k == kind]
         if name is None:
-            of_kind = [n for n, k in kinds.items() if k == kind]
             if len(of_kind) != 1:
                 raise ValueError(f"{key}: name the {kind} dataset (the profile has {len(of_kind)}: {of_kind})")
             return of_kind[0]
         if kinds.get(name) != kind:
             found = f"kind {kinds[name]!r}" if name in kinds else "no such dataset"
-            raise ValueError(f"{key}: dataset {name!r} must be of kind {kind!r}, found {found}")
+            raise ValueError(f"{key}: dataset {name!r} must be of kind {kind!r}, found {found}; {kind} datasets: {of_kind}")
         return name
 
     def rejuvenation_bitext(self) -> str:
@@ -380,7 +373,7 @@ class AugdagConf(ConfModel):
         """The bitext and the monolingual datasets of the self-training pipeline (named, or the defaults)."""
         st = self.self_training
         bitext = self.dataset_of_kind(st.bitext, "bitext", "self_training.bitext")
-        mono = [self.dataset_of_kind(m, "mono", "self_training")
+        mono = [self.dataset_of_kind(m, "mono", "self_training.mono")
                 for m in st.mono or [n for n, ds in self.datasets.items() if ds.kind == "mono"]]
         if not mono:
             raise ValueError("self_training.mono: the profile has no dataset of kind 'mono' to sample from")

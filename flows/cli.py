@@ -5,7 +5,6 @@ Exit codes: 0 ok, 1 a run failed, 2 bad usage, configuration or input.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -21,17 +20,17 @@ from flows.cli_app import (
     ConfigOpt,
     SetOpt,
     app,
-    catalog_at,
     choice,
     err,
+    existing_catalog_at,
     fail,
     out,
     print_table,
-    write_result,
 )
 from flows.cli_run import print_summary, run_nightly, run_pipeline
 from flows.liveness import reap_for_listing
 from storage.catalog import Catalog, check_read_only
+from storage.output import MISSING_DIRS, check_target, output_format, write_table
 
 
 @app.command()
@@ -44,7 +43,7 @@ def run(
     """Run one pipeline over the datasets of a profile."""
     choice("pipeline", pipeline, registry.names())
     try:
-        conf = load_profile(config, set_, cache=cache)
+        conf = load_profile(config, set_, cache=cache, pipeline=pipeline)
         summary = run_pipeline(pipeline, conf, config)
     except AugdagError as e:
         fail(e)
@@ -84,13 +83,27 @@ def demo(
         out.print(f"  augdag sql{c} \"{q}\"", highlight=False, soft_wrap=True)  # one line: copy-pastable
 
 
+SQL_FORMATS = ("table", "csv", "tsv", "json", "parquet")
+FILE_HELP = (f"its format from its extension (.csv .tsv .json .jsonl .parquet) unless --format; {MISSING_DIRS}; "
+             "an existing regular file is replaced, a link, FIFO or device only with --force, a directory never")
+ForceOpt = Annotated[bool, typer.Option("--force", help="replace a symbolic link, FIFO or device at --output (the "
+                                        "link itself, never the file it points to)")]
+
+
+def warn_empty(why: str) -> None:
+    """A result of 0 rows is said, on stderr: an empty file or table looks too much like success."""
+    err.print(f"[yellow]warning:[/] 0 rows: {escape(why)}", highlight=False, soft_wrap=True)
+
+
 @app.command()
 def sql(
     query: Annotated[str | None, typer.Argument(help="a read-only SQL query over the catalog's tables and views "
                                                    "(none with --shell)")] = None,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table | csv | json | parquet")] = "table",
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="write the result to this file "
-                                                   "(csv, json or parquet) instead of the terminal")] = None,
+    fmt: Annotated[str | None, typer.Option("--format", "-f", help="table | csv | tsv | json | parquet (default: "
+                                            "table, or with --output the file's extension)")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="write the result to this file instead of "
+                                                f"the terminal: {FILE_HELP}")] = None,
+    force: ForceOpt = False,
     shell: Annotated[bool, typer.Option("--shell", help="an interactive read-only loop: statements end with ;, "
                                         ".views, .schema NAME, .help, .quit")] = False,
     cache: CacheOpt = None,
@@ -98,34 +111,47 @@ def sql(
     """Query the catalog (read-only: DDL, DML, ATTACH, COPY, INSTALL/LOAD and SET are refused, exit 2).
 
     With --shell, read statements from the terminal (or stdin) until .quit: a refused or failing one prints
-    its error and the loop goes on."""
-    choice("--format", fmt, ("table", "csv", "json", "parquet"))
-    if fmt == "parquet" and output is None:
-        fail(ConfError("--format parquet needs --output FILE (Parquet is not written to a terminal)"))
-    if fmt == "table" and output is not None:
-        fail(ConfError("--output writes csv, json or parquet: add --format csv|json|parquet"))
+    its error and the loop goes on. A query that selects no row says so on stderr (exit 0)."""
+    if fmt is not None:
+        choice("--format", fmt, SQL_FORMATS)
     if shell:
         if query is not None or output is not None:
             fail(ConfError("--shell reads its statements from the terminal: give no QUERY and no --output"))
         from flows.shell import sql_shell
 
-        sql_shell(catalog_at(cache), show=lambda result: print_table(result, fmt),
+        sql_shell(existing_catalog_at(cache), show=lambda result: print_table(result, fmt or "table"),
                   error=lambda msg: err.print(f"[bold red]error:[/] {escape(msg)}", soft_wrap=True))
         return
     if query is None:
         fail(ConfError("augdag sql: give a QUERY, or --shell for an interactive loop"))
+    if output is None and fmt == "parquet":
+        fail(ConfError("--format parquet needs --output FILE (Parquet is not written to a terminal)"))
+    if output is not None and fmt == "table":
+        fail(ConfError("--format table is for the terminal: --output writes csv, tsv, json or parquet"))
     try:
+        fmt = (fmt or "table") if output is None else output_format(output, fmt, SQL_FORMATS[1:])
+    except AugdagError as e:
+        fail(e)
+    catalog = existing_catalog_at(cache)
+    try:
+        if output is not None:
+            check_target(output, force=force, cache=catalog.root)  # before the query: nothing is computed in vain
         check_read_only(query)
-        result = catalog_at(cache).query(query, sandbox=True)
+        result = catalog.query(query, sandbox=True)
     except AugdagError as e:
         fail(e)
     except Exception as e:  # a DuckDB error in the user's query is bad usage, not a failed run
         fail(CatalogError(f"query failed: {e}"))
     if output is None:
         print_table(result, fmt)
-        return
-    write_result(result, fmt, output)
-    err.print(f"wrote {result.num_rows:,} row(s) to {output}", highlight=False)
+    else:
+        try:
+            write_table(result, output, fmt, force=force, cache=catalog.root)
+        except AugdagError as e:
+            fail(e)
+        err.print(f"wrote {result.num_rows:,} row(s) to {escape(str(output))}", highlight=False, soft_wrap=True)
+    if result.num_rows == 0:
+        warn_empty("the query selected nothing")
 
 
 @app.command()
@@ -139,7 +165,7 @@ def views(
     from storage.views_doc import catalog_columns, catalog_objects
 
     choice("--format", fmt, ("table", "json"))
-    catalog = catalog_at(cache)
+    catalog = existing_catalog_at(cache)
     try:
         if fmt == "json":
             result = catalog_columns(catalog, registry.view_docs(), name)
@@ -153,18 +179,26 @@ def views(
 
 
 @app.command()
-def runs(limit: Annotated[int, typer.Option(help="how many recent runs")] = 10, cache: CacheOpt = None) -> None:
-    """Recent runs: status, the run each retried, the error's last line, and per stage (and dataset, per
-    fingerprint) its shards written (computed or cached) and failed of all it has."""
-    catalog = catalog_at(cache)
+def runs(
+    limit: Annotated[int, typer.Option(help="how many recent runs")] = 10,
+    stages: Annotated[bool, typer.Option("--stages", help="each run's stages too: per stage (and dataset, per "
+                                         "fingerprint) its shards written (computed or cached) and failed, rows out, "
+                                         "seconds")] = False,
+    cache: CacheOpt = None,
+) -> None:
+    """Recent runs, one line each: run id, pipeline, profile, status, start, duration, stages done and failed,
+    the run it retried or that retried it, and a failed run's last error line. --stages adds every stage."""
+    from flows.runs_listing import run_lines, stage_lines
+
+    catalog = existing_catalog_at(cache)
     reap_for_listing(catalog)  # a running run whose process is gone becomes crashed (flows/liveness.py)
     recent = catalog.query(
         "SELECT run_id, pipeline, profile, status, started_at, finished_at, summary FROM runs "
         "ORDER BY started_at DESC LIMIT $n", {"n": limit}).to_pylist()
     if not recent:
-        out.print(f"no runs in {catalog.path}")
+        out.print(f"no runs in {escape(str(catalog.path))}", highlight=False, soft_wrap=True)
         return
-    stages = catalog.query(
+    shards = catalog.query(
         "SELECT run_id, stage, dataset, fingerprint, count(DISTINCT shard) AS shards,"
         " count(*) FILTER (status = 'computed') AS computed, count(*) FILTER (status = 'cached') AS cached,"
         " count(*) FILTER (status = 'failed') AS failed, sum(rows_out) AS rows_out, round(sum(seconds), 2) AS seconds "
@@ -174,45 +208,38 @@ def runs(limit: Annotated[int, typer.Option(help="how many recent runs")] = 10, 
     for row in catalog.query("SELECT run_id, json_extract_string(summary, '$.retry_of') AS retry_of FROM runs "
                              "WHERE json_extract_string(summary, '$.retry_of') IS NOT NULL ORDER BY started_at").to_pylist():
         retried_by.setdefault(row["retry_of"], []).append(row["run_id"])
-    for r in recent:
-        summary = json.loads(r["summary"]) if r["summary"] else {}
-        chain = "".join([f"  retry of {summary['retry_of']}" if summary.get("retry_of") else "",
-                         *(f"  retried by {x}" for x in retried_by.get(r["run_id"], []))])
-        out.print(f"[bold]{r['run_id']}[/]  {r['pipeline']}  profile={escape(r['profile'] or '')}  "
-                  f"[{'green' if r['status'] == 'completed' else 'red'}]{r['status']}[/]"
-                  f"  {r['started_at']} -> {r['finished_at'] or '…'}{chain}", highlight=False, soft_wrap=True)
-        if r["status"] != "completed" and summary.get("error"):
-            last = [line for line in str(summary["error"]).splitlines() if line.strip()][-1]
-            out.print(f"    [red]error:[/] {escape(last)}", highlight=False, soft_wrap=True)
-        reported = {s["fingerprint"]: s for s in summary.get("stages") or []}
-        for s in (s for s in stages if s["run_id"] == r["run_id"]):
-            rep = reported.get(s["fingerprint"], {})
-            n = rep.get("shards", s["shards"])
-            of = str(n) if rep.get("shards_known", True) else f"at least {n}"
-            written, failed = s["computed"] + s["cached"], f", {s['failed']} failed" if s["failed"] else ""
-            out.print(f"    {escape(s['stage']):<12} {escape(s['dataset'] or ''):<16} {s['fingerprint'][:12]}  "
-                      f"shards {written} of {of} written ({s['computed']} computed, {s['cached']} cached){failed}"
-                      f"  rows out {s['rows_out'] or 0:,}  {s['seconds'] or 0:.2f} s", highlight=False, soft_wrap=True)
+    for line in (stage_lines if stages else run_lines)(recent, shards, retried_by):
+        out.print(line, highlight=False, soft_wrap=True)  # plain text: no value is read as markup
 
 
 @app.command()
 def export(
     view: Annotated[str, typer.Argument(help="a catalog view: bitext, mono, labeled, slots, ...")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="output file (text: a prefix, one file per column)")],
-    fmt: Annotated[str, typer.Option("--format", "-f", help="parquet | jsonl | text")] = "parquet",
+    output: Annotated[Path, typer.Option("--output", "-o", help=f"output file (text: a prefix, one file per "
+                                         f"column): {FILE_HELP}")],
+    fmt: Annotated[str | None, typer.Option("--format", "-f", help="parquet | jsonl | csv | tsv | text (default: "
+                                            "the --output file's extension)")] = None,
     where: Annotated[str | None, typer.Option(help="an SQL condition on the view's rows")] = None,
+    force: ForceOpt = False,
     cache: CacheOpt = None,
 ) -> None:
-    """Export a view to Parquet, JSONL or line-aligned text files."""
-    from storage.export import export_view
+    """Export a view to Parquet, JSON Lines, CSV/TSV (lists and structs as JSON) or line-aligned text files.
 
-    choice("--format", fmt, ("parquet", "jsonl", "text"))
+    The view and the condition are checked before any file or directory is made; the row count is printed,
+    and an export of no row says so on stderr (exit 0)."""
+    from storage.export import EXPORT_FORMATS, export_view
+
+    if fmt is not None:
+        choice("--format", fmt, EXPORT_FORMATS)
+    catalog = existing_catalog_at(cache)
     try:
-        files = export_view(catalog_at(cache), view, output, fmt=fmt, where=where)  # type: ignore[arg-type]
+        done = export_view(catalog, view, output, fmt=fmt, where=where, force=force)
     except AugdagError as e:
         fail(e)
-    for f in files:
-        out.print(f"wrote {f}")
+    for f in done.files:
+        out.print(f"wrote {done.rows:,} row(s) to {escape(str(f))}", highlight=False, soft_wrap=True)
+    if done.rows == 0:
+        warn_empty("the query selected nothing (check the --where condition)" if where else f"the view {view} is empty")
 
 
 # the operations and report commands live in their own modules and register on `app` when imported
@@ -221,7 +248,21 @@ import flows.cli_why  # noqa: F401 — registers augdag why
 
 
 def main() -> None:
-    app()
+    """`augdag`: click's usage errors (a missing argument, an unknown option) are one line and exit 2 like
+    every other user mistake, not a framed panel."""
+    from typer.exceptions import TyperException  # typer's own click: its UsageError derives from this
+
+    try:
+        code = app(standalone_mode=False, prog_name="augdag")
+    except typer.Abort:  # Ctrl-C at a prompt
+        raise SystemExit(130) from None
+    except TyperException as e:
+        ctx = getattr(e, "ctx", None)
+        where = f" (see `{ctx.command_path} --help`)" if ctx else ""
+        message = e.format_message() if hasattr(e, "format_message") else str(e)
+        err.print(f"error: {escape(message)}{escape(where)}", highlight=False, soft_wrap=True)
+        raise SystemExit(getattr(e, "exit_code", 2)) from None
+    raise SystemExit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,6 @@ Exit codes: 0 ok, 1 a run failed, 2 bad usage, configuration or input.
 from __future__ import annotations
 
 import importlib.metadata
-import json
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -20,9 +18,10 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 import flows  # noqa: F401 — switches the stack offline before Prefect is imported
-from conf.errors import AugdagError
+from conf.errors import AugdagError, ConfError
 from conf.schema import resolve_cache
 from flows.run_log import configure_console, log_path
 from storage.catalog import Catalog
@@ -142,8 +141,12 @@ def resume_hint(e: AugdagError) -> str:
     if not run_id or not cache:
         return ""
     cache = Path(cache).absolute()
+    log = f"(log: {log_path(cache, run_id)}; -v shows it here)"
+    if isinstance(e.__cause__, ConfError):  # a retry runs the recorded configuration: it would fail the same way
+        return f"  {log}"
     opt = "" if cache == resolve_cache(None, None).absolute() else f" --cache {shlex.quote(str(cache))}"
-    return f" Resume: augdag retry {run_id}{opt}  (log: {log_path(cache, run_id)}; -v shows it here)"
+    when = "Once the input is fixed" if e.exit_code == 2 else "Resume"  # a bad input fails again until it is fixed
+    return f" {when}: augdag retry {run_id}{opt}  {log}"
 
 
 def choice(what: str, value: str, choices: tuple[str, ...]) -> None:
@@ -157,41 +160,36 @@ def catalog_at(cache: Path | None) -> Catalog:
     return Catalog(resolve_cache(None, cache))
 
 
+def existing_catalog_at(cache: Path | None) -> Catalog:
+    """The catalog a read command reads: where no run wrote one, exit 2 with one line and create nothing
+    (a typo in --cache is no empty result; storage/output.py)."""
+    from storage.output import existing_catalog
+
+    try:
+        return existing_catalog(resolve_cache(None, cache))
+    except AugdagError as e:
+        fail(e)
+        raise  # unreachable: fail exits
+
+
 def print_table(result, fmt: str) -> None:
-    if fmt == "csv":
-        import pyarrow.csv as pacsv
+    """``result`` on the terminal: a table (cells and names as text, never read as markup), csv, tsv (nested
+    values as JSON, storage/output.py) or one JSON object per line."""
+    if fmt in ("csv", "tsv"):
+        from storage.output import write_batches
 
         sys.stdout.flush()
-        pacsv.write_csv(result, sys.stdout.buffer)
-    elif fmt == "json":
-        for row in result.to_pylist():
-            sys.stdout.write(json.dumps(row, default=str, ensure_ascii=False) + "\n")
+        write_batches(result.to_reader(), sys.stdout.buffer, fmt)
+        sys.stdout.buffer.flush()
+    elif fmt in ("json", "jsonl"):
+        from storage.output import json_line
+
+        sys.stdout.writelines(json_line(row) for row in result.to_pylist())
     else:
         table = Table(show_lines=False)
         for name in result.column_names:
-            table.add_column(name, overflow="fold")
+            table.add_column(Text(name), overflow="fold")
         for row in result.to_pylist():
-            table.add_row(*("" if v is None else str(v) for v in row.values()))
+            table.add_row(*(Text("" if v is None else str(v)) for v in row.values()))
         out.print(table)
         out.print(f"[dim]{result.num_rows} row(s)[/]")
-
-
-def write_result(result, fmt: str, output: Path) -> None:
-    """The result as a file, written to a temporary name and renamed: an interrupted write leaves no half file."""
-    import pyarrow.parquet as pq
-
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_name(f".{output.name}.tmp")
-    try:
-        if fmt == "parquet":
-            pq.write_table(result, tmp)
-        elif fmt == "csv":
-            import pyarrow.csv as pacsv
-
-            pacsv.write_csv(result, tmp)
-        else:
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.writelines(json.dumps(row, default=str, ensure_ascii=False) + "\n" for row in result.to_pylist())
-        os.replace(tmp, output)
-    finally:
-        tmp.unlink(missing_ok=True)

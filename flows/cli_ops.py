@@ -18,7 +18,7 @@ import typer
 from conf.errors import AugdagError, ConfError
 from conf.loader import load_profile, load_recorded
 from conf.schema import resolve_cache
-from flows.cli_app import QUIET, CacheOpt, ConfigOpt, SetOpt, app, catalog_at, err, fail, out, verbosity
+from flows.cli_app import QUIET, CacheOpt, ConfigOpt, SetOpt, app, err, existing_catalog_at, fail, out, verbosity
 from flows.cli_run import prepare, print_summary, run_nightly, run_pipeline
 from flows.lifecycle import supervise_in_own_group
 from storage.catalog import Catalog
@@ -50,7 +50,7 @@ def retry(
     from flows.retry import forced_artifacts, forcing
     from storage.runs import load_run
 
-    catalog, new_run = catalog_at(cache), None
+    catalog, new_run = existing_catalog_at(cache), None  # no catalog, no run to retry: exit 2, nothing created
     try:
         run = load_run(catalog, run_id)
         config = run["config"] or {}

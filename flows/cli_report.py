@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from conf.errors import AugdagError, CatalogError
-from flows.cli_app import CacheOpt, app, catalog_at, fail, out
+from flows.cli_app import CacheOpt, app, existing_catalog_at, fail, out
 from flows.run_log import log_path, log_records, record_stages, stage_records
 
 
@@ -21,13 +21,15 @@ def report(
                                                    "(counts, distributions, evaluation scores), older run first")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="the HTML file (default: "
                                                    "<cache>/reports/RUN/run.html or compare-A-vs-B.html)")] = None,
+    force: Annotated[bool, typer.Option("--force", help="replace a symbolic link or FIFO at --output (the link "
+                                        "itself, never the file it points to)")] = False,
     cache: CacheOpt = None,
 ) -> None:
     """Write a run's report (stages, failures, scores, every plot) as one HTML page that needs no network."""
     from flows.run_report import write_report
 
     try:
-        path = write_report(catalog_at(cache), run_id, compare=compare, output=output)
+        path = write_report(existing_catalog_at(cache), run_id, compare=compare, output=output, force=force)
     except AugdagError as e:
         fail(e)
     out.print(f"wrote {path}", highlight=False, soft_wrap=True)
@@ -44,7 +46,7 @@ def logs(
     which the terminal shows only with -v."""
     from storage.runs import load_run
 
-    catalog = catalog_at(cache)
+    catalog = existing_catalog_at(cache)
     path = log_path(catalog.root, run_id)
     try:
         if not path.is_file():

@@ -1,12 +1,15 @@
 """Running a pipeline or the nightly from the CLI, and printing what it did (summaries, progress bars).
 
 What is printed follows ``verbosity()`` (flows/cli_app.py): by default progress bars on a terminal, each
-run's stage table, its summary lines and report paths; with ``-q`` one line per run and its summary lines,
-the nightly's totals and its failures; ``-v`` prints as the default does, the log (flows/run_log.py) besides.
+run's stage table, its totals line, its summary lines and report paths; with ``-q`` each run's totals line and
+its summary lines, the nightly's totals and its failures; ``-v`` prints as the default does, the log
+(flows/run_log.py) besides. Counts are rows (flows/recording.py): a stage's rows in, kept and dropped, cached or
+not; a run's total is the rows of the views its stages filled, per view, each artifact once (``view_rows``).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,14 +30,34 @@ from rich.table import Table
 from conf.loader import check_inputs, dump_conf
 from conf.schema import AugdagConf
 from flows import registry
-from flows.cli_app import QUIET, err, out, verbosity
+from flows.cli_app import QUIET, VERBOSE, err, out, verbosity
+from flows.counts import view_rows
 from tasks.progress import reporting
+
+
+class DrainNotice(logging.Filter):
+    """Drops Prefect's "Still processing items: N items remaining..." (a WARNING of ``EventsWorker``, and of
+    ``APILogWorker`` alike): at interpreter exit Prefect drains these queue services
+    (prefect/_internal/concurrency/services.py), which still send every item; the notice only says that it waits,
+    and showed on stderr after about half the default-mode runs (issue 26)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Still processing items")
+
+
+def quiet_prefect_exit() -> None:
+    """Without ``-v``, the terminal is spared Prefect's notice that it drains its events and log workers at exit."""
+    for name in ("EventsWorker", "APILogWorker"):  # the names Prefect's queue services log under: their classes'
+        worker = logging.getLogger(name)
+        if verbosity() < VERBOSE and not any(isinstance(f, DrainNotice) for f in worker.filters):
+            worker.addFilter(DrainNotice())
 
 
 def prepare(conf: AugdagConf) -> str | None:
     """Before Prefect is imported: results beside the artifacts, and the cache's server if one runs (its URL)."""
     from flows.server import connect
 
+    quiet_prefect_exit()
     # Prefect's persisted task results live beside the artifacts they describe
     os.environ.setdefault("PREFECT_LOCAL_STORAGE_PATH", str(Path(conf.cache).absolute() / "prefect-results"))
     if (url := connect(Path(conf.cache))) and verbosity() > QUIET:
@@ -100,27 +123,36 @@ def print_nightly(summary: dict[str, Any]) -> None:
         out.print(title, highlight=False)
     else:
         table = Table(title=title, title_justify="left")
-        for col in ("pipeline", "run", "status", "stages computed/cached/failed", "shards computed", "rows out",
-                    "seconds"):
-            table.add_column(col, justify="right" if col in ("rows out", "seconds") else "left")
+        for col in ("pipeline", "run", "status", "stages computed/cached/failed", "shards computed",
+                    "rows in the views it filled", "seconds"):
+            table.add_column(col, justify="right" if col == "seconds" else "left")
         for c in summary["pipelines"]:
             t = totals([c], c["seconds"])  # the run's totals, for one pipeline
             by = t["stages"]
             table.add_row(c["pipeline"], c["run_id"] or "-", c["status"],
                           f"{by.get('computed', 0)}/{by.get('cached', 0)}/{by.get('failed', 0)}",
-                          f"{t['shards_computed']}/{t['shards']}", f"{t['rows_out']:,}", f"{c['seconds']:.1f}")
+                          f"{t['shards_computed']}/{t['shards']}", filled(view_rows(c.get("stages", []))),
+                          f"{c['seconds']:.1f}")
         out.print(table)
     t = summary["totals"]
-    out.print(f"{totals_line(t)}; {t['seconds']:.1f} s", highlight=False)
+    views = view_rows([s for c in summary["pipelines"] for s in c.get("stages", [])])
+    out.print(f"{totals_line(t, views)}; {t['seconds']:.1f} s", highlight=False)
     for f in t["failed_shards"]:
         what = f"{f['stage']}[{f['dataset']}] shard(s) {f['shards']}: {f['error']}"
         out.print(f"[red]failed:[/] {escape(what)}", highlight=False)  # [dataset] is no markup tag
 
 
-def totals_line(t: dict[str, Any]) -> str:
-    """Shards computed and cached, rows out and rejects of ``flows.nightly.totals``, in one line."""
+def totals_line(t: dict[str, Any], views: dict[str, int]) -> str:
+    """Shards computed and cached, rejects and dropped rows of ``flows.nightly.totals`` (each artifact once), and
+    the rows of the views the run filled (``view_rows``: each view's rows from this run, not the stages' outputs
+    added up, which counts a row once per stage it passed), in one line."""
     return (f"shards: {t['shards_computed']:,} computed, {t['shards_cached']:,} cached of {t['shards']:,}; "
-            f"rows out {t['rows_out']:,}; rejects {t['rejects']:,}")
+            f"rows in the views it filled: {filled(views)}; rejects {t['rejects']:,}; dropped {t.get('dropped', 0):,}")
+
+
+def filled(views: dict[str, int]) -> str:
+    """``view_rows`` in words: ``bitext 3, mono 5``."""
+    return ", ".join(f"{v} {n:,}" for v, n in views.items()) or "none"
 
 
 @contextmanager
@@ -143,16 +175,18 @@ def progress_bars() -> Iterator[None]:
 
 
 def print_summary(summary: dict[str, Any]) -> None:
-    """A pipeline run: its stage table (with ``-q``, one line of totals), its pipeline's summary lines (its
+    """A pipeline run: its stage table (not with ``-q``), its line of totals, its pipeline's summary lines (its
     registry entry) and, unless ``-q``, the paths of its reports."""
-    if verbosity() == QUIET:
-        from flows.nightly import totals
+    from flows.nightly import totals
 
-        out.print(f"run {summary['run_id']} {summary['status']}: {totals_line(totals([summary], 0))}", highlight=False)
-    else:
+    if verbosity() > QUIET:
         out.print(stage_table(summary))
+    line = totals_line(totals([summary], 0), view_rows(summary["stages"]))
+    out.print(f"run {summary['run_id']} {summary['status']}: {line}", highlight=False)
     for line in registry.summary_lines(summary):
         out.print(line, highlight=False)
+    for line in summary.get("warnings", []):  # e.g. a filter that dropped most of its input (flows/drop_warnings.py)
+        err.print(f"[yellow]warning:[/] {escape(line)}", highlight=False, soft_wrap=True)
     if verbosity() > QUIET:
         for name, path in summary.get("reports", {}).items():
             out.print(f"report {name}: {path}", highlight=False)
@@ -162,9 +196,11 @@ def stage_table(summary: dict[str, Any]) -> Table:
     table = Table(title=f"run {summary['run_id']}", title_justify="left")
     for col in ("stage", "dataset", "status", "shards", "rows in", "kept", "rejected", "dropped", "seconds"):
         table.add_column(col, justify="right" if col not in ("stage", "dataset", "status") else "left")
-    for s in summary["stages"]:
+    for s in summary["stages"]:  # rows of the stage's input (recording.StageReport), a failed one's as written
         rows = s["rows_out"]
-        table.add_row(s["stage"], s["dataset"] or "", s["status"], f"{s['shards_computed']}/{s['shards']} computed",
-                      f"{s['rows_in']:,}", f"{rows.get('part', 0):,}", f"{rows.get('rejects', 0):,}",
-                      f"{rows.get('dropped', 0):,}", f"{s['seconds']:.2f}")
+        kept, dropped = (rows.get("part", 0), rows.get("dropped", 0)) if s.get("kept") is None else (
+            s["kept"], s["dropped"])
+        table.add_row(escape(s["stage"]), escape(s["dataset"] or ""), s["status"],
+                      f"{s['shards_computed']}/{s['shards']} computed", f"{s['rows_in']:,}", f"{kept:,}",
+                      f"{rows.get('rejects', 0):,}", f"{dropped:,}", f"{s['seconds']:.2f}")
     return table

@@ -35,6 +35,7 @@ from pydantic import BaseModel
 
 from conf.errors import AugdagError, StageError
 from conf.schema import AugdagConf, OrchestrationConf
+from flows.drop_warnings import run_warnings
 from flows.liveness import reap_before_run
 from flows.recording import (
     StageReport,
@@ -72,6 +73,7 @@ class Run:
     catalog: Catalog
     orchestration: OrchestrationConf
     reports: list[StageReport] = dataclasses.field(default_factory=list)
+    warnings: list[str] = dataclasses.field(default_factory=list)  # lines for the summary (an input's encoding, ...)
     force: Forcing = Forcing()
     log: Path = dataclasses.field(init=False)  # <cache>/logs/<run_id>.log: Prefect's and augdag's records
 
@@ -117,6 +119,7 @@ class Run:
             "error": (str(error) or f"interrupted ({type(error).__name__})") if error else None,
             "stages": [dataclasses.asdict(r) for r in self.reports], **(extra or {}),
         }
+        summary["warnings"] = [*self.warnings, *summary.get("warnings", []), *run_warnings(self.root, summary["stages"])]
         self.catalog.finish_run(self.run_id, status=summary["status"], summary=summary)
         if in_flow_run():  # not in a replay (flows/replay.py): no Prefect run to attach artifacts to
             publish_run_artifacts(summary)
@@ -173,7 +176,7 @@ def run_stage(
     out = ArtifactRef(str(run.root), stage.name, fp, stage.view, dataset, n_shards)
     force = run.force.wants(fp)
     if not force and (manifest := read_manifest(out)) is not None:
-        return record_cached(run, out, manifest, parents, t0)
+        return record_cached(run, out, manifest, parents, t0, counts=stage.counts)
     check_cached(f"{stage.name}[{dataset}]")
     task = shard_task.with_options(name=stage.name, **run.task_options(stage.tags))
     missing = [i for i in range(n_shards) if force or not out.path(i).exists()]
@@ -205,7 +208,8 @@ def run_stage(
             first.dir if stage.reduce else first.path(i)))
     if force:
         run.force.done.add(fp)
-    return record_computed(run, out, results, version=stage.version, params=params, inputs=parents, models=models, t0=t0)
+    return record_computed(run, out, results, version=stage.version, params=params, inputs=parents, models=models, t0=t0,
+                           counts=stage.counts)
 
 
 @dataclasses.dataclass(frozen=True)

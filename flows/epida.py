@@ -146,7 +146,8 @@ def augment(run: Run, conf: AugdagConf) -> Augmented:
     augmented = run_stage(run, AUGMENTED_VIEW, inputs=rounds, params={})
     evaluation: list[dict[str, Any]] = []
     if test_name is not None:
-        test = ingest_dataset(run, test_name, conf.datasets[test_name], conf.ingest, conf.shard_size)
+        test = ingest_dataset(run, test_name, conf.datasets[test_name], conf.ingest, conf.shard_size,
+                              held_out=True)
         evaluation = evaluate_classifier(run, model, test, labels=sorted(set(originals["label"].to_pylist())), conf=c,
                                          meta={"dataset": name, "mode": e.mode, "online": e.online,
                                                "sources": list(e.sources)}, arm=f"epida_{e.mode}{'_online' if e.online else ''}",

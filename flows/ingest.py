@@ -1,4 +1,9 @@
-"""The `ingest` pipeline: read -> validate -> reject -> shard -> (split sentences) -> duplicates -> clean -> catalog."""
+"""The `ingest` pipeline: read -> validate -> reject -> shard -> (split sentences) -> duplicates -> clean -> catalog.
+
+A held-out test or dev set (conf/roles.py) and a dataset with ``clean: false`` stop after the read: validated,
+their broken rows rejected, never deduplicated or filtered (their `clean` stage keeps every row: tasks/clean.py).
+A dataset's own ``clean: {...}`` replaces keys of ``ingest.clean`` for it (conf/cleaning.py).
+"""
 
 from __future__ import annotations
 
@@ -7,36 +12,49 @@ from typing import Any
 
 from prefect import flow
 
+from conf.cleaning import dataset_clean
+from conf.roles import evaluation_datasets
 from conf.schema import AugdagConf, DatasetConf, IngestConf
 from flows.driver import Run, run_source_stage, run_stage
+from flows.replay import run_logger
 from flows.runners import default_task_runner
 from storage.artifacts import ArtifactRef, hash_inputs
-from tasks.clean import CLEAN, DUPLICATES, CleanParams
-from tasks.ingest import READ_VERSION, read_params, reader
+from tasks.clean import CLEAN, DUPLICATES, KEEP_VALID, CleanParams
+from tasks.ingest import READ_VERSION, decode_warnings, read_params, reader
 from tasks.sentences import SPLIT_SENTENCES
 
 
-def ingest_dataset(run: Run, name: str, ds: DatasetConf, conf: IngestConf, shard_size: int) -> ArtifactRef:
+def ingest_dataset(run: Run, name: str, ds: DatasetConf, conf: IngestConf, shard_size: int, *,
+                   held_out: bool = False) -> ArtifactRef:
     """One dataset through the pipeline; returns the cleaned artifact (view = the record kind). A mono dataset
-    with ``split_sentences`` is split after the read: duplicates and clean then see one row per sentence."""
+    with ``split_sentences`` is split after the read: duplicates and clean then see one row per sentence.
+    ``held_out`` (a test or dev set): every validated row is kept, as with the dataset's ``clean: false``."""
     read = run_source_stage(
         run, name="read", version=READ_VERSION, dataset=name,
         produce=reader(name, ds, max_line_chars=conf.max_line_chars, shard_size=shard_size),
         params=read_params(name, ds, max_line_chars=conf.max_line_chars, shard_size=shard_size),
         input_fingerprint=hash_inputs(ds.files(), memo=run.root / "input-hashes"),
     )
+    for warning in decode_warnings(name, ds, read):  # > 5 % invalid_utf8: the encoding charset-normalizer proposes
+        run_logger().info("%s", warning)  # the run's log; the terminal gets it under the summary (`warnings`)
+        if warning not in run.warnings:
+            run.warnings.append(warning)
     rows = read
     if ds.split_sentences:  # a row per sentence from here on
         rows = run_stage(run, SPLIT_SENTENCES, inputs=[read], params={"language": ds.language})
+    settings = None if held_out else dataset_clean(conf.clean, ds.clean)
+    if settings is None:
+        return run_stage(run, dataclasses.replace(KEEP_VALID, view=ds.kind), inputs=[rows], params={"cleans": False})
     dups = run_stage(run, DUPLICATES, inputs=[rows], params={}, n_shards=1)
     return run_stage(run, dataclasses.replace(CLEAN, view=ds.kind), inputs=[rows], side={"duplicates": dups},
-                     params=CleanParams.of(conf.clean, ds.kind))
+                     params=CleanParams.of(settings, ds.kind))
 
 
 @flow(name="ingest", log_prints=True, task_runner=default_task_runner())
 def ingest_flow(conf: AugdagConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Ingest every dataset of the profile; returns the run summary (also stored in the catalog)."""
+    held_out = evaluation_datasets(conf)
     with Run.started(conf, pipeline="ingest", profile=profile, config=config) as run:
         for name, ds in conf.datasets.items():
-            ingest_dataset(run, name, ds, conf.ingest, conf.shard_size)
+            ingest_dataset(run, name, ds, conf.ingest, conf.shard_size, held_out=name in held_out)
     return run.finish()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from flows.model_scores import model_line
 from flows.registry import Pipeline, register
 from storage.views_doc import (
     EPIDA_VIEWS,
@@ -24,15 +25,21 @@ from storage.views_doc_mt import MT_PARAPHRASE_VIEWS
 from storage.views_doc_slots import C2C_VIEWS, TRAIN_SLOT_TAGGER_VIEWS
 
 
+def model_lines(models: Mapping[str, Any]) -> list[str]:
+    """A line per trained model's score on a sample of its data (flows/model_scores.py)."""
+    return [model_line(v) for v in models.values()]
+
+
 def self_training_lines(s: Mapping[str, Any]) -> list[str]:
-    return [f"U_max = {s['u_max']:.6f}",
+    return [f"U_max = {s['u_max']:.6f}", *model_lines(s.get("models", {})),
             "synthetic pairs: " + ", ".join(f"{k} {v:,}" for k, v in s["synthetic"].items())]
 
 
 def rejuvenation_lines(s: Mapping[str, Any]) -> list[str]:
     rj = s["rejuvenation"]
     unscored = rj["unscored"]
-    return [f"rejuvenation: {rj['active']:,} active, {rj['inactive']:,} inactive, {rj['rejuvenated']:,} rows in "
+    return [*model_lines(rj.get("validation", {})),
+            f"rejuvenation: {rj['active']:,} active, {rj['inactive']:,} inactive, {rj['rejuvenated']:,} rows in "
             f"`rejuvenated`; {unscored['count']:,} pair(s) could not be scored (kept active)"
             + (f": {', '.join(unscored['uids'])}" if unscored["count"] else "")]
 
@@ -112,7 +119,7 @@ register(Pipeline(
     description="read, validate, reject, shard, deduplicate and clean every dataset"))
 register(Pipeline(
     "self_training", "flows.self_training:self_training_flow", reads=("ingest",), views=SELF_TRAINING_VIEWS,
-    summary=self_training_lines, check=lambda c: c.self_training_datasets(),
+    summary=self_training_lines, check=lambda c: (c.self_training_datasets(), c.self_training.tokenizer.languages()),
     description="uncertainty sampling of monolingual data, translated by a teacher (thesis ch. 6)"))
 register(Pipeline(
     "rejuvenation", "flows.rejuvenation:rejuvenation_flow", reads=("ingest",), views=REJUVENATION_VIEWS,

@@ -4,11 +4,17 @@
 ``record_cached`` (a complete artifact found: its shards as cached) and ``record_failure`` (the written
 and failed shards, and the one-line ``StageError`` that names the stage, dataset, shard i of N, the
 input, why, and the run to retry). The driver (flows/driver.py) decides; this module writes.
+
+A report's counts are rows, computed or cached alike: ``rows_in`` the stage's input rows (a shard this run did
+not compute counts the rows recorded in `stage_runs` when it was computed, ``recorded_rows_in``), ``kept`` and
+``dropped`` input rows (the part's and the dropped part's rows, or the stage's own ``counts`` where its part is
+not the rows it keeps: duplicates, one row per group). A run's totals: flows/counts.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -22,6 +28,8 @@ from tasks.stage import ShardResult
 
 if TYPE_CHECKING:
     from flows.driver import Run
+
+Counts = Callable[[ArtifactRef, int], tuple[int, int]]  # (artifact, rows in) -> (kept, dropped), tasks.stage.Stage
 
 
 def rows_by_role(manifest: Mapping[str, Any]) -> dict[str, int]:
@@ -46,31 +54,63 @@ class StageReport:
     status: str  # computed | cached | failed
     shards: int
     shards_computed: int
-    rows_in: int
-    rows_out: dict[str, int]
+    rows_in: int  # input rows, also of the shards computed before this run (recorded_rows_in)
+    rows_out: dict[str, int]  # the artifact's rows per role (part, rejects, dropped, ...)
     seconds: float
     error: str | None = None
     kind: str = "artifact"  # artifact | model
     failed_shards: list[int] = dataclasses.field(default_factory=list)
     shards_known: bool = True  # False: `shards` is a lower bound (a reader that failed before its input's end)
+    view: str | None = None  # the catalog view its part fills; None: an internal artifact
+    kept: int | None = None  # input rows kept (the part's rows unless the stage counts them); None: failed
+    dropped: int | None = None  # input rows dropped (the dropped part's, unless the stage counts them)
+
+
+def kept_dropped(out: ArtifactRef, rows_in: int, rows_out: Mapping[str, int], counts: Counts | None) -> tuple[int, int]:
+    """Input rows kept and dropped: the stage's ``counts`` when it has them, else its part and dropped part."""
+    return counts(out, rows_in) if counts else (rows_out.get("part", 0), rows_out.get("dropped", 0))
+
+
+_recorded: dict[str, dict[tuple[str, int], int]] = {}  # run id -> (fingerprint, shard) -> rows in, read once
+_recorded_lock = threading.Lock()
+
+
+def recorded_rows_in(run: Run, fingerprint: str, shards: Sequence[int]) -> int:
+    """Input rows of ``shards`` of an artifact as `stage_runs` recorded them when each was computed (by this
+    run or an earlier one: a cached shard's own record says 0). One read of the catalog per run, again only
+    for a shard it did not know (computed since by a pipeline beside it); a shard never recorded counts 0."""
+    with _recorded_lock:
+        known = _recorded.get(run.run_id)
+        if known is None or any((fingerprint, s) not in known for s in shards):
+            with run.catalog.read() as con:  # not query(): a replay's deferred registrations stay deferred
+                known = {(f, s): n for f, s, n in con.execute(
+                    "SELECT fingerprint, shard, arg_max(rows_in, started_at) FROM stage_runs WHERE status = 'computed'"
+                    " AND rows_in IS NOT NULL GROUP BY ALL").fetchall()}
+            _recorded[run.run_id] = known
+            while len(_recorded) > 32:  # a server runs many runs: keep the latest
+                _recorded.pop(next(iter(_recorded)))
+        return sum(known.get((fingerprint, s), 0) for s in shards)
 
 
 def record_computed(
     run: Run, out: ArtifactRef, results: list[ShardResult], *, version: str, params: Mapping[str, Any],
-    inputs: Sequence[str], models: Sequence[str], t0: float,
+    inputs: Sequence[str], models: Sequence[str], t0: float, counts: Counts | None = None,
 ) -> ArtifactRef:
     """Every shard succeeded: write the manifest, register the artifact with its lineage and shard runs."""
     manifest = write_manifest(out, version=version, params=params, inputs=inputs, models=models)
+    computed = [r for r in results if r.status == "computed"]
+    before = [r.shard for r in results if r.status != "computed"]  # on disk before this run: their own record
+    rows_in = sum(r.rows_in for r in computed) + (recorded_rows_in(run, out.fingerprint, before) if before else 0)
     run.catalog.register(out, manifest, run_id=run.run_id, parents=[*inputs, *models],
                          stage_runs=shard_rows(run, out, results))
     rows_out = rows_by_role(manifest)
-    computed = [r for r in results if r.status == "computed"]
+    kept, dropped = kept_dropped(out, rows_in, rows_out, counts)
     run.reports.append(StageReport(
         out.stage, out.dataset, out.fingerprint, "computed" if computed else "cached", out.n_shards,
-        len(computed), sum(r.rows_in for r in results), rows_out, time.perf_counter() - t0))
+        len(computed), rows_in, rows_out, time.perf_counter() - t0, view=out.view, kept=kept, dropped=dropped))
     run_logger().info(
         "%s[%s] %s: %d/%d shards computed, rows %s -> %s", out.stage, out.dataset, out.fingerprint[:12],
-        len(computed), out.n_shards, sum(r.rows_in for r in results), rows_out)
+        len(computed), out.n_shards, rows_in, rows_out)
     return out
 
 
@@ -82,16 +122,20 @@ def shard_rows(run: Run, out: ArtifactRef, results: Sequence[ShardResult]) -> li
 
 
 def record_cached(run: Run, out: ArtifactRef, manifest: Mapping[str, Any], parents: Sequence[str],
-                  t0: float) -> ArtifactRef:
-    """A complete artifact found: registered for this run, every shard shown as cached."""
+                  t0: float, counts: Counts | None = None) -> ArtifactRef:
+    """A complete artifact found: registered for this run, every shard shown as cached; its rows in are those
+    recorded when its shards were computed."""
     rows_out = rows_by_role(manifest)
+    shards = sorted({f["shard"] for f in manifest["files"] if f["role"] == "part"})
+    rows_in = recorded_rows_in(run, out.fingerprint, shards)
+    kept, dropped = kept_dropped(out, rows_in, rows_out, counts)
     cached = [  # every shard of a cached stage shows in `stage_runs` as cached, as in the UI
         {"run_id": run.run_id, "stage": out.stage, "dataset": out.dataset, "fingerprint": out.fingerprint,
          "shard": f["shard"], "status": "cached", "seconds": 0.0, "rows_in": 0, "rows_out": f["rows"]}
         for f in manifest["files"] if f["role"] == "part"]
     run.catalog.register(out, manifest, run_id=run.run_id, parents=parents, stage_runs=cached)
-    run.reports.append(StageReport(out.stage, out.dataset, out.fingerprint, "cached", out.n_shards, 0, 0,
-                                    rows_out, time.perf_counter() - t0))
+    run.reports.append(StageReport(out.stage, out.dataset, out.fingerprint, "cached", out.n_shards, 0, rows_in,
+                                    rows_out, time.perf_counter() - t0, view=out.view, kept=kept, dropped=dropped))
     run_logger().info("%s[%s] %s: cached (%d shards)", out.stage, out.dataset, out.fingerprint[:12], out.n_shards)
     return out
 

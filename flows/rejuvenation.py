@@ -1,6 +1,7 @@
 """The rejuvenation pipeline (thesis ch. 5), one line per step of the method:
 
-    ingest bitext → identification model (trained on it, or configured) → force-decode every pair
+    ingest bitext → identification model (trained on it, or configured; its BLEU on 200 pairs: flows/model_scores.py)
+      → force-decode every pair
       → global cut: the R % lowest probabilities are `inactive`, the rest active (unscored pairs stay active)
       → rejuvenation model (trained on the active pairs, or the identification model)
       → forward-translate the inactive sources (beam 4, length penalty 0.6; backward / both as options)
@@ -19,6 +20,7 @@ from prefect import flow
 from conf.schema import AugdagConf, RejuvenationConf
 from flows.driver import ModelRef, Run, run_stage
 from flows.ingest import ingest_dataset
+from flows.model_scores import model_line, validate_nmt
 from flows.nmt import nmt_model
 from flows.recording import artifact_rows
 from flows.reporting import publish
@@ -49,6 +51,7 @@ class Rejuvenated:
     states: ArtifactRef
     models: dict[str, str]  # role -> fingerprint
     unscored: dict[str, Any]
+    validation: dict[str, dict[str, Any]]  # model name -> its score on a sample of its data (flows/model_scores.py)
 
 
 def rejuvenate_bitext(run: Run, conf: AugdagConf) -> Rejuvenated:
@@ -56,6 +59,8 @@ def rejuvenate_bitext(run: Run, conf: AugdagConf) -> Rejuvenated:
     name = conf.rejuvenation_bitext()
     bitext = ingest_dataset(run, name, conf.datasets[name], conf.ingest, conf.shard_size)
     ident = nmt_model(run, rj.identification, name="identification", train_on=bitext)
+    validation = {"identification": validate_nmt(run, ident, rj.identification, bitext, role="identification",
+                                                 beam=rj.beam, lenpen=rj.lenpen)}
     ident_loading = loading(rj.identification)
     scores = run_stage(run, PAIR_SCORE, inputs=[bitext], params={"model": ident_loading}, models=[ident.fingerprint],
                        resources={"model_path": ident.path, "runtime": runtime(rj.identification)})
@@ -67,14 +72,20 @@ def rejuvenate_bitext(run: Run, conf: AugdagConf) -> Rejuvenated:
     align, _, scored_src, _ = bitext_uncertainty(run, bitext, conf.self_training)
     bins = run_stage(run, PROBABILITY_BINS, inputs=[scores], n_shards=1, params={"bins": rj.bins})
     states = run_stage(run, STATE_PROPERTIES, inputs=[active, inactive, align, scored_src], n_shards=1, params={})
+    if fresh.forward is not None and fresh.forward.fingerprint != ident.fingerprint:  # a model of its own
+        validation["rejuvenation"] = validate_nmt(run, fresh.forward, rj.rejuvenation, active, role="rejuvenation",
+                                                  beam=rj.beam, lenpen=rj.lenpen, label=f"{name}'s active pairs")
+    for v in validation.values():
+        print(model_line(v))
     return Rejuvenated(scores, active, inactive, rejuvenated, bins, states,
-                       {"identification": ident.fingerprint, **fresh.models}, unscored_pairs(scores.parts()))
+                       {"identification": ident.fingerprint, **fresh.models}, unscored_pairs(scores.parts()), validation)
 
 
 @dataclasses.dataclass(frozen=True)
 class _Fresh:
     ref: ArtifactRef
     models: dict[str, str]
+    forward: ModelRef | None = None  # the model that translated forward, when one did
 
 
 def rejuvenate_inactive(run: Run, rj: RejuvenationConf, inactive: ArtifactRef, active: ArtifactRef, ident: ModelRef,
@@ -82,7 +93,7 @@ def rejuvenate_inactive(run: Run, rj: RejuvenationConf, inactive: ArtifactRef, a
     """The new pairs: forward translations of the inactive sources (and/or back-translations of their targets)."""
     reuse = rj.rejuvenator == "identification"
     conf = rj.identification if reuse else rj.rejuvenation
-    models, params = {}, {}
+    models, params, fwd = {}, {}, None
     resources = {"identification_path": ident.path, "identification_runtime": runtime(rj.identification),
                  "runtime": runtime(conf)}
     if rj.direction in ("forward", "both"):
@@ -98,7 +109,7 @@ def rejuvenate_inactive(run: Run, rj: RejuvenationConf, inactive: ArtifactRef, a
                     models=[ident.fingerprint, *models.values()],
                     params={**params, "direction": rj.direction, "model": loading(conf), "identification": ident_loading,
                             "decode": decode_options(beam=rj.beam, lenpen=rj.lenpen)})
-    return _Fresh(ref, models)
+    return _Fresh(ref, models, fwd)
 
 
 def publish_report(run: Run, result: Rejuvenated, conf: RejuvenationConf) -> dict[str, str]:
@@ -110,7 +121,8 @@ def publish_report(run: Run, result: Rejuvenated, conf: RejuvenationConf) -> dic
                      f"(Fig. 5.2); the lowest {conf.inactive_ratio:.0%} are inactive")
     md = (f"### Data rejuvenation\n\nInactive ratio R = {conf.inactive_ratio:.0%}, direction `{conf.direction}`, "
           f"beam {conf.beam}, length penalty {conf.lenpen}. Unscored pairs (kept active): "
-          f"{result.unscored['count']}.\n\n**Probability bins**\n\n{markdown_table(bins)}\n"
+          f"{result.unscored['count']}.\n\n" + "".join(f"{model_line(v)}.\n\n" for v in result.validation.values())
+          + f"**Probability bins**\n\n{markdown_table(bins)}\n"
           f"**Inactive vs active**\n\n{markdown_table(states)}\n")
     return publish(run, stem="rejuvenation", title=f"data rejuvenation — {run.run_id}", markdown=md, table=states,
                    pngs={"probability_bins": png}, sections=[
@@ -118,6 +130,8 @@ def publish_report(run: Run, result: Rejuvenated, conf: RejuvenationConf) -> dic
         ("Probability bins", bins),
         ("Inactive vs active pairs: probability, length, alignment coverage, lexicon uncertainty", states),
         ("Unscored pairs (kept active)", f"{result.unscored['count']}: {', '.join(result.unscored['uids']) or '–'}"),
+        *((f"The {name} model (BLEU and chrF with sacrebleu)", f"{model_line(v)}  {v['signature']}")
+          for name, v in result.validation.items()),
     ])
 
 
@@ -129,5 +143,6 @@ def rejuvenation_flow(conf: AugdagConf, profile: str = "", config: dict[str, Any
         reports = publish_report(run, result, conf.rejuvenation)
     counts = {"active": artifact_rows(result.active), "inactive": artifact_rows(result.inactive),
               "rejuvenated": artifact_rows(result.rejuvenated)}
-    return run.finish(extra={"rejuvenation": {**counts, "unscored": result.unscored, "models": result.models},
+    return run.finish(extra={"rejuvenation": {**counts, "unscored": result.unscored, "models": result.models,
+                                              "validation": result.validation},
                              "reports": reports})

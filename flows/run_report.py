@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from flows.compare_report import GENERATOR, compare_page
-from storage.artifacts import commit_file, temp_path
+from flows.counts import once_per_artifact, view_rows
 from storage.catalog import Catalog
+from storage.output import replacing
 from storage.runs import (
     duration,
     evaluations,
@@ -61,7 +62,9 @@ def _header(run: Mapping[str, Any], pipes: Sequence[Mapping[str, Any]]) -> str:
             ["duration (s)", duration(run)],
             ["stages", f"{count['computed']} computed, {count['cached']} cached, {count['failed']} failed"],
             ["shards computed", f"{sum(s['shards_computed'] for s in done):,} of {sum(s['shards'] for s in done):,}"],
-            ["rows out (main parts)", sum(s["rows_out"].get("part", 0) for s in done)]]
+            ["rows in the views it filled", ", ".join(f"{v} {n:,}" for v, n in view_rows(done).items()) or "none"],
+            ["rejects, dropped", ", ".join(f"{sum(s['rows_out'].get(r, 0) for s in once_per_artifact(done)):,}"
+                                           for r in ("rejects", "dropped"))]]
     if cache := run["summary"].get("cache"):
         rows.append(["cache", cache])
     return table(["", ""], rows, cls="run", header=False)
@@ -76,6 +79,9 @@ def _pipeline_sections(catalog: Catalog, p: Mapping[str, Any], *, level: int, ti
         failures.append(preformatted(p["error"], cls="failed"))
     if failures:
         out += [heading(level, "Failures"), *failures]
+    warnings = ((p.get("row") or {}).get("summary") or {}).get("warnings") or []  # flows/drop_warnings.py
+    if warnings:
+        out += [heading(level, "Warnings"), *(paragraph(w, cls="warning") for w in warnings)]
     scores = evaluations(catalog, run_ids([p]))
     if scores:
         out += [heading(level, "Evaluation scores"), table(
@@ -88,11 +94,14 @@ def _pipeline_sections(catalog: Catalog, p: Mapping[str, Any], *, level: int, ti
 
 
 def stage_table(stages: Sequence[Mapping[str, Any]]) -> str:
-    """One row per stage: status, shards computed of all, rows in, rows out per role, seconds, fingerprint."""
+    """One row per stage: status, shards computed of all, rows in, of them kept and dropped (rows, cached or not:
+    flows/recording.py; none for a run recorded before they were), the artifact's rows per role, seconds,
+    fingerprint."""
     shown = roles(s["rows_out"] for s in stages) or ["part"]
-    head = ["stage", "dataset", "status", "shards", "shards computed", "rows in",
+    head = ["stage", "dataset", "status", "shards", "shards computed", "rows in", "kept", "dropped",
             *(f"rows out: {r}" for r in shown), "seconds", "fingerprint"]
     rows = [[s["stage"], s["dataset"] or "", s["status"], s["shards"], s["shards_computed"], s["rows_in"],
+             s.get("kept"), s.get("dropped"),
              *(s["rows_out"].get(r) if s["status"] != "failed" else None for r in shown), s["seconds"],
              s["fingerprint"][:12]] for s in stages]
     return table(head, rows, cls="stages", failed=[s["status"] == "failed" for s in stages])
@@ -139,11 +148,13 @@ def _plots(folder: Path, *, level: int) -> str:
     return heading(level, "Plots") + "".join(parts) + "".join(rest)
 
 
-def write_report(catalog: Catalog, run_id: str, *, compare: str | None = None, output: Path | None = None) -> Path:
+def write_report(catalog: Catalog, run_id: str, *, compare: str | None = None, output: Path | None = None,
+                 force: bool = False) -> Path:
     """Write the run page (or, with ``compare``, the comparison page) and return its path.
 
     Default: ``<cache>/reports/<run_id>/run.html`` or ``.../compare-<A>-vs-<B>.html`` (A the older run).
-    Written to a temporary name and renamed: an interrupted write leaves no half page.
+    Written as storage/output.py writes a user's file: to a new temporary file renamed onto a regular file
+    or a new name only (a link or FIFO there only with ``force``); an interrupted write leaves no half page.
     """
     if compare is None:
         page, name = run_page(catalog, run_id), "run.html"
@@ -151,11 +162,6 @@ def write_report(catalog: Catalog, run_id: str, *, compare: str | None = None, o
         a, b = older_first(catalog, run_id, compare)
         page, name = compare_page(catalog, a["run_id"], b["run_id"]), f"compare-{a['run_id']}-vs-{b['run_id']}.html"
     path = Path(output) if output is not None else catalog.root / "reports" / run_id / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_path(path)
-    try:
-        tmp.write_text(page, encoding="utf-8")
-        commit_file(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with replacing([path], force=force) as (f,):
+        f.write(page.encode("utf-8"))
     return path

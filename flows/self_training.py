@@ -3,7 +3,8 @@
     ingest bitext + mono → align both ways → grow-diag-final-and → lexicon → H(word)
       → U(bitext src) → U_max → U(mono) → keys → global sample → `sampled_mono`
       + properties per uncertainty bin (Fig. 6.3) and the report (Fig. 6.4)
-    teacher (trained on the bitext, or configured) → beam-5 translations of `sampled_mono`
+    teacher (trained on the bitext, or configured) → its BLEU and chrF on 200 bitext pairs (flows/model_scores.py)
+      → beam-5 translations of `sampled_mono`
       → length / ratio filter → target-LM filter (optional) → `synthetic` (with parent uid and teacher)
 """
 
@@ -15,10 +16,12 @@ from typing import Any
 
 from prefect import flow
 
+from conf.errors import ConfError
 from conf.schema import AugdagConf, SelfTrainingConf
 from conf.tokenizer import TokenizerConf
 from flows.driver import ModelRef, Run, run_model_stage, run_stage
 from flows.ingest import ingest_dataset
+from flows.model_scores import model_line, validate_nmt
 from flows.nmt import nmt_model
 from flows.recording import artifact_rows
 from flows.reporting import publish
@@ -52,7 +55,11 @@ def tokenized(run: Run, ref: ArtifactRef, conf: TokenizerConf, sides: dict[str, 
     ``conf`` says: the `tokenize` stage, mapped over its shards; ``ref`` itself for ``whitespace``."""
     if conf.kind == "whitespace":
         return ref
-    langs = {column: conf.src_lang if side == "src" else conf.tgt_lang for column, side in sides.items()}
+    try:
+        by_side = conf.languages()
+    except ValueError as e:  # the profile check refused it already (flows/pipelines.py); a recorded conf may not have
+        raise ConfError(str(e)) from None
+    langs = {column: by_side[side] for column, side in sides.items()}
     params: dict[str, Any] = {"kind": conf.kind, "langs": langs}
     if conf.kind == "moses":
         params["aggressive_dash_splits"] = conf.aggressive_dash_splits
@@ -110,8 +117,10 @@ def sample_monolingual(run: Run, conf: AugdagConf) -> Sampled:
                       params={"method": s.method, "beta": s.beta, "seed": s.seed, "budget": budget})
             for sc, ex in zip(scored, extra)]
     selected = run_stage(run, SELECT, inputs=keys, n_shards=1, params={"budget": budget, "method": s.method})
+    split = {name for name in mono_names if conf.datasets[name].split_sentences}  # their `sentence` is kept
     sampled = {m.dataset: run_stage(run, SAMPLED_MONO, inputs=[m], side={"selected": selected},
-                                    params={"method": s.method}) for m in monos}
+                                    params={"method": s.method, **({"split": True} if m.dataset in split else {})})
+               for m in monos}
     bins = {"bitext": run_stage(run, BINS, inputs=[scored_bitext, align], n_shards=1,
                                 params={"bins": s.bins, "aligned": True})}
     return Sampled(bitext, tokenized_bitext, align, words, u_max.read(0)["u_max"][0].as_py(), sampled, bins, scored)
@@ -138,11 +147,16 @@ def filter_synthetic(run: Run, pairs: ArtifactRef, conf: SelfTrainingConf, targe
                      side={"cut": cut}, params={})
 
 
-def teach(run: Run, conf: SelfTrainingConf, sampled: Sampled) -> tuple[dict[str, ArtifactRef], ArtifactRef]:
-    """The teacher's half: translate each sampled monolingual dataset (beam 5), filter, `synthetic`; then
-    the monolingual uncertainty bins, with coverage from the synthetic pairs' alignment. Returns
-    (synthetic per dataset, the monolingual bins)."""
+def teach(run: Run, conf: SelfTrainingConf,
+          sampled: Sampled) -> tuple[dict[str, ArtifactRef], ArtifactRef, dict[str, Any]]:
+    """The teacher's half: the teacher's score on a sample of the bitext (flows/model_scores.py); translate
+    each sampled monolingual dataset (beam 5), filter, `synthetic`; then the monolingual uncertainty bins,
+    with coverage from the synthetic pairs' alignment. Returns (synthetic per dataset, the monolingual bins,
+    the teacher's score)."""
     teacher = nmt_model(run, conf.teacher, name="teacher", train_on=sampled.bitext)
+    score = validate_nmt(run, teacher, conf.teacher, sampled.bitext, role="teacher", beam=conf.beam,
+                         lenpen=conf.lenpen)
+    print(model_line(score))
     target_lm = (train_lm(run, sampled.tokenized_bitext, column="tgt", conf=conf, name="target_lm")
                  if conf.filter.lm_drop else None)
     params = {"model": loading(conf.teacher), "decode": decode_options(beam=conf.beam, lenpen=conf.lenpen),
@@ -160,10 +174,10 @@ def teach(run: Run, conf: SelfTrainingConf, sampled: Sampled) -> tuple[dict[str,
                         params={"lowercase": conf.lowercase, "key": "parent_uid"})
     mono_bins = run_stage(run, BINS, inputs=[*sampled.scored_mono, aligned], n_shards=1,
                           params={"bins": conf.sampling.bins, "aligned": True})
-    return synthetic, mono_bins
+    return synthetic, mono_bins, score
 
 
-def publish_report(run: Run, result: Sampled, conf: SelfTrainingConf) -> dict[str, str]:
+def publish_report(run: Run, result: Sampled, conf: SelfTrainingConf, teacher: dict[str, Any]) -> dict[str, str]:
     """The uncertainty plot (Fig. 6.4) and the per-bin properties (Fig. 6.3): files under the cache's
     `reports/<run>/`, and the same as Prefect artifacts (markdown, table, link) on the flow run."""
     from tasks.report import histogram, markdown_table, uncertainty_figure
@@ -174,7 +188,8 @@ def publish_report(run: Run, result: Sampled, conf: SelfTrainingConf) -> dict[st
                              title=f"monolingual uncertainty, U_max = {result.u_max:.4f} (R = {s.percentile_r:g})")
     bins = {name: ref.read(0) for name, ref in result.bins.items()}
     md = (f"### Uncertainty sampling\n\nU_max = **{result.u_max:.4f}** (R = {s.percentile_r:g}), β = {s.beta:g}, "
-          f"method `{s.method}`.\n\n**Monolingual bins** (coverage: each sentence force-aligned with its translation)\n\n"
+          f"method `{s.method}`.\n\nTeacher: {model_line(teacher)}.\n\n"
+          f"**Monolingual bins** (coverage: each sentence force-aligned with its translation)\n\n"
           f"{markdown_table(bins['mono'])}\n**Bitext bins**\n\n{markdown_table(bins['bitext'])}\n")
     return publish(run, stem="uncertainty", title=f"uncertainty sampling — {run.run_id}", markdown=md,
                    table=bins["mono"], pngs={"uncertainty": png}, sections=[
@@ -183,6 +198,8 @@ def publish_report(run: Run, result: Sampled, conf: SelfTrainingConf) -> dict[st
         ("Bitext source sentences per uncertainty bin (coverage from the symmetrised alignment)", bins["bitext"]),
         ("Sampling", f"method {s.method}, β = {s.beta:g}, R = {s.percentile_r:g}, U_max = {result.u_max:.6f}, "
                      f"seed {s.seed}"),
+        ("Teacher (BLEU and chrF with sacrebleu; a weak teacher's translations are mostly filtered away)",
+         f"{model_line(teacher)}  {teacher['signature']}"),
     ])
 
 
@@ -192,8 +209,8 @@ def self_training_flow(conf: AugdagConf, profile: str = "", config: dict[str, An
     run summary (also stored in the catalog)."""
     with Run.started(conf, pipeline="self_training", profile=profile, config=config) as run:
         result = sample_monolingual(run, conf)
-        synthetic, mono_bins = teach(run, conf.self_training, result)
+        synthetic, mono_bins, teacher = teach(run, conf.self_training, result)
         result = dataclasses.replace(result, bins={**result.bins, "mono": mono_bins})
-        reports = publish_report(run, result, conf.self_training)
-    return run.finish(extra={"u_max": result.u_max, "reports": reports,
+        reports = publish_report(run, result, conf.self_training, teacher)
+    return run.finish(extra={"u_max": result.u_max, "reports": reports, "models": {"teacher": teacher},
                              "synthetic": {name: artifact_rows(ref) for name, ref in synthetic.items()}})

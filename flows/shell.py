@@ -19,7 +19,8 @@ import pyarrow as pa
 
 from conf.errors import AugdagError
 from flows import registry
-from storage.catalog import Catalog, check_read_only
+from storage.catalog import Catalog
+from storage.sql_guard import check_read_only
 from storage.views_doc import catalog_columns, catalog_objects
 
 PROMPT, MORE = "augdag> ", "   ...> "

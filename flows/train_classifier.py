@@ -107,7 +107,7 @@ def train_and_evaluate(run: Run, conf: AugdagConf) -> dict[str, Any]:
     train_name, test_name = conf.classifier_datasets()
     rows = ingest_dataset(run, train_name, conf.datasets[train_name], conf.ingest, conf.shard_size)
     originals = rows.parts().table(["uid", "text", "label"])
-    test = ingest_dataset(run, test_name, conf.datasets[test_name], conf.ingest, conf.shard_size)
+    test = ingest_dataset(run, test_name, conf.datasets[test_name], conf.ingest, conf.shard_size, held_out=True)
     labels = sorted({str(x) for x in originals["label"].to_pylist()})
     evaluations, losses = [], None
     for augmentation in tc.augmentation:

@@ -2,7 +2,8 @@
 
     per arm: its mix (e.g. bitext; bitext + rejuvenated; 10 × bitext + paraphrases) → `training_mix`
       → per seed: a fairseq student [→ continued training from it on the arm's `continue_on` mix, own lr]
-    per test set: every student translates it → sacrebleu BLEU + chrF (signatures kept) → `evaluations`
+    per test set (read and validated, never deduplicated or filtered: conf/roles.py): every student translates
+      it → sacrebleu BLEU + chrF (signatures kept) → `evaluations`
       (arm, seed); sacrebleu's paired bootstrap (+ approximate randomisation) of each arm's seeds concatenated
       against the baseline's → p_value, ci_low, ci_high; all translations in `test_translations`
     report: mean ± sd per arm, Δ vs the baseline and p, per test set (flows/train_nmt_report.py)
@@ -146,7 +147,7 @@ def evaluate_students(run: Run, conf: AugdagConf, students: list[Student], test_
     """Each student's BLEU and chrF on one test set, with its arm's paired test against the baseline; the rows
     go to `evaluations`, one per student and metric."""
     tn = conf.train_nmt
-    test = ingest_dataset(run, test_name, conf.datasets[test_name], conf.ingest, conf.shard_size)
+    test = ingest_dataset(run, test_name, conf.datasets[test_name], conf.ingest, conf.shard_size, held_out=True)
     outputs, scores = [], []
     for s in students:
         hyps = run_stage(run, TRANSLATE_STUDENT, inputs=[test], models=[s.model.fingerprint],

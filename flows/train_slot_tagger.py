@@ -62,10 +62,13 @@ class Tagged:
 def train_and_evaluate(run: Run, conf: AugdagConf) -> Tagged:
     tc = conf.train_slot_tagger
     train_name, dev_name, test_name = conf.slot_tagger_datasets()
-    ingest = lambda name: ingest_dataset(run, name, conf.datasets[name], conf.ingest, conf.shard_size)  # noqa: E731
+    def ingest(name: str, *, held_out: bool = False) -> Any:  # held out (dev, test): no row deduplicated or filtered
+        return ingest_dataset(run, name, conf.datasets[name], conf.ingest, conf.shard_size, held_out=held_out)
+
     original, malformed = valid_bio(ingest(train_name).parts().table(["uid", "tokens", "tags", "source", "line"]))
-    dev = valid_bio(ingest(dev_name).parts().table(["uid", "tokens", "tags", "source", "line"]))[0] if dev_name else None
-    test = ingest(test_name)
+    dev = valid_bio(ingest(dev_name, held_out=True).parts().table(["uid", "tokens", "tags", "source", "line"]))[0] \
+        if dev_name else None
+    test = ingest(test_name, held_out=True)
     arms = {"original": original.select(["uid", "tokens", "tags"])}
     if "original+c2c" in tc.arms:
         arms["original+c2c"] = pa.concat_tables([arms["original"], c2c_rows(run, train_name)])

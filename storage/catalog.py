@@ -9,7 +9,9 @@ both succeed; they take turns for the few milliseconds each write needs.
 Views are rebuilt inside every write: view ``V`` reads the main Parquet parts of the *current*
 artifacts whose ``view`` is ``V`` (per stage and dataset, the one a run used last), and ``dropped`` their
 dropped parts (storage/dropped.py). Only artifacts with a complete manifest are ever registered, so no
-unfinished output is visible through a view.
+unfinished output is visible through a view. Paths are stored and named relative to the cache root
+(storage/cache_root.py), so a copied or moved cache answers the same. A user's SQL is checked by
+storage/sql_guard.py (``check_read_only``) and runs on a sandboxed connection (``read(sandbox=True)``).
 """
 
 from __future__ import annotations
@@ -29,15 +31,19 @@ import pyarrow as pa
 
 from conf.errors import CatalogError
 from storage.artifacts import ArtifactRef, part_name, write_part
+from storage.cache_root import ABSOLUTE_PATHS, RELATIVE_PATHS, files_sql, relative, resolve, set_root
 from storage.dropped import VIEW as DROPPED_VIEW
 from storage.dropped import dropped_view_sql, has_drops
 from storage.processes import Owner, current_owner, owner_alive
-from storage.schemas import SCHEMAS
+from storage.schemas import VIEW_SCHEMAS, has_schema
+from storage.sql_guard import check_read_only, query_error
+
+__all__ = ["BASE_VIEWS", "DB", "DDL", "Catalog", "check_read_only", "outside_cache"]  # check_read_only: its old home
 
 DB = "catalog.duckdb"
 # offline: never fetch an extension (parquet and json are built in)
 DUCKDB_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
-BASE_VIEWS = tuple(SCHEMAS)  # bitext, mono, labeled, slots exist (maybe empty) from the start
+BASE_VIEWS = tuple(VIEW_SCHEMAS)  # bitext, mono, labeled, slots exist (maybe empty) from the start
 
 DDL = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -76,7 +82,6 @@ CREATE OR REPLACE VIEW evaluation_summary AS
 """  # the ALTERs: the owner of a run (storage.processes), an evaluation's arm, seed and paired test against
 # the baseline, added to catalogs made before they were recorded
 
-READ_ONLY_STATEMENTS = {"SELECT", "EXPLAIN"}
 _MISSING_PATH = re.compile(r"Table with name (\S*[/\\.]\S*) does not exist")
 
 
@@ -93,6 +98,7 @@ class Catalog:
         self.lock_path = self.root / "catalog.lock"
         self.lock_timeout_s = lock_timeout_s
         self._schema_checked = False
+        self._paths_checked = False  # read(): an older catalog's absolute paths made relative once (RELATIVE_PATHS)
         self._views_stale = False
         # a list (a replayed run, flows/replay.py): registrations wait for the next query or finish_run, one write
         self.deferred: list[Callable[[duckdb.DuckDBPyConnection], Any]] | None = None
@@ -126,12 +132,14 @@ class Catalog:
             created = not self.path.exists()
             con = duckdb.connect(str(self.path), config=DUCKDB_CONFIG)
             try:
+                set_root(con, self.root)
                 stale = created
                 if created or not self._schema_checked:
                     con.execute(DDL)  # idempotent; once per process and catalog
                     self._schema_checked = True
                     stale = not con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = $v",
                                             {"v": DROPPED_VIEW}).fetchone()[0]  # a catalog older than the view
+                    stale |= con.execute(RELATIVE_PATHS).fetchone()[0] > 0  # a catalog of absolute paths
                 con.execute("BEGIN TRANSACTION")
                 self._views_stale = stale
                 yield con
@@ -151,12 +159,14 @@ class Catalog:
         ``sandbox`` (a user's SQL: `augdag sql`, the shell, `export --where`): the connection opens no
         file outside the cache root and no URL (DuckDB's ``allowed_directories`` with external access
         off), and its configuration is locked so that no statement can give that back."""
-        if not self.path.exists():
+        if not self.path.exists() or self._absolute_paths():
+            self._schema_checked = False  # the write's first block creates the tables or makes the paths relative
             with self.write():
                 pass
         with self._locked(fcntl.LOCK_SH):
             con = duckdb.connect(str(self.path), read_only=True, config=DUCKDB_CONFIG)
             try:
+                set_root(con, self.root)  # the views' files (storage/cache_root.py)
                 if sandbox:
                     # in this order: DuckDB refuses allowed_directories once external access is off
                     roots = sorted({f"{self.root}/", f"{self.root.resolve()}/"})  # as views name it, and real
@@ -166,6 +176,14 @@ class Catalog:
                 yield con
             finally:
                 con.close()
+
+    def _absolute_paths(self) -> bool:
+        """Whether the catalog (an older version's, maybe moved since) stores absolute paths; asked once."""
+        if self._paths_checked:
+            return False
+        self._paths_checked = True
+        with self._locked(fcntl.LOCK_SH), duckdb.connect(str(self.path), read_only=True, config=DUCKDB_CONFIG) as con:
+            return con.execute(ABSOLUTE_PATHS).fetchone()[0] > 0
 
     def query(self, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None, *,
               sandbox: bool = False) -> pa.Table:
@@ -181,10 +199,12 @@ class Catalog:
                 if not sandbox:
                     raise
                 raise CatalogError(outside_cache(self.root, e)) from None
-            except duckdb.CatalogException as e:  # FROM '/a/path': a file, which a sandbox does not scan
-                if sandbox and (m := _MISSING_PATH.search(str(e))):
+            except duckdb.Error as e:
+                if not sandbox:
+                    raise
+                if isinstance(e, duckdb.CatalogException) and (m := _MISSING_PATH.search(str(e))):  # FROM '/a/path'
                     raise CatalogError(outside_cache(self.root, f'Cannot scan the file "{m[1]}" as a table')) from None
-                raise
+                raise query_error(e) from None  # the user's query: one line, exit 2
 
     # -- writes (the flow driver only) ---------------------------------------------------------------
 
@@ -276,7 +296,7 @@ class Catalog:
                 "INSERT INTO artifacts VALUES ($f, $st, $v, $view, $ds, $path, $n, $rows, $bytes, $params, $m,"
                 " $run, now(), $run, now())",
                 {"f": ref.fingerprint, "st": ref.stage, "v": manifest["version"], "view": ref.view,
-                 "ds": ref.dataset, "path": str(ref.dir), "n": ref.n_shards, "rows": manifest["rows"],
+                 "ds": ref.dataset, "path": relative(self.root, ref.dir), "n": ref.n_shards, "rows": manifest["rows"],
                  "bytes": manifest["bytes"], "params": json.dumps(manifest["params"]), "m": json.dumps(manifest),
                  "run": run_id},
             )
@@ -337,11 +357,12 @@ class Catalog:
 
     def _empty_part(self, view: str) -> Path:
         path = self.root / "empty" / f"{view}.parquet"
-        if not path.exists() and view in SCHEMAS:
-            write_part(SCHEMAS[view].empty_table(), path)
+        if view in VIEW_SCHEMAS and not has_schema(path, VIEW_SCHEMAS[view]):  # new, or made before a column joined
+            write_part(VIEW_SCHEMAS[view].empty_table(), path)
         return path
 
     def _refresh_views(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Each view over its current artifacts' parts, named relative to the cache root (storage/cache_root.py)."""
         current = con.execute(
             "SELECT view, path, n_shards FROM artifacts WHERE view IS NOT NULL "
             "QUALIFY row_number() OVER (PARTITION BY view, stage, dataset ORDER BY last_used_at DESC, created_at DESC) = 1 "
@@ -349,14 +370,15 @@ class Catalog:
         ).fetchall()
         files: dict[str, list[str]] = {v: [] for v in BASE_VIEWS}
         for view, path, n_shards in current:
-            files.setdefault(view, []).extend(str(Path(path) / part_name(i)) for i in range(n_shards))
+            files.setdefault(view, []).extend(f"{path}/{part_name(i)}" for i in range(n_shards))
         for view, paths in files.items():
-            paths = [p for p in paths if Path(p).exists()] or ([str(self._empty_part(view))] if view in SCHEMAS else [])
+            paths = [p for p in paths if resolve(self.root, p).exists()] + (  # a kind's empty part: its every column
+                [relative(self.root, self._empty_part(view))] if view in VIEW_SCHEMAS else [])
             if not paths:
                 continue
-            listed = "[" + ", ".join(_sql_str(p) for p in paths) + "]"
-            con.execute(f'CREATE OR REPLACE VIEW "{view}" AS SELECT * FROM read_parquet({listed}, union_by_name = true)')
-        con.execute(dropped_view_sql(con))
+            con.execute(f'CREATE OR REPLACE VIEW "{view}" AS SELECT * FROM read_parquet({files_sql(paths)}, '
+                        "union_by_name = true)")
+        con.execute(dropped_view_sql(con, self.root))
 
 
 def _insert_stage_runs(con: duckdb.DuckDBPyConnection, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -372,29 +394,3 @@ def outside_cache(root: Path, error: Exception) -> str:
     detail = str(error).removeprefix("Permission Error: ").split(" - ")[0]
     return (f"refused: `augdag sql` reads only the catalog and files under the cache {root}: {detail}. "
             "Hint: query the views (`augdag views` lists them); bring other files in with `augdag run ingest`.")
-
-
-def _statement_word(query: str) -> str:
-    """The statement's first keyword as written (``INSTALL``, ``CHECKPOINT``): DuckDB's statement types
-    lump several together (INSTALL is a LOAD statement, CHECKPOINT a CALL)."""
-    word = query.strip().split(None, 1)[0].upper() if query.strip() else "EMPTY"
-    return re.sub(r"[^A-Z_].*", "", word) or word
-
-
-def check_read_only(sql: str) -> None:
-    """Refuse every statement that is not a query (DDL, DML, ATTACH, COPY, INSTALL/LOAD, SET, PRAGMA, CALL ...)."""
-    con = duckdb.connect(config=DUCKDB_CONFIG)
-    try:
-        statements = con.extract_statements(sql)
-    except duckdb.Error as e:
-        raise CatalogError(f"SQL does not parse: {e}") from None
-    finally:
-        con.close()
-    for st in statements:
-        if st.type.name not in READ_ONLY_STATEMENTS:
-            word = _statement_word(st.query)
-            article = "an" if word[:1] in "AEIOU" else "a"
-            raise CatalogError(
-                f"refused: `augdag sql` is read-only and this is {article} {word} statement: {st.query.strip()[:80]!r}. "
-                "Hint: use SELECT over the views; `augdag export VIEW` writes files."
-            )

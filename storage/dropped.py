@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 
 from conf.errors import InputError
 from storage.artifacts import part_name
+from storage.cache_root import files_sql, resolve
 from storage.schemas import SCHEMAS
 
 if TYPE_CHECKING:
@@ -67,22 +68,24 @@ def _detail(names: set[str]) -> str:
     return f"nullif(concat_ws(', ', {', '.join(shown)}), '')" if shown else "NULL"
 
 
-def _select(stage: str, fingerprint: str, run: str, files: list[str]) -> str:
-    """One artifact's dropped parts with the view's columns (its parts share one schema: the stage's)."""
-    names = set(pq.read_schema(files[0]).names)
+def _select(stage: str, fingerprint: str, run: str, files: list[str], root: Path) -> str:
+    """One artifact's dropped parts with the view's columns (its parts share one schema: the stage's); ``files``
+    as stored, relative to the cache ``root`` (storage/cache_root.py)."""
+    names = set(pq.read_schema(resolve(root, files[0])).names)
     cols = {"stage": _lit(stage), "detail": _detail(names), "run": _lit(run), "fingerprint": _lit(fingerprint)}
     cols |= {c: (c if c in names else "NULL") for c in _FROM_PART}
     listed = ", ".join(f"CAST({cols[c]} AS {t}) AS {c}" for c, t in COLUMNS.items())
-    return f"SELECT {listed} FROM read_parquet([{', '.join(map(_lit, files))}], union_by_name = true)"
+    return f"SELECT {listed} FROM read_parquet({files_sql(files)}, union_by_name = true)"
 
 
-def dropped_view_sql(con: duckdb.DuckDBPyConnection) -> str:
-    """``CREATE OR REPLACE VIEW dropped`` over the current artifacts' dropped parts (empty, typed, if none)."""
+def dropped_view_sql(con: duckdb.DuckDBPyConnection, root: Path) -> str:
+    """``CREATE OR REPLACE VIEW dropped`` over the current artifacts' dropped parts (empty, typed, if none), their
+    files named relative to the cache ``root``."""
     selects = []
     for stage, fingerprint, path, run, files in con.execute(_CURRENT_DROPS).fetchall():
-        paths = [str(Path(path) / f) for f in files]
-        if all(Path(p).exists() for p in paths):  # a deleted artifact drops out, as from the other views
-            selects.append(_select(stage, fingerprint, run, paths))
+        paths = [f"{path}/{f}" for f in files]
+        if all(resolve(root, p).exists() for p in paths):  # a deleted artifact drops out, as from the other views
+            selects.append(_select(stage, fingerprint, run, paths, root))
     if not selects:
         selects = ["SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {c}" for c, t in COLUMNS.items()) + " WHERE false"]
     return f'CREATE OR REPLACE VIEW "{VIEW}" AS\n' + "\nUNION ALL\n".join(selects)
@@ -148,7 +151,7 @@ def row_path(catalog: Catalog, source: str, line: int) -> RowPath:
 
 
 def _rows_at(catalog: Catalog, artifact: dict[str, Any], line: int, columns: str, order: str = "") -> list[dict]:
-    parts = [str(Path(artifact["path"]) / part_name(i)) for i in range(artifact["n_shards"])]
+    parts = [str(resolve(catalog.root, artifact["path"]) / part_name(i)) for i in range(artifact["n_shards"])]
     sql = f"SELECT {columns} FROM read_parquet($p) WHERE line = $l" + (f" ORDER BY {order}" if order else " LIMIT 1")
     return catalog.query(sql, {"p": parts, "l": line}).to_pylist() if parts else []
 

@@ -1,28 +1,36 @@
-"""Exports of any catalog view to Parquet, JSONL or plain line-aligned text files, streamed in batches.
+"""Exports of any catalog view to Parquet, JSONL, CSV/TSV or plain line-aligned text files, streamed in batches.
 
 Text export writes one file per text column, line-aligned (``<out>.src`` / ``<out>.tgt`` for a
 bitext; ``<out>.text`` and ``<out>.label`` for a labelled set; ``tokens``/``tags`` space-joined for
 slots). A value with a line break cannot be written as one line; rather than corrupting the
-alignment the export stops and names the row.
+alignment the export stops and names the row. Files are written and checked by storage/output.py.
 """
 
 from __future__ import annotations
 
-import json
-from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from conf.errors import CatalogError
-from storage.artifacts import commit_file, temp_path
-from storage.catalog import Catalog, check_read_only, outside_cache
+from storage.catalog import Catalog, outside_cache
+from storage.output import check_target, output_format, replacing, write_batches
+from storage.sql_guard import check_condition, query_error
 
-Format = Literal["parquet", "jsonl", "text"]
+EXPORT_FORMATS = ("parquet", "jsonl", "csv", "tsv", "text")
+
+
+@dataclass(frozen=True)
+class Exported:
+    """What an export wrote: its files (one, or one per text column) and the rows in each."""
+
+    files: list[Path]
+    rows: int
+
+
 TEXT_COLUMNS = {"bitext": ("src", "tgt"), "mono": ("text",), "labeled": ("text", "label"), "slots": ("tokens", "tags")}
 BATCH_ROWS = 65_536
 
@@ -49,12 +57,14 @@ def _as_lines(batch: pa.RecordBatch, column: str) -> pa.Array:
     return values
 
 
-def export_view(catalog: Catalog, view: str, out: Path, *, fmt: Format, where: str | None = None) -> list[Path]:
-    """Write ``SELECT * FROM view [WHERE ...]`` to ``out``; returns the files written (each committed by rename)."""
-    sql = f'SELECT * FROM "{view}"' + (f" WHERE {where}" if where else "")
-    check_read_only(sql)
+def export_view(catalog: Catalog, view: str, out: Path, *, fmt: str | None, where: str | None = None,
+                force: bool = False) -> Exported:
+    """Write ``SELECT * FROM view [WHERE ...]`` to ``out`` in ``fmt`` (None: from its extension); returns the
+    files written and the rows. The format, the view, the condition and the targets are checked before any
+    file or directory is made; the files replace their targets together (storage/output.py)."""
+    sql = check_condition(view, where) if where is not None else f'SELECT * FROM "{view}"'  # one condition, no more
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    fmt = "text" if fmt == "text" else output_format(out, fmt, EXPORT_FORMATS[:-1])
     with catalog.read(sandbox=True) as con:
         views = {r[0] for r in con.sql("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
         if view not in views:
@@ -63,32 +73,20 @@ def export_view(catalog: Catalog, view: str, out: Path, *, fmt: Format, where: s
             reader = con.sql(sql).to_arrow_reader(BATCH_ROWS)
         except duckdb.PermissionException as e:  # --where read a file outside the cache
             raise CatalogError(outside_cache(catalog.root, e)) from None
-        if fmt in ("parquet", "jsonl"):
-            finals = [out]
-        else:
-            finals = [out.with_name(f"{out.name}.{c}") for c in _text_columns(view, reader.schema)]
-        tmps = [temp_path(f) for f in finals]
-        try:
-            with ExitStack() as stack:
-                if fmt == "parquet":
-                    writer = stack.enter_context(pq.ParquetWriter(tmps[0], reader.schema, compression="zstd"))
-                    for batch in reader:
-                        writer.write_batch(batch)
-                elif fmt == "jsonl":
-                    f = stack.enter_context(open(tmps[0], "w", encoding="utf-8"))
-                    for batch in reader:
-                        f.writelines(json.dumps(row, ensure_ascii=False, default=str) + "\n" for row in batch.to_pylist())
-                else:
-                    columns = _text_columns(view, reader.schema)
-                    files = [stack.enter_context(open(t, "w", encoding="utf-8")) for t in tmps]
-                    for batch in reader:
-                        for f, column in zip(files, columns):
-                            lines = _as_lines(batch, column).to_pylist()
-                            if lines:
-                                f.write("\n".join(lines) + "\n")
-            for tmp, final in zip(tmps, finals):
-                commit_file(tmp, final)
-        finally:
-            for tmp in tmps:
-                tmp.unlink(missing_ok=True)
-    return finals
+        except duckdb.Error as e:  # --where names no column of the view, or fails otherwise: one line
+            columns = con.sql(f'SELECT * FROM "{view}" LIMIT 0').columns
+            raise query_error(e, view=view, columns=columns, place="--where") from None
+        finals = [out] if fmt != "text" else [out.with_name(f"{out.name}.{c}") for c in _text_columns(view, reader.schema)]
+        for final in finals:
+            check_target(final, force=force, cache=catalog.root)  # before the first row is read
+        with replacing(finals, force=force, cache=catalog.root) as files:
+            if fmt != "text":
+                return Exported(finals, write_batches(reader, files[0], fmt))
+            columns, rows = _text_columns(view, reader.schema), 0
+            for batch in reader:
+                for f, column in zip(files, columns):
+                    lines = _as_lines(batch, column).to_pylist()
+                    if lines:
+                        f.write(("\n".join(lines) + "\n").encode("utf-8"))
+                rows += batch.num_rows
+        return Exported(finals, rows)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -16,10 +17,19 @@ __all__ = ["decode_text", "existing_path", "line_numbers", "numbered", "show_val
 
 
 def existing_path(name: str, path: Path | None, *, directory: bool = False) -> Path:
-    """``path`` if it is an existing file (``directory``: directory) of dataset ``name``, else InputError."""
-    if path is None or not (path.is_dir() if directory else path.is_file()):
-        what = "directory" if directory else "file"
+    """``path`` if it is an existing, readable file (``directory``: directory) of dataset ``name``, else InputError
+    (no such file, a directory where a file was expected or the other way round, permission denied)."""
+    what = "directory" if directory else "file"
+    if path is None or not path.exists():
         raise InputError(f"{path}: no such {what} (dataset {name!r}). Hint: check its path in the profile")
+    if path.is_dir() != directory:
+        raise InputError(f"{path}: is a {'file' if directory else 'directory'}; expected a {what} (dataset {name!r}). "
+                         "Hint: check its path in the profile")
+    try:
+        os.listdir(path) if directory else open(path, "rb").close()
+    except PermissionError:
+        raise InputError(f"{path}: permission denied: the {what} cannot be read (dataset {name!r}). Hint: check its "
+                         f"mode and owner (ls -ld {path})") from None
     return path
 
 

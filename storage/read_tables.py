@@ -129,12 +129,12 @@ def _table_batches(
                 column = _class_names(column, classes[f])
             column = column.cast(_target_type(f, column.type))
             if column.type == pa.binary():
-                column, bad = decode_text(column, f, ds.encoding, ds.on_decode_error)
+                column, bad = decode_text(column, f, ds.codec(f), ds.on_error(f))
                 refused = bad | refused
             for i in np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False)).tolist():
                 refused.setdefault(i, ("missing_field", f, f"column {c!r} is null"))
             fields[f] = column
-        shower = _row_shower(table, list(cols.values()), ds.encoding)
+        shower = _row_shower(table, list(cols.values()), ds.codec())
         yield Parsed(first, line_numbers(first, table.num_rows), fields, shower,
                      {None: str(ds.path)}, refused)
         first += table.num_rows

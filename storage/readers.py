@@ -7,7 +7,9 @@ read as configured raises ``InputError`` before any batch (a Parquet file whose 
 at that batch, naming the rows); a bad row becomes a reject (`REASONS`), never an exception and never
 silently dropped, so input rows = kept + rejected. A text, tsv or jsonl file may be compressed (gzip,
 bzip2, xz, zstd, told by its first bytes: ``storage.compressed``) and in another encoding than UTF-8
-(``encoding``; ``on_decode_error`` keeps a line that does not decode, with U+FFFD, instead of rejecting it).
+(``encoding``, one or per side of a bitext; ``on_decode_error`` keeps a line that does not decode, with U+FFFD,
+instead of rejecting it). A codec other than UTF-8 on a file (or side) that is valid UTF-8 with non-ASCII text
+is an ``InputError`` before any batch (``storage.read_encoding``): it would be mojibake without a reject.
 
 Hand-written because no package reads line-aligned pairs with per-line rejects: ``pyarrow.csv``
 stops at (or skips) a bad row and cannot read two files in lockstep, ``datasets`` and pandas
@@ -59,7 +61,8 @@ def read_dataset(
         block_bytes: bytes read per block from a text file (tests make it tiny).
 
     Raises:
-        InputError: a file is missing or unreadable, a bitext's files differ in line count, a parquet / hf input
+        InputError: a file is missing or unreadable (or a directory), a bitext's files differ in line count, a
+            non-UTF-8 ``encoding`` on valid UTF-8 text with non-ASCII bytes, a parquet / hf input
             lacks a needed column or has one of the wrong type, a DatasetDict without its `split`. A compressed
             file that breaks off (cut or corrupt) raises while iterating, after a batch of the rows before it.
         ConfError: ``rename`` names no field of the kind, or tsv ``columns`` lacks one.

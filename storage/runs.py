@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from conf.errors import CatalogError
@@ -98,7 +97,7 @@ def view_parts(catalog: Catalog, run_ids: Sequence[str]) -> dict[str, dict[str, 
         "ORDER BY view, fingerprint", {"ids": list(run_ids)}).to_pylist()
     out: dict[str, dict[str, list[str]]] = {}
     for r in rows:
-        files = [Path(r["path"]) / f["file"] for f in json.loads(r["manifest"])["files"] if f["role"] == "part"]
+        files = [catalog.root / r["path"] / f["file"] for f in json.loads(r["manifest"])["files"] if f["role"] == "part"]
         out.setdefault(r["view"], {})[r["fingerprint"]] = [str(f) for f in files if f.exists()]
     return out
 

@@ -1,7 +1,9 @@
 """Arrow schemas of the record kinds (DESIGN.md, data contracts) and the stable row uid.
 
 Every row carries ``uid`` (a hash of its source and content), ``source`` (the dataset name) and
-``line`` (1-based position in the input) so that errors, rejects and derived rows point back.
+``line`` (1-based position in the input) so that errors, rejects and derived rows point back. A mono
+dataset split into sentences (tasks/sentences.py) adds ``sentence``; the catalog's views are
+``VIEW_SCHEMAS``, so the `mono` view has that column whether or not a dataset is split (null where not).
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ LABELED = pa.schema(_ID + [("text", pa.string()), ("label", pa.string())] + _WHE
 SLOTS = pa.schema(_ID + [("tokens", pa.list_(pa.string())), ("tags", pa.list_(pa.string()))] + _WHERE)
 
 SCHEMAS: dict[str, pa.Schema] = {"bitext": BITEXT, "mono": MONO, "labeled": LABELED, "slots": SLOTS}
+SENTENCE = pa.field("sentence", pa.int32())  # 1-based index of the sentence within its input line
+# the views of the record kinds: every column any of their artifacts may have (a saved query keeps working)
+VIEW_SCHEMAS: dict[str, pa.Schema] = {**SCHEMAS, "mono": pa.schema([*MONO, SENTENCE])}
 # the content fields of each kind, in their default input order (TSV columns, text files)
 FIELDS: dict[str, tuple[str, ...]] = {
     kind: tuple(n for n in schema.names if n not in ("uid", "source", "line")) for kind, schema in SCHEMAS.items()
@@ -71,3 +76,14 @@ def with_uid(table: pa.Table, kind: str) -> pa.Table:
 def empty(kind_or_schema: str | pa.Schema) -> pa.Table:
     schema = SCHEMAS[kind_or_schema] if isinstance(kind_or_schema, str) else kind_or_schema
     return schema.empty_table()
+
+
+def has_schema(path: os.PathLike, schema: pa.Schema) -> bool:
+    """Whether the Parquet file ``path`` exists with exactly ``schema`` (an empty view part made before a column
+    joined its view is written again)."""
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_schema(path).remove_metadata().equals(schema.remove_metadata())
+    except (OSError, pa.ArrowInvalid):
+        return False

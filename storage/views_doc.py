@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from conf.errors import CatalogError
 from storage.catalog import Catalog
-from storage.views_doc_dropped import DROPPED_COLUMNS, DROPPED_WHAT, SOMETIMES
+from storage.views_doc_dropped import DROPPED_COLUMNS, DROPPED_WHAT, MONO_SENTENCE, SOMETIMES
 
 UNDOCUMENTED = "(undocumented)"
 
@@ -78,7 +78,7 @@ TABLES: dict[str, Doc] = {
         "version": "the stage's code version (part of the fingerprint)",
         "view": "the view that shows its main parts (null for an internal artifact)",
         "dataset": "dataset of the stage's first input",
-        "path": "its directory under the cache",
+        "path": "its directory, relative to the cache root (artifacts/<stage>/<fingerprint>)",
         "n_shards": "number of main parts (part-00000.parquet, ...)",
         "rows": "rows of all main parts",
         "bytes": "bytes of all its Parquet files, side roles (dropped, rejects, ...) included",
@@ -139,12 +139,12 @@ TABLES: dict[str, Doc] = {
 }
 
 _BITEXT = {"src": "source-language sentence", "tgt": "target-language sentence"}
-_KIND = "the cleaned rows of every {0} dataset (ingest: read, reject, dedup, length filters; stage clean)"
+_KIND = "the rows of every {0} dataset (ingest: read, reject, clean: dedup, length filters, none on a held-out set)"
 
 # ingest: one view per record kind (storage.schemas), present from the start
 INGEST_VIEWS: dict[str, Doc] = {
     "bitext": Doc(_KIND.format("bitext"), {"uid": _UID, **_BITEXT, "source": _SOURCE, "line": _LINE}),
-    "mono": Doc(_KIND.format("monolingual"), {"uid": _UID, "text": "the sentence", "source": _SOURCE, "line": _LINE}),
+    "mono": Doc(_KIND.format("monolingual"), {"uid": _UID, "text": "the sentence"} | _WHERE | MONO_SENTENCE),
     "labeled": Doc(_KIND.format("labeled"), {"uid": _UID, "text": "the sentence", "label": "its class, as a string",
                                              "source": _SOURCE, "line": _LINE}),
     "slots": Doc(_KIND.format("slot-filling"), {"uid": _UID, "tokens": "the sentence's tokens",

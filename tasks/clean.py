@@ -5,15 +5,24 @@ pair with a side of fewer than 1 or more than 250 tokens, or a token-length rati
 Duplicates are global: ``find_duplicates`` (a reduce step in DuckDB over every shard) lists each
 uid seen more than once with the line of its first occurrence (and its sentence, for rows split into
 sentences: tasks/sentences.py); ``clean`` then keeps exactly that first occurrence, whichever shard it
-is in. Every dropped row is returned with its ``reason``.
+is in. Every dropped row is returned with its ``reason`` and the ``detail`` it was cut on (``the same row as
+line 3, which is kept``, ``tokens=0``, ``ratio=5 (src_tokens=5, tgt_tokens=1)``).
+
+A dataset that is not cleaned (a held-out test or dev set: conf/roles.py; or ``datasets.X.clean: false``) goes
+through ``keep_valid`` instead: the same stage name, so its view shows one current `clean` artifact per dataset
+whichever ran last, and a fingerprint that says ``cleans: false``, so a cleaned artifact is never reused for it.
 """
 
 from __future__ import annotations
 
+from typing import Literal
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from conf.schema import CleanConf, Kind
+from conf.cleaning import CleanConf
+from conf.schema import Kind
+from storage.artifacts import ArtifactRef
 from storage.parts import Parts
 from storage.schemas import TEXT_FIELDS
 from storage.scratch import scratch_duckdb
@@ -43,6 +52,26 @@ def find_duplicates(parts: Parts, *, memory_limit: str = "384MB") -> pa.Table:
     return dups.cast(pa.schema([*DUPLICATES_SCHEMA, FIRST_SENTENCE]) if split else DUPLICATES_SCHEMA)
 
 
+def duplicate_counts(out: ArtifactRef, rows_in: int) -> tuple[int, int]:
+    """The duplicates stage's counts in rows, not groups: (kept, dropped) = (rows_in − d, d), d the copies
+    after the first of each uid (Σ (copies − 1)), which ``clean`` drops as ``duplicate``."""
+    groups = [out.read(i) for i in range(out.n_shards)]
+    later = sum((pc.sum(t["copies"]).as_py() or 0) - t.num_rows for t in groups)
+    return rows_in - later, later
+
+
+def _details(reasons: list[str], lengths: dict[str, list[int]], ratios: list[float] | None,
+             firsts: list[str | None] | None) -> list[str]:
+    """The value each dropped row was cut on: its first copy's line (duplicate), its token counts (too_few_tokens,
+    too_many_tokens), its length ratio and the counts behind it (length_ratio)."""
+    def tokens(i: int) -> str:
+        return ", ".join(f"{f + '_' if len(lengths) > 1 else ''}tokens={n[i]}" for f, n in lengths.items())
+
+    return [firsts[i] if why == "duplicate" and firsts else
+            f"ratio={round(ratios[i], 3):g} ({tokens(i)})" if why == "length_ratio" and ratios else tokens(i)
+            for i, why in enumerate(reasons)]
+
+
 def token_counts(table: pa.Table, field: str) -> pa.Array:
     """Whitespace tokens per row (a list field, as in `slots`, counts its elements)."""
     column = table[field]
@@ -67,10 +96,12 @@ def clean(
     ``max_tokens`` tokens and, for bitext, max(|src|/|tgt|, |tgt|/|src|) <= ``max_ratio``.
 
     Needs ``uid``, ``line`` (and ``sentence``, if the rows were split) and the kind's text fields; other columns
-    are kept. Returns ``{"part": kept, "dropped": dropped + reason}``; kept + dropped = rows, in input order.
+    are kept. Returns ``{"part": kept, "dropped": dropped + reason + detail}``; kept + dropped = rows, in input
+    order; ``detail`` is the value the row was cut on (``_details``).
     """
     n = rows.num_rows
     reason = pa.nulls(n, pa.string())
+    firsts = ratio = None
 
     def mark(condition: pa.Array, why: str) -> None:
         nonlocal reason
@@ -83,6 +114,12 @@ def clean(
         if FIRST_SENTENCE.name in duplicates.column_names and "sentence" in rows.column_names:  # one line, 2 copies
             first_sentence = pc.take(duplicates[FIRST_SENTENCE.name], pc.fill_null(first, 0))
             later = pc.or_(later, pc.not_equal(rows["sentence"], first_sentence))
+        first_line = pc.cast(pc.take(duplicates["first_line"], first), pa.string())
+        if FIRST_SENTENCE.name in duplicates.column_names and "sentence" in rows.column_names:
+            firsts = pc.binary_join_element_wise("the same sentence as line ", first_line, " sentence ",
+                                                 pc.cast(first_sentence, pa.string()), ", which is kept", "")
+        else:
+            firsts = pc.binary_join_element_wise("the same row as line ", first_line, ", which is kept", "")
         mark(pc.and_(pc.is_valid(first), later), "duplicate")
     fields = TEXT_FIELDS[kind] or ("tokens",)
     lengths = {f: token_counts(rows, f) for f in fields}
@@ -95,10 +132,23 @@ def clean(
         ratio = pc.divide(pc.max_element_wise(s, t), pc.max_element_wise(pc.min_element_wise(s, t), 1.0))
         mark(pc.greater(ratio, max_ratio), "length_ratio")
     dropped = pc.is_valid(reason)
+    at = pc.indices_nonzero(dropped)
+    details = _details(pc.take(reason, at).to_pylist(), {f: pc.take(v, at).to_pylist() for f, v in lengths.items()},
+                       pc.take(ratio, at).to_pylist() if ratio is not None else None,
+                       pc.take(firsts, at).to_pylist() if firsts is not None else None)
     return {
         "part": rows.filter(pc.invert(dropped)),
-        "dropped": rows.filter(dropped).append_column("reason", pc.drop_null(reason)),
+        "dropped": rows.filter(dropped).append_column("reason", pc.drop_null(reason)).append_column(
+            "detail", pa.array(details, pa.string())),
     }
+
+
+def keep_valid(rows: pa.Table, *, cleans: Literal[False]) -> dict[str, pa.Table]:
+    """The `clean` stage of a dataset that is not cleaned: every row the read validated, in input order, nothing
+    dropped (broken rows went to `rejects` at the read). ``cleans`` is always False: it puts that in the
+    fingerprint. Returns ``{"part": rows, "dropped": no rows}``, with ``clean``'s columns."""
+    none = pa.array([], pa.string())
+    return {"part": rows, "dropped": rows.slice(0, 0).append_column("reason", none).append_column("detail", none)}
 
 
 class CleanParams(CleanConf):
@@ -112,5 +162,7 @@ class CleanParams(CleanConf):
         return cls(**{k: getattr(section, k) for k in CleanConf.model_fields}, kind=kind)
 
 
-DUPLICATES = Stage("duplicates", "1", find_duplicates, reduce=True)
-CLEAN = Stage("clean", "1", clean, params=CleanParams)  # view: the record kind, set per dataset by the flow
+DUPLICATES = Stage("duplicates", "1", find_duplicates, reduce=True, counts=duplicate_counts)
+CLEAN = Stage("clean", "2", clean, params=CleanParams)  # view: the record kind, set per dataset by the flow;
+# version 2: its drops carry their detail
+KEEP_VALID = Stage("clean", CLEAN.version, keep_valid)  # CLEAN's name and view: a held-out set, `clean: false`

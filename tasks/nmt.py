@@ -129,13 +129,16 @@ def translate_column(texts: pa.Array | pa.ChunkedArray, *, model: Loading, model
 def translate_mono(rows: pa.Table, *, model: Loading, model_path: Path, runtime: Runtime,
                    decode: Decode, model_fingerprint: str) -> pa.Table:
     """The teacher's step (ch. 6): each monolingual sentence and its translation as a synthetic pair,
-    with ``parent_uid`` (the sentence's uid) and the teacher's fingerprint as lineage."""
+    with ``parent_uid`` (the sentence's uid) and the teacher's fingerprint as lineage; a sentence of a split
+    line keeps its ``sentence`` (after ``line``)."""
     pairs = pa.table({
         "uid": rows["uid"], "src": rows["text"], "tgt": translate_column(rows["text"], model=model, model_path=model_path,
                                                                          runtime=runtime, decode=decode),
         "source": rows["source"], "line": rows["line"],
     })
     pairs = with_uid(pairs, "bitext")
+    if "sentence" in rows.column_names:
+        pairs = pairs.add_column(pairs.schema.get_field_index("line") + 1, rows.schema.field("sentence"), rows["sentence"])
     return pairs.append_column("parent_uid", rows["uid"]).append_column(
         "model", pa.repeat(pa.scalar(model_fingerprint), rows.num_rows))
 

@@ -20,11 +20,10 @@ from sentence_splitter import SentenceSplitter
 
 from conf.errors import ConfError
 from conf.sentences import check_language
-from storage.schemas import MONO, with_uid
+from storage.schemas import MONO, SENTENCE, with_uid
 from tasks.stage import Stage
 
-SENTENCE = pa.field("sentence", pa.int32())  # 1-based index of the sentence within its input line
-SENTENCES = pa.schema([*MONO, SENTENCE])
+SENTENCES = pa.schema([*MONO, SENTENCE])  # SENTENCE: 1-based index of the sentence within its input line
 NO_SENTENCE = "no_sentence"  # the drop reason of a line the splitter finds no sentence in
 
 

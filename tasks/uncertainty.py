@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from conf.errors import ConfError, InputError
 from models.lexicon import WordScores
 from storage.parts import Parts
+from storage.schemas import SENTENCE
 from storage.scratch import scratch_duckdb
 from tasks.stage import Stage
 
@@ -180,11 +181,14 @@ def select_sample(*key_parts: Parts, budget: int, method: str = "uncertainty",
     return table.cast(SELECTED)
 
 
-def take_sample(rows: pa.Table, selected: pa.Table | Parts, *, method: str = "uncertainty") -> pa.Table:
+def take_sample(rows: pa.Table, selected: pa.Table | Parts, *, method: str = "uncertainty",
+                split: bool = False) -> pa.Table:
     """The shard's rows that were drawn, in input order, with their U, p and rank (the `sampled_mono` view).
 
     ``selected`` (`select_sample`'s rows, sorted by source and line) comes as ``Parts`` in the flow: each
-    shard reads only the row groups of its own lines, never the whole sample (8M rows at the thesis' size)."""
+    shard reads only the row groups of its own lines, never the whole sample (8M rows at the thesis' size).
+    ``split``: the rows are sentences of split lines (tasks/sentences.py); their ``sentence`` follows ``line``
+    (the flow sets it only then, so the fingerprints of unsplit datasets stay what they were)."""
     if rows.num_rows:  # only the drawn rows of this shard's lines: a small hash set, not the whole sample's
         lo, hi = pc.min_max(rows["line"]).values()
         mine = pc.field("source").isin(pc.unique(rows["source"])) & (pc.field("line") >= lo) & (pc.field("line") <= hi)
@@ -194,11 +198,16 @@ def take_sample(rows: pa.Table, selected: pa.Table | Parts, *, method: str = "un
     idx = pc.index_in(rows["uid"], value_set=selected["uid"])
     keep = pc.is_valid(idx)
     picked, at = rows.filter(keep), pc.drop_null(idx)
-    return pa.table({
+    sample = pa.table({
         "uid": picked["uid"], "text": picked["text"], "source": picked["source"], "line": picked["line"],
         "uncertainty": pc.take(selected["uncertainty"], at), "p": pc.take(selected["p"], at),
         "rank": pc.take(selected["rank"], at), "method": pa.array([method] * picked.num_rows, pa.string()),
     }, schema=SAMPLED)
+    if split:
+        if "sentence" not in rows.column_names:
+            raise InputError("sampled_mono: split is set but the rows have no `sentence` column")
+        sample = sample.add_column(SAMPLED.get_field_index("line") + 1, SENTENCE, picked["sentence"])
+    return sample
 
 
 def uncertainty_bins(*inputs: Parts, bins: int = 5, aligned: bool = False,

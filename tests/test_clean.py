@@ -1,7 +1,7 @@
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tasks.clean import clean, find_duplicates
+from tasks.clean import CLEAN, clean, find_duplicates
 from tests.conftest import bitext
 from storage.parts import Parts
 
@@ -65,3 +65,26 @@ def test_clean_mono_and_slots_count_their_own_fields():
     slots = pa.table({"uid": ["s1", "s2"], "tokens": [["fly", "to", "paris"], []], "tags": [["O", "O", "B-city"], []],
                       "source": ["s", "s"], "line": pa.array([1, 2], pa.int64())})
     assert clean(slots, empty, kind="slots")["part"]["uid"].to_pylist() == ["s1"]
+
+
+def test_keep_valid_keeps_every_row_in_order_and_drops_none_with_cleans_columns(tmp_path):
+    from tasks.clean import KEEP_VALID, keep_valid
+
+    rows = bitext([("a b", "x y"), ("a b", "x y"), ("yes", "one two three four five six")])  # a copy, ratio 6
+    out = keep_valid(rows, cleans=False)
+    assert out["part"].equals(rows) and out["dropped"].num_rows == 0
+    assert out["dropped"].column_names == [*rows.column_names, "reason", "detail"]
+    assert clean(rows, find_duplicates(_shards(tmp_path, rows)), kind="bitext")["part"]["line"].to_pylist() == [1]
+    assert (KEEP_VALID.name, KEEP_VALID.version) == ("clean", CLEAN.version)  # one stage for the view, either way
+    assert KEEP_VALID.bind({"cleans": False}, n_inputs=1).model_dump(mode="json", exclude_unset=True) == {
+        "cleans": False}  # the fingerprint's params say it does not clean
+
+
+def test_dataset_clean_replaces_only_the_keys_a_dataset_gives_and_false_is_no_cleaning():
+    from conf.cleaning import CleanConf, CleanOverride, dataset_clean
+
+    section = CleanConf(max_ratio=2.0, max_tokens=80)
+    assert dataset_clean(section, None) is section
+    assert dataset_clean(section, False) is None
+    own = dataset_clean(section, CleanOverride(max_ratio=9, dedup=False))
+    assert own == CleanConf(dedup=False, min_tokens=1, max_tokens=80, max_ratio=9.0)

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from demo import ambiguous_words
 from flows.cli import app
 from flows import registry
+from storage.catalog import Catalog
 from storage.views_doc import TABLES, UNDOCUMENTED
 from tests.conftest import REPO, subprocess_env
 
@@ -31,17 +32,25 @@ def _unshare_ok() -> bool:
     return subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0
 
 
+def fresh_catalog(root: Path) -> None:
+    """An empty catalog at ``root``: read commands on a cache without one exit 2 (issue 26, defect 6)."""
+    with Catalog(root).write():
+        pass
+
+
 @pytest.mark.parametrize("statement", [
     "CREATE TABLE x AS SELECT 1", "DROP VIEW bitext", "INSERT INTO runs (run_id) VALUES ('x')", "DELETE FROM rejects",
     "ATTACH '/tmp/x.duckdb' AS x", "COPY (SELECT * FROM runs) TO '/tmp/runs.csv'", "INSTALL httpfs", "LOAD httpfs",
 ])
 def test_sql_refuses_write_forms_with_exit_2(tmp_path, statement):
+    fresh_catalog(tmp_path)
     result = runner.invoke(app, ["sql", statement, "--cache", str(tmp_path)])
     assert result.exit_code == 2
     assert "read-only" in result.output
 
 
 def test_sql_formats_and_bad_query_exit_code(tmp_path):
+    fresh_catalog(tmp_path)
     ok = runner.invoke(app, ["sql", "SELECT 1 AS a, 'x' AS b", "--format", "json", "--cache", str(tmp_path)])
     assert (ok.exit_code, ok.output.strip()) == (0, '{"a": 1, "b": "x"}')
     csv = runner.invoke(app, ["sql", "SELECT 1 AS a, 'x' AS b", "--format", "csv", "--cache", str(tmp_path)])
@@ -51,8 +60,7 @@ def test_sql_formats_and_bad_query_exit_code(tmp_path):
 
 
 def test_sql_writes_parquet_csv_and_json_files(tmp_path):
-    import pyarrow.parquet as pq
-
+    fresh_catalog(tmp_path)
     q = "SELECT range AS n, 'row ' || range AS s FROM range(3)"
     out = tmp_path / "out" / "r.parquet"
     ok = runner.invoke(app, ["sql", q, "--format", "parquet", "--output", str(out), "--cache", str(tmp_path)])
@@ -69,6 +77,9 @@ def test_sql_writes_parquet_csv_and_json_files(tmp_path):
     assert no_file.exit_code == 2 and "--output" in no_file.output
     table_to_file = runner.invoke(app, ["sql", q, "--output", str(tmp_path / "x"), "--cache", str(tmp_path)])
     assert table_to_file.exit_code == 2 and not (tmp_path / "x").exists()
+    assert "cannot tell the format from the extension '(none)'" in " ".join(table_to_file.output.split())
+    as_table = runner.invoke(app, ["sql", q, "-f", "table", "-o", str(tmp_path / "x.csv"), "--cache", str(tmp_path)])
+    assert as_table.exit_code == 2 and not (tmp_path / "x.csv").exists()
 
 
 def test_run_with_bad_profile_exits_2_naming_file_line_and_key(tmp_path):
@@ -112,7 +123,7 @@ def test_export_parquet_jsonl_and_aligned_text(prefect_harness, tmp_path):
     assert runner.invoke(app, ["export", "bitext", "-f", "text", "-o", str(tmp_path / "o"), "--cache", cache]).exit_code == 0
     src, tgt = (sorted((tmp_path / f"o.{side}").read_text().splitlines()) for side in ("src", "tgt"))
     assert (src, tgt) == (["a b", "c d", "e f"], ["u v", "w x", "y z"])
-    missing = runner.invoke(app, ["export", "nope", "-o", str(tmp_path / "n"), "--cache", cache])
+    missing = runner.invoke(app, ["export", "nope", "-o", str(tmp_path / "n.parquet"), "--cache", cache])
     assert missing.exit_code == 2 and "no view 'nope'" in missing.output
 
 

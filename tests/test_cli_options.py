@@ -59,7 +59,8 @@ def test_runs_and_views_take_cache_before_or_after_the_command_issue_18(tmp_path
     for args in positions(["runs"], a, b):
         done = augdag(tmp_path, *args, AUGDAG_CACHE=b)
         assert done.returncode == 0, done.stderr
-        assert [line.split()[:4] for line in done.stdout.splitlines()] == [["a-1", "ingest", "profile=p", "completed"]]
+        assert [line.split()[:4] for line in done.stdout.splitlines()] == [["run", "pipeline", "profile", "status"],
+                                                                           ["a-1", "ingest", "p", "completed"]]
     for args in positions(["views"], a, b):
         done = augdag(tmp_path, *args, AUGDAG_CACHE=b)
         rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in done.stdout.splitlines()]
@@ -89,6 +90,8 @@ def test_verbose_and_quiet_are_global_options_on_every_command_issue_18(tmp_path
     sql = augdag(tmp_path, "sql", "--help")
     assert [line.split()[1:3] for line in sql.stdout.splitlines() if "--verbose" in line or "--quiet" in line] == [
         ["--verbose", "-v"], ["--quiet", "-q"]]
+    with Catalog(tmp_path / "c").write():  # a read command needs a catalog (issue 26, defect 6)
+        pass
     both = augdag(tmp_path, "-v", "sql", "SELECT 1 AS a", "-f", "csv", "-q", "--cache", str(tmp_path / "c"))
     assert (both.returncode, both.stdout) == (0, '"a"\n1\n')
 
@@ -166,8 +169,8 @@ def test_quiet_default_and_verbose_output_of_a_run_and_its_log_issue_18(prefect_
     assert default.stderr == f"reporting to the Prefect server at {url}\n"
 
     quiet, second = run("-q", "run", "ingest", "--config", str(profile), "--cache", cache)
-    assert (quiet.stdout, quiet.stderr) == (
-        f"run {second} completed: shards: 0 computed, 3 cached of 3; rows out 8; rejects 0\n", "")
+    totals = "shards: 0 computed, 3 cached of 3; rows in the views it filled: bitext 3; rejects 0; dropped 1"
+    assert (quiet.stdout, quiet.stderr) == (f"run {second} completed: {totals}\n", "")
 
     verbose, third = run("run", "ingest", "--config", str(profile), "--cache", cache, "-v")
     assert verbose.stdout.splitlines()[0].strip() == f"run {third}"

@@ -151,7 +151,7 @@ def test_load_profile_unknown_key_in_a_dataset_names_its_dotted_key(tmp_path):
     assert conf_error(path) == (
         f"{path}:6: datasets.d1.colums: unknown key; expected one of: "
         "kind, format, path, src, tgt, columns, rename, header, split, encoding, on_decode_error, split_sentences, "
-        "language"
+        "language, clean"
     )
 
 
@@ -301,7 +301,8 @@ def test_self_training_names_datasets_of_the_right_kind(tmp_path):
           mono: [pairs]
         """)
     assert conf_error(path) == (
-        f"{path}:1: self_training: dataset 'pairs' must be of kind 'mono', found kind 'bitext'")
+        f"{path}:6: self_training.mono: dataset 'pairs' must be of kind 'mono', found kind 'bitext'; "
+        "mono datasets: ['lines']")  # the line of the key, and what it could name (issue 26)
     ok = write(tmp_path, """
         pipelines: [self_training]
         datasets:
@@ -309,6 +310,7 @@ def test_self_training_names_datasets_of_the_right_kind(tmp_path):
           lines: {kind: mono, format: text, path: m.txt}
         self_training:
           sampling: {budget: 10, beta: 3}
+          tokenizer: {kind: moses, src_lang: en, tgt_lang: de}
         """, "ok.yaml")
     conf = load_profile(ok, environ={})
     assert conf.self_training_datasets() == ("pairs", ["lines"])

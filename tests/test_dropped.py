@@ -136,17 +136,18 @@ def test_dropped_view_holds_each_planted_drop_with_its_stage_and_reason(tiny):
     cache, summary = tiny
     clean = next(s for s in summary["stages"] if s["stage"] == "clean")
     assert _q(cache, "SELECT stage, reason, detail, source, line, run, fingerprint FROM dropped ORDER BY line") == [
-        {"stage": "clean", "reason": r, "detail": None, "source": "tiny", "line": line, "run": summary["run_id"],
-         "fingerprint": clean["fingerprint"]} for line, r in [(3, "duplicate"), (4, "too_many_tokens"),
-                                                               (6, "length_ratio")]]
+        {"stage": "clean", "reason": r, "detail": detail, "source": "tiny", "line": line, "run": summary["run_id"],
+         "fingerprint": clean["fingerprint"]} for line, r, detail in [  # issue 26: the value each was cut on
+            (3, "duplicate", "the same row as line 1, which is kept"),
+            (4, "too_many_tokens", "src_tokens=8, tgt_tokens=2"), (6, "length_ratio", "ratio=2 (src_tokens=4, tgt_tokens=2)")]]
     assert [tuple(r.values()) for r in _q(cache, _readme_accounting_query())] == [
         ("tiny", "read", 7, 6, 1, 0), ("tiny", "clean", 6, 3, 0, 3)]
 
 
 @pytest.mark.parametrize("line, says", ids=["duplicate", "too_long", "ratio", "bad_utf8", "kept"], argvalues=[
     (3, "  clean: dropped, duplicate: the same row as line 1, which is kept  (run {run})"),
-    (4, "  clean: dropped, too_many_tokens  (run {run})"),
-    (6, "  clean: dropped, length_ratio  (run {run})"),
+    (4, "  clean: dropped, too_many_tokens: src_tokens=8, tgt_tokens=2  (run {run})"),  # issue 26: the value cut on
+    (6, "  clean: dropped, length_ratio: ratio=2 (src_tokens=4, tgt_tokens=2)  (run {run})"),
     (5, "  read: rejected, invalid_utf8: src: invalid UTF-8 at byte 4  (run {run})"),
     (7, "  in views: bitext"),
 ])
@@ -227,7 +228,8 @@ def test_why_follows_a_demo_row_into_views_and_to_the_stage_that_dropped_it(demo
     cache, _, _, ingest, c2c = demo
     done = _why(cache, tmp_path, "demo_slots", "401")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[1:] == [f"  read: kept  (run {ingest['run_id']})",  # c2c's read was cached
+    assert done.stdout.splitlines()[1:] == ["  tokens: hello there", "  tags: O O",  # issue 26: the row's text
+                                            f"  read: kept  (run {ingest['run_id']})",  # c2c's read was cached
                                             f"  delexicalise: dropped, no_slots  (run {c2c['run_id']})",
                                             "  in views: slots"]
     kept = _q(cache, "SELECT line FROM delexicalised WHERE source = 'demo_slots' ORDER BY line LIMIT 1")[0]["line"]

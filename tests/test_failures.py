@@ -122,7 +122,7 @@ def test_a_deterministic_error_fails_at_once_a_transient_one_is_retried_twice_is
     assert f"flaky[x] shard 3 failed:\nTraceback (most recent call last):" in log and f"{error}: boom at row 6" in log
 
     # defect 7: `augdag runs` shows the error and counts the failed stage's written shards, one line per fingerprint
-    shown = runner.invoke(app, ["runs", "--cache", str(tmp_path)])
+    shown = runner.invoke(app, ["runs", "--stages", "--cache", str(tmp_path)])
     assert shown.exit_code == 0, shown.output
     lines = [line.split() for line in shown.output.splitlines()[1:]]
     assert [" ".join(w if w[0] == "error:" else w[:2] + w[3:-2]) for w in lines] == [
@@ -174,7 +174,7 @@ def test_a_corrupt_input_ends_with_one_line_naming_shard_file_and_retry_command_
     assert first.returncode == 2  # bad input, not retried
     assert first.stderr.splitlines() == [
         f"reporting to the Prefect server at {api_url()}",
-        f"error: {failed} Resume: augdag retry {run_id} --cache {cache}  (log: {cache}/logs/{run_id}.log; "
+        f"error: {failed} Once the input is fixed: augdag retry {run_id} --cache {cache}  (log: {cache}/logs/{run_id}.log; "
         "-v shows it here)"]
     assert first.stdout == ""
     log = (cache / "logs" / f"{run_id}.log").read_text()
@@ -185,14 +185,14 @@ def test_a_corrupt_input_ends_with_one_line_naming_shard_file_and_retry_command_
     assert again.returncode == 2 and again.stderr.count("reporting to the Prefect server") == 1
     assert "Traceback (most recent call last)" in again.stderr
     second = catalog.query("SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1").column(0)[0].as_py()
-    assert again.stderr.splitlines()[-1].startswith(f"error: {failed} Resume: augdag retry {second} --cache {cache}")
+    assert again.stderr.splitlines()[-1].startswith(f"error: {failed} Once the input is fixed: augdag retry {second} --cache {cache}")
 
     pq.write_table(pa.table({"text": [f"sentence number {i % 7} here" for i in range(100)]}), data)  # fixed
     fixed = augdag(tmp_path, "retry", second, "--cache", str(cache))
     assert fixed.returncode == 0, fixed.stderr
     third = catalog.query("SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1").column(0)[0].as_py()
 
-    shown = runner.invoke(app, ["runs", "--cache", str(cache)])
+    shown = runner.invoke(app, ["runs", "--stages", "--cache", str(cache)])
     lines = [line.split() for line in shown.output.splitlines()]
     chain = {w[0]: (w[3], " ".join(w[w.index("->") + 3:])) for w in lines if w[0].startswith("ingest-")}
     assert chain == {third: ("completed", f"retry of {second}"),

@@ -69,8 +69,13 @@ def test_ingest_flow_accounts_for_every_input_row(prefect_harness, demo_data, tm
     slots_rows = sum(stages[("clean", ds)]["rows_out"]["part"] for ds in ("demo_slots", "demo_slots_test"))
     assert views == {"b": bitext_rows, "m": stages[("clean", "demo_mono")]["rows_out"]["part"],
                      "l": labeled_rows, "s": slots_rows}
-    # no duplicate survives, and every kept row traces back to its input line
-    assert cat.query("SELECT count(*) - count(DISTINCT uid) AS d FROM bitext").to_pylist() == [{"d": 0}]
+    # no duplicate survives in a cleaned dataset, a held-out one keeps every valid row (issue 26), and every kept
+    # row traces back to its input line
+    assert cat.query("SELECT count(*) - count(DISTINCT uid) AS d FROM bitext WHERE source = 'demo_bitext'"
+                     ).to_pylist() == [{"d": 0}]
+    for ds in ("demo_test", "demo_labeled_test", "demo_slots_test"):
+        assert stages[("clean", ds)]["rows_out"]["part"] == stages[("read", ds)]["rows_out"]["part"]
+        assert ("duplicates", ds) not in stages
     src = paths.train_src.read_bytes().split(b"\n")
     for row in cat.query("SELECT src, line FROM bitext WHERE source = 'demo_bitext' USING SAMPLE 20 ROWS (reservoir, 1)").to_pylist():
         assert src[row["line"] - 1].decode() == row["src"]
@@ -85,7 +90,7 @@ def test_cached_rerun_registers_no_new_artifacts_and_param_change_recomputes_dow
     again = _ingest(_conf(tmp_path, paths.root))
     assert {s["status"] for s in again["stages"]} == {"cached"}
     assert [s["fingerprint"] for s in again["stages"]] == [s["fingerprint"] for s in first["stages"]]
-    assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist()[0]["n"] == n_artifacts == 21  # 7 datasets × read, duplicates, clean
+    assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist()[0]["n"] == n_artifacts == 18  # 7 datasets × read, clean + 4 cleaned × duplicates
     assert _parts(tmp_path) == before
     shards = cat.query("SELECT status, count(*) AS n FROM stage_runs WHERE run_id = $r GROUP BY status",
                        {"r": again["run_id"]}).to_pylist()
@@ -94,7 +99,8 @@ def test_cached_rerun_registers_no_new_artifacts_and_param_change_recomputes_dow
     status = {(s["stage"], s["dataset"]): s["status"] for s in changed["stages"]}
     assert status[("read", "demo_bitext")] == status[("duplicates", "demo_bitext")] == "cached"
     assert status[("clean", "demo_bitext")] == "computed"
-    assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist()[0]["n"] == 28  # + a new clean artifact per dataset
+    assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist()[0]["n"] == 22  # + a new clean artifact per
+    # cleaned dataset (a held-out one is not cleaned: max_ratio is not in its fingerprint)
     assert cat.query("SELECT count(*) AS n FROM bitext WHERE source = 'demo_bitext'").to_pylist()[0]["n"] == next(
         s["rows_out"]["part"] for s in changed["stages"] if s["stage"] == "clean" and s["dataset"] == "demo_bitext")
 
@@ -173,7 +179,7 @@ def test_two_concurrent_ingest_runs_on_one_cache_both_succeed(demo_data, tmp_pat
     assert [p.returncode for p in procs] == [0, 0], "\n".join(o[-2000:] for o in outputs)
     cat = Catalog(cache)
     assert cat.query("SELECT count(*) AS n, count(*) FILTER (status = 'completed') AS ok FROM runs").to_pylist() == [{"n": 2, "ok": 2}]
-    assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist() == [{"n": 42}]  # 2 runs × 7 datasets × read, duplicates, clean
+    assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist() == [{"n": 36}]  # 2 runs × 18 (7 × read, clean + 4 × duplicates)
     # each run's clean artifacts hold the same rows whatever the shard size
     rows = cat.query("SELECT dataset, count(DISTINCT rows) AS variants FROM artifacts WHERE stage = 'clean' GROUP BY dataset")
     assert set(rows["variants"].to_pylist()) == {1}

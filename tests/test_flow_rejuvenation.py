@@ -101,6 +101,27 @@ def test_every_rejuvenated_row_traces_back_to_its_inactive_parent_and_model(firs
     assert originals["n"] == summary["rejuvenation"]["active"]
 
 
+def test_both_models_scores_on_their_data_lead_the_summary_lines_issue_26(first_run):
+    from flows import registry
+
+    cache, summary = first_run
+    v = summary["rejuvenation"]["validation"]
+    assert [(k, m["model"], m["dataset"], m["sentences"], m["trained_on_it"]) for k, m in v.items()] == [
+        ("identification", "identification", "demo_bitext", 200, True),
+        ("rejuvenation", "rejuvenation", "demo_bitext's active pairs", 200, True)]
+    rows = Catalog(cache).query("SELECT model_name, metric, score FROM evaluations WHERE run_id = "
+                                f"'{summary['run_id']}' ORDER BY model_name, metric").to_pylist()
+    assert rows == [{"model_name": role, "metric": metric, "score": pytest.approx(v[role][metric])}
+                    for role in ("identification", "rejuvenation") for metric in ("BLEU", "chrF")]
+    assert all(0 < m["BLEU"] <= 100 for m in v.values())
+    ident, rejuv = v["identification"], v["rejuvenation"]
+    assert registry.summary_lines(summary)[:2] == [
+        (f"identification: BLEU = {ident['BLEU']:.2f}, chrF = {ident['chrF']:.2f} on 200 pairs of `demo_bitext` "
+         "(its training data: an upper bound)"),
+        (f"rejuvenation: BLEU = {rejuv['BLEU']:.2f}, chrF = {rejuv['chrF']:.2f} on 200 pairs of "
+         "`demo_bitext's active pairs` (its training data: an upper bound)")]
+
+
 def test_report_has_ten_bins_and_both_states(first_run):
     cache, summary = first_run
     cat = Catalog(cache)

@@ -202,6 +202,34 @@ def test_teacher_translates_the_sample_into_synthetic_pairs_with_lineage(first_r
     assert lm["dropped"] == math.floor(0.2 * clean["part"]) and lm["part"] == len(rows)
 
 
+def test_teacher_score_on_its_bitext_sample_is_in_the_summary_line_and_report_issue_26(first_run):
+    from sacrebleu.metrics import BLEU, CHRF
+
+    from flows import registry
+
+    cache, summary = first_run
+    cat = Catalog(cache)
+    teacher = summary["models"]["teacher"]
+    sample = cat.query("SELECT uid FROM bitext WHERE source = 'demo_bitext' ORDER BY md5(uid), uid LIMIT 200")
+    path = cat.query("SELECT path FROM artifacts WHERE stage = 'translate_validation'")["path"][0].as_py()
+    hyps = cat.query(f"SELECT * FROM read_parquet('{Path(cache) / path}/part-*.parquet')").to_pylist()
+    assert [h["uid"] for h in hyps] == sample["uid"].to_pylist()  # the 200 smallest md5(uid), in that order
+    bleu = BLEU().corpus_score([h["hyp"] for h in hyps], [[h["ref"] for h in hyps]]).score
+    chrf = CHRF().corpus_score([h["hyp"] for h in hyps], [[h["ref"] for h in hyps]]).score
+    assert (teacher["BLEU"], teacher["chrF"], teacher["sentences"], teacher["trained_on_it"]) == \
+        (pytest.approx(bleu), pytest.approx(chrf), 200, True)
+    line = (f"teacher: BLEU = {bleu:.2f}, chrF = {chrf:.2f} on 200 pairs of `demo_bitext` "
+            "(its training data: an upper bound)")
+    assert registry.summary_lines(summary)[:2] == [f"U_max = {summary['u_max']:.6f}", line]
+    rows = cat.query("SELECT metric, testset, sentences, score FROM evaluations WHERE model_name = 'teacher' "
+                     f"AND run_id = '{summary['run_id']}' ORDER BY metric").to_pylist()
+    assert rows == [{"metric": "BLEU", "testset": "demo_bitext (validation sample)", "sentences": 200,
+                     "score": pytest.approx(bleu)},
+                    {"metric": "chrF", "testset": "demo_bitext (validation sample)", "sentences": 200,
+                     "score": pytest.approx(chrf)}]
+    assert line in Path(summary["reports"]["uncertainty_html"]).read_text(encoding="utf-8")
+
+
 @needs_lmplz
 def test_source_lm_baseline_takes_the_lowest_cross_entropy(first_run, demo_root, tmp_path):
     cache, _ = first_run

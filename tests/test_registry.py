@@ -86,7 +86,11 @@ def test_registry_refuses_a_pipeline_reading_an_unregistered_one():
     assert "x" not in registry.names()
 
 
-def test_toy_pipeline_joins_cli_nightly_summary_and_views_issue_14(toy):
+def test_toy_pipeline_joins_cli_nightly_summary_and_views_issue_14(toy, tmp_path):
+    from storage.catalog import Catalog
+
+    with Catalog(tmp_path / "cache").write():  # a catalog before any run (no catalog at all is another error)
+        pass
     helped = toy("run", "--help")
     assert ("one of: ingest, self_training, rejuvenation, paraphrase, mt_paraphrase, train_nmt, epida, "
             "train_classifier, c2c, train_slot_tagger, toy") in " ".join(helped.stdout.split())

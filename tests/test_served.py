@@ -280,7 +280,7 @@ def test_a_served_run_that_cannot_start_is_a_failed_run_in_the_catalog(served, t
     assert (failed["status"], failed["summary"]["error"], failed["summary"]["pipelines"]) == ("failed", error, [])
     runs = augdag(tmp_path, "runs", "--limit", "20", "--cache", str(served.cache))
     assert next(line for line in runs.stdout.splitlines() if line.startswith(failed["run_id"])).split()[1:4] == [
-        "nightly", "profile=demo", "failed"]
+        "nightly", "demo", "failed"]
     # retrying it loads its profile and overrides anew, and says the same thing (not "unknown key profile")
     again = augdag(tmp_path, "retry", failed["run_id"], "--cache", str(served.cache))
     assert again.returncode == 2 and error in " ".join(again.stderr.split())

@@ -154,8 +154,8 @@ def test_retry_recomputes_only_the_failed_shard(server, served_run, profile, tmp
     # the retried artifact equals a fault-free run's, byte for byte
     clean = Catalog(cache).query("SELECT path FROM artifacts WHERE stage = 'clean' AND dataset = 'a'").column(0)[0]
     reference = Catalog(server[0]).query("SELECT path FROM artifacts WHERE fingerprint = $f", {"f": fp}).column(0)[0]
-    for part in sorted(Path(reference.as_py()).glob("*.parquet")):
-        assert (Path(clean.as_py()) / part.name).read_bytes() == part.read_bytes(), part.name
+    for part in sorted((server[0] / reference.as_py()).glob("*.parquet")):  # relative to its cache
+        assert (cache / clean.as_py() / part.name).read_bytes() == part.read_bytes(), part.name
 
 
 def test_prefect_yaml_deploys_the_nightly_with_its_schedule(server, tmp_path):

@@ -131,6 +131,24 @@ def test_self_training_scores_and_samples_split_sentences_one_by_one(tmp_path):
     sample = take_sample(kept, selected)  # by uid: another sentence of the same line is not drawn with it
     assert list(zip(sample["line"].to_pylist(), sample["text"].to_pylist(), sample["rank"].to_pylist())) == [
         (1, "He left soon after!", 1), (4, "Yes.", 2)]
+    split = take_sample(kept, selected, split=True)  # the flow's setting for a split dataset (issue 26)
+    assert split.column_names == ["uid", "text", "source", "line", "sentence", "uncertainty", "p", "rank", "method"]
+    assert split.drop_columns(["sentence"]).equals(sample) and split["sentence"].to_pylist() == [2, 1]
+
+
+def test_synthetic_pairs_keep_the_sentence_of_a_split_line_issue_26(monkeypatch):
+    import tasks.nmt
+    from tasks.nmt import translate_mono
+
+    monkeypatch.setattr(tasks.nmt, "translate_column", lambda texts, **_: pa.array([t.upper() for t in texts.to_pylist()]))
+    part = split_sentences(mono(PARAGRAPHS[2:3], [4]))["part"]  # "Yes. Yes. One sentence only."
+    pairs = translate_mono(part, model=None, model_path=None, runtime=None, decode=None, model_fingerprint="fp")
+    assert pairs.column_names == ["uid", "src", "tgt", "source", "line", "sentence", "parent_uid", "model"]
+    assert list(zip(pairs["line"].to_pylist(), pairs["sentence"].to_pylist(), pairs["tgt"].to_pylist())) == [
+        (4, 1, "YES."), (4, 2, "YES."), (4, 3, "ONE SENTENCE ONLY.")]
+    unsplit = translate_mono(part.drop_columns(["sentence"]), model=None, model_path=None, runtime=None, decode=None,
+                             model_fingerprint="fp")
+    assert "sentence" not in unsplit.column_names  # an unsplit dataset's pairs are as before
 
 
 # -- the configuration -----------------------------------------------------------------------------------------------
@@ -273,7 +291,8 @@ def test_why_cli_prints_a_split_line_sentence_by_sentence(ingested, tmp_path):
                           capture_output=True, text=True, cwd=REPO, env=subprocess_env(tmp_path), timeout=120)
     assert done.returncode == 0, done.stderr
     assert [line.split("  uid ")[0] for line in done.stdout.splitlines()] == [
-        "news:1", f"  read: kept  (run {summary['run_id']})", "  split_sentences: 3 sentences",
+        "news:1", "  text: Mr. Smith arrived at 5 p.m. yesterday. He left soon after! Did he stay?",  # issue 26
+        f"  read: kept  (run {summary['run_id']})", "  split_sentences: 3 sentences",
         "  sentence 1", "    in views: mono", "  sentence 2", "    in views: mono", "  sentence 3", "    in views: mono"]
 
 
@@ -290,7 +309,8 @@ def test_turning_split_sentences_off_keeps_the_read_and_why_follows_the_unsplit_
     status = {(s["stage"], s["dataset"]): s["status"] for s in off["stages"] if s["dataset"] == "news"}
     assert status == {("read", "news"): "cached", ("duplicates", "news"): "computed", ("clean", "news"): "computed"}
     rows = Catalog(cache).query("SELECT * FROM mono WHERE source = 'news' ORDER BY line")
-    assert rows.column_names == MONO.names  # no dataset is split now: the view has no `sentence` column
+    # no dataset is split now: the view keeps its `sentence` column, null (issue 26: saved queries keep working)
+    assert rows.column_names == [*MONO.names, "sentence"] and rows["sentence"].to_pylist() == [None] * 4
     assert list(zip(rows["line"].to_pylist(), rows["text"].to_pylist())) == list(zip([1, 2, 4, 5], PARAGRAPHS))
     path = row_path(Catalog(cache), "news", 4)
     assert (path.sentences, path.views) == ((), {"mono": 1})  # the split of the run before is not current

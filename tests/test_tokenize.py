@@ -64,7 +64,7 @@ def test_tokenize_stage_replaces_only_the_named_columns():
 
 def test_tokenizer_conf_defaults_and_errors():
     conf = TokenizerConf()
-    assert (conf.kind, conf.src_lang, conf.tgt_lang, conf.aggressive_dash_splits) == ("moses", "en", "en", False)
+    assert (conf.kind, conf.src_lang, conf.tgt_lang, conf.aggressive_dash_splits) == ("moses", None, None, False)
     with pytest.raises(ValidationError, match="not a Python regular expression"):
         TokenizerConf(kind="regex", pattern="(unclosed")
     with pytest.raises(ValidationError, match="matches the empty string"):
@@ -109,6 +109,42 @@ def corpora(tmp_path_factory):
     return out
 
 
+def test_moses_takes_each_sides_language_from_the_profile_and_needs_both_issue_26():
+    """The German side gets German rules ("3." an ordinal, kept whole), the English side English ones (split)."""
+    rows = pa.table({"uid": ["a"], "src": ["Am 3. Oktober kam er."], "tgt": ["Am 3. Oktober kam er."]})  # the same
+    langs = TokenizerConf(kind="moses", src_lang="en", tgt_lang="de").languages()
+    out = tokenize_columns(rows, langs={"src": langs["src"], "tgt": langs["tgt"]})
+    assert out.to_pydict() == {"uid": ["a"], "src": ["Am 3 . Oktober kam er ."], "tgt": ["Am 3. Oktober kam er ."]}
+    for conf, missing in [(TokenizerConf(kind="moses"), "src_lang"), (TokenizerConf(src_lang="fr"), "tgt_lang")]:
+        with pytest.raises(ValueError, match=rf"^self_training\.tokenizer\.{missing}: kind moses needs the language"):
+            conf.languages()
+    assert TokenizerConf(kind="regex").languages() == {"src": "en", "tgt": "en"}  # unused; as before: caches stand
+
+
+def test_moses_without_languages_is_one_line_exit_2_before_any_stage_issue_26(tmp_path):
+    """The profile check refuses it when the profile loads: `tgt_lang` used to default to `en`, so German was
+    tokenised with English rules without a word."""
+    import subprocess
+    import sys
+
+    from tests.conftest import subprocess_env
+
+    profile = tmp_path / "p.yaml"
+    profile.write_text("pipelines: [ingest, self_training]\ndatasets:\n"
+                       "  pair: {kind: bitext, format: text, src: a.en, tgt: a.de}\n"
+                       "  mono: {kind: mono, format: text, path: m.en}\n"
+                       "self_training:\n  tokenizer: {kind: moses, src_lang: en}\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "flows.cli", "--cache", str(tmp_path / "c"), "run", "self_training",
+                           "--config", str(profile)], check=False, capture_output=True, text=True,
+                          env=subprocess_env(tmp_path),
+                          cwd=tmp_path, timeout=300)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (f"error: {profile}:6: self_training.tokenizer.tgt_lang: kind moses needs the language of "
+                           "each side (its rules differ per language); expected e.g. {kind: moses, src_lang: en, "
+                           "tgt_lang: de}\n")
+    assert not (tmp_path / "c").exists()
+
+
 def _first_half(cache, data, tokenizer: str) -> Catalog:
     from prefect import flow
 
@@ -118,7 +154,8 @@ def _first_half(cache, data, tokenizer: str) -> Catalog:
 
     conf = load_profile(REPO / "conf" / "demo.yaml", [
         "shard_size=200", "ingest.clean.max_ratio=10",  # the ratio counts whitespace tokens: raw and tokenised differ
-        f"self_training.tokenizer.kind={tokenizer}", "self_training.tokenizer.tgt_lang=de",
+        f"self_training.tokenizer.kind={tokenizer}", "self_training.tokenizer.src_lang=en",
+        "self_training.tokenizer.tgt_lang=de",
         f"datasets.demo_bitext.src={data}/train.en", f"datasets.demo_bitext.tgt={data}/train.de",
         f"datasets.demo_mono.path={data}/mono.en"], cache=cache, environ={"AUGDAG_DEMO_DATA": str(data)})
 
@@ -171,7 +208,8 @@ def test_the_teachers_half_tokenises_the_synthetic_pairs_for_the_target_lm_and_f
 
     data = corpora["raw"]
     conf = load_profile(REPO / "conf" / "demo.yaml", [
-        "shard_size=200", "self_training.tokenizer.kind=moses", "self_training.tokenizer.tgt_lang=de",
+        "shard_size=200", "self_training.tokenizer.kind=moses", "self_training.tokenizer.src_lang=en",
+        "self_training.tokenizer.tgt_lang=de",
         "self_training.teacher.train.max_update=10", "self_training.filter.lm_drop=0.2",
         "self_training.filter.max_ratio=100",  # a teacher of 10 updates: keep its translations of any length
         f"datasets.demo_bitext.src={data}/train.en", f"datasets.demo_bitext.tgt={data}/train.de",

@@ -1,0 +1,47 @@
+"""Each trained translation model's score on a sample of its data, for the pipeline's summary and report.
+
+``validate_nmt`` runs tasks/validation.py's stages for one model (cached like any stage: a model that did not
+change is not scored again), records the scores in `evaluations` (model_name = the model's role,
+testset = ``<dataset> (validation sample)``) and returns the summary's entry; ``model_line`` is its line.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the CLI imports model_line (flows/pipelines.py) before Prefect may be imported
+    from conf.schema import NMTConf
+    from flows.driver import ModelRef, Run
+    from storage.artifacts import ArtifactRef
+
+SAMPLE_SIZE = 200  # pairs: enough for a corpus BLEU that tells 2 from 20, seconds to translate on a CPU
+
+
+def validate_nmt(run: Run, model: ModelRef, conf: NMTConf, data: ArtifactRef, *, role: str, beam: int,
+                 lenpen: float, label: str | None = None, size: int = SAMPLE_SIZE) -> dict[str, Any]:
+    """``model``'s BLEU and chrF on ``size`` pairs of ``data`` (src → tgt, shown as ``label``, default its
+    dataset), translated as the pipeline translates (``beam``, ``lenpen``); ``role`` names it (teacher, ...)."""
+    from flows.driver import run_stage
+    from tasks.evaluation import EVALUATE
+    from tasks.nmt import decode_options, loading, runtime
+    from tasks.validation import TRANSLATE_VALIDATION, VALIDATION_SAMPLE
+
+    sample = run_stage(run, VALIDATION_SAMPLE, inputs=[data], n_shards=1, params={"size": size})
+    hyps = run_stage(run, TRANSLATE_VALIDATION, inputs=[sample], models=[model.fingerprint],
+                     resources={"model_path": model.path, "runtime": runtime(conf)},
+                     params={"model": loading(conf), "decode": decode_options(beam=beam, lenpen=lenpen)})
+    scores = {s["metric"]: s for s in run_stage(run, EVALUATE, inputs=[hyps], n_shards=1, params={}).read(0).to_pylist()}
+    trained = conf.model is None  # trained here, on these pairs among others
+    dataset = label or data.dataset or data.stage
+    run.catalog.register_evaluation(run_id=run.run_id, model=model.fingerprint, model_name=role,
+                                    testset=f"{dataset} (validation sample)", scores=list(scores.values()),
+                                    meta={"sample": size, "trained_on_it": trained})
+    return {"model": role, "fingerprint": model.fingerprint, "dataset": dataset,
+            "sentences": scores["BLEU"]["sentences"], "trained_on_it": trained,
+            "BLEU": scores["BLEU"]["score"], "chrF": scores["chrF"]["score"], "signature": scores["BLEU"]["signature"]}
+
+
+def model_line(v: dict[str, Any]) -> str:
+    """``teacher: BLEU = 3.12, chrF = 21.40 on 200 pairs of `train` (its training data: an upper bound)``."""
+    return (f"{v['model']}: BLEU = {v['BLEU']:.2f}, chrF = {v['chrF']:.2f} on {v['sentences']:,} pairs of "
+            f"`{v['dataset']}`" + (" (its training data: an upper bound)" if v["trained_on_it"] else ""))

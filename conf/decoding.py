@@ -121,6 +121,6 @@ class InputConf(ConfModel):
     def _defaults_left_out(self, dump: SerializerFunctionWrapHandler) -> dict[str, Any]:
         out = dump(self)
         for key, default in DEFAULTS.items():
-            if out.get(key) == default:
+            if key in out and out[key] == default:  # (a dump may leave a key out itself: exclude=)
                 del out[key]
         return out

@@ -31,7 +31,7 @@ def model_lines(models: Mapping[str, Any]) -> list[str]:
 
 
 def self_training_lines(s: Mapping[str, Any]) -> list[str]:
-    return [f"U_max = {s['u_max']:.6f}", *model_lines(s.get("models", {})),
+    return [f"U_max = {s['u_max']:.6f}", *model_lines(s.get("model_scores", {})),
             "synthetic pairs: " + ", ".join(f"{k} {v:,}" for k, v in s["synthetic"].items())]
 
 

@@ -212,5 +212,5 @@ def self_training_flow(conf: AugdagConf, profile: str = "", config: dict[str, An
         synthetic, mono_bins, teacher = teach(run, conf.self_training, result)
         result = dataclasses.replace(result, bins={**result.bins, "mono": mono_bins})
         reports = publish_report(run, result, conf.self_training, teacher)
-    return run.finish(extra={"u_max": result.u_max, "reports": reports, "models": {"teacher": teacher},
+    return run.finish(extra={"u_max": result.u_max, "reports": reports, "model_scores": {"teacher": teacher},
                              "synthetic": {name: artifact_rows(ref) for name, ref in synthetic.items()}})

@@ -209,7 +209,7 @@ def test_teacher_score_on_its_bitext_sample_is_in_the_summary_line_and_report_is
 
     cache, summary = first_run
     cat = Catalog(cache)
-    teacher = summary["models"]["teacher"]
+    teacher = summary["model_scores"]["teacher"]
     sample = cat.query("SELECT uid FROM bitext WHERE source = 'demo_bitext' ORDER BY md5(uid), uid LIMIT 200")
     path = cat.query("SELECT path FROM artifacts WHERE stage = 'translate_validation'")["path"][0].as_py()
     hyps = cat.query(f"SELECT * FROM read_parquet('{Path(cache) / path}/part-*.parquet')").to_pylist()

@@ -190,7 +190,7 @@ EXPERIMENTS = {  # three arms over the bitext view alone (the demo's rejuvenated
     "odd_ct": {"label": "odd + CT", "mix": {"odd": BITEXT + " AND line % 2 = 1"},
                "continue_on": {"mix": {"bitext": BITEXT}, "lr": 1e-4, "max_update": 1}},
 }
-SEEDS, UPDATES = [1, 2], 40
+SEEDS, UPDATES = [1, 2], 20  # a few updates: the arms, seeds and tests are what is checked, not learning
 
 
 def _sets(ood) -> list[str]:
@@ -211,7 +211,7 @@ def pipeline(prefect_harness, tmp_path_factory):
     from tests.conftest import REPO
 
     data, ood, cache = (tmp_path_factory.mktemp(n) for n in ("nmt-arms-data", "nmt-arms-ood", "nmt-arms-cache"))
-    write_demo(data, seed=3, bitext_rows=400, mono_rows=100, labeled_rows=100, slots_rows=100, test_rows=50)
+    write_demo(data, seed=3, bitext_rows=300, mono_rows=100, labeled_rows=100, slots_rows=100, test_rows=50)
     write_demo(ood, seed=11, bitext_rows=100, mono_rows=100, labeled_rows=100, slots_rows=100, test_rows=50)
 
     def conf(*extra: str):

@@ -30,7 +30,8 @@ def validate_nmt(run: Run, model: ModelRef, conf: NMTConf, data: ArtifactRef, *,
     hyps = run_stage(run, TRANSLATE_VALIDATION, inputs=[sample], models=[model.fingerprint],
                      resources={"model_path": model.path, "runtime": runtime(conf)},
                      params={"model": loading(conf), "decode": decode_options(beam=beam, lenpen=lenpen)})
-    scores = {s["metric"]: s for s in run_stage(run, EVALUATE, inputs=[hyps], n_shards=1, params={}).read(0).to_pylist()}
+    evaluated = run_stage(run, EVALUATE, inputs=[hyps], n_shards=1, params={})
+    scores = {s["metric"]: s for s in evaluated.read(0).to_pylist()}
     trained = conf.model is None  # trained here, on these pairs among others
     dataset = label or data.dataset or data.stage
     run.catalog.register_evaluation(run_id=run.run_id, model=model.fingerprint, model_name=role,

@@ -51,7 +51,8 @@ def resolve(root: Path, path: str) -> Path:
 
 
 def files_sql(paths: Sequence[str]) -> str:
-    """A DuckDB list of files for ``read_parquet``: relative paths under the root variable, absolute ones as they are."""
+    """A DuckDB list of files for ``read_parquet``: relative paths under the root variable, absolute ones as
+    they are."""
     relative_ = [p for p in paths if not Path(p).is_absolute()]
     absolute = [p for p in paths if Path(p).is_absolute()]
     parts = []

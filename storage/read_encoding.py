@@ -30,7 +30,8 @@ from conf.errors import InputError
 from conf.schema import DatasetConf
 from storage.lines import BLOCK_BYTES, iter_lines
 
-__all__ = ["SAMPLE_BYTES", "WARN_SHARE", "check_encodings", "misread_utf8", "not_utf8_error", "proposed_encoding", "undecodable_sample"]
+__all__ = ["SAMPLE_BYTES", "WARN_SHARE", "check_encodings", "misread_utf8", "not_utf8_error", "proposed_encoding",
+           "undecodable_sample"]
 
 WARN_SHARE = 0.05  # more than this share of a file's lines rejected `invalid_utf8`: the run warns
 SAMPLE_BYTES = 1 << 16  # undecodable lines handed to charset-normalizer: enough for its statistics, quick

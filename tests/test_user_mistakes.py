@@ -83,7 +83,8 @@ def _cases(tmp: Path, cache: str) -> list[tuple[str, list[str], list[str]]]:
         ("why on a missing cache", ["why", "x", "1", "--cache", missing], ["no catalog at"]),
         ("retry of an unknown run", ["retry", "ingest-nosuch", "--cache", cache], ["ingest-nosuch"]),
         ("why of an unknown row", ["why", "nosuchsource", "3", "--cache", cache], ["nosuchsource"]),
-        ("nightly with no such profile", ["nightly", "--config", "nosuch-profile", "--cache", cache], ["nosuch-profile"]),
+        ("nightly with no such profile", ["nightly", "--config", "nosuch-profile", "--cache", cache],
+         ["nosuch-profile"]),
     ]
 
 
@@ -126,5 +127,5 @@ def test_at_least_30_mistakes_are_each_one_line_and_exit_2(outcomes):
 
 def test_a_mistake_creates_nothing(outcomes):
     tmp, _ = outcomes
-    assert not (tmp / "no-cache-here").exists() and not (tmp / "a").exists() 
+    assert not (tmp / "no-cache-here").exists() and not (tmp / "a").exists()
     assert not (tmp / "x.parquet").exists() and not (tmp / "y.parquet").exists() and not (tmp / "q.csv").exists()

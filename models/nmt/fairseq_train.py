@@ -1,8 +1,9 @@
-"""Training a fairseq transformer: fairseq's own CLIs in a subprocess, a loadable model directory out.
+"""Training a fairseq transformer: fairseq's own CLIs in a process of their own, a loadable model directory out.
 
 Training is fairseq's own CLIs, ``fairseq_cli.preprocess`` (one joined dictionary) then
-``fairseq_cli.train``, run one after the other in one subprocess of this interpreter (so the venv's
-fairseq runs, and fairseq is imported once: that import alone takes 10-20 s on 2 busy cores).
+``fairseq_cli.train``, run one after the other in a fork of a warm process of this interpreter
+(``models.nmt.fairseq_zygote``: the venv's fairseq runs, imported once per augdag process; that import alone
+takes 10-20 s on 2 busy cores).
 Hand-written: the command lines built from ``NMTTrainConf``, the joint SentencePiece model around them,
 and the log streaming (each line to ``log``, the update count to ``progress``): fairseq's CLIs only print.
 The training pairs are streamed batch by batch (``train_fairseq_batches``; the training stage hands it one
@@ -11,7 +12,7 @@ artifact part at a time): SentencePiece pulls its first 2M sentences from one pa
 memory (at 4.5M pairs that was several GB). ``train_fairseq`` (two lists) is the same in one-list batches.
 Continued training (``init``) restarts fairseq-train from a model augdag trained (``--restore-file``,
 optimizer, lr scheduler, data order and meters reset) with that model's subwords and dictionary; fairseq's
-own ``torch.load`` of it runs in the subprocess with ``weights_only`` and augdag's allow-list.
+own ``torch.load`` of it runs in that process with ``weights_only`` and augdag's allow-list.
 The directory written is what ``models.nmt.fairseq.FairseqModel.load`` reads; its card's sha256 is what
 makes the checkpoint trusted (``models.nmt.fairseq_checkpoint``).
 """
@@ -19,12 +20,9 @@ makes the checkpoint trusted (``models.nmt.fairseq_checkpoint``).
 from __future__ import annotations
 
 import collections
-import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -33,6 +31,7 @@ from conf.errors import ModelError
 from conf.schema import NMTTrainConf
 from models.nmt.base import CARD, ModelCard, check_pairs, cpu_threads, pick_device
 from models.nmt.fairseq_checkpoint import ALLOWED_GLOBALS, CHECKPOINT, SUBWORDS, locate, trust
+from models.nmt.fairseq_zygote import zygote
 from models.nmt.subwords import SentencePiece, one_line, train_sentencepiece
 from storage.artifacts import hash_file
 
@@ -234,34 +233,23 @@ def progress_parser(progress: Callable[[int, int], None] | None, total: int) -> 
     return on_line
 
 
-_DRIVER = """import importlib, json, sys
-allowed = json.loads(sys.argv[2])
-if allowed:  # fairseq's torch.load (weights_only, torch >= 2.6) of augdag's own checkpoint: its allow-list
-    import torch
-    torch.serialization.add_safe_globals([getattr(importlib.import_module(m), n) for m, n in allowed])
-for step in json.loads(sys.argv[1]):
-    print("augdag: python -m", " ".join(step), flush=True)
-    sys.argv = step
-    importlib.import_module(step[0]).cli_main()
-"""  # fairseq's CLIs one after the other in one interpreter: importing fairseq takes 10-20 s on 2 busy cores
-
-
 def run_fairseq(steps: list[list[str]], *, env: dict[str, str], log: Callable[[str], None], what: str,
                 on_line: Callable[[str], None] | None = None, allow_listed: bool = False) -> None:
-    """Run fairseq CLI modules (``[module, *args]`` each, as ``python -m`` would) in one subprocess of this
-    interpreter, streaming its output (stdout and stderr) line by line to ``log``. ``allow_listed``: torch
+    """Run fairseq CLI modules (``[module, *args]`` each, as ``python -m`` would) one after the other in a fork
+    of the warm fairseq process (``models.nmt.fairseq_zygote``), its output (stdout and stderr) line by line to
+    ``log``. ``allow_listed``: torch
     unpickles checkpoints there with ``ALLOWED_GLOBALS`` (only for checkpoints whose trust was checked)."""
     tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL)
     allowed = [[g.__module__, g.__qualname__] for g in ALLOWED_GLOBALS] if allow_listed else []
-    cmd = [sys.executable, "-c", _DRIVER, json.dumps(steps), json.dumps(allowed)]
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                          env=env, text=True, bufsize=1, errors="replace") as proc:
-        for line in proc.stdout:
-            line = line.rstrip("\n")
-            tail.append(line)
-            log(line)
-            if on_line is not None:
-                on_line(line)
-    if proc.returncode != 0:
-        raise ModelError(f"{what} failed with exit code {proc.returncode}; its last {len(tail)} log lines:\n"
-                         + "\n".join(tail))
+    threads = cpu_threads(int(env.get("OMP_NUM_THREADS", "0") or 0))
+
+    def each(line: str) -> None:
+        tail.append(line)
+        log(line)
+        if on_line is not None:
+            on_line(line)
+
+    code = zygote().run(steps, env=env, threads=threads, allowed=allowed, on_line=each)
+    if code != 0:
+        how = "ended without an exit code (killed?)" if code is None else f"failed with exit code {code}"
+        raise ModelError(f"{what} {how}; its last {len(tail)} log lines:\n" + "\n".join(tail))

@@ -1,0 +1,135 @@
+"""A warm fairseq process: each training a fork of one process that has imported fairseq already.
+
+A fairseq training in a fresh interpreter spends ~5 s (alone; 10-20 s on 2 busy cores) before its first update:
+the interpreter, torch, fairseq with every one of its tasks (scikit-learn among them) and torch._dynamo (the
+first optimizer imports it). The demo trains six models and a test run dozens, so the zygote pays that once
+per augdag process: one child interpreter (this module's ``_ZYGOTE``) imports them, then forks once per
+training. Each fork gets the job's environment, its thread count (``torch.set_num_threads``: the zygote's
+OpenMP runtime was set up before any job) and a pipe for its output, and runs fairseq's CLIs as ``python -m``
+would; its last line carries its exit code. A fork shares nothing with another job: fairseq seeds its own
+RNGs from ``--seed``, and the zygote never runs an operator (no thread pool, no CUDA context to inherit).
+
+Hand-written: ``multiprocessing``'s forkserver neither takes an environment for the server nor streams a
+child's output line by line. The zygote and its forks stay in augdag's process group (a ``kill -9`` of the
+group ends them); the zygote exits when its augdag process closes the socket.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+
+EXIT_MARK = "\0augdag-fairseq-exit "  # the fork's last line: EXIT_MARK + its exit code
+PRELOAD = ("fairseq_cli.preprocess", "fairseq_cli.train", "torch._dynamo")
+
+_ZYGOTE = r"""import importlib, json, os, signal, socket, sys, traceback
+sock = socket.socket(fileno=int(sys.argv[1]))
+for name in json.loads(sys.argv[2]):  # best effort: a fork imports again what failed here, and reports it
+    try:
+        importlib.import_module(name)
+    except Exception:
+        pass
+torch = sys.modules.get("torch")
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # forks are reaped by the kernel: nobody waits for them here
+while True:
+    msg, fds, _, _ = socket.recv_fds(sock, 1 << 22, 1)
+    if not msg:
+        os._exit(0)  # augdag closed the socket
+    job = json.loads(msg)
+    sys.stdout.flush(); sys.stderr.flush()
+    if os.fork() == 0:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        sock.close()
+        os.dup2(fds[0], 1); os.dup2(fds[0], 2); os.close(fds[0])
+        sys.stdout.reconfigure(line_buffering=True); sys.stderr.reconfigure(line_buffering=True)
+        code = 1
+        try:
+            os.environ.clear(); os.environ.update(job["env"])
+            if torch is not None:
+                torch.set_num_threads(job["threads"])
+            if job["allowed"]:
+                import torch  # fairseq's torch.load (weights_only) of augdag's own checkpoint: its allow-list
+                allowed = [getattr(importlib.import_module(m), n) for m, n in job["allowed"]]
+                torch.serialization.add_safe_globals(allowed)
+            for step in job["steps"]:
+                print("augdag: python -m", " ".join(step), flush=True)
+                sys.argv = step
+                importlib.import_module(step[0]).cli_main()
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            if isinstance(e.code, str):
+                print(e.code, file=sys.stderr)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush(); sys.stderr.flush()
+            os.write(1, ("\n%s%d\n" % (EXIT_MARK, code)).encode())
+            os._exit(code)
+    os.close(fds[0])
+""".replace("EXIT_MARK", repr(EXIT_MARK))
+
+
+class Zygote:
+    """A warm process that imported ``preload``, started on first use (with the first job's environment) and again
+    if it died; ``zygote()`` is this augdag process' one for fairseq."""
+
+    def __init__(self, preload: tuple[str, ...] = PRELOAD) -> None:
+        self.preload = preload
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen | None = None
+        self._sock: socket.socket | None = None
+
+    def _started(self, env: dict[str, str]) -> socket.socket:
+        if self._proc is None or self._proc.poll() is not None:
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            with theirs:
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-c", _ZYGOTE, str(theirs.fileno()), json.dumps(self.preload)],
+                    pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL, env=env)
+            if self._sock is not None:
+                self._sock.close()
+            self._sock = ours
+        assert self._sock is not None
+        return self._sock
+
+    def run(self, steps: list[list[str]], *, env: dict[str, str], threads: int, allowed: list[list[str]],
+            on_line: Callable[[str], None]) -> int | None:
+        """Run fairseq CLI modules (``[module, *args]`` each) in a fork, each line of its output (stdout and
+        stderr) to ``on_line`` as it comes; its exit code (``None``: it died without one, e.g. killed)."""
+        job = json.dumps({"steps": steps, "env": env, "threads": threads, "allowed": allowed}).encode()
+        read_fd, write_fd = os.pipe()
+        try:
+            with self._lock:
+                try:
+                    socket.send_fds(self._started(env), [job], [write_fd])
+                except OSError:  # the zygote died between two jobs: once more with a new one
+                    self._proc = None
+                    socket.send_fds(self._started(env), [job], [write_fd])
+        finally:
+            os.close(write_fd)
+        held = None  # each line is held back one line: the empty one before the exit mark is not output
+        with open(read_fd, encoding="utf-8", errors="replace") as out:
+            for line in out:
+                if line.startswith(EXIT_MARK):
+                    return int(line[len(EXIT_MARK):])
+                if held is not None:
+                    on_line(held)
+                held = line.rstrip("\n")
+        if held:
+            on_line(held)
+        return None
+
+
+_ZYGOTE_OF_PROCESS = Zygote()
+
+
+def zygote() -> Zygote:
+    """This process' warm fairseq process."""
+    return _ZYGOTE_OF_PROCESS

@@ -1,15 +1,13 @@
 """The DuckDB catalog: runs, stage runs, artifacts, lineage, models, evaluations, rejects, and one view per output.
 
-DuckDB allows one writing process per database file, and a process that has it open for writing
-keeps every other process out, readers included. So every connection here is short-lived and taken
-under an ``flock`` on ``catalog.lock`` beside the database: writers (only the flow driver) hold it
-exclusively for one registration, readers share it for one query. Two flows on one cache therefore
-both succeed; they take turns for the few milliseconds each write needs.
+DuckDB allows one writing process per database file, and a process that has it open for writing keeps every
+other process out, readers included. So every connection here is short-lived and taken under an ``flock`` on
+``catalog.lock`` beside the database: writers (only the flow driver) hold it exclusively for one registration,
+readers share it for one query. Two flows on one cache both succeed, taking turns for a few milliseconds a write.
 
-Views are rebuilt inside every write: view ``V`` reads the main Parquet parts of the *current*
-artifacts whose ``view`` is ``V`` (per stage and dataset, the one a run used last), and ``dropped`` their
-dropped parts (storage/dropped.py). Only artifacts with a complete manifest are ever registered, so no
-unfinished output is visible through a view. Paths are stored and named relative to the cache root
+The views a write moves are rebuilt inside it: view ``V`` reads the main Parquet parts of the *current* artifacts
+whose ``view`` is ``V`` (per stage and dataset, the one a run used last), ``dropped`` their dropped parts
+(storage/dropped.py). Only artifacts with a complete manifest are registered: no unfinished output is visible. Paths are stored and named relative to the cache root
 (storage/cache_root.py), so a copied or moved cache answers the same. A user's SQL is checked by
 storage/sql_guard.py (``check_read_only``) and runs on a sandboxed connection (``read(sandbox=True)``).
 """
@@ -99,7 +97,7 @@ class Catalog:
         self.lock_timeout_s = lock_timeout_s
         self._schema_checked = False
         self._paths_checked = False  # read(): an older catalog's absolute paths made relative once (RELATIVE_PATHS)
-        self._views_stale = False
+        self._views_stale: bool | set[str] = False  # True: every view; a set: those views (a registration's)
         # a list (a replayed run, flows/replay.py): registrations wait for the next query or finish_run, one write
         self.deferred: list[Callable[[duckdb.DuckDBPyConnection], Any]] | None = None
 
@@ -141,10 +139,10 @@ class Catalog:
                                             {"v": DROPPED_VIEW}).fetchone()[0]  # a catalog older than the view
                     stale |= con.execute(RELATIVE_PATHS).fetchone()[0] > 0  # a catalog of absolute paths
                 con.execute("BEGIN TRANSACTION")
-                self._views_stale = stale
+                self._views_stale = stale or set()
                 yield con
                 if self._views_stale:
-                    self._refresh_views(con)
+                    self._refresh_views(con, None if self._views_stale is True else self._views_stale)
                 con.execute("COMMIT")
             except BaseException:
                 con.execute("ROLLBACK")
@@ -289,9 +287,8 @@ class Catalog:
                   run_id: str, parents: Sequence[str] = (), stage_runs: Sequence[Mapping[str, Any]] = ()) -> bool:
         """``register``'s body, inside the caller's transaction."""
         new = con.execute("SELECT count(*) FROM artifacts WHERE fingerprint = $f", {"f": ref.fingerprint}).fetchone()[0] == 0
-        shown = ref.view is not None or has_drops(manifest)  # in a view, or in `dropped`
         if new:
-            self._views_stale |= shown
+            self._stale(ref, manifest, True)
             con.execute(
                 "INSERT INTO artifacts VALUES ($f, $st, $v, $view, $ds, $path, $n, $rows, $bytes, $params, $m,"
                 " $run, now(), $run, now())",
@@ -319,7 +316,7 @@ class Catalog:
                 {"run": run_id, "f": ref.fingerprint},
             )
             # a view moves only if this artifact was not already the current one
-            self._views_stale |= shown and (current is None or current[0] != ref.fingerprint)
+            self._stale(ref, manifest, current is None or current[0] != ref.fingerprint)
         _insert_stage_runs(con, stage_runs)
         return new
 
@@ -361,8 +358,14 @@ class Catalog:
             write_part(VIEW_SCHEMAS[view].empty_table(), path)
         return path
 
-    def _refresh_views(self, con: duckdb.DuckDBPyConnection) -> None:
-        """Each view over its current artifacts' parts, named relative to the cache root (storage/cache_root.py)."""
+    def _stale(self, ref: ArtifactRef, manifest: Mapping[str, Any], moved: bool) -> None:
+        """The views a registration moves (its own, `dropped` if it drops rows): rebuilt at commit, the others kept."""
+        if moved and self._views_stale is not True:
+            self._views_stale |= {ref.view, DROPPED_VIEW if has_drops(manifest) else None} - {None}
+
+    def _refresh_views(self, con: duckdb.DuckDBPyConnection, only: set[str] | None = None) -> None:
+        """Each view (``only`` those) over its current artifacts' parts, named relative to the cache root
+        (storage/cache_root.py): binding a view reads every part's schema, so a registration rebuilds only its own."""
         current = con.execute(
             "SELECT view, path, n_shards FROM artifacts WHERE view IS NOT NULL "
             "QUALIFY row_number() OVER (PARTITION BY view, stage, dataset ORDER BY last_used_at DESC, created_at DESC) = 1 "
@@ -371,14 +374,15 @@ class Catalog:
         files: dict[str, list[str]] = {v: [] for v in BASE_VIEWS}
         for view, path, n_shards in current:
             files.setdefault(view, []).extend(f"{path}/{part_name(i)}" for i in range(n_shards))
-        for view, paths in files.items():
+        for view, paths in ((v, p) for v, p in files.items() if only is None or v in only):
             paths = [p for p in paths if resolve(self.root, p).exists()] + (  # a kind's empty part: its every column
                 [relative(self.root, self._empty_part(view))] if view in VIEW_SCHEMAS else [])
             if not paths:
                 continue
             con.execute(f'CREATE OR REPLACE VIEW "{view}" AS SELECT * FROM read_parquet({files_sql(paths)}, '
                         "union_by_name = true)")
-        con.execute(dropped_view_sql(con, self.root))
+        if only is None or DROPPED_VIEW in only:
+            con.execute(dropped_view_sql(con, self.root))
 
 
 def _insert_stage_runs(con: duckdb.DuckDBPyConnection, rows: Sequence[Mapping[str, Any]]) -> None:

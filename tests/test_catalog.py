@@ -1,5 +1,6 @@
 import multiprocessing as mp
 
+import duckdb
 import pyarrow as pa
 import pytest
 
@@ -29,6 +30,26 @@ def test_register_new_then_cached_adds_no_artifact_and_moves_the_view(tmp_path):
     # a newer artifact of the same stage and dataset replaces it in the view
     ref2, m2 = _artifact(tmp_path, "b" * 32, bitext([("e f", "u v")]))
     cat.register(ref2, m2, run_id="r3")
+    assert cat.query("SELECT src FROM bitext")["src"].to_pylist() == ["e f"]
+
+
+def test_a_registration_rebuilds_only_the_views_it_moves(tmp_path):
+    """Binding a view reads the schema of each of its parts, so a write rebuilds its own view, not all of them:
+    a view whose part vanished behind the catalog's back keeps naming it until a write moves that view."""
+    cat = Catalog(tmp_path)
+    ref, m = _artifact(tmp_path, "a" * 32, bitext([("a b", "x y")]))
+    cat.register(ref, m, run_id="r1")
+    other, m2 = _artifact(tmp_path, "b" * 32, bitext([("c d", "z")]), view="paraphrased_bitext")
+    ref.path(0).unlink()
+    cat.register(other, m2, run_id="r1")  # moves paraphrased_bitext only
+    assert cat.query("SELECT src FROM paraphrased_bitext")["src"].to_pylist() == ["c d"]
+    with pytest.raises(duckdb.IOException):
+        cat.query("SELECT src FROM bitext")  # not rebuilt: still its (now missing) part
+    cat.register(ref, m, run_id="r2")  # a cached re-registration of the current artifact moves nothing
+    with pytest.raises(duckdb.IOException):
+        cat.query("SELECT src FROM bitext")
+    newer, m3 = _artifact(tmp_path, "c" * 32, bitext([("e f", "u v")]))
+    cat.register(newer, m3, run_id="r3")  # moves bitext: rebuilt over the current artifact
     assert cat.query("SELECT src FROM bitext")["src"].to_pylist() == ["e f"]
 
 

@@ -19,7 +19,7 @@ from tests.conftest import REPO, subprocess_env
 
 def augdag(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "flows.cli", *args], env=subprocess_env(tmp_path, COLUMNS="200", **env),
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
 
 
 def said(line: str) -> tuple[str, str, str]:
@@ -29,10 +29,11 @@ def said(line: str) -> tuple[str, str, str]:
     return logger, "Flow run" if where.startswith("Flow run ") else where, re.sub(r"\b[0-9a-f]{12}\b", "<fp>", message)
 
 
-@pytest.fixture
-def caches(tmp_path) -> tuple[str, str]:
+@pytest.fixture(scope="module")
+def caches(tmp_path_factory) -> tuple[str, str]:
     """Two caches: A with the run a-1, B with b-1 and b-2 ($AUGDAG_CACHE in these tests: an option that is
-    not read shows B)."""
+    not read shows B). Shared by the tests below, which only read them (`run` stops at its missing input)."""
+    tmp_path = tmp_path_factory.mktemp("caches")
     for root, runs in ((tmp_path / "A", ["a-1"]), (tmp_path / "B", ["b-1", "b-2"])):
         catalog = Catalog(root)
         for run_id in runs:
@@ -190,10 +191,10 @@ def test_quiet_default_and_verbose_output_of_a_run_and_its_log_issue_18(prefect_
     clean = augdag(tmp_path, "--cache", cache, "logs", first, "--stage", "clean")
     assert clean.returncode == 0 and [said(line) for line in clean.stdout.splitlines()] == [
         ("prefect.task_runs", "Task run 'clean-00000'", "Finished in state Completed()"),
-        ("prefect.flow_runs", "Flow run", "clean[pair] <fp>: 1/1 shards computed, rows 4 -> {'dropped': 1, "
-                                          "'part': 3}")]
+        ("prefect.flow_runs", "Flow run", ("clean[pair] <fp>: 1/1 shards computed, rows 4 -> {'dropped': 1, "
+                                           "'part': 3}"))]
     none = augdag(tmp_path, "logs", first, "--stage", "student", "--cache", cache)
-    assert (none.returncode, none.stderr) == (2, f"error: {cache}/logs/{first}.log: no line of stage 'student'; "
-                                                 "the stages in it: clean, duplicates, read\n")
+    assert (none.returncode, none.stderr) == (2, (f"error: {cache}/logs/{first}.log: no line of stage 'student'; "
+                                                  "the stages in it: clean, duplicates, read\n"))
     unknown = augdag(tmp_path, "logs", "nope", "--cache", cache)
     assert unknown.returncode == 2 and f"no run 'nope'; the most recent runs: {third}, {second}, {first}." in unknown.stderr

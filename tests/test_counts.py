@@ -69,18 +69,21 @@ def test_stage_counts_are_rows_computed_or_cached_and_totals_print_in_every_mode
     tmp, cache, url = ingested
     runs = Catalog(Path(cache))
 
-    def run(*args: str, **env: str) -> tuple[subprocess.CompletedProcess, str]:
+    def run(*args: str, server: bool = True, **env: str) -> tuple[subprocess.CompletedProcess, str]:
         done = augdag(tmp, "--cache", cache, *args, "run", "ingest", "--config", str(tmp / "p.yaml"),
-                      PREFECT_API_URL=url, **env)
+                      **({"PREFECT_API_URL": url} if server else {}), **env)
         assert done.returncode == 0, done.stdout + done.stderr
         return done, runs.query("SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1")["run_id"][0].as_py()
 
     computed, first = run()
     assert stage_rows(computed.stdout) == {s: ("computed", *n) for s, n in TABLE.items()}
     assert computed.stdout.splitlines()[-1] == f"run {first} completed: shards: 3 computed, 0 cached of 3; {TOTALS}"
-    # cached, on Prefect (no replay) and replayed: the same rows in, kept and dropped, from the computing run's records
+    # cached, on Prefect (no replay) and replayed: the same rows in, kept and dropped, from the computing run's records.
+    # A run reporting to a server is never replayed (flows/cli_run.py): the replayed one runs with none, as a user's
     on_prefect, second = run(AUGDAG_REPLAY="0")
-    replayed, third = run()
+    replayed, third = run(server=False)
+    flow_runs = runs.query("SELECT run_id, flow_run_id FROM runs WHERE run_id IN ($s, $t)", {"s": second, "t": third})
+    assert {r["run_id"]: r["flow_run_id"] is not None for r in flow_runs.to_pylist()} == {second: True, third: False}
     for done, run_id in ((on_prefect, second), (replayed, third)):
         assert stage_rows(done.stdout) == {s: ("cached", *n) for s, n in TABLE.items()}
         assert done.stdout.splitlines()[-1] == f"run {run_id} completed: shards: 0 computed, 3 cached of 3; {TOTALS}"

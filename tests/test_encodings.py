@@ -134,9 +134,10 @@ def test_per_side_settings_are_checked_and_equal_sides_are_one_value_issue_26(tm
 # --- through the CLI -------------------------------------------------------------------------------------------------
 
 
-def _augdag(tmp_path: Path, *args: str, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+def _augdag(tmp_path: Path, *args: str, prefix: tuple[str, ...] = (), **env: str) -> subprocess.CompletedProcess:
     return subprocess.run([*prefix, *AUGDAG, "--cache", str(tmp_path / "cache"), *args], check=False,
-                          capture_output=True, text=True, cwd=tmp_path, env=subprocess_env(tmp_path), timeout=600)
+                          capture_output=True, text=True, cwd=tmp_path, env=subprocess_env(tmp_path, **env),
+                          timeout=600)
 
 
 PROFILE = """\
@@ -148,10 +149,14 @@ datasets:
 
 
 @pytest.mark.slow
-def test_ingest_reads_sides_right_and_warns_of_a_latin1_side_read_as_utf8_issue_26(tmp_path):
+def test_ingest_reads_sides_right_and_warns_of_a_latin1_side_read_as_utf8_issue_26(prefect_harness, tmp_path):
+    from prefect.settings import PREFECT_API_URL
+
     _pair(tmp_path)
     (tmp_path / "p.yaml").write_text(PROFILE, encoding="utf-8")
-    done = _augdag(tmp_path, "run", "ingest", "--config", "p.yaml")
+    # the session harness's server: no temporary Prefect server for this run (~20 CPU-s); the test below keeps
+    # one, as its whole stderr is asserted
+    done = _augdag(tmp_path, "run", "ingest", "--config", "p.yaml", PREFECT_API_URL=PREFECT_API_URL.value())
     assert done.returncode == 0, done.stderr
     cat = Catalog(tmp_path / "cache")
     got = cat.query("SELECT src, tgt FROM bitext WHERE source = 'pair' ORDER BY line").to_pylist()

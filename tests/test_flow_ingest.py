@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import signal
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -46,9 +46,26 @@ def _ingest(conf):
     return ingest_flow(conf, profile="test")
 
 
-def test_ingest_flow_accounts_for_every_input_row(prefect_harness, demo_data, tmp_path):
+def _api_url() -> str:
+    """The session harness's Prefect server: a CLI subprocess pointed at it starts no temporary server of its own
+    (~20 CPU-s and as many seconds each)."""
+    from prefect.settings import PREFECT_API_URL
+
+    return PREFECT_API_URL.value()
+
+
+@pytest.fixture(scope="module")
+def first(prefect_harness, demo_data, tmp_path_factory):
+    """One fault-free ingest of the demo data, shared: its cache, its summary and the sha256 of its parts as that
+    run wrote them (the reference of the crash test, taken before any test touches the cache)."""
+    cache = tmp_path_factory.mktemp("first")
+    summary = _ingest(_conf(cache, demo_data[0].root))
+    return cache, summary, _parts(cache)
+
+
+def test_ingest_flow_accounts_for_every_input_row(first, demo_data):
     paths, bad = demo_data
-    summary = _ingest(_conf(tmp_path, paths.root))
+    tmp_path, summary, _ = first
     stages = {(s["stage"], s["dataset"]): s for s in summary["stages"]}
     lines = {"demo_bitext": 3000, "demo_test": 300, "demo_mono": 1000, "demo_labeled": 600, "demo_labeled_test": 300,
              "demo_slots": 600, "demo_slots_test": 300}
@@ -105,12 +122,13 @@ def test_cached_rerun_registers_no_new_artifacts_and_param_change_recomputes_dow
         s["rows_out"]["part"] for s in changed["stages"] if s["stage"] == "clean" and s["dataset"] == "demo_bitext")
 
 
-def test_deleted_part_is_recomputed_alone_and_identically(prefect_harness, demo_data, tmp_path):
+def test_deleted_part_is_recomputed_alone_and_identically(first, demo_data):
+    """On the shared first ingest's cache: the part is written again byte for byte, so the cache ends as it began."""
     paths, _ = demo_data
-    conf = _conf(tmp_path, paths.root)
-    first = _ingest(conf)
-    clean = next(s for s in first["stages"] if s["stage"] == "clean" and s["dataset"] == "demo_bitext")
-    part = tmp_path / "artifacts" / "clean" / clean["fingerprint"] / "part-00002.parquet"
+    cache, summary, _ = first
+    conf = _conf(cache, paths.root)
+    clean = next(s for s in summary["stages"] if s["stage"] == "clean" and s["dataset"] == "demo_bitext")
+    part = cache / "artifacts" / "clean" / clean["fingerprint"] / "part-00002.parquet"
     before = part.read_bytes()
     part.unlink()
     again = _ingest(conf)
@@ -137,21 +155,21 @@ app(sys.argv[1:])
 """
 
 
-def test_crash_mid_stage_resumes_missing_shards_byte_identical(prefect_harness, demo_data, tmp_path):
+def test_crash_mid_stage_resumes_missing_shards_byte_identical(first, demo_data, tmp_path):
     paths, _ = demo_data
-    crashed, clean_cache = tmp_path / "crashed", tmp_path / "clean"
+    crashed = tmp_path / "crashed"
     args = ["run", "ingest", "--config", str(REPO / "conf" / "demo.yaml"), "--set", "shard_size=500",
             "--set", "task_runner.max_workers=1", "--cache", str(crashed)]
-    env = subprocess_env(tmp_path, AUGDAG_DEMO_DATA=str(paths.root))
+    env = subprocess_env(tmp_path, AUGDAG_DEMO_DATA=str(paths.root), PREFECT_API_URL=_api_url())
     log = tmp_path / "crash.log"
-    with open(log, "w") as out:  # not a pipe: the killed run's temporary Prefect server would hold it open
+    with open(log, "w") as out:  # not a pipe: what a killed run leaves running would hold it open
         proc = subprocess.Popen([sys.executable, "-c", CRASH, *args], env=env, cwd=tmp_path, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         try:
             returncode = proc.wait(timeout=600)
         finally:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)  # the orphaned temporary server
+                os.killpg(proc.pid, signal.SIGKILL)  # anything the killed run left behind
     assert returncode == 137, log.read_text()[-3000:]
     clean_dirs = list((crashed / "artifacts" / "clean").iterdir())
     assert len(clean_dirs) == 1
@@ -164,14 +182,13 @@ def test_crash_mid_stage_resumes_missing_shards_byte_identical(prefect_harness, 
     redo = next(s for s in resumed["stages"] if s["stage"] == "clean" and s["dataset"] == "demo_bitext")
     assert (redo["shards_computed"], redo["shards"]) == (4, 6)
     assert next(s for s in resumed["stages"] if s["stage"] == "read" and s["dataset"] == "demo_bitext")["status"] == "cached"
-    _ingest(_conf(clean_cache, paths.root))
-    assert _parts(crashed) == _parts(clean_cache)
+    assert _parts(crashed) == first[2]  # a fault-free run's parts (the default task runner's), as written
 
 
-def test_two_concurrent_ingest_runs_on_one_cache_both_succeed(demo_data, tmp_path):
+def test_two_concurrent_ingest_runs_on_one_cache_both_succeed(prefect_harness, demo_data, tmp_path):
     paths, _ = demo_data
     cache = tmp_path / "cache"
-    env = subprocess_env(tmp_path, AUGDAG_DEMO_DATA=str(paths.root))
+    env = subprocess_env(tmp_path, AUGDAG_DEMO_DATA=str(paths.root), PREFECT_API_URL=_api_url())
     cmd = [*AUGDAG, "run", "ingest", "--config", "demo", "--cache", str(cache)]
     procs = [subprocess.Popen([*cmd, "--set", f"shard_size={size}"], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for size in (400, 700)]

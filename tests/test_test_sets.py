@@ -62,17 +62,20 @@ def _files(root: Path, profile: str = PROFILE) -> Path:
     return root / "p.yaml"
 
 
-def _augdag(root: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*AUGDAG, *args, "--cache", str(root / "cache")], cwd=root, env=subprocess_env(root),
+def _augdag(root: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*AUGDAG, *args, "--cache", str(root / "cache")], cwd=root, env=subprocess_env(root, **env),
                           capture_output=True, text=True, timeout=600, check=False)
 
 
 @pytest.fixture(scope="module")
-def ingested(tmp_path_factory) -> Path:
-    """`augdag run ingest` over the profile, as a user runs it; the cache."""
+def ingested(prefect_harness, tmp_path_factory) -> Path:
+    """`augdag run ingest` over the profile, as a user runs it (reporting to the session harness's Prefect server:
+    no temporary server of its own, ~20 CPU-s); the cache."""
+    from prefect.settings import PREFECT_API_URL
+
     root = tmp_path_factory.mktemp("test-sets")
     _files(root)
-    done = _augdag(root, "run", "ingest", "--config", "p.yaml")
+    done = _augdag(root, "run", "ingest", "--config", "p.yaml", PREFECT_API_URL=PREFECT_API_URL.value())
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return root / "cache"
 

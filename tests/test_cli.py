@@ -150,6 +150,7 @@ def test_only_prefects_own_sqlite_lock_reports_are_set_aside():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # its subprocess' own limit is 900 s; on a loaded machine 600 s was not enough
 def test_augdag_demo_exits_0_from_a_clean_cache_with_networking_off(tmp_path):
     """`augdag demo` end to end in a subprocess; inside `unshare -n` (loopback only) where permitted."""
     cmd = [sys.executable, "-m", "flows.cli", "demo", "--cache", str(tmp_path / "cache")]

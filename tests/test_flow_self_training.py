@@ -26,8 +26,8 @@ def demo_root(tmp_path_factory):
     return root
 
 
-def _conf(cache, data, *sets):
-    return load_profile(REPO / "conf" / "demo.yaml", ["shard_size=500", "self_training.teacher.train.max_update=100",
+def _conf(cache, data, *sets):  # shards of 1000 rows: the bitext in 3, the monolingual set in 2
+    return load_profile(REPO / "conf" / "demo.yaml", ["shard_size=1000", "self_training.teacher.train.max_update=100",
                                                       *sets], cache=cache,
                         environ={"AUGDAG_DEMO_DATA": str(data)})
 
@@ -124,7 +124,7 @@ def test_rerun_is_cached_and_a_deleted_part_is_recomputed_alone(first_run, demo_
     again = _run(_conf(cache, demo_root))
     assert {s["status"] for s in again["stages"]} == {"cached"}
     scored = _stages(summary)[("uncertainty", "demo_mono")]
-    victim = cache / "artifacts" / "uncertainty" / scored["fingerprint"] / "part-00002.parquet"
+    victim = cache / "artifacts" / "uncertainty" / scored["fingerprint"] / "part-00001.parquet"  # of 2
     victim.unlink()
     third = _stages(_run(_conf(cache, demo_root)))
     assert third[("uncertainty", "demo_mono")]["shards_computed"] == 1
@@ -233,11 +233,13 @@ def test_teacher_score_on_its_bitext_sample_is_in_the_summary_line_and_report_is
 @needs_lmplz
 def test_source_lm_baseline_takes_the_lowest_cross_entropy(first_run, demo_root, tmp_path):
     cache, _ = first_run
-    summary = _run(_conf(tmp_path, demo_root, "self_training.sampling.method=srclm", "self_training.sampling.budget=50",
-                         _teacher(cache)))
-    cat = Catalog(tmp_path)
+    copy = tmp_path / "cache"  # a copy of the first run's cache: its ingest, alignment, scores and teacher are
+    shutil.copytree(cache, copy)  # cached there, and this run computes the source LM's sample and what follows it
+    summary = _run(_conf(copy, demo_root, "self_training.sampling.method=srclm", "self_training.sampling.budget=50"))
+    assert _stages(summary)[("sampled_mono", "demo_mono")]["status"] == "computed"
+    cat = Catalog(copy)
     fp = next(s["fingerprint"] for s in summary["stages"] if s["stage"] == "lm_score")  # the source LM's, not the filter's
-    best = cat.query(f"SELECT uid FROM read_parquet('{tmp_path}/artifacts/lm_score/{fp}/part-*.parquet') "
+    best = cat.query(f"SELECT uid FROM read_parquet('{copy}/artifacts/lm_score/{fp}/part-*.parquet') "
                      "ORDER BY cross_entropy, uid DESC LIMIT 50")["uid"].to_pylist()
     assert sorted(cat.query("SELECT uid FROM sampled_mono")["uid"].to_pylist()) == sorted(best)
     assert set(cat.query("SELECT method FROM sampled_mono")["method"].to_pylist()) == {"srclm"}

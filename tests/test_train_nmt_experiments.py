@@ -82,22 +82,22 @@ WORSE, BETTER = _noisy(REFS, 0.5, 1), _noisy(REFS, 0.15, 2)  # the baseline, and
 
 def test_paired_bootstrap_identical_system_has_p_1_and_a_better_one_p_below_005_seeded():
     rows = paired_tests({"base": WORSE, "same": list(WORSE), "better": BETTER}, REFS, baseline="base",
-                        resamples=1000, ar_trials=1000, seed=7)
+                        resamples=200, ar_trials=200, seed=7)
     by = {(r["arm"], r["metric"]): r for r in rows}
     assert [(r["arm"], r["metric"]) for r in rows] == [(a, m) for m in ("BLEU", "chrF") for a in ("base", "same", "better")]
     for metric in ("BLEU", "chrF"):
         assert (by[("base", metric)]["p_value"], by[("base", metric)]["p_ar"]) == (None, None)
         assert (by[("same", metric)]["p_value"], by[("same", metric)]["p_ar"]) == (1.0, 1.0)  # nothing to test
         better = by[("better", metric)]
-        assert better["p_value"] == pytest.approx(1 / 1001) and better["p_ar"] == pytest.approx(1 / 1001)
+        assert better["p_value"] == pytest.approx(1 / 201) and better["p_ar"] == pytest.approx(1 / 201)  # 1/(R+1)
         assert better["score"] > by[("base", metric)]["score"]
         for arm in ("base", "same", "better"):  # each CI holds the system's own corpus score
             r = by[(arm, metric)]
             assert r["ci_low"] < r["score"] < r["ci_high"] and r["sentences"] == len(REFS)
         assert by[("same", metric)]["ci_low"] == by[("base", metric)]["ci_low"]  # the same resamples
-    assert by[("base", "BLEU")]["signature"].startswith("nrefs:1|bs:1000|seed:7|case:mixed|eff:no|tok:13a")
+    assert by[("base", "BLEU")]["signature"].startswith("nrefs:1|bs:200|seed:7|case:mixed|eff:no|tok:13a")
     again = paired_tests({"base": WORSE, "same": list(WORSE), "better": BETTER}, REFS, baseline="base",
-                         resamples=1000, ar_trials=1000, seed=7)
+                         resamples=200, ar_trials=200, seed=7)
     assert again == rows  # seeded: the same resamples, the same numbers
 
 
@@ -197,7 +197,8 @@ def _sets(ood) -> list[str]:
     return ["shard_size=200", "pipelines=[ingest, train_nmt]", f"train_nmt.student.train.max_update={UPDATES}",
             "train_nmt.student.train.warmup_updates=10",
             "train_nmt.experiments=" + json.dumps(EXPERIMENTS), "train_nmt.baseline=bitext", f"train_nmt.seeds={SEEDS}",
-            "train_nmt.tests=[demo_test, demo_ood]", "train_nmt.significance.ar_trials=1000",
+            "train_nmt.tests=[demo_test, demo_ood]", "train_nmt.significance.resamples=200",
+            "train_nmt.significance.ar_trials=200",
             f"datasets.demo_ood={{kind: bitext, format: text, src: {ood}/test.en, tgt: {ood}/test.de}}"]
 
 
@@ -218,7 +219,9 @@ def pipeline(prefect_harness, tmp_path_factory):
         return load_profile(REPO / "conf" / "demo.yaml", [*_sets(ood), *extra], cache=cache,
                             environ={"AUGDAG_DEMO_DATA": str(data)})
 
-    ingest_flow(conf(), profile="test")
+    full = conf()  # ingest the bitext sets alone: the demo's monolingual, labelled and slot sets are no input here
+    ingest_flow(full.model_copy(update={"datasets": {k: d for k, d in full.datasets.items() if d.kind == "bitext"}}),
+                profile="test")
     return cache, conf, train_nmt_flow(conf(), profile="test")
 
 

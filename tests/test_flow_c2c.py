@@ -19,10 +19,15 @@ from tests.conftest import REPO
 pytestmark = pytest.mark.slow
 
 FOLDS, OUTPUTS = 2, 4
+SLOTS_ROWS = 200  # two shards of 150 (the resume test deletes the second)
+# 2-epoch generators write word salad up to the length cap: 16 tokens instead of 40 halve the sampling. A one-layer
+# tagger without dropout learns in 2 epochs (span F1 0.3-0.55, where 3 epochs of the default two layers gave 0)
 SETS = ["shard_size=150", "pipelines=[c2c, train_slot_tagger]", "c2c.cluster_size=3", f"c2c.folds={FOLDS}",
-        f"c2c.n_outputs={OUTPUTS}", "c2c.model.epochs=2", "c2c.model.d_model=32", "c2c.model.threads=1",
-        "train_slot_tagger.seeds=[0, 1]", "train_slot_tagger.tagger.epochs=3",
-        "train_slot_tagger.tagger.embedding_dim=16", "train_slot_tagger.tagger.hidden=16"]
+        f"c2c.n_outputs={OUTPUTS}", "c2c.max_tokens=16", "c2c.model.epochs=2", "c2c.model.d_model=32",
+        "c2c.model.threads=1", "train_slot_tagger.seeds=[0, 1]", "train_slot_tagger.tagger.epochs=2",
+        "train_slot_tagger.tagger.layers=1", "train_slot_tagger.tagger.dropout=0", "train_slot_tagger.tagger.lr=0.02",
+        "train_slot_tagger.tagger.batch_size=16", "train_slot_tagger.tagger.embedding_dim=16",
+        "train_slot_tagger.tagger.hidden=16"]
 MALFORMED = {"tokens": ["fly", "to", "paris"], "tags": ["O", "O", "I-toloc.city_name"]}
 
 
@@ -32,9 +37,9 @@ def runs(prefect_harness, tmp_path_factory):
     from flows.train_slot_tagger import train_slot_tagger_flow
 
     data, cache = tmp_path_factory.mktemp("c2c-data"), tmp_path_factory.mktemp("c2c-cache")
-    paths, _ = write_demo(data, seed=4, bitext_rows=100, mono_rows=100, labeled_rows=100, slots_rows=400,
+    paths, _ = write_demo(data, seed=4, bitext_rows=100, mono_rows=100, labeled_rows=100, slots_rows=SLOTS_ROWS,
                           test_rows=60)
-    with open(paths.slots, "a", encoding="utf-8") as f:  # line 401: an I- tag that continues nothing
+    with open(paths.slots, "a", encoding="utf-8") as f:  # line SLOTS_ROWS + 1: an I- tag that continues nothing
         f.write(json.dumps(MALFORMED) + "\n")
     conf = load_profile(REPO / "conf" / "demo.yaml", SETS, cache=cache, environ={"AUGDAG_DEMO_DATA": str(data)})
     return cache, conf, paths, c2c_flow(conf, profile="test"), train_slot_tagger_flow(conf, profile="test")
@@ -55,9 +60,10 @@ def test_every_slots_row_is_delexicalised_rejected_or_dropped_with_a_reason(runs
     assert c["delexicalised"] + c["malformed_bio"] + c["no_slots"] == cleaned
     assert (c["malformed_bio"], c["no_slots"]) == (1, 0)  # every demo template has a slot
     reject = _q(cache, "SELECT file, line, reason, detail FROM rejects WHERE reason = 'malformed_bio'")
-    assert reject == [{"file": str(paths.slots), "line": 401, "reason": "malformed_bio",
-                       "detail": "demo_slots:401: tags[2] = 'I-toloc.city_name' follows 'O': an I- tag must continue "
-                                 "a B-/I- span of type 'toloc.city_name'"}]
+    line = SLOTS_ROWS + 1
+    assert reject == [{"file": str(paths.slots), "line": line, "reason": "malformed_bio",
+                       "detail": f"demo_slots:{line}: tags[2] = 'I-toloc.city_name' follows 'O': an I- tag must "
+                                 "continue a B-/I- span of type 'toloc.city_name'"}]
 
 
 def test_cluster_pairs_follow_alg_1(runs):
@@ -82,7 +88,7 @@ def test_cluster_pairs_follow_alg_1(runs):
 
 
 def test_generated_rows_are_new_relexicalised_and_trace_to_their_cluster_and_fold_model(runs):
-    cache, conf, _, summary, _ = runs
+    cache, _, _, summary, _ = runs
     gen = _q(cache, "SELECT * FROM c2c_generated")
     assert gen and len(gen) == summary["c2c"]["kept"]
     training = {r["text"] for r in _q(cache, "SELECT text FROM delexicalised")}
@@ -143,7 +149,7 @@ def test_a_cached_rerun_recomputes_nothing(runs):
     from flows.c2c import c2c_flow
     from flows.train_slot_tagger import train_slot_tagger_flow
 
-    _, conf, _, first, tagged = runs
+    _, conf, _, first, _ = runs
     again = c2c_flow(conf, profile="test")
     assert {s["status"] for s in again["stages"]} == {"cached"}
     assert again["c2c"]["kept"] == first["c2c"]["kept"]

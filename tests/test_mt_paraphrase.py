@@ -26,7 +26,7 @@ from tasks.mt_paraphrase import (
     violation,
 )
 from tests.conftest import REPO
-from tests.test_nmt_fairseq import MADE_UP, made_up_pairs, model, trained  # noqa: F401 — module fixtures
+from tests.test_nmt_fairseq import CONF, MADE_UP, PAIRS, made_up_pairs
 from tests.test_nmt_transformers import marian_dir  # noqa: F401 — the module fixture
 
 
@@ -113,8 +113,20 @@ def test_in_share_takes_the_first_share_of_the_uid_space():
 SENTENCES = [s for s, _ in made_up_pairs(24, seed=9) if not s.startswith("house")]  # "house" → "fibu" is required
 
 
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    """That model with 150 updates instead of 200: enough that the beam finishes 4 hypotheses under the
+    constraints for every sentence (it did with seeds 1-7; at 120 updates not with seed 4, at 60 not at all)."""
+    from models.nmt import load_model
+    from models.nmt.fairseq_train import train_fairseq
+
+    out = train_fairseq([s for s, _ in PAIRS], [t for _, t in PAIRS], tmp_path_factory.mktemp("fairseq") / "model",
+                        CONF.model_copy(update={"max_update": 150}), log=lambda line: None, threads=1, device="cpu")
+    return load_model(out, device="cpu", threads=1)
+
+
 @pytest.mark.slow
-def test_fairseq_constrained_beam_never_emits_a_banned_word_and_always_holds_a_required_one(model):  # noqa: F811
+def test_fairseq_constrained_beam_never_emits_a_banned_word_and_always_holds_a_required_one(model):
     banned = [[MADE_UP[s.split()[0]]] for s in SENTENCES]  # the translation of the sentence's first word
     plain = model.translate_constrained(SENTENCES, banned=[[]] * len(SENTENCES), required=[[]] * len(SENTENCES),
                                         beam=4, nbest=4)
@@ -132,7 +144,8 @@ def test_fairseq_constrained_beam_never_emits_a_banned_word_and_always_holds_a_r
 @pytest.mark.slow
 def test_transformers_sampling_never_emits_a_banned_word(marian_dir):  # noqa: F811
     from models.generation import HFParaphraser, Sampler
-    from tests.test_nmt_transformers import LEXICON, made_up_pairs as marian_pairs
+    from tests.test_nmt_transformers import LEXICON
+    from tests.test_nmt_transformers import made_up_pairs as marian_pairs
 
     texts = [s for s, _ in marian_pairs(12, seed=4)]
     banned = [[LEXICON[t.split()[0]]] for t in texts]
@@ -147,9 +160,11 @@ def test_transformers_sampling_never_emits_a_banned_word(marian_dir):  # noqa: F
 
 # --- the pipeline on the demo bitext, round trip with tiny fairseq models ---------------------------------
 
-TINY = ["shard_size=100", "pipelines=[mt_paraphrase]", "paraphrase.generator.forward.train.max_update=150",
-        "paraphrase.generator.backward.train.max_update=150", "mt_paraphrase.bitext=demo_bitext", "mt_paraphrase.n=4",
-        "mt_paraphrase.keep=3", "mt_paraphrase.share=0.5"]
+# 60-update models: poor paraphrases, but the claims below are about the constraints, the selection and the
+# lineage, not quality; some candidates still copy enough of their original to be dropped by the Jaccard rule
+TINY = ["shard_size=100", "pipelines=[mt_paraphrase]", "paraphrase.generator.forward.train.max_update=60",
+        "paraphrase.generator.backward.train.max_update=60", "mt_paraphrase.bitext=demo_bitext", "mt_paraphrase.n=4",
+        "mt_paraphrase.keep=3", "mt_paraphrase.share=0.25"]
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,9 @@ TORCH      ?= cpu
 # fairseq-fixed builds from source against torch: pin its build torch; its torchaudio requirement is
 # a CUDA build that breaks `import transformers`, and fairseq needs it only for speech (STACK.md).
 PINS       := -b build-constraints.txt --excludes excludes.txt
+# Wheels of the sdist-only dependencies (kenlm's module is a ~1 min C++ build), built once per machine: uv
+# rebuilds an sdist from a local index for every new venv (scripts/build_wheelhouse.sh)
+WHEELHOUSE ?= $(HOME)/.cache/augdag/wheels
 
 .PHONY: install install-gpu kenlm wordnet demo test bench constraints clean
 install: $(VENV)/.installed-$(TORCH) $(VENV)/bin/lmplz $(VENV)/bin/build_binary wordnet
@@ -22,11 +25,12 @@ wordnet:
 $(VENV)/.installed-$(TORCH): pyproject.toml constraints.txt build-constraints.txt excludes.txt
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install -q uv
 	$(UV) venv -q --allow-existing --python 3.11 $(VENV)
+	@scripts/build_wheelhouse.sh $(WHEELHOUSE)
 ifeq ($(TORCH),cpu)
-	$(UV) pip install -q --compile-bytecode --python $(PY) -e '.[dev]' -c constraints.txt $(PINS) $(if $(FIND_LINKS),--find-links $(FIND_LINKS))
+	$(UV) pip install -q --compile-bytecode --python $(PY) -e '.[dev]' -c constraints.txt $(PINS) --find-links $(WHEELHOUSE) $(if $(FIND_LINKS),--find-links $(FIND_LINKS))
 	@$(PY) -c "import torch, sys; sys.exit('augdag: a CUDA torch was installed where the CPU wheel was expected' if torch.version.cuda else 0)"
 else
-	$(UV) pip install -q --compile-bytecode --python $(PY) -e '.[dev]' -c constraints.txt $(PINS)
+	$(UV) pip install -q --compile-bytecode --python $(PY) -e '.[dev]' -c constraints.txt $(PINS) --find-links $(WHEELHOUSE)
 endif
 	@rm -f $(VENV)/.installed-*; touch $@
 

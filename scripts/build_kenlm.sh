@@ -6,6 +6,8 @@
 # The registries ship no lmplz (the pip module only queries), so it is built from the PyPI sdist:
 # Boost dev packages via apt when missing, cmake Release with KENLM_MAX_ORDER=6, ~1 min on 2 cores.
 # Idempotent: does nothing when both binaries are already in DEST (delete them to rebuild).
+# Built once per machine: the binaries are kept in $AUGDAG_BUILD_CACHE (default ~/.cache/augdag) under
+# kenlm-VERSION-orderN-ARCH, and a new clone's `make install` copies them from there (delete it to rebuild).
 # Environment: PYTHON (default python3, must have pip), KENLM_VERSION (0.3.0), KENLM_MAX_ORDER (6).
 set -euo pipefail
 
@@ -18,6 +20,19 @@ MAX_ORDER=${KENLM_MAX_ORDER:-6}
 PYTHON=${PYTHON:-python3}
 
 if [ -x "$DEST/lmplz" ] && [ -x "$DEST/build_binary" ]; then
+  exit 0
+fi
+
+install_from() {  # copy then rename: a killed copy never leaves a half binary in DEST
+  mkdir -p "$DEST"
+  for b in lmplz build_binary; do
+    cp "$1/$b" "$DEST/.$b.tmp" && mv -f "$DEST/.$b.tmp" "$DEST/$b"
+  done
+}
+CACHE=${AUGDAG_BUILD_CACHE:-$HOME/.cache/augdag}/kenlm-$VERSION-order$MAX_ORDER-$(uname -m)
+if [ -x "$CACHE/lmplz" ] && [ -x "$CACHE/build_binary" ]; then
+  install_from "$CACHE"
+  echo "build_kenlm.sh: lmplz, build_binary (kenlm $VERSION, max order $MAX_ORDER) from $CACHE"
   exit 0
 fi
 
@@ -63,8 +78,8 @@ mkdir -p "$WORK/kenlm-$VERSION/build"
 cd "$WORK/kenlm-$VERSION/build"
 run cmake .. -DCMAKE_BUILD_TYPE=Release -DKENLM_MAX_ORDER="$MAX_ORDER"
 run make -j"$(nproc)" lmplz build_binary
-mkdir -p "$DEST"
-for b in lmplz build_binary; do  # copy then rename: a killed build never leaves a half binary in DEST
-  cp bin/$b "$DEST/.$b.tmp" && mv -f "$DEST/.$b.tmp" "$DEST/$b"
-done
+install_from bin
+if mkdir -p "$CACHE.tmp.$$" && cp bin/lmplz bin/build_binary "$CACHE.tmp.$$/"; then  # the cache, renamed whole
+  rm -rf "$CACHE" && mv "$CACHE.tmp.$$" "$CACHE" || rm -rf "$CACHE.tmp.$$"
+fi
 echo "build_kenlm.sh: done"

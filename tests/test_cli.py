@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,22 +13,16 @@ import pytest
 from typer.testing import CliRunner
 
 from demo import ambiguous_words
-from flows.cli import app
 from flows import registry
+from flows.cli import app
 from storage.catalog import Catalog
 from storage.views_doc import TABLES, UNDOCUMENTED
-from tests.conftest import REPO, subprocess_env
+from tests.conftest import subprocess_env
 
 DEMO_PIPELINES = ["ingest", "self_training", "rejuvenation", "paraphrase", "mt_paraphrase", "train_nmt", "epida",
                   "train_classifier", "c2c", "train_slot_tagger"]  # demo.yaml
 
 runner = CliRunner()
-
-
-def _unshare_ok() -> bool:
-    if shutil.which("unshare") is None:
-        return False
-    return subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0
 
 
 def fresh_catalog(root: Path) -> None:
@@ -150,26 +143,22 @@ def test_only_prefects_own_sqlite_lock_reports_are_set_aside():
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1200)  # its subprocess' own limit is 900 s; on a loaded machine 600 s was not enough
-def test_augdag_demo_exits_0_from_a_clean_cache_with_networking_off(tmp_path):
+@pytest.mark.demo_run
+@pytest.mark.timeout(1200)  # the shared demo's own limit is 900 s (tests/shared_demo.py); it started with the session
+def test_augdag_demo_exits_0_from_a_clean_cache_with_networking_off(demo_run, tmp_path):
     """`augdag demo` end to end in a subprocess; inside `unshare -n` (loopback only) where permitted."""
-    cmd = [sys.executable, "-m", "flows.cli", "demo", "--cache", str(tmp_path / "cache")]
-    offline = _unshare_ok()
-    if offline:
-        cmd = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *cmd]
-    proc = subprocess.run(cmd, env=subprocess_env(tmp_path, COLUMNS="200"), cwd=tmp_path, capture_output=True, text=True,
-                          timeout=900)
-    output = proc.stdout + proc.stderr
-    assert proc.returncode == 0, output[-4000:]
+    output = demo_run.stdout + demo_run.stderr
+    assert demo_run.returncode == 0, output[-4000:]
     output = PREFECT_SQLITE_LOCKED.sub("", output)
     assert "Traceback" not in output and "ERROR" not in output
-    if offline:
+    if demo_run.offline:
         assert "ConnectError" not in output and "Name or service not known" not in output
+    proc = demo_run
     queries = [line.split("augdag sql", 1)[1] for line in proc.stdout.splitlines() if "augdag sql" in line]
     assert len(queries) == 14
     for q in queries:  # every query the demo suggests runs
-        assert runner.invoke(app, ["sql", q.split('"')[1], "--cache", str(tmp_path / "cache")]).exit_code == 0, q
-    cache = str(tmp_path / "cache")
+        assert runner.invoke(app, ["sql", q.split('"')[1], "--cache", str(demo_run.cache)]).exit_code == 0, q
+    cache = str(demo_run.cache)
 
     def rows(sql: str) -> list[dict]:
         out = runner.invoke(app, ["sql", sql, "-f", "json", "--cache", cache])
@@ -271,5 +260,5 @@ def test_augdag_demo_exits_0_from_a_clean_cache_with_networking_off(tmp_path):
     plots = [p for c in children for p in (Path(cache) / "reports" / c["run_id"]).glob("*.png")]
     assert len(plots) >= 4 and page.count('src="data:image/png;base64,') == len(plots)
     assert "<script src" not in page and "http://" not in page and "https://" not in page
-    if not offline:
+    if not demo_run.offline:
         pytest.skip("ran with networking on: `unshare -n` is not permitted here")

@@ -1,0 +1,84 @@
+"""One `augdag demo` per test session, started in the background as the session starts.
+
+The demo is ~4 minutes of wall time but under one core on average: its pipelines wait on each other's models.
+Run as a test, it held a pytest worker idle for those minutes; started with the session (by whichever xdist
+worker gets there first, the others find it running), it overlaps with every other test, and the tests marked
+``demo_run`` wait for its result. It starts only when such a test is selected, and exactly as a user runs it:
+`augdag demo` in a subprocess, inside ``unshare -n`` (loopback only) where permitted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock
+
+from tests.conftest import subprocess_env
+
+TIMEOUT_S = 900  # the demo's own limit: under 5 minutes alone, more on a loaded machine
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    """The finished `augdag demo`: its exit code, its terminal output, the cache it wrote."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    cache: Path
+    offline: bool
+
+
+def unshare_ok() -> bool:
+    """Whether ``unshare -n`` (a network namespace with loopback only) is permitted here."""
+    if shutil.which("unshare") is None:
+        return False
+    return subprocess.run(["unshare", "-n", "true"], capture_output=True, check=False).returncode == 0
+
+
+def start(root: Path) -> subprocess.Popen | None:
+    """Start the demo under ``root`` unless another worker did: the process (this worker owns it) or None."""
+    with FileLock(root / "demo.lock"):
+        if (root / "started").exists():
+            return None
+        (root / "started").touch()
+    cmd = [sys.executable, "-m", "flows.cli", "demo", "--cache", str(root / "cache")]
+    if unshare_ok():
+        cmd = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *cmd]
+        (root / "offline").touch()
+    # the exit code lands in `rc` once the output files are complete (a rename: the waiter never reads half)
+    wrapped = ["timeout", "-s", "KILL", str(TIMEOUT_S), *cmd]
+    script = '"$@" >stdout 2>stderr; echo $? >rc.tmp && mv rc.tmp rc'
+    return subprocess.Popen(["sh", "-c", script, "sh", *wrapped], cwd=root, start_new_session=True,
+                            env=subprocess_env(root, COLUMNS="200"))
+
+
+def wait(root: Path) -> DemoRun:
+    """Block until the demo under ``root`` has finished; its result."""
+    deadline = time.monotonic() + TIMEOUT_S + 60
+    while not (root / "rc").exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"`augdag demo` under {root} did not finish in {TIMEOUT_S + 60} s")
+        time.sleep(1)
+    return DemoRun(int((root / "rc").read_text()), (root / "stdout").read_text(), (root / "stderr").read_text(),
+                   root / "cache", (root / "offline").exists())
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """At the session's end: let a running demo finish (another worker may be waiting for it); killed as a
+    group only if this session is cut short (an interrupt while waiting)."""
+    try:
+        proc.wait(timeout=TIMEOUT_S + 60)
+    finally:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

@@ -62,7 +62,7 @@ def apt_install(package: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def demo_root(tmp_path_factory, worker_id) -> Path:
+def shared_demo_root(tmp_path_factory, worker_id) -> Path:
     """The directory of the session's one `augdag demo` (tests/shared_demo.py): shared by the xdist workers."""
     base = tmp_path_factory.getbasetemp()
     root = (base.parent if worker_id != "master" else base) / "shared-demo"
@@ -71,22 +71,22 @@ def demo_root(tmp_path_factory, worker_id) -> Path:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _start_the_shared_demo(request, demo_root):
+def _start_the_shared_demo(request, shared_demo_root):
     """Start the session's `augdag demo` at once when a selected test is marked ``demo_run``."""
     from tests import shared_demo
 
     if not any(item.get_closest_marker("demo_run") for item in request.session.items):
         yield
         return
-    proc = shared_demo.start(demo_root)
+    proc = shared_demo.start(shared_demo_root)
     yield
     if proc is not None:
         shared_demo.stop(proc)
 
 
 @pytest.fixture(scope="session")
-def demo_run(demo_root):
+def demo_run(shared_demo_root):
     """The finished `augdag demo` of this session (started in the background when the session started)."""
     from tests import shared_demo
 
-    return shared_demo.wait(demo_root)
+    return shared_demo.wait(shared_demo_root)

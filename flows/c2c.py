@@ -22,7 +22,7 @@ from conf.schema import AugdagConf
 from flows.driver import ModelRef, Run, run_model_stage, run_stage
 from flows.ingest import ingest_dataset
 from flows.recording import artifact_rows
-from flows.runners import default_task_runner
+from flows.runners import FlowConf, default_task_runner
 from storage.artifacts import ArtifactRef
 from tasks.c2c_delex import DELEXICALISE
 from tasks.c2c_generate import C2C_DIVERSITY, C2C_GENERATE, C2C_SELECT, c2c_trainer
@@ -91,7 +91,7 @@ def generate(run: Run, conf: AugdagConf) -> Generated:
 
 
 @flow(name="c2c", log_prints=True, task_runner=default_task_runner())
-def c2c_flow(conf: AugdagConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
+def c2c_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
     """C2C-GenDA on the configured slots dataset; returns the run summary (also in the catalog)."""
     from flows.c2c_report import publish_report
 

@@ -26,7 +26,7 @@ from conf.schema import AugdagConf
 from flows.classifier_eval import evaluate_classifier
 from flows.driver import ModelRef, Run, run_model_stage, run_stage
 from flows.ingest import ingest_dataset
-from flows.runners import default_task_runner
+from flows.runners import FlowConf, default_task_runner
 from storage.artifacts import ArtifactRef
 from tasks.epida import AUGMENTED_VIEW, BACK_TRANSLATION, EDA, SEAS, augmented_counts
 from tasks.epida_train import trainer
@@ -156,7 +156,7 @@ def augment(run: Run, conf: AugdagConf) -> Augmented:
 
 
 @flow(name="epida", log_prints=True, task_runner=default_task_runner())
-def epida_flow(conf: AugdagConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
+def epida_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
     """EPiDA on the configured labelled dataset; returns the run summary (also in the catalog)."""
     from flows.epida_report import publish_report
 

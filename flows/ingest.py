@@ -14,10 +14,10 @@ from prefect import flow
 
 from conf.cleaning import dataset_clean
 from conf.roles import evaluation_datasets
-from conf.schema import AugdagConf, DatasetConf, IngestConf
+from conf.schema import DatasetConf, IngestConf
 from flows.driver import Run, run_source_stage, run_stage
 from flows.replay import run_logger
-from flows.runners import default_task_runner
+from flows.runners import FlowConf, default_task_runner
 from storage.artifacts import ArtifactRef, hash_inputs
 from tasks.clean import CLEAN, DUPLICATES, KEEP_VALID, CleanParams
 from tasks.ingest import READ_VERSION, decode_warnings, read_params, reader
@@ -51,7 +51,7 @@ def ingest_dataset(run: Run, name: str, ds: DatasetConf, conf: IngestConf, shard
 
 
 @flow(name="ingest", log_prints=True, task_runner=default_task_runner())
-def ingest_flow(conf: AugdagConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
+def ingest_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Ingest every dataset of the profile; returns the run summary (also stored in the catalog)."""
     held_out = evaluation_datasets(conf)
     with Run.started(conf, pipeline="ingest", profile=profile, config=config) as run:

@@ -20,7 +20,7 @@ from flows.driver import Run, run_stage
 from flows.ingest import ingest_dataset
 from flows.paraphrase import paraphraser
 from flows.recording import artifact_rows
-from flows.runners import default_task_runner
+from flows.runners import FlowConf, default_task_runner
 from tasks.mt_paraphrase import CONSTRAINED, IDF_STAGE, SELECT
 
 
@@ -48,7 +48,7 @@ def paraphrase_bitext(run: Run, conf: AugdagConf) -> dict[str, Any]:
 
 
 @flow(name="mt_paraphrase", log_prints=True, task_runner=default_task_runner())
-def mt_paraphrase_flow(conf: AugdagConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
+def mt_paraphrase_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Constrained paraphrases of one side of the configured bitext; returns the run summary."""
     with Run.started(conf, pipeline="mt_paraphrase", profile=profile, config=config) as run:
         result = paraphrase_bitext(run, conf)

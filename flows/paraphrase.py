@@ -24,7 +24,7 @@ from flows.ingest import ingest_dataset
 from flows.nmt import configured_model, nmt_model
 from flows.recording import artifact_rows
 from flows.reporting import publish
-from flows.runners import default_task_runner
+from flows.runners import FlowConf, default_task_runner
 from storage.artifacts import ArtifactRef, fingerprint
 from tasks.curriculum import CURRICULUM_STAGE, DIVERSITY, LEVELS
 from tasks.nmt import loading, runtime
@@ -153,7 +153,7 @@ def publish_report(run: Run, result: Paraphrased, conf: ParaphraseConf) -> dict[
 
 
 @flow(name="paraphrase", log_prints=True, task_runner=default_task_runner())
-def paraphrase_flow(conf: AugdagConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
+def paraphrase_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Build the paraphrase curriculum of a dataset; returns the run summary (also stored in the catalog)."""
     with Run.started(conf, pipeline="paraphrase", profile=profile, config=config) as run:
         result = build_curriculum(run, conf)

@@ -24,7 +24,7 @@ from flows.model_scores import model_line, validate_nmt
 from flows.nmt import nmt_model
 from flows.recording import artifact_rows
 from flows.reporting import publish
-from flows.runners import default_task_runner
+from flows.runners import FlowConf, default_task_runner
 from flows.self_training import bitext_uncertainty
 from storage.artifacts import ArtifactRef
 from tasks.nmt import decode_options, loading, runtime
@@ -136,7 +136,7 @@ def publish_report(run: Run, result: Rejuvenated, conf: RejuvenationConf) -> dic
 
 
 @flow(name="rejuvenation", log_prints=True, task_runner=default_task_runner())
-def rejuvenation_flow(conf: AugdagConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
+def rejuvenation_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Rejuvenate the inactive pairs of a bitext; returns the run summary (also stored in the catalog)."""
     with Run.started(conf, pipeline="rejuvenation", profile=profile, config=config) as run:
         result = rejuvenate_bitext(run, conf)

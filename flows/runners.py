@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prefect import Flow
 from prefect.settings import (
@@ -24,6 +24,16 @@ from prefect.task_runners import ProcessPoolTaskRunner, TaskRunner, ThreadPoolTa
 from conf.errors import ConfError
 from conf.schema import AugdagConf, TaskRunnerConf
 from flows.replay import REPLAY
+
+if TYPE_CHECKING:
+    FlowConf = AugdagConf
+else:
+    # A pipeline flow's `conf` parameter: an AugdagConf for readers and type checkers, Any for Prefect. Prefect
+    # builds every @flow's parameter JSON schema at decoration (Flow.__init__), ~0.2 s for AugdagConf's tree,
+    # ten pipelines on every `augdag` start that loads them: 15 % of a cached nightly. A pipeline flow is a
+    # subflow called with an AugdagConf already validated (conf/loader.py); nobody reads its schema, and
+    # pydantic does not revalidate a model instance either way.
+    FlowConf = Any
 
 GPU_TAG = "gpu"  # the tag of the model-using shard stages (Stage.tags)
 # a local cluster's worker is one core: Dask sets OpenMP, MKL and OpenBLAS to one thread in its worker processes

@@ -25,7 +25,7 @@ from flows.model_scores import model_line, validate_nmt
 from flows.nmt import nmt_model
 from flows.recording import artifact_rows
 from flows.reporting import publish
-from flows.runners import default_task_runner
+from flows.runners import FlowConf, default_task_runner
 from storage.artifacts import ArtifactRef
 from storage.parts import Parts
 from tasks import lm as lm_tasks
@@ -204,7 +204,7 @@ def publish_report(run: Run, result: Sampled, conf: SelfTrainingConf, teacher: d
 
 
 @flow(name="self_training", log_prints=True, task_runner=default_task_runner())
-def self_training_flow(conf: AugdagConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
+def self_training_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Sample the monolingual data by uncertainty and translate the sample with the teacher; returns the
     run summary (also stored in the catalog)."""
     with Run.started(conf, pipeline="self_training", profile=profile, config=config) as run:

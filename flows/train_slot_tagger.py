@@ -21,7 +21,7 @@ from conf.schema import AugdagConf
 from flows.driver import ModelRef, Run, run_model_stage, run_stage
 from flows.ingest import ingest_dataset
 from flows.reporting import publish
-from flows.runners import default_task_runner
+from flows.runners import FlowConf, default_task_runner
 from tasks.evaluation import mean_sd
 from tasks.mix import content_hash
 from tasks.slot_tagging import SCORE_TAGS, TAG_SLOTS, pairs_of, tagger_trainer, valid_bio
@@ -109,7 +109,7 @@ def publish_report(run: Run, result: Tagged, summary: list[dict[str, Any]]) -> d
 
 
 @flow(name="train_slot_tagger", log_prints=True, task_runner=default_task_runner())
-def train_slot_tagger_flow(conf: AugdagConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
+def train_slot_tagger_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Train and evaluate a slot tagger per arm and seed; returns the run summary (also in the catalog)."""
     with Run.started(conf, pipeline="train_slot_tagger", profile=profile, config=config) as run:
         result = train_and_evaluate(run, conf)

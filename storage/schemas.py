@@ -87,3 +87,10 @@ def has_schema(path: os.PathLike, schema: pa.Schema) -> bool:
         return pq.read_schema(path).remove_metadata().equals(schema.remove_metadata())
     except (OSError, pa.ArrowInvalid):
         return False
+
+
+# the catalog's stage_runs rows as a write brings them, in Arrow (started_at an ISO string, cast by the INSERT as before)
+STAGE_RUNS = pa.schema([("run_id", pa.string()), ("stage", pa.string()), ("dataset", pa.string()),
+                        ("fingerprint", pa.string()), ("shard", pa.int32()), ("status", pa.string()),
+                        ("started_at", pa.string()), ("seconds", pa.float64()), ("rows_in", pa.int64()),
+                        ("rows_out", pa.int64()), ("error", pa.string())])

@@ -138,7 +138,7 @@ def test_retry_from_a_stage_recomputes_it_and_its_descendants_only(prefect_harne
     fps = catalog.query("SELECT stage, count(DISTINCT fingerprint) AS n FROM artifacts GROUP BY stage ORDER BY stage").to_pylist()
     assert fps == [{"stage": "clean", "n": 4}, {"stage": "duplicates", "n": 2}, {"stage": "read", "n": 2}]
     unknown = runner.invoke(app, ["retry", "nope", "--cache", str(cache)])
-    assert unknown.exit_code == 2 and f"no run 'nope'" in unknown.output and run_id in unknown.output
+    assert unknown.exit_code == 2 and "no run 'nope'" in unknown.output and run_id in unknown.output
 
 
 def test_the_nightly_profile_loads(monkeypatch, tmp_path):

@@ -79,6 +79,9 @@ def _start_the_shared_demo(request, shared_demo_root):
         yield
         return
     proc = shared_demo.start(shared_demo_root)
+    # the demo is the session's long pole (its pipelines wait on each other's models): it keeps the default
+    # priority and this test process (and what it starts) yields to it, so that the tests fill the cores it leaves
+    os.nice(shared_demo.TESTS_NICE)
     yield
     if proc is not None:
         shared_demo.stop(proc)

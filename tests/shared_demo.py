@@ -3,7 +3,7 @@
 The demo is ~4 minutes of wall time but under one core on average: its pipelines wait on each other's models.
 Run as a test, it held a pytest worker idle for those minutes; started with the session (by whichever xdist
 worker gets there first, the others find it running), it overlaps with every other test, and the tests marked
-``demo_run`` wait for its result. It starts only when such a test is selected, and exactly as a user runs it:
+``demo_run`` wait for its result. The test processes lower their own priority once it is started (TESTS_NICE). It starts only when such a test is selected, and exactly as a user runs it:
 `augdag demo` in a subprocess, inside ``unshare -n`` (loopback only) where permitted.
 """
 
@@ -24,6 +24,9 @@ from filelock import FileLock
 from tests.conftest import subprocess_env
 
 TIMEOUT_S = 900  # the demo's own limit: under 5 minutes alone, more on a loaded machine
+# the niceness the test processes take once the demo is started: under two busy xdist workers at the same
+# priority the demo's chain of trainings stretched to the whole session (~15 min) and the last test waited for it
+TESTS_NICE = 5
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 The demo is ~4 minutes of wall time but under one core on average: its pipelines wait on each other's models.
 Run as a test, it held a pytest worker idle for those minutes; started with the session (by whichever xdist
 worker gets there first, the others find it running), it overlaps with every other test, and the tests marked
-``demo_run`` wait for its result. The test processes lower their own priority once it is started (TESTS_NICE). It starts only when such a test is selected, and exactly as a user runs it:
+``demo_run`` wait for its result. The test processes lower their own priority once it is started (TESTS_NICE).
+It starts only when such a test is selected, and exactly as a user runs it:
 `augdag demo` in a subprocess, inside ``unshare -n`` (loopback only) where permitted.
 """
 

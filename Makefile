@@ -51,8 +51,8 @@ install-gpu:
 demo: install
 	$(VENV)/bin/augdag demo
 
-# two workers, whole modules each (their module-scoped servers and trained models are shared within one):
-# 8 min 45 s instead of ~15 min on this 2-core machine
+# two workers, whole modules each (their module-scoped servers and trained models are shared within one);
+# in a fresh clone on this 2-core machine: 14 min 53 s with the install (the suite is CPU-bound)
 test: install
 	$(PY) -m pytest -q -n 2 --dist loadfile
 

@@ -93,10 +93,3 @@ def demo_run(shared_demo_root):
     from tests import shared_demo
 
     return shared_demo.wait(shared_demo_root)
-
-
-def pytest_collection_modifyitems(config, items):
-    """The modules holding a ``demo_run`` test go last: the shared demo, started with the session, has then had
-    the session to finish, and the worker that reaches them does not wait for it idle (141 s of a `make test`)."""
-    late = {item.path for item in items if item.get_closest_marker("demo_run")}
-    items.sort(key=lambda item: item.path in late)  # stable: the order within and around them is kept

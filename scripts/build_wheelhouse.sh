@@ -14,7 +14,7 @@ die() { printf 'build_wheelhouse.sh: %s\n' "$*" >&2; exit 1; }
 DIR=$1
 PYTHON=${PYTHON:-python3}
 CONSTRAINTS=$(dirname "$0")/../constraints.txt
-mkdir -p "$DIR"
+mkdir -p "$DIR" || die "cannot create $DIR (set WHEELHOUSE=DIR for make install)"
 
 for name in kenlm seqeval antlr4-python3-runtime; do
   pin=$(grep -i "^$name==" "$CONSTRAINTS" | head -1) || die "$name is not pinned in constraints.txt"

@@ -40,11 +40,12 @@ from conf.loader import (
     profile_path,
 )
 from conf.schema import CACHE_ENV, AugdagConf
+from demo import write_demo
 from flows import registry
 from flows.driver import Run
-from flows.replay import NotCached, run_logger
+from flows.imports import import_ahead
+from flows.replay import REPLAY, NotCached, run_logger
 from flows.runners import run_flow
-from demo import write_demo
 
 
 class NightlyFailed(StageError):
@@ -67,7 +68,8 @@ def totals(children: Sequence[Mapping[str, Any]], seconds: float) -> dict[str, A
     too would count its rows twice (``once``)."""
     stages = once([s for c in children for s in c.get("stages", [])])
     done = [s for s in stages if s["status"] != "failed"]
-    count = lambda items, key: {k: sum(i[key] == k for i in items) for k in sorted({i[key] for i in items})}
+    def count(items, key):
+        return {k: sum(i[key] == k for i in items) for k in sorted({i[key] for i in items})}
     return {
         "pipelines": count(children, "status"),
         "stages": count(stages, "status"),
@@ -95,6 +97,14 @@ def once(stages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return list(best.values())
 
 
+def import_stack() -> None:
+    """``import_ahead`` (flows/imports.py), timed in the run log."""
+    t = time.perf_counter()
+    missing = import_ahead()
+    run_logger().info("imported the model stack in %.1f s before running pipelines side by side%s",
+                      time.perf_counter() - t, f" (not installed: {', '.join(missing)})" if missing else "")
+
+
 def _failed_child(run: Run, name: str, since: datetime, error: BaseException) -> dict[str, Any]:
     """What a failed pipeline recorded before it raised (its run finishes itself as failed)."""
     rows = run.catalog.query(
@@ -105,16 +115,19 @@ def _failed_child(run: Run, name: str, since: datetime, error: BaseException) ->
             "status": "failed", "error": f"{type(error).__name__}: {error}"}
 
 
-def run_pipelines(pipelines: Sequence[str], parallel: int,
-                  run_one: Callable[[str], dict[str, Any]]) -> list[dict[str, Any]]:
+def run_pipelines(pipelines: Sequence[str], parallel: int, run_one: Callable[[str], dict[str, Any]],
+                  prepare: Callable[[], object] | None = None) -> list[dict[str, Any]]:
     """Every pipeline once, each after those of ``pipelines`` it depends on, ``parallel`` at once.
-    Returns their summaries in the given order (``status`` skipped when an upstream did not complete)."""
+    Returns their summaries in the given order (``status`` skipped when an upstream did not complete).
+    ``prepare`` is called once, in this thread, before two pipelines first run at once (not at all when
+    none ever do): the nightly imports the stage code's model stack there (flows/imports.py)."""
     enabled = list(dict.fromkeys(pipelines))
     deps = registry.depends(enabled)
     results: dict[str, dict[str, Any]] = {}
     running: dict[Future, str] = {}
     with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="nightly") as pool:
         while len(results) < len(enabled):
+            ready = []
             for p in enabled:
                 if p in results or p in running.values():
                     continue
@@ -123,8 +136,12 @@ def run_pipelines(pipelines: Sequence[str], parallel: int,
                     results[p] = {"pipeline": p, "run_id": None, "status": "skipped", "seconds": 0.0, "stages": [],
                                   "error": f"upstream pipeline(s) {', '.join(blocked)} did not complete"}
                 elif all(d in results for d in deps[p]):
-                    # a copy of this thread's context: the pipeline runs as a subflow of the nightly flow run
-                    running[pool.submit(contextvars.copy_context().run, run_one, p)] = p
+                    ready.append(p)
+            if prepare is not None and parallel > 1 and len(running) + len(ready) > 1:
+                prepare()
+                prepare = None
+            for p in ready:  # a copy of this thread's context: the pipeline runs as a subflow of the nightly flow run
+                running[pool.submit(contextvars.copy_context().run, run_one, p)] = p
             if not running:
                 continue
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
@@ -177,7 +194,8 @@ def nightly(conf: AugdagConf, *, profile: str, config: Mapping[str, Any] | None 
 
             for name in conf.pipelines:  # imported here, one after another: two threads importing modules that
                 pipeline_flow(name)       # import each other can see one half-initialised (ImportError)
-            children = run_pipelines(conf.pipelines, conf.nightly.parallel, run_one)
+            children = run_pipelines(conf.pipelines, conf.nightly.parallel, run_one,
+                                     prepare=None if REPLAY.get() is not None else import_stack)
         failed = [c for c in children if c["status"] != "completed"]
         error = None
         if failed:

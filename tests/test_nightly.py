@@ -48,9 +48,14 @@ def test_pipelines_run_after_their_upstreams_and_side_by_side():
             events.append(("end", name))
         return {"pipeline": name, "status": "failed" if name == "paraphrase" else "completed", "stages": []}
 
-    results = run_pipelines(pipelines, 2, run_one)
+    def prepare() -> None:
+        events.append(("prepare", ""))
+
+    results = run_pipelines(pipelines, 2, run_one, prepare=prepare)
     order = {e: i for i, e in enumerate(events)}
-    assert events[:2] == [("start", "ingest"), ("end", "ingest")]
+    # the model stack is imported once, after ingest ran alone and before two pipelines first run at once
+    assert events[:3] == [("start", "ingest"), ("end", "ingest"), ("prepare", "")]
+    assert events.count(("prepare", "")) == 1
     for child, parents in (("train_nmt", ("self_training", "rejuvenation")), ("self_training", ("ingest",))):
         assert all(order[("end", p)] < order[("start", child)] for p in parents)
     assert peak[0] == 2  # two at once, never more
@@ -58,6 +63,10 @@ def test_pipelines_run_after_their_upstreams_and_side_by_side():
     assert [r["pipeline"] for r in results] == pipelines
     assert by_name["train_classifier"]["status"] == "skipped" and ("start", "train_classifier") not in order
     assert by_name["train_classifier"]["error"] == "upstream pipeline(s) paraphrase did not complete"
+    events.clear()  # one at a time, or a chain: nothing ever runs side by side, so nothing is imported ahead
+    run_pipelines(pipelines, 1, run_one, prepare=prepare)
+    run_pipelines(["ingest", "self_training", "train_nmt"], 2, run_one, prepare=prepare)
+    assert ("prepare", "") not in events and len(events) == 2 * (len(pipelines) - 1) + 2 * 3
 
 
 def nightly(profile: Path, cache: Path, *sets: str) -> dict:

@@ -15,14 +15,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from prefect import flow
-
 from conf.errors import InputError
 from conf.schema import AugdagConf
 from flows.driver import ModelRef, Run, run_model_stage, run_stage
 from flows.ingest import ingest_dataset
 from flows.recording import artifact_rows
-from flows.runners import FlowConf, default_task_runner
+from flows.runners import FlowConf, pipeline_flow
 from storage.artifacts import ArtifactRef
 from tasks.c2c_delex import DELEXICALISE
 from tasks.c2c_generate import C2C_DIVERSITY, C2C_GENERATE, C2C_SELECT, c2c_trainer
@@ -90,7 +88,7 @@ def generate(run: Run, conf: AugdagConf) -> Generated:
     return Generated(name, delex, pairs, models, generated, selected, diversity)
 
 
-@flow(name="c2c", log_prints=True, task_runner=default_task_runner())
+@pipeline_flow("c2c")
 def c2c_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
     """C2C-GenDA on the configured slots dataset; returns the run summary (also in the catalog)."""
     from flows.c2c_report import publish_report

@@ -92,15 +92,16 @@ def run_nightly(conf: AugdagConf, profile: str, *, run_id: str | None = None) ->
     summary and the run's, failed or not. The demo profile's data is written first when missing, and a
     missing input file is one line (exit 2) before the flow starts."""
     server = prepare(conf)
-    from flows.nightly import NightlyFailed, demo_data, nightly_flow
+    from flows import nightly
+    from flows.nightly import NightlyFailed, demo_data, nightly_body
 
     if (data := demo_data(profile, conf)) is not None and verbosity() > QUIET:
         out.print(f"demo data {'written to' if data[1] else 'in'} {data[0]}", highlight=False)
     check_inputs(conf)
     try:
         with progress_bars():
-            call = lambda: nightly_flow.fn(profile=profile, cache=str(conf.cache), config=dump_conf(conf))  # noqa: E731
-            summary = (run_id is None and replayed(call, conf, server)) or nightly_flow(
+            call = lambda: nightly_body(profile=profile, cache=str(conf.cache), config=dump_conf(conf))  # noqa: E731
+            summary = (run_id is None and replayed(call, conf, server)) or nightly.nightly_flow(
                 profile=profile, cache=str(conf.cache), config=dump_conf(conf), run_id=run_id)
     except NightlyFailed as e:
         print_nightly(e.summary)

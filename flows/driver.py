@@ -28,9 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
-from prefect import unmapped
-from prefect.context import FlowRunContext
-from prefect.futures import as_completed
 from pydantic import BaseModel
 
 from conf.errors import AugdagError, StageError
@@ -44,7 +41,7 @@ from flows.recording import (
     record_computed,
     record_failure,
 )
-from flows.replay import check_cached, in_flow_run, run_logger, started
+from flows.replay import check_cached, flow_run_context, in_flow_run, run_logger, started
 from flows.retry import Forcing, forced_now
 from flows.run_artifacts import ShardProgress, publish_run_artifacts
 from flows.run_log import open_run_log
@@ -78,7 +75,7 @@ class Run:
     log: Path = dataclasses.field(init=False)  # <cache>/logs/<run_id>.log: Prefect's and augdag's records
 
     def __post_init__(self) -> None:
-        self.log = open_run_log(self.root, self.run_id, FlowRunContext.get())
+        self.log = open_run_log(self.root, self.run_id, flow_run_context())
 
     @classmethod
     def start(cls, conf: AugdagConf, *, pipeline: str, profile: str, config: Mapping[str, Any]) -> Run:
@@ -89,7 +86,7 @@ class Run:
                   force=forced_now())
         fix_torch_threads(conf.orchestration.torch_threads)  # before any stage: one count for the process
         FIGURE_MEMO.set(root / "reports" / "figures")  # a report's figure drawn before is read back (tasks/report.py)
-        ctx = FlowRunContext.get()
+        ctx = flow_run_context()
         flow_run_id = str(ctx.flow_run.id) if ctx and ctx.flow_run else None
         reap_before_run(run.catalog)  # earlier runs whose process is gone: crashed (flows/liveness.py)
         run.catalog.start_run(run.run_id, pipeline=pipeline, profile=profile, config=config, flow_run_id=flow_run_id)
@@ -178,7 +175,10 @@ def run_stage(
     if not force and (manifest := read_manifest(out)) is not None:
         return record_cached(run, out, manifest, parents, t0, counts=stage.counts)
     check_cached(f"{stage.name}[{dataset}]")
-    task = shard_task.with_options(name=stage.name, **run.task_options(stage.tags))
+    from prefect import unmapped
+    from prefect.futures import as_completed
+
+    task = shard_task().with_options(name=stage.name, **run.task_options(stage.tags))
     missing = [i for i in range(n_shards) if force or not out.path(i).exists()]
     present = sorted(set(range(n_shards)) - set(missing))
     futures = []
@@ -251,7 +251,7 @@ def run_model_stage(
         cached = ref.path.exists() and not forced
         if not cached:
             check_cached(f"model {name}")
-            task = model_task.with_options(name=name, **run.task_options(("gpu",)))
+            task = model_task().with_options(name=name, **run.task_options(("gpu",)))
             try:
                 task(path=ref.path, build=build)
             except Exception as e:
@@ -292,7 +292,7 @@ def run_source_stage(
     if not force and (manifest := read_manifest(out)) is not None:
         return record_cached(run, out.with_shards(manifest["n_shards"]), manifest, [], t0)
     check_cached(f"{name}[{dataset}]")
-    task = source_task.with_options(name=name, refresh_cache=True, **run.task_options())
+    task = source_task().with_options(name=name, refresh_cache=True, **run.task_options())
     before = _parts_on_disk(out)
     try:
         results = task(out=out, produce=produce, force=force)

@@ -19,14 +19,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from prefect import flow
 
 from conf.errors import InputError
 from conf.schema import AugdagConf
 from flows.classifier_eval import evaluate_classifier
 from flows.driver import ModelRef, Run, run_model_stage, run_stage
 from flows.ingest import ingest_dataset
-from flows.runners import FlowConf, default_task_runner
+from flows.runners import FlowConf, pipeline_flow
 from storage.artifacts import ArtifactRef
 from tasks.epida import AUGMENTED_VIEW, BACK_TRANSLATION, EDA, SEAS, augmented_counts
 from tasks.epida_train import trainer
@@ -155,7 +154,7 @@ def augment(run: Run, conf: AugdagConf) -> Augmented:
     return Augmented(name, rows, augmented, models, evaluation, test_name)
 
 
-@flow(name="epida", log_prints=True, task_runner=default_task_runner())
+@pipeline_flow("epida")
 def epida_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
     """EPiDA on the configured labelled dataset; returns the run summary (also in the catalog)."""
     from flows.epida_report import publish_report

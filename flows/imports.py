@@ -32,7 +32,7 @@ STACK = (
     "ctranslate2", "ctranslate2.converters", "sentencepiece",
     "sacrebleu.metrics", "sacrebleu.significance", "sacremoses", "sacremoses.corpus",
     "sklearn.metrics", "seqeval.metrics", "seqeval.metrics.sequence_labeling",
-    "nltk", "nltk.corpus.reader.wordnet", "kmedoids", "matplotlib", "prefect.context",
+    "nltk", "nltk.corpus.reader.wordnet", "kmedoids", "matplotlib", "prefect", "prefect.context", "prefect.cache_policies",
 )
 
 PACKAGES = ("tasks", "models")

@@ -10,14 +10,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from prefect import flow
-
 from conf.cleaning import dataset_clean
 from conf.roles import evaluation_datasets
 from conf.schema import DatasetConf, IngestConf
 from flows.driver import Run, run_source_stage, run_stage
 from flows.replay import run_logger
-from flows.runners import FlowConf, default_task_runner
+from flows.runners import FlowConf, pipeline_flow
 from storage.artifacts import ArtifactRef, hash_inputs
 from tasks.clean import CLEAN, DUPLICATES, KEEP_VALID, CleanParams
 from tasks.ingest import READ_VERSION, decode_warnings, read_params, reader
@@ -50,7 +48,7 @@ def ingest_dataset(run: Run, name: str, ds: DatasetConf, conf: IngestConf, shard
                      params=CleanParams.of(settings, ds.kind))
 
 
-@flow(name="ingest", log_prints=True, task_runner=default_task_runner())
+@pipeline_flow("ingest")
 def ingest_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Ingest every dataset of the profile; returns the run summary (also stored in the catalog)."""
     held_out = evaluation_datasets(conf)

@@ -13,14 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import flow
-
 from conf.schema import AugdagConf
 from flows.driver import Run, run_stage
 from flows.ingest import ingest_dataset
 from flows.paraphrase import paraphraser
 from flows.recording import artifact_rows
-from flows.runners import FlowConf, default_task_runner
+from flows.runners import FlowConf, pipeline_flow
 from tasks.mt_paraphrase import CONSTRAINED, IDF_STAGE, SELECT
 
 
@@ -47,7 +45,7 @@ def paraphrase_bitext(run: Run, conf: AugdagConf) -> dict[str, Any]:
             "candidates": artifact_rows(cands), "paraphrased": artifact_rows(kept), "dropped": dict(sorted(reasons.items()))}
 
 
-@flow(name="mt_paraphrase", log_prints=True, task_runner=default_task_runner())
+@pipeline_flow("mt_paraphrase")
 def mt_paraphrase_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Constrained paraphrases of one side of the configured bitext; returns the run summary."""
     with Run.started(conf, pipeline="mt_paraphrase", profile=profile, config=config) as run:

@@ -16,7 +16,6 @@ from typing import Any
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from prefect import flow
 
 from conf.schema import AugdagConf, ParaphraseConf
 from flows.driver import Run, run_stage
@@ -24,7 +23,7 @@ from flows.ingest import ingest_dataset
 from flows.nmt import configured_model, nmt_model
 from flows.recording import artifact_rows
 from flows.reporting import publish
-from flows.runners import FlowConf, default_task_runner
+from flows.runners import FlowConf, pipeline_flow
 from storage.artifacts import ArtifactRef, fingerprint
 from tasks.curriculum import CURRICULUM_STAGE, DIVERSITY, LEVELS
 from tasks.nmt import loading, runtime
@@ -152,7 +151,7 @@ def publish_report(run: Run, result: Paraphrased, conf: ParaphraseConf) -> dict[
     ])
 
 
-@flow(name="paraphrase", log_prints=True, task_runner=default_task_runner())
+@pipeline_flow("paraphrase")
 def paraphrase_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Build the paraphrase curriculum of a dataset; returns the run summary (also stored in the catalog)."""
     with Run.started(conf, pipeline="paraphrase", profile=profile, config=config) as run:

@@ -15,8 +15,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from prefect import flow
-
 from conf.schema import AugdagConf, RejuvenationConf
 from flows.driver import ModelRef, Run, run_stage
 from flows.ingest import ingest_dataset
@@ -24,7 +22,7 @@ from flows.model_scores import model_line, validate_nmt
 from flows.nmt import nmt_model
 from flows.recording import artifact_rows
 from flows.reporting import publish
-from flows.runners import FlowConf, default_task_runner
+from flows.runners import FlowConf, pipeline_flow
 from flows.self_training import bitext_uncertainty
 from storage.artifacts import ArtifactRef
 from tasks.nmt import decode_options, loading, runtime
@@ -135,7 +133,7 @@ def publish_report(run: Run, result: Rejuvenated, conf: RejuvenationConf) -> dic
     ])
 
 
-@flow(name="rejuvenation", log_prints=True, task_runner=default_task_runner())
+@pipeline_flow("rejuvenation")
 def rejuvenation_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Rejuvenate the inactive pairs of a bitext; returns the run summary (also stored in the catalog)."""
     with Run.started(conf, pipeline="rejuvenation", profile=profile, config=config) as run:

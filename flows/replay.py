@@ -103,15 +103,25 @@ def prints_logged() -> Iterator[None]:
         builtins.print = _print
 
 
-def in_flow_run() -> bool:
-    """Whether this code runs inside a Prefect flow run (else: a replay, a test calling a flow's body)."""
+def flow_run_context() -> Any:
+    """Prefect's ``FlowRunContext`` of the flow run this code runs in, or None (a replay, a test calling a flow's
+    body). A process that has not imported Prefect runs no flow: a replay does not import it for the answer."""
+    if "prefect.context" not in sys.modules:
+        return None
     from prefect.context import FlowRunContext
 
-    return FlowRunContext.get() is not None
+    return FlowRunContext.get()
+
+
+def in_flow_run() -> bool:
+    """Whether this code runs inside a Prefect flow run (else: a replay, a test calling a flow's body)."""
+    return flow_run_context() is not None
 
 
 def run_logger() -> Any:
     """Prefect's run logger inside a flow or task run, else the ``augdag`` logger (a replayed run)."""
+    if "prefect.context" not in sys.modules:  # no run context without Prefect: not imported for the answer
+        return logging.getLogger("augdag.run")
     from prefect import get_run_logger
     from prefect.exceptions import MissingContextError
 

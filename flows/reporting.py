@@ -16,8 +16,6 @@ def publish(run: Run, *, stem: str, title: str, sections: Sequence[tuple[str, st
             markdown: str, table: pa.Table | None = None, pngs: Mapping[str, bytes] | None = None) -> dict[str, str]:
     """Write the self-contained HTML page (and PNGs), then publish markdown, table and link artifacts.
     Returns the paths written, keyed ``<stem>_html`` / ``<stem>_<png name>``."""
-    from prefect.artifacts import create_markdown_artifact, create_table_artifact
-
     out = run.root / "reports" / run.run_id
     out.mkdir(parents=True, exist_ok=True)
     written = {}
@@ -30,6 +28,8 @@ def publish(run: Run, *, stem: str, title: str, sections: Sequence[tuple[str, st
     key = stem.replace("_", "-")
     if not in_flow_run():  # a replayed run (flows/replay.py): no Prefect run to attach artifacts to
         return written
+    from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
     try:
         create_markdown_artifact(markdown + f"\nReport: `{page}`\n", key=f"{key}-report", description=title)
         if table is not None:

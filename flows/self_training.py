@@ -14,8 +14,6 @@ import dataclasses
 import math
 from typing import Any
 
-from prefect import flow
-
 from conf.errors import ConfError
 from conf.schema import AugdagConf, SelfTrainingConf
 from conf.tokenizer import TokenizerConf
@@ -25,7 +23,7 @@ from flows.model_scores import model_line, validate_nmt
 from flows.nmt import nmt_model
 from flows.recording import artifact_rows
 from flows.reporting import publish
-from flows.runners import FlowConf, default_task_runner
+from flows.runners import FlowConf, pipeline_flow
 from storage.artifacts import ArtifactRef
 from storage.parts import Parts
 from tasks import lm as lm_tasks
@@ -203,7 +201,7 @@ def publish_report(run: Run, result: Sampled, conf: SelfTrainingConf, teacher: d
     ])
 
 
-@flow(name="self_training", log_prints=True, task_runner=default_task_runner())
+@pipeline_flow("self_training")
 def self_training_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Sample the monolingual data by uncertainty and translate the sample with the teacher; returns the
     run summary (also stored in the catalog)."""

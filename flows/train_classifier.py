@@ -15,7 +15,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from prefect import flow
 
 from conf.errors import ConfError
 from conf.schema import AugdagConf
@@ -23,7 +22,7 @@ from flows.classifier_eval import evaluate_classifier
 from flows.driver import ModelRef, Run, run_model_stage
 from flows.ingest import ingest_dataset
 from flows.reporting import publish
-from flows.runners import FlowConf, default_task_runner
+from flows.runners import FlowConf, pipeline_flow
 from storage.catalog import Catalog
 from tasks.classify import LOSSES, classifier_builder
 from tasks.epida_train import trainer
@@ -175,7 +174,7 @@ def publish_report(run: Run, result: dict[str, Any]) -> dict[str, str]:
                    table=summary, pngs=pngs, sections=sections)
 
 
-@flow(name="train_classifier", log_prints=True, task_runner=default_task_runner())
+@pipeline_flow("train_classifier")
 def train_classifier_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Train and evaluate a classifier per augmentation and seed; returns the run summary (also in the catalog)."""
     with Run.started(conf, pipeline="train_classifier", profile=profile, config=config) as run:

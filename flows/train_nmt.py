@@ -20,7 +20,6 @@ from typing import Any
 
 import duckdb
 import pyarrow.compute as pc
-from prefect import flow
 
 from conf.errors import CatalogError, ConfError
 from conf.experiments import ArmConf, ContinueConf
@@ -29,7 +28,7 @@ from flows import registry
 from flows.driver import ModelRef, Run, run_model_stage, run_source_stage, run_stage
 from flows.ingest import ingest_dataset
 from flows.nmt import nmt_model
-from flows.runners import FlowConf, default_task_runner
+from flows.runners import FlowConf, pipeline_flow
 from flows.train_nmt_report import arm_summary, publish_report
 from storage.artifacts import ArtifactRef
 from tasks.evaluation import EVALUATE
@@ -202,7 +201,7 @@ def train_and_evaluate(run: Run, conf: AugdagConf) -> dict[str, Any]:
             "significance": significance, "summary": arm_summary(evaluation, significance, tn.baseline_arm(), arms)}
 
 
-@flow(name="train_nmt", log_prints=True, task_runner=default_task_runner())
+@pipeline_flow("train_nmt")
 def train_nmt_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Train and evaluate the students of every arm and seed; returns the run summary (also in the catalog)."""
     with Run.started(conf, pipeline="train_nmt", profile=profile, config=config) as run:

@@ -14,14 +14,13 @@ import dataclasses
 from typing import Any
 
 import pyarrow as pa
-from prefect import flow
 
 from conf.errors import ConfError
 from conf.schema import AugdagConf
 from flows.driver import ModelRef, Run, run_model_stage, run_stage
 from flows.ingest import ingest_dataset
 from flows.reporting import publish
-from flows.runners import FlowConf, default_task_runner
+from flows.runners import FlowConf, pipeline_flow
 from tasks.evaluation import mean_sd
 from tasks.mix import content_hash
 from tasks.slot_tagging import SCORE_TAGS, TAG_SLOTS, pairs_of, tagger_trainer, valid_bio
@@ -108,7 +107,7 @@ def publish_report(run: Run, result: Tagged, summary: list[dict[str, Any]]) -> d
                                                                        for a, n in result.rows.items()]))])
 
 
-@flow(name="train_slot_tagger", log_prints=True, task_runner=default_task_runner())
+@pipeline_flow("train_slot_tagger")
 def train_slot_tagger_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Train and evaluate a slot tagger per arm and seed; returns the run summary (also in the catalog)."""
     with Run.started(conf, pipeline="train_slot_tagger", profile=profile, config=config) as run:

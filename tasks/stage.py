@@ -28,16 +28,17 @@ import typing
 from collections.abc import Callable, Collection, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from conf.errors import ConfError
 from storage.artifacts import MAIN, ArtifactRef, commit_file, hash_file, recorded_hashes, temp_path, write_part
 from tasks.progress import report
+
+if TYPE_CHECKING:
+    from prefect import Task
 
 StageOutput = pa.Table | Mapping[str, pa.Table]
 
@@ -181,9 +182,16 @@ def shard_cache_key(_context: Any, parameters: Mapping[str, Any]) -> str:
     return f"{out.stage}-{out.fingerprint}-{parameters['shard']:05d}"
 
 
-# the Prefect task over the same body: a shard task is run_shard with a cache key, retries and a name
-shard_task = task(run_shard, name="stage-shard", task_run_name="{stage.name}-{shard:05d}", cache_key_fn=shard_cache_key,
-                  persist_result=True)
+# The Prefect tasks over these bodies, made on first use: importing Prefect costs ~1.5 s, which a replayed run
+# (every stage cached, flows/replay.py) never needs.
+
+@functools.cache
+def shard_task() -> Task:
+    """run_shard as a Prefect task: with a cache key (the artifact's fingerprint and the shard), retries and a name."""
+    from prefect import task
+
+    return task(run_shard, name="stage-shard", task_run_name="{stage.name}-{shard:05d}", cache_key_fn=shard_cache_key,
+                persist_result=True)
 
 
 SourceFn = Callable[[], Iterator[tuple[int, StageOutput]]]
@@ -224,9 +232,15 @@ def build_model(path: Path, build: Callable[[Path], None]) -> float:
     return time.perf_counter() - t0
 
 
-# no Prefect cache: the model file on disk is the record (as an artifact's manifest is)
-model_task = task(build_model, name="model", task_run_name="{path.parent.parent.name}", cache_policy=NO_CACHE,
-                  persist_result=False)
+@functools.cache
+def model_task() -> Task:
+    """build_model as a Prefect task, without Prefect's cache: the model file on disk is the record (as an
+    artifact's manifest is)."""
+    from prefect import task
+    from prefect.cache_policies import NO_CACHE
+
+    return task(build_model, name="model", task_run_name="{path.parent.parent.name}", cache_policy=NO_CACHE,
+                persist_result=False)
 
 
 def source_cache_key(_context: Any, parameters: Mapping[str, Any]) -> str:
@@ -234,5 +248,10 @@ def source_cache_key(_context: Any, parameters: Mapping[str, Any]) -> str:
     return f"{out.stage}-{out.fingerprint}"
 
 
-source_task = task(run_source, name="source", task_run_name="{out.stage}", cache_key_fn=source_cache_key,
-                   persist_result=True)
+@functools.cache
+def source_task() -> Task:
+    """run_source as a Prefect task, cached by the artifact's fingerprint."""
+    from prefect import task
+
+    return task(run_source, name="source", task_run_name="{out.stage}", cache_key_fn=source_cache_key,
+                persist_result=True)

@@ -4,6 +4,8 @@ with a stage to compute goes to Prefect leaving no trace of the replay."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from storage.catalog import Catalog
+from tests.conftest import subprocess_env
 from tests.test_nightly import write_profile
 
 runner = CliRunner()
@@ -65,6 +68,15 @@ def test_a_cached_nightly_replays_its_pipelines(prefect_harness, tmp_path):
     assert night["flow_run_id"] is None and child["flow_run_id"] is None
     assert json.loads(night["summary"])["totals"]["shards_computed"] == 0
     assert "shards: 0 computed, 14 cached of 14" in result.output
+
+    # as a user runs it, a process of its own: the replayed night never imports Prefect (~1.5 s of its start)
+    script = ("import runpy, sys\nsys.argv = ['augdag', *sys.argv[1:]]\ntry:\n"
+              "    runpy.run_module('flows.cli', run_name='__main__')\nexcept SystemExit as e:\n    code = e.code\n"
+              "print('exit', code, 'prefect imported:', any(m.split('.')[0] == 'prefect' for m in sys.modules))\n")
+    proc = subprocess.run([sys.executable, "-c", script, *args], env=subprocess_env(tmp_path), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.stdout.splitlines()[-1] == "exit 0 prefect imported: False", proc.stdout + proc.stderr
+    assert len(runs(cache)) == before + 4 and runs(cache)[-2]["flow_run_id"] is None
 
 
 def test_a_figure_drawn_before_is_read_back_and_other_data_is_drawn(tmp_path, monkeypatch):

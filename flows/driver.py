@@ -41,7 +41,7 @@ from flows.recording import (
     record_computed,
     record_failure,
 )
-from flows.replay import check_cached, flow_run_context, in_flow_run, run_logger, started
+from flows.replay import check_cached, flow_run_context, in_flow_run, replay_catalog, run_logger, started
 from flows.retry import Forcing, forced_now
 from flows.run_artifacts import ShardProgress, publish_run_artifacts
 from flows.run_log import open_run_log
@@ -81,17 +81,17 @@ class Run:
     def start(cls, conf: AugdagConf, *, pipeline: str, profile: str, config: Mapping[str, Any]) -> Run:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         root = Path(conf.cache).absolute()
-        run = cls(f"{pipeline}-{stamp}-{uuid.uuid4().hex[:6]}", pipeline, root,
-                  Catalog(root, lock_timeout_s=conf.orchestration.lock_timeout_s), conf.orchestration,
+        catalog = replay_catalog() or Catalog(root)  # a replay's runs share one catalog, written once at its end
+        catalog.lock_timeout_s = conf.orchestration.lock_timeout_s
+        run = cls(f"{pipeline}-{stamp}-{uuid.uuid4().hex[:6]}", pipeline, root, catalog, conf.orchestration,
                   force=forced_now())
         fix_torch_threads(conf.orchestration.torch_threads)  # before any stage: one count for the process
         FIGURE_MEMO.set(root / "reports" / "figures")  # a report's figure drawn before is read back (tasks/report.py)
         ctx = flow_run_context()
         flow_run_id = str(ctx.flow_run.id) if ctx and ctx.flow_run else None
         reap_before_run(run.catalog)  # earlier runs whose process is gone: crashed (flows/liveness.py)
+        started(run.run_id)  # a replay remembers it: discarded if a stage turns out not cached (flows/replay.py)
         run.catalog.start_run(run.run_id, pipeline=pipeline, profile=profile, config=config, flow_run_id=flow_run_id)
-        if started(run.run_id):  # a replay: discarded if a stage turns out not cached (flows/replay.py)
-            run.catalog.deferred = []  # its cached stages registered in one write, not one each
         return run
 
     @classmethod

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from conf.errors import AugdagError, StageError
@@ -71,23 +72,24 @@ def kept_dropped(out: ArtifactRef, rows_in: int, rows_out: Mapping[str, int], co
     return counts(out, rows_in) if counts else (rows_out.get("part", 0), rows_out.get("dropped", 0))
 
 
-_recorded: dict[str, dict[tuple[str, int], int]] = {}  # run id -> (fingerprint, shard) -> rows in, read once
+_recorded: dict[Path, dict[tuple[str, int], int]] = {}  # catalog -> (fingerprint, shard) -> rows in, read once
 _recorded_lock = threading.Lock()
 
 
 def recorded_rows_in(run: Run, fingerprint: str, shards: Sequence[int]) -> int:
     """Input rows of ``shards`` of an artifact as `stage_runs` recorded them when each was computed (by this
-    run or an earlier one: a cached shard's own record says 0). One read of the catalog per run, again only
-    for a shard it did not know (computed since by a pipeline beside it); a shard never recorded counts 0."""
+    run or an earlier one: a cached shard's own record says 0). One read of the catalog per process (a shard's
+    record never changes: the same fingerprint computes the same rows), again only for a shard it did not know
+    (computed since, by a pipeline beside it or another process); a shard never recorded counts 0."""
     with _recorded_lock:
-        known = _recorded.get(run.run_id)
+        known = _recorded.get(run.catalog.path)
         if known is None or any((fingerprint, s) not in known for s in shards):
             with run.catalog.read() as con:  # not query(): a replay's deferred registrations stay deferred
                 known = {(f, s): n for f, s, n in con.execute(
                     "SELECT fingerprint, shard, arg_max(rows_in, started_at) FROM stage_runs WHERE status = 'computed'"
                     " AND rows_in IS NOT NULL GROUP BY ALL").fetchall()}
-            _recorded[run.run_id] = known
-            while len(_recorded) > 32:  # a server runs many runs: keep the latest
+            _recorded[run.catalog.path] = known
+            while len(_recorded) > 32:  # a server runs many caches' runs: keep the latest
                 _recorded.pop(next(iter(_recorded)))
         return sum(known.get((fingerprint, s), 0) for s in shards)
 

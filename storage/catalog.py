@@ -7,14 +7,16 @@ readers share it for one query. Two flows on one cache both succeed, taking turn
 
 The views a write moves are rebuilt inside it: view ``V`` reads the main Parquet parts of the *current* artifacts
 whose ``view`` is ``V`` (per stage and dataset, the one a run used last), ``dropped`` their dropped parts
-(storage/dropped.py). Only artifacts with a complete manifest are registered: no unfinished output is visible. Paths are stored and named relative to the cache root
-(storage/cache_root.py), so a copied or moved cache answers the same. A user's SQL is checked by
+(storage/dropped.py). Only artifacts with a complete manifest are registered: no unfinished output is visible.
+Paths are stored and named relative to the cache root (storage/cache_root.py), so a copied or moved cache
+answers the same. A user's SQL is checked by
 storage/sql_guard.py (``check_read_only``) and runs on a sandboxed connection (``read(sandbox=True)``).
 """
 
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import os
 import re
@@ -33,8 +35,9 @@ from storage.cache_root import ABSOLUTE_PATHS, RELATIVE_PATHS, files_sql, relati
 from storage.dropped import VIEW as DROPPED_VIEW
 from storage.dropped import dropped_view_sql, has_drops
 from storage.processes import Owner, current_owner, owner_alive
-from storage.schemas import STAGE_RUNS, VIEW_SCHEMAS, has_schema
-from storage.sql_guard import check_read_only, query_error
+from storage.registration import Registration, flush_deferred, insert_lineage
+from storage.schemas import VIEW_SCHEMAS, has_schema, insert_stage_runs
+from storage.sql_guard import check_read_only, outside_cache, query_error
 
 __all__ = ["BASE_VIEWS", "DB", "DDL", "Catalog", "check_read_only", "outside_cache"]  # check_read_only: its old home
 
@@ -83,10 +86,6 @@ CREATE OR REPLACE VIEW evaluation_summary AS
 _MISSING_PATH = re.compile(r"Table with name (\S*[/\\.]\S*) does not exist")
 
 
-def _sql_str(s: str) -> str:
-    return "'" + s.replace("'", "''") + "'"
-
-
 class Catalog:
     """The catalog of one cache root. Cheap to construct; connections are opened per use."""
 
@@ -99,7 +98,8 @@ class Catalog:
         self._paths_checked = False  # read(): an older catalog's absolute paths made relative once (RELATIVE_PATHS)
         self._views_stale: bool | set[str] = False  # True: every view; a set: those views (a registration's)
         # a list (a replayed run, flows/replay.py): registrations wait for the next query or finish_run, one write
-        self.deferred: list[Callable[[duckdb.DuckDBPyConnection], Any]] | None = None
+        self.deferred: list[Callable[[duckdb.DuckDBPyConnection], Any] | Registration] | None = None
+        self._stage_runs: list[Mapping[str, Any]] | None = None  # during _flush: the shard runs to insert at its end
 
     @contextmanager
     def _locked(self, mode: int) -> Iterator[None]:
@@ -210,19 +210,23 @@ class Catalog:
                   owner: Owner | None = None) -> None:
         """Record a run as running, owned by ``owner`` (default: this process) until ``finish_run``."""
         owner = owner or current_owner()
-        with self.write() as con:
-            con.execute(
-                "INSERT INTO runs (run_id, pipeline, profile, status, started_at, flow_run_id, config, host, pid,"
-                " pid_started) VALUES ($id, $p, $prof, 'running', now(), $fr, $cfg, $host, $pid, $started)",
-                {"id": run_id, "p": pipeline, "prof": profile, "fr": flow_run_id, "cfg": json.dumps(config),
-                 "host": owner.host, "pid": owner.pid, "started": owner.started},
-            )
+        self._write_or_defer(lambda con: con.execute(
+            "INSERT INTO runs (run_id, pipeline, profile, status, started_at, flow_run_id, config, host, pid,"
+            " pid_started) VALUES ($id, $p, $prof, 'running', now(), $fr, $cfg, $host, $pid, $started)",
+            {"id": run_id, "p": pipeline, "prof": profile, "fr": flow_run_id, "cfg": json.dumps(config),
+             "host": owner.host, "pid": owner.pid, "started": owner.started}))
 
     def finish_run(self, run_id: str, *, status: str, summary: Mapping[str, Any]) -> None:
-        with self.write() as con:
-            self._flush(con)
-            con.execute("UPDATE runs SET status = $s, finished_at = now(), summary = $sum WHERE run_id = $id",
-                        {"s": status, "sum": json.dumps(summary, default=str), "id": run_id})
+        """Close the run (in ``deferred`` mode: with the replay's one write, ``flush``)."""
+        update = {"s": status, "sum": json.dumps(summary, default=str), "id": run_id}
+        self._write_or_defer(lambda con: con.execute(
+            "UPDATE runs SET status = $s, finished_at = now(), summary = $sum WHERE run_id = $id", update))
+
+    def flush(self) -> None:
+        """Write what ``deferred`` mode held back (a replay's runs and registrations), in one transaction."""
+        if self.deferred:
+            with self.write() as con:
+                self._flush(con)
 
     def discard_runs(self, run_ids: Sequence[str]) -> None:
         """Forget runs that were only a replay's attempt (flows/replay.py): their rows in runs, stage_runs, evaluations."""
@@ -268,26 +272,37 @@ class Catalog:
                  stage_runs: Sequence[Mapping[str, Any]] = ()) -> bool:
         """Record a completed artifact, its lineage, its rejects and the stage's shard runs. Returns True when the
         artifact is new to the catalog (a cached re-run only marks it used; False when deferred)."""
-        return self._write_or_defer(lambda con: self._register(con, ref, manifest, run_id=run_id, parents=parents,
-                                                               stage_runs=stage_runs), False)
+        return self._write_or_defer(Registration(ref, manifest, run_id, parents, stage_runs), False)
 
-    def _write_or_defer(self, write: Callable[[duckdb.DuckDBPyConnection], Any], deferred: Any = None) -> Any:
-        """``write(con)`` in a write transaction now, or (``deferred`` mode) with the next read or finish_run."""
+    def _write_or_defer(self, write: Callable[[duckdb.DuckDBPyConnection], Any] | Registration, deferred: Any = None) -> Any:
+        """``write(con)`` (a registration: ``_register``) in a write transaction now, or (``deferred`` mode: a replay)
+        with the next query or ``flush``, where consecutive registrations take a few statements (storage/registration.py)."""
         if self.deferred is not None:
             self.deferred.append(write)
             return deferred
         with self.write() as con:
-            return write(con)
+            return self._register(con, write) if isinstance(write, Registration) else write(con)
 
     def _flush(self, con: duckdb.DuckDBPyConnection) -> None:
-        while self.deferred:
-            self.deferred.pop(0)(con)
+        """The deferred writes in order (storage/registration.py); their shard runs as one INSERT at the end."""
+        self._stage_runs: list[Mapping[str, Any]] | None = []
+        try:
+            flush_deferred(con, self.deferred or [], one=functools.partial(self._register, con), stale=self._stale,
+                           stage_runs=self._stage_runs)
+            insert_stage_runs(con, self._stage_runs)
+        finally:
+            self._stage_runs = None
 
-    def _register(self, con: duckdb.DuckDBPyConnection, ref: ArtifactRef, manifest: Mapping[str, Any], *,
-                  run_id: str, parents: Sequence[str] = (), stage_runs: Sequence[Mapping[str, Any]] = ()) -> bool:
+    def _register(self, con: duckdb.DuckDBPyConnection, registration: Registration) -> bool:
         """``register``'s body, inside the caller's transaction."""
-        new = con.execute("SELECT count(*) FROM artifacts WHERE fingerprint = $f", {"f": ref.fingerprint}).fetchone()[0] == 0
-        if new:
+        r = registration
+        ref, manifest, run_id, parents, stage_runs = r.ref, r.manifest, r.run_id, r.parents, r.stage_runs
+        known, current = con.execute(  # whether it is known, and the current artifact of its view, stage and dataset
+            "SELECT (SELECT count(*) FROM artifacts WHERE fingerprint = $f), (SELECT fingerprint FROM artifacts WHERE "
+            "view IS NOT DISTINCT FROM $v AND stage = $s AND dataset IS NOT DISTINCT FROM $d "
+            "ORDER BY last_used_at DESC, created_at DESC LIMIT 1)",
+            {"f": ref.fingerprint, "v": ref.view, "s": ref.stage, "d": ref.dataset}).fetchone()
+        if new := known == 0:
             self._stale(ref, manifest, True)
             con.execute(
                 "INSERT INTO artifacts VALUES ($f, $st, $v, $view, $ds, $path, $n, $rows, $bytes, $params, $m,"
@@ -298,32 +313,30 @@ class Catalog:
                  "run": run_id},
             )
             if parents:
-                con.executemany("INSERT OR IGNORE INTO lineage VALUES (?, ?)", [(ref.fingerprint, p) for p in parents])
+                insert_lineage(con, ref.fingerprint, parents)
             rejects = [ref.dir / f["file"] for f in manifest["files"] if f["role"] == "rejects" and f["rows"]]
             if rejects:
-                files = "[" + ", ".join(_sql_str(str(p)) for p in rejects) + "]"
+                files = files_sql([str(p) for p in rejects])
                 con.execute(
                     f"INSERT INTO rejects SELECT $f, source, file, line, reason, detail, content FROM read_parquet({files})",
                     {"f": ref.fingerprint},
                 )
         else:
-            current = con.execute(
-                "SELECT fingerprint FROM artifacts WHERE view IS NOT DISTINCT FROM $v AND stage = $s"
-                " AND dataset IS NOT DISTINCT FROM $d ORDER BY last_used_at DESC, created_at DESC LIMIT 1",
-                {"v": ref.view, "s": ref.stage, "d": ref.dataset}).fetchone()
             con.execute(
                 "UPDATE artifacts SET last_run = $run, last_used_at = now() WHERE fingerprint = $f",
                 {"run": run_id, "f": ref.fingerprint},
             )
-            # a view moves only if this artifact was not already the current one
-            self._stale(ref, manifest, current is None or current[0] != ref.fingerprint)
-        _insert_stage_runs(con, stage_runs)
+            self._stale(ref, manifest, current != ref.fingerprint)  # a view moves only if it was not the current one
+        if self._stage_runs is not None:  # a flush: one INSERT of every registration's shard runs at its end
+            self._stage_runs.extend(stage_runs)
+        else:
+            insert_stage_runs(con, stage_runs)
         return new
 
     def register_failures(self, stage_runs: Sequence[Mapping[str, Any]]) -> None:
         """Record failed shards (the artifact itself stays unregistered: it has no manifest)."""
         with self.write() as con:
-            _insert_stage_runs(con, stage_runs)
+            insert_stage_runs(con, stage_runs)
 
     def register_model(self, fingerprint: str, *, name: str, kind: str, path: str, run_id: str, meta: Mapping[str, Any]) -> None:
         def write(con: duckdb.DuckDBPyConnection) -> None:
@@ -332,7 +345,7 @@ class Catalog:
                 {"f": fingerprint, "n": name, "k": kind, "p": path, "r": run_id, "m": json.dumps(meta)},
             )
             if meta.get("inputs"):  # a model descends from its training data, as an artifact from its inputs
-                con.executemany("INSERT OR IGNORE INTO lineage VALUES (?, ?)", [(fingerprint, p) for p in meta["inputs"]])
+                insert_lineage(con, fingerprint, meta["inputs"])
         self._write_or_defer(write)
 
     def register_evaluation(self, *, run_id: str, model: str, model_name: str, testset: str,
@@ -383,17 +396,3 @@ class Catalog:
                         "union_by_name = true)")
         if only is None or DROPPED_VIEW in only:
             con.execute(dropped_view_sql(con, self.root))
-
-
-def _insert_stage_runs(con: duckdb.DuckDBPyConnection, rows: Sequence[Mapping[str, Any]]) -> None:
-    """One INSERT of an Arrow table (executemany is a statement per row: ~1 s of a cached demo nightly)."""
-    if rows:
-        new_stage_runs = pa.Table.from_pylist([{c: r.get(c) for c in STAGE_RUNS.names} for r in rows], STAGE_RUNS)
-        con.execute(f"INSERT INTO stage_runs ({', '.join(STAGE_RUNS.names)}) SELECT * FROM new_stage_runs")
-
-
-def outside_cache(root: Path, error: Exception) -> str:
-    """The refusal of a sandboxed query that tried to open a file or URL outside the cache ``root``."""
-    detail = str(error).removeprefix("Permission Error: ").split(" - ")[0]
-    return (f"refused: `augdag sql` reads only the catalog and files under the cache {root}: {detail}. "
-            "Hint: query the views (`augdag views` lists them); bring other files in with `augdag run ingest`.")

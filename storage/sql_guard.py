@@ -20,6 +20,7 @@ import functools
 import json
 import re
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -237,3 +238,9 @@ def query_error(e: duckdb.Error, *, view: str | None = None, columns: Sequence[s
     if missing and view:
         return CatalogError(f"{place}: no column {missing[1]!r} in view {view}; its columns: {', '.join(columns)}")
     return CatalogError(f"{place} failed: {message}")
+
+def outside_cache(root: Path, error: Exception) -> str:
+    """The refusal of a sandboxed query that tried to open a file or URL outside the cache ``root``."""
+    detail = str(error).removeprefix("Permission Error: ").split(" - ")[0]
+    return (f"refused: `augdag sql` reads only the catalog and files under the cache {root}: {detail}. "
+            "Hint: query the views (`augdag views` lists them); bring other files in with `augdag run ingest`.")

@@ -33,6 +33,33 @@ def test_register_new_then_cached_adds_no_artifact_and_moves_the_view(tmp_path):
     assert cat.query("SELECT src FROM bitext")["src"].to_pylist() == ["e f"]
 
 
+def test_deferred_registrations_of_known_artifacts_move_the_views_as_one_by_one(tmp_path):
+    """A replay's registrations (deferred, then one batch: storage/registration.py) leave the catalog as the same
+    registrations one at a time: every artifact used by its run, the view on the last registered one of its stage
+    and dataset, one stage_runs row per shard run, and nothing written before the flush."""
+    cat = Catalog(tmp_path)
+    a, ma = _artifact(tmp_path, "a" * 32, bitext([("a b", "x y")]))
+    b, mb = _artifact(tmp_path, "b" * 32, bitext([("c d", "z")]))
+    cat.register(a, ma, run_id="r1")
+    cat.register(b, mb, run_id="r2")  # the view is on b
+    shard = {"stage": "read", "dataset": None, "shard": 0, "status": "cached", "seconds": 0.0, "rows_in": 0}
+    cat.deferred = []
+    cat.register(a, ma, run_id="r3", stage_runs=[{**shard, "run_id": "r3", "fingerprint": "a" * 32}])
+    cat.register(b, mb, run_id="r3", stage_runs=[{**shard, "run_id": "r3", "fingerprint": "b" * 32}])
+    cat.register(a, ma, run_id="r4", stage_runs=[{**shard, "run_id": "r4", "fingerprint": "a" * 32}])
+    assert len(cat.deferred) == 3
+    with cat.read() as con:  # nothing written yet
+        assert con.execute("SELECT count(*) FROM stage_runs").fetchone() == (0,)
+    cat.flush()
+    cat.deferred = None
+    assert cat.query("SELECT src FROM bitext")["src"].to_pylist() == ["a b"]  # a, registered last, is current
+    assert cat.query("SELECT fingerprint, last_run FROM artifacts ORDER BY ALL").to_pylist() == [
+        {"fingerprint": "a" * 32, "last_run": "r4"}, {"fingerprint": "b" * 32, "last_run": "r3"}]
+    assert cat.query("SELECT run_id, fingerprint FROM stage_runs ORDER BY ALL").to_pylist() == [
+        {"run_id": "r3", "fingerprint": "a" * 32}, {"run_id": "r3", "fingerprint": "b" * 32},
+        {"run_id": "r4", "fingerprint": "a" * 32}]
+
+
 def test_a_registration_rebuilds_only_the_views_it_moves(tmp_path):
     """Binding a view reads the schema of each of its parts, so a write rebuilds its own view, not all of them:
     a view whose part vanished behind the catalog's back keeps naming it until a write moves that view."""

@@ -3,8 +3,10 @@
 Reference: `augdag nightly --config demo` into an empty cache, uninterrupted and timed (T). ``--profile tiny``
 (the default) adds demo/tiny.py's overrides: every pipeline of the demo at once, at tiny sizes; ``--profile
 demo`` is the full demo. Each trial starts the same command into a fresh cache in a session of its own, kills
-its whole process group with SIGKILL at a moment drawn uniformly in (0, T) (``--seed``), then runs the same
-command again over that cache (the resume: finished shards are cached) and checks that
+its whole process group with SIGKILL once k of the reference's N Parquet files are committed, k drawn uniformly
+in 1..N-1 (``--seed``): a moment uniform over the night's work whatever the machine's speed that day (a moment
+drawn in seconds let a trial finish before it). Then it runs the same command again over that cache (the resume:
+finished shards are cached) and checks that
 
   - every Parquet file under ``artifacts/`` has the reference's sha256, and the set of paths is the same;
   - every evaluation score (model, arm, test set, metric, seed) of the resumed nightly equals the reference's,
@@ -38,7 +40,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Self
 
@@ -51,6 +53,7 @@ from storage.processes import Owner, descendants, group_members, owner_alive, st
 REPO = Path(__file__).resolve().parent.parent
 READ_EVERY_S = 2.0  # from one reader's end to the next one's start (a reader costs ~1.5 s of one core)
 READ_TIMEOUT_S = 120
+POLL_S = 0.05  # how often a trial counts its committed files
 GONE_WAIT_S = 10.0  # how long a run's processes may take to disappear after its end or its kill
 RUN_TIMEOUT_S = 6 * 3600  # the reference run; a resume gets max(1800 s, 3 T)
 # the evaluations' identity and score; of a tuple of names, the first one the catalog has
@@ -175,18 +178,29 @@ def kill_group(proc: subprocess.Popen) -> list[Owner]:
     return owners
 
 
-def run_once(cmd: list[str], env: dict[str, str], log: Path, limit_s: float, readers: Readers | None = None) -> Outcome:
-    """Run ``cmd`` until it ends, or until ``limit_s`` seconds after its start: then SIGKILL its process group
-    (rc None). ``readers`` read meanwhile and stop at its end."""
+def run_once(cmd: list[str], env: dict[str, str], log: Path, limit_s: float, readers: Readers | None = None,
+             kill_when: Callable[[], bool] | None = None) -> Outcome:
+    """Run ``cmd`` until it ends, or until ``limit_s`` seconds after its start or ``kill_when()`` (asked every
+    POLL_S): then SIGKILL its process group (rc None). ``readers`` read meanwhile and stop at its end."""
     with readers or contextlib.nullcontext():
         t0 = time.perf_counter()
         proc = start(cmd, env, log)
-        try:
-            rc, owners = proc.wait(timeout=limit_s), []
-        except subprocess.TimeoutExpired:
-            rc, owners = None, kill_group(proc)
+        rc, owners = None, []
+        while True:
+            try:
+                rc = proc.wait(timeout=min(POLL_S, max(0.0, limit_s - (time.perf_counter() - t0))))
+                break
+            except subprocess.TimeoutExpired:
+                if time.perf_counter() - t0 >= limit_s or (kill_when is not None and kill_when()):
+                    owners = kill_group(proc)
+                    break
         seconds = time.perf_counter() - t0
     return Outcome(rc, seconds, left_over(proc.pid, owners), readers)
+
+
+def parquet_count(cache: Path) -> int:
+    """Committed Parquet files under the cache's artifacts (a part under its temporary name does not count)."""
+    return sum(1 for p in (cache / "artifacts").rglob("*.parquet") if not p.name.startswith("."))
 
 
 def parquet_hashes(cache: Path) -> dict[str, str]:
@@ -259,14 +273,16 @@ def run_problems(what: str, out: Outcome, log: Path, *, killed: bool = False) ->
     return problems
 
 
-def trial(i: int, n: int, at_s: float, ref: Snapshot, ref_s: float, root: Path, sets: list[str], data: Path,
+def trial(i: int, n: int, after: int, ref: Snapshot, ref_s: float, root: Path, sets: list[str], data: Path,
           reader_env: dict[str, str], *, keep: bool) -> bool:
-    """One kill and resume; prints its line (and the problems after the first, indented); True if identical."""
+    """One kill, once ``after`` Parquet files are committed, and resume; prints its line (and the problems after
+    the first, indented); True if identical."""
     d = root / f"trial-{i:02d}"
     d.mkdir()
     cache, env = d / "cache", nightly_env(d / "prefect-home", data)
     cmd = nightly_cmd(cache, sets)
-    first = run_once(cmd, env, d / "run.log", at_s, Readers(cache, reader_env))
+    first = run_once(cmd, env, d / "run.log", max(1800.0, 3 * ref_s), Readers(cache, reader_env),
+                     kill_when=lambda: parquet_count(cache) >= after)
     killed = first.rc is None
     resume = run_once(cmd, env, d / "resume.log", max(1800.0, 3 * ref_s))
     problems = run_problems("killed run" if killed else "first run", first, d / "run.log", killed=killed)
@@ -280,8 +296,8 @@ def trial(i: int, n: int, at_s: float, ref: Snapshot, ref_s: float, root: Path, 
             problems.append(f"runs shown running after the resume: {running}")
         if litter := temp_files(cache):
             problems.append(f"{litter} temporary files left under artifacts/")
-    when = (f"killed at {at_s:.1f} s" if killed
-            else f"finished before the kill at {at_s:.1f} s (in {first.seconds:.1f} s)")
+    when = (f"killed at {first.seconds:.1f} s after {after}/{len(ref.hashes)} parquet files" if killed
+            else f"finished in {first.seconds:.1f} s before its kill after {after} parquet files")
     verdict = problems[0] if problems else f"identical{counts}"
     print(f"trial {i}/{n}: {when}, resumed in {resume.seconds:.1f} s: {verdict}, {first.readers.summary()}", flush=True)
     for p in problems[1:]:
@@ -311,8 +327,8 @@ def chaos(root: Path, a: argparse.Namespace) -> int:
     extra = f", {' '.join(a.set)}" if a.set else ""
     print(f"reference ({a.profile}{extra}): {out.seconds:.1f} s, {len(ref.hashes)} parquet, {len(ref.scores)} scores, "
           f"{out.readers.summary()}", flush=True)
-    rng = random.Random(a.seed)
-    ok = sum(trial(i, a.trials, rng.uniform(0, out.seconds), ref, out.seconds, root, sets, data, reader_env,
+    rng = random.Random(a.seed)  # the kill moment: after k of the reference's N files, k uniform in 1..N-1
+    ok = sum(trial(i, a.trials, rng.randint(1, len(ref.hashes) - 1), ref, out.seconds, root, sets, data, reader_env,
                    keep=a.keep) for i in range(1, a.trials + 1))
     if not a.keep:
         shutil.rmtree(ref_dir / "cache", ignore_errors=True)

@@ -15,7 +15,7 @@ PINS       := -b build-constraints.txt --excludes excludes.txt
 # rebuilds an sdist from a local index for every new venv (scripts/build_wheelhouse.sh)
 WHEELHOUSE ?= $(HOME)/.cache/augdag/wheels
 
-.PHONY: install install-gpu kenlm wordnet demo test bench constraints clean
+.PHONY: install install-gpu kenlm wordnet demo test lint bench constraints clean
 install: $(VENV)/.installed-$(TORCH) $(VENV)/bin/lmplz $(VENV)/bin/build_binary wordnet
 
 # WordNet 3.0 (EDA synonyms, models/wordnet.py): Debian's packages via apt where missing; never fails
@@ -53,6 +53,11 @@ demo: install
 
 # two workers, whole modules each (their module-scoped servers and trained models are shared within one);
 # in a fresh clone on this 2-core machine: 14 min 53 s with the install (the suite is CPU-bound)
+# ruff (its rules: [tool.ruff] in pyproject.toml) and import-linter's contracts; .ci/run runs it before the tests
+lint: install
+	$(VENV)/bin/ruff check --no-cache .
+	$(VENV)/bin/lint-imports --no-cache
+
 test: install
 	$(PY) -m pytest -q -n 2 --dist loadfile
 

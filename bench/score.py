@@ -56,7 +56,8 @@ def main() -> None:
         scores[name], seconds = timed(model.score, src, tgt)
         rate = len(src) / seconds
         print(f"  {name:<30} {rate:9.0f} pairs/s  ({seconds:5.1f} s)  {rate / naive_rate:6.1f}x the baseline")
-    print(f"  max |Δ log p| per token: fairseq vs its CTranslate2 {max_diff(scores['fairseq'], scores['ctranslate2 (fairseq)']):.2e}; "
+    print("  max |Δ log p| per token: "
+          f"fairseq vs its CTranslate2 {max_diff(scores['fairseq'], scores['ctranslate2 (fairseq)']):.2e}; "
           f"transformers vs its CTranslate2 {max_diff(scores['transformers'], scores['ctranslate2 (transformers)']):.2e}")
 
 

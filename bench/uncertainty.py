@@ -32,8 +32,8 @@ import pyarrow.parquet as pq
 from bench.common import timed, workdir
 from demo import iter_mono, word_entropy
 from storage.artifacts import write_part
-from storage.schemas import MONO, with_uid
 from storage.parts import Parts
+from storage.schemas import MONO, with_uid
 
 SHARD = 100_000
 LOOP_GOAL, SCAN_GOAL, MEMORY_GOAL_BYTES = 20.0, 3.0, 1.5e9

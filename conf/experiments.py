@@ -32,7 +32,7 @@ class ContinueConf(ConfModel):
     warmup_updates: int = Field(0, ge=0)  # 0: the lr from the first update (fixed schedule)
 
     @model_validator(mode="after")
-    def _copies_name_entries(self) -> "ContinueConf":
+    def _copies_name_entries(self) -> ContinueConf:
         check_copies(self.mix, self.copies)
         return self
 
@@ -53,7 +53,7 @@ class ArmConf(ConfModel):
         return check_seeds(v)
 
     @model_validator(mode="after")
-    def _copies_name_entries(self) -> "ArmConf":
+    def _copies_name_entries(self) -> ArmConf:
         check_copies(self.mix, self.copies)
         return self
 
@@ -85,7 +85,7 @@ class TrainNMTConf(ConfModel):
     lenpen: float = 1.0
 
     @model_validator(mode="after")
-    def _arms(self) -> "TrainNMTConf":
+    def _arms(self) -> TrainNMTConf:
         check_seeds(self.seeds)
         if self.test is not None and self.tests:
             raise ValueError("set `tests` (a list) or `test` (one), not both")

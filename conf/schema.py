@@ -17,10 +17,10 @@ from conf.classifier import ClassifierConf, EpidaConf, TrainClassifierConf  # no
 from conf.cleaning import CleanConf, DatasetClean  # the `clean` section; a dataset's own `clean:`
 from conf.decoding import DecodeErrors, Encodings, InputConf
 from conf.experiments import TrainNMTConf  # noqa: F401 — train_nmt's arms, part of the schema
+from conf.mt_paraphrase import MtParaphraseConf
 from conf.nmt import NMTConf, NMTTrainConf  # noqa: F401 — the NMT sections, part of the schema
 from conf.pipelines import check_enabled, known_pipeline
 from conf.sentences import Language, SplitSentences
-from conf.mt_paraphrase import MtParaphraseConf
 from conf.slots import C2cConf, TrainSlotTaggerConf
 from conf.tokenizer import TokenizerConf
 
@@ -50,7 +50,7 @@ class DatasetConf(InputConf):
     clean: DatasetClean = None  # false: never deduplicated or filtered; {max_ratio: 3, ...}: ingest.clean's, replaced
 
     @model_validator(mode="after")
-    def _paths_match_format(self) -> "DatasetConf":
+    def _paths_match_format(self) -> DatasetConf:
         pair = self.format == "text" and self.kind == "bitext"
         if pair and (self.src is None or self.tgt is None or self.path is not None):
             raise ValueError("a bitext in format 'text' needs `src` and `tgt` (two line-aligned files), not `path`")
@@ -68,7 +68,7 @@ class DatasetConf(InputConf):
         """The set path fields: ``{"src": ..., "tgt": ...}`` or ``{"path": ...}``."""
         return {f: p for f in ("path", "src", "tgt") if (p := getattr(self, f)) is not None}
 
-    def resolved(self, base: Path, fields: Sequence[str]) -> "DatasetConf":
+    def resolved(self, base: Path, fields: Sequence[str]) -> DatasetConf:
         """This dataset with the relative paths among ``fields`` made ``base / path``."""
         update = {f: base / p for f, p in self.paths().items() if f in fields and not p.is_absolute()}
         return self.model_copy(update=update) if update else self
@@ -201,7 +201,7 @@ class ParaphraseConf(ConfModel):
     seed: int = 0
 
     @model_validator(mode="after")
-    def _bottom_k_share(self) -> "ParaphraseConf":
+    def _bottom_k_share(self) -> ParaphraseConf:
         if self.bottom_k_candidates > self.candidates:
             raise ValueError(f"paraphrase.bottom_k_candidates ({self.bottom_k_candidates}) exceeds "
                              f"paraphrase.candidates ({self.candidates})")
@@ -265,7 +265,7 @@ class AugdagConf(ConfModel):
     demo: DemoConf = DemoConf()
 
     @model_validator(mode="after")
-    def _dataset_names(self) -> "AugdagConf":
+    def _dataset_names(self) -> AugdagConf:
         for name in self.datasets:
             if not name.replace("_", "").replace("-", "").isalnum():
                 raise ValueError(f"dataset name {name!r}: use letters, digits, '_' and '-'")

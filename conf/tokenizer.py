@@ -2,7 +2,8 @@
 
 ``moses`` (the default for a new profile) is sacremoses' port of the Moses tokenizer, with a language
 per side, both required: its rules differ by language (German keeps the ordinal "3." whole, English splits it
-off), so a default would tokenise one side with the other's rules without a word (issue 26); ``regex`` keeps the matches of one pattern; ``whitespace`` takes the text as already tokenised
+off), so a default would tokenise one side with the other's rules without a word (issue 26); ``regex`` keeps
+the matches of one pattern; ``whitespace`` takes the text as already tokenised
 (the thesis aligned tokenised text: on raw text "dog." and "dog" are two words).
 """
 

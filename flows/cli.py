@@ -37,7 +37,7 @@ from storage.output import MISSING_DIRS, check_target, output_format, write_tabl
 def run(
     pipeline: Annotated[str, typer.Argument(help=f"one of: {', '.join(registry.names())}")],
     config: ConfigOpt = "ingest",
-    set_: SetOpt = [],
+    set_: SetOpt = [],  # noqa: B006 — typer's default, never mutated
     cache: CacheOpt = None,
 ) -> None:
     """Run one pipeline over the datasets of a profile."""
@@ -53,7 +53,7 @@ def run(
 @app.command()
 def demo(
     cache: CacheOpt = None,
-    set_: SetOpt = [],
+    set_: SetOpt = [],  # noqa: B006 — typer's default, never mutated
     bitext_rows: Annotated[int | None, typer.Option(help="size of the demo bitext (default: the profile's)")] = None,
 ) -> None:
     """Generate the demo corpus, run the demo profile end to end, and show what to query."""
@@ -72,14 +72,19 @@ def demo(
               "SELECT src, round(H, 3) AS H, links FROM word_uncertainty ORDER BY H DESC LIMIT 10",
               "SELECT text, round(uncertainty, 3) AS u FROM sampled_mono ORDER BY uncertainty DESC LIMIT 10",
               "SELECT src, tgt, round(prob, 3) AS p FROM inactive ORDER BY prob LIMIT 10",
-              "SELECT origin, count(*) AS n, round(avg(coalesce(rejuvenated_prob, prob)), 3) AS p FROM rejuvenated GROUP BY origin",
+              "SELECT origin, count(*) AS n, round(avg(coalesce(rejuvenated_prob, prob)), 3) AS p FROM rejuvenated "
+              "GROUP BY origin",
               "SELECT src, tgt, model FROM synthetic LIMIT 10",
-              "SELECT level, count(*) AS n, round(avg(sim), 3) AS sim, round(avg(CASE WHEN sampler = 'bottom_k' THEN 1 ELSE 0 END), 2) AS bottom_k FROM curriculum GROUP BY level ORDER BY level",
-              "SELECT c.level, o.text AS original, c.text AS paraphrase FROM curriculum c JOIN curriculum o ON o.uid = c.parent_uid AND o.level = 0 WHERE c.level = 5 LIMIT 10",
+              "SELECT level, count(*) AS n, round(avg(sim), 3) AS sim, round(avg(CASE WHEN sampler = 'bottom_k' "
+              "THEN 1 ELSE 0 END), 2) AS bottom_k FROM curriculum GROUP BY level ORDER BY level",
+              "SELECT c.level, o.text AS original, c.text AS paraphrase FROM curriculum c JOIN curriculum o ON "
+              "o.uid = c.parent_uid AND o.level = 0 WHERE c.level = 5 LIMIT 10",
               "SELECT * FROM paraphrase_diversity",
-              "SELECT parent_cluster, rank, delex, array_to_string(tokens, ' ') AS utterance, med_train FROM c2c_generated ORDER BY med_train DESC LIMIT 10",
+              "SELECT parent_cluster, rank, delex, array_to_string(tokens, ' ') AS utterance, med_train FROM "
+              "c2c_generated ORDER BY med_train DESC LIMIT 10",
               "SELECT * FROM c2c_diversity",
-              "SELECT run_id, model_name, testset, metric, round(score, 4) AS score, signature FROM evaluations ORDER BY created_at"):
+              "SELECT run_id, model_name, testset, metric, round(score, 4) AS score, signature FROM evaluations "
+              "ORDER BY created_at"):
         out.print(f"  augdag sql{c} \"{q}\"", highlight=False, soft_wrap=True)  # one line: copy-pastable
 
 
@@ -243,8 +248,8 @@ def export(
 
 
 # the operations and report commands live in their own modules and register on `app` when imported
-from flows import cli_ops, cli_report  # noqa: F401
-import flows.cli_why  # noqa: F401 — registers augdag why
+import flows.cli_why  # noqa: E402, F401 — registers augdag why (on `app`, defined above)
+from flows import cli_ops, cli_report  # noqa: E402, F401 — register their commands on `app`
 
 
 def main() -> None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import importlib.metadata
 import shlex
 import sys
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer

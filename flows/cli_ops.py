@@ -5,6 +5,7 @@ The commands register on the one `augdag` app (flows/cli_app.py) when flows/cli.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -27,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @app.command()
-def nightly(config: ConfigOpt = "nightly", set_: SetOpt = [], cache: CacheOpt = None) -> None:
+def nightly(config: ConfigOpt = "nightly", set_: SetOpt = [], cache: CacheOpt = None) -> None:  # noqa: B006 — typer's default, never mutated
     """Run every pipeline of a profile now, as the nightly deployment does (one flow run, subflows per pipeline)."""
     try:
         run_nightly(load_profile(config, set_, cache=cache), config)
@@ -42,7 +43,7 @@ def retry(
                                                  "its output exists")] = None,
     start: Annotated[str | None, typer.Option("--from", help="recompute this stage (S or S[dataset]) and what "
                                                  "descends from it in the lineage, nothing else")] = None,
-    set_: SetOpt = [],
+    set_: SetOpt = [],  # noqa: B006 — typer's default, never mutated
     cache: CacheOpt = None,
 ) -> None:
     """Run a recorded run again: only failed or missing shards are computed (finished ones show as Cached).
@@ -117,7 +118,7 @@ def server(
 @app.command()
 def serve(
     config: ConfigOpt = "nightly",
-    set_: SetOpt = [],
+    set_: SetOpt = [],  # noqa: B006 — typer's default, never mutated
     cache: CacheOpt = None,
     name: Annotated[str, typer.Option(help="deployment name")] = "nightly",
     cron: Annotated[str | None, typer.Option(help="cron schedule (default: the profile's nightly.cron)")] = None,
@@ -153,7 +154,7 @@ def deploy(
     prefect_file: Annotated[Path, typer.Option(help="deployment definitions")] = REPO / "prefect.yaml",
     config: Annotated[str | None, typer.Option("--config", "-c", help="record this profile (resolved here) "
                                                   "instead of prefect.yaml's parameters")] = None,
-    set_: SetOpt = [],
+    set_: SetOpt = [],  # noqa: B006 — typer's default, never mutated
     cache: CacheOpt = None,
 ) -> None:
     """Register the deployments of prefect.yaml (the nightly run, its cron schedule) with the Prefect API.
@@ -214,8 +215,6 @@ def _when(at: datetime | None, timezone: str | None) -> str:
         return "-"
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-    try:
+    with contextlib.suppress(ZoneInfoNotFoundError):
         at = at.astimezone(ZoneInfo(timezone or "UTC"))
-    except ZoneInfoNotFoundError:
-        pass
     return at.strftime("%Y-%m-%d %H:%M %Z")

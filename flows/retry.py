@@ -39,7 +39,7 @@ class Forcing:
         return fp in self.fingerprints and fp not in self.done
 
 
-forced: contextvars.ContextVar[Forcing] = contextvars.ContextVar("augdag_forced", default=Forcing())
+forced: contextvars.ContextVar[Forcing] = contextvars.ContextVar("augdag_forced", default=Forcing())  # noqa: B039 — frozen
 
 
 def forced_now() -> Forcing:

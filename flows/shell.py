@@ -11,6 +11,7 @@ On a terminal the prompt shows and readline keeps a history in ``~/.augdag_histo
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -101,17 +102,13 @@ def _history() -> Callable[[], None]:
     except ImportError:
         return lambda: None
     path = Path(HISTORY).expanduser()
-    try:
+    with contextlib.suppress(OSError):  # no history yet, or unreadable: start empty
         readline.read_history_file(path)
-    except OSError:  # no history yet, or unreadable: start empty
-        pass
     readline.set_history_length(1000)
 
     def save() -> None:
-        try:
+        with contextlib.suppress(OSError):
             readline.write_history_file(path)
-        except OSError:
-            pass
 
     return save
 

@@ -159,8 +159,8 @@ def publish_report(run: Run, result: dict[str, Any]) -> dict[str, str]:
         loss = losses["loss"].to_numpy()
         window = max(1, min(10, len(loss) // 20))
         smooth = np.convolve(loss, np.ones(window) / window, mode="same")
-        name = lambda lv: "mixed" if lv == MIXED else str(lv)
-        spans = [(s["first_step"], s["first_step"] + s["steps"], name(s["level"])) for s in result["loss_per_level"]]
+        spans = [(s["first_step"], s["first_step"] + s["steps"], "mixed" if s["level"] == MIXED else str(s["level"]))
+                 for s in result["loss_per_level"]]
         pngs["loss_per_level"] = line_figure(
             {"loss": (losses["step"].to_pylist(), loss.tolist()),
              f"mean of {window}": (losses["step"].to_pylist(), smooth.tolist())},

@@ -65,5 +65,7 @@ def distinct_n(texts: Sequence[str], n: int) -> float:
 
 def copies_first_token(texts: Sequence[str], candidates: Sequence[str]) -> np.ndarray:
     """Per candidate: does it start with its input's first token (case-insensitive)? Appendix F's copying."""
-    first = lambda s: (s.split() or [""])[0].lower()
+    def first(s: str) -> str:
+        return (s.split() or [""])[0].lower()
+
     return np.array([bool(first(c)) and first(c) == first(t) for t, c in zip(texts, candidates)], dtype=bool)

@@ -16,7 +16,7 @@ import json
 import os
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +68,7 @@ class ArtifactRef:
         except FileNotFoundError:
             raise ArtifactError(f"{path}: shard {shard} of stage {self.stage!r} is missing; re-run to recompute it") from None
 
-    def with_shards(self, n_shards: int) -> "ArtifactRef":
+    def with_shards(self, n_shards: int) -> ArtifactRef:
         return dataclasses.replace(self, n_shards=n_shards)
 
 
@@ -225,7 +225,7 @@ def write_manifest(
         "inputs": list(inputs), "models": list(models),
         "rows": sum(f["rows"] for f in main), "bytes": sum(f["bytes"] for f in files),
         "files": files, "schema": schemas, "extra": dict(extra or {}),
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     write_text(json.dumps(manifest, indent=1, sort_keys=True), ref.dir / MANIFEST)
     return manifest

@@ -20,6 +20,7 @@ result, and nothing is created for it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -166,10 +167,8 @@ def replacing(paths: Sequence[Path], *, force: bool = False, cache: Path | None 
             temps.remove(tmp)
     finally:
         for tmp in temps:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
-            except FileNotFoundError:
-                pass
 
 
 def flat_for_csv(table: pa.Table | pa.RecordBatch) -> pa.Table | pa.RecordBatch:

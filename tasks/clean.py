@@ -158,7 +158,7 @@ class CleanParams(CleanConf):
     kind: Kind
 
     @classmethod
-    def of(cls, section: CleanConf, kind: str) -> "CleanParams":
+    def of(cls, section: CleanConf, kind: str) -> CleanParams:
         return cls(**{k: getattr(section, k) for k in CleanConf.model_fields}, kind=kind)
 
 

@@ -33,7 +33,7 @@ herself him himself his how i if in into is it its itself just me more most my m
 once only or other our ours ourselves out over own same she should so some such than that the their theirs them
 themselves then there these they this those through to too under until up very was we were what when where which
 while who whom why will with would you your yours yourself yourselves
-""".split())
+""".split())  # noqa: SIM905 — a word list reads better as text
 
 Synonyms = Callable[[str], Sequence[str]]
 
@@ -96,8 +96,8 @@ def eda_candidates(rows: pa.Table, *, n_aug: int = 9, alpha: float = 0.1, seed: 
                    synonyms: Synonyms) -> pa.Table:
     """``n_aug`` EDA candidates per labelled row (``uid``, ``text``, ``label``, ``source``, ``line``):
     candidate j applies ``OPERATIONS[j % 4]`` with the generator ``row_rng(seed, uid, round · n_aug + j)`` (an
-    online round draws new candidates; round 0 is the one-time augmentation). Columns: uid (of the new text), text, label, source, line,
-    parent_uid, method (eda_sr, eda_ri, eda_rs, eda_rd), candidate (j)."""
+    online round draws new candidates; round 0 is the one-time augmentation). Columns: uid (of the new text), text,
+    label, source, line, parent_uid, method (eda_sr, eda_ri, eda_rs, eda_rd), candidate (j)."""
     texts, labels = rows["text"].to_pylist(), rows["label"].to_pylist()
     uids, sources, lines = rows["uid"].to_pylist(), rows["source"].to_pylist(), rows["line"].to_pylist()
     out: dict[str, list] = {k: [] for k in ("text", "label", "source", "line", "parent_uid", "method", "candidate")}

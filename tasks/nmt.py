@@ -100,7 +100,9 @@ def sentence_probabilities(uids: pa.Array | pa.ChunkedArray, logprobs: Sequence[
             tokens[i], total[i], scored[i] = len(lp), float(np.sum(lp, dtype=np.float64)), True
     mask = ~scored
     mean = np.divide(total, tokens, out=np.zeros(n), where=scored)
-    col = lambda values, t: pa.array(values, t, mask=mask)
+    def col(values: np.ndarray, t: pa.DataType) -> pa.Array:
+        return pa.array(values, t, mask=mask)
+
     return pa.table({"uid": uids, "tokens": col(tokens, pa.int32()), "logprob": col(total, pa.float64()),
                      "cross_entropy": col(-mean, pa.float64()), "prob": col(np.exp(mean), pa.float64())},
                     schema=SCORES)

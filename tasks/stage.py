@@ -10,8 +10,8 @@ in every shard. The fingerprint hashes the model's JSON dump of the parameters t
 A mapped stage gets shard ``i`` of each input as a table; a reduce stage (``reduce=True``, one shard)
 gets each input as ``storage.parts.Parts``, a lazy dataset over all its parts; side inputs come whole,
 as tables, except those the stage names ``lazy_side``, which come as ``Parts`` (a large side input that
-each shard filters on read: the sample's rows of one shard's lines). Neither opens a file itself. The shard task calls ``fn`` and commits
-its outputs as ``<role>-<i>.parquet`` in the output artifact, the main part last: a main part on
+each shard filters on read: the sample's rows of one shard's lines). Neither opens a file itself. The shard task
+calls ``fn`` and commits its outputs as ``<role>-<i>.parquet`` in the output artifact, the main part last: a main part on
 disk means the shard is finished. The Prefect cache key is the artifact fingerprint plus the shard,
 so a re-run (or the UI's Retry) shows finished shards as Cached; the flow driver forces a recompute
 of any shard whose file is missing, because the artifact store, not Prefect, is the ground truth.

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conf.errors import InputError
+from demo import iter_bitext
 from models.aligner import (
     Alignment,
     FastAlign,
@@ -32,7 +33,6 @@ from models.aligner import (
     symmetrize,
     vb_normalize,
 )
-from demo import iter_bitext
 
 
 def toy_bitext(n: int, seed: int = 0) -> tuple[list[str], list[str]]:

@@ -6,10 +6,18 @@ import pytest
 
 from conf.errors import ArtifactError
 from storage.artifacts import (
-    ArtifactRef, canonical, fingerprint, hash_file, hash_inputs, read_manifest, verify, write_manifest, write_part,
+    ArtifactRef,
+    canonical,
+    fingerprint,
+    hash_file,
+    hash_inputs,
+    read_manifest,
+    verify,
+    write_manifest,
+    write_part,
 )
 
-BASE = dict(stage="clean", version="1", params={"min_tokens": 1, "max_ratio": 1.5}, inputs=["a" * 32], models=["m1"])
+BASE = {"stage": "clean", "version": "1", "params": {"min_tokens": 1, "max_ratio": 1.5}, "inputs": ["a" * 32], "models": ["m1"]}
 
 
 def test_fingerprint_same_inputs_same_config_same_fingerprint():
@@ -29,6 +37,7 @@ def test_fingerprint_any_change_gives_a_new_one(change):
 
 def test_canonical_is_sorted_compact_and_handles_paths_and_models():
     from pathlib import Path
+
     from conf.schema import CleanConf
 
     assert canonical({"b": 1, "a": [Path("x/y"), {"d": 1.5, "c": None}]}) == '{"a":["x/y",{"c":null,"d":1.5}],"b":1}'

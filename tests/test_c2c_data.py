@@ -24,7 +24,7 @@ from tasks.c2c_diversity import diversity, med_histogram, med_to_training
 from tasks.c2c_pairing import assign_folds, cluster_pairs, furthest_including, medoids_of
 from tasks.edit_distance import TokenCodes, distance_matrix, min_distances
 
-ROW = ("i want a flight from new york to san francisco on monday".split(),
+ROW = (["i", "want", "a", "flight", "from", "new", "york", "to", "san", "francisco", "on", "monday"],
        ["O", "O", "O", "O", "O", "B-fromloc.city_name", "I-fromloc.city_name", "O", "B-toloc.city_name",
         "I-toloc.city_name", "O", "B-depart_date.day_name"])
 
@@ -96,9 +96,9 @@ def test_token_edit_distance_counts_tokens_not_characters():
 
 # the constructed frame: three groups, each a centre and three variants one substitution away from it
 # (variants 2 apart, centre 1 from each: the centre is the medoid); groups share no token, G2 is longer
-G0 = "a b c d e f".split()
-G1 = "g h i j k l".split()
-G2 = "m n o p q r s t".split()
+G0 = ["a", "b", "c", "d", "e", "f"]
+G1 = ["g", "h", "i", "j", "k", "l"]
+G2 = ["m", "n", "o", "p", "q", "r", "s", "t"]
 
 
 def variants(centre: list[str], tag: str) -> list[list[str]]:

@@ -11,8 +11,19 @@ import pytest
 import torch
 
 from conf.errors import ModelError
-from models.c2c import (BOS, EOS, PAD, UNK, C2CGenerator, C2CSettings, DuplicationAwareAttention,
-                        diverse_regulariser, diverse_terms, rank_token, train_c2c)
+from models.c2c import (
+    BOS,
+    EOS,
+    PAD,
+    UNK,
+    C2CGenerator,
+    C2CSettings,
+    DuplicationAwareAttention,
+    diverse_regulariser,
+    diverse_terms,
+    rank_token,
+    train_c2c,
+)
 from models.c2c.model import new_model
 from models.c2c.serialise import Specials, build_tokenizer, cluster_batch, decode, encode
 from models.c2c.train import to_tensors

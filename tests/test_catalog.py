@@ -113,8 +113,8 @@ def test_two_processes_writing_and_reading_take_turns(tmp_path):
     for p in procs:
         p.join(120)
     assert [p.exitcode for p in procs] == [0, 0]
-    assert Catalog(tmp_path).query("SELECT count(*) AS n, count(*) FILTER (status = 'completed') AS done FROM runs").to_pylist() == [
-        {"n": 30, "done": 30}]
+    assert Catalog(tmp_path).query(
+        "SELECT count(*) AS n, count(*) FILTER (status = 'completed') AS done FROM runs").to_pylist() == [{"n": 30, "done": 30}]
 
 
 @pytest.mark.parametrize("statement", [

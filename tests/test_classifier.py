@@ -27,8 +27,8 @@ go_offline()  # HF_HUB_OFFLINE=1 and friends, unless the environment says otherw
 torch.set_num_threads(1)
 
 LABELS = ["fruit", "transport", "music"]
-KEYWORDS = {0: "apple pear plum grape".split(), 1: "train bus tram ferry".split(), 2: "violin drum flute piano".split()}
-FILLER = "the a of and we saw some very nice today with it".split()
+KEYWORDS = {0: ["apple", "pear", "plum", "grape"], 1: ["train", "bus", "tram", "ferry"], 2: ["violin", "drum", "flute", "piano"]}
+FILLER = ["the", "a", "of", "and", "we", "saw", "some", "very", "nice", "today", "with", "it"]
 KEYWORD_PAIRS = list(itertools.combinations(range(4), 2))
 
 

@@ -1,9 +1,9 @@
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from storage.parts import Parts
 from tasks.clean import CLEAN, clean, find_duplicates
 from tests.conftest import bitext
-from storage.parts import Parts
 
 
 def _shards(tmp_path, *tables):
@@ -22,7 +22,8 @@ def test_duplicates_across_shards_keep_the_first_occurrence(tmp_path):
     kept_a, kept_b = (clean(t, dups, kind="bitext")["part"] for t in (a, b))
     assert kept_a["line"].to_pylist() == [1, 2] and kept_b["line"].to_pylist() == [5]
     dropped_b = clean(b, dups, kind="bitext")["dropped"]
-    assert dropped_b.select(["line", "reason"]).to_pylist() == [{"line": 4, "reason": "duplicate"}, {"line": 6, "reason": "duplicate"}]
+    assert dropped_b.select(["line", "reason"]).to_pylist() == [{"line": 4, "reason": "duplicate"},
+                                                                {"line": 6, "reason": "duplicate"}]
 
 
 def test_duplicates_same_text_other_source_is_not_a_duplicate(tmp_path):
@@ -59,7 +60,8 @@ def test_clean_parameters_change_the_outcome():
 
 
 def test_clean_mono_and_slots_count_their_own_fields():
-    mono = pa.table({"uid": ["u1", "u2"], "text": ["a b c", "a " * 300], "source": ["m", "m"], "line": pa.array([1, 2], pa.int64())})
+    mono = pa.table({"uid": ["u1", "u2"], "text": ["a b c", "a " * 300], "source": ["m", "m"],
+                     "line": pa.array([1, 2], pa.int64())})
     empty = pa.table({"uid": pa.array([], pa.string()), "first_line": pa.array([], pa.int64())})
     assert clean(mono, empty, kind="mono")["dropped"]["reason"].to_pylist() == ["too_many_tokens"]
     slots = pa.table({"uid": ["s1", "s2"], "tokens": [["fly", "to", "paris"], []], "tags": [["O", "O", "B-city"], []],

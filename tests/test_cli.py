@@ -92,7 +92,8 @@ def test_run_with_misaligned_pair_exits_2_naming_both_files(prefect_harness, tmp
     (tmp_path / "a.en").write_text("one\ntwo\nthree\n")
     (tmp_path / "a.de").write_text("eins\nzwei\n")
     profile = tmp_path / "p.yaml"
-    profile.write_text(f"datasets:\n  pair:\n    kind: bitext\n    format: text\n    src: {tmp_path}/a.en\n    tgt: {tmp_path}/a.de\n")
+    profile.write_text(f"datasets:\n  pair:\n    kind: bitext\n    format: text\n    src: {tmp_path}/a.en\n"
+                       f"    tgt: {tmp_path}/a.de\n")
     result = runner.invoke(app, ["run", "ingest", "--config", str(profile), "--cache", str(tmp_path / "c")])
     text = result.output.replace("\n", "")
     assert result.exit_code == 2, result.output
@@ -104,10 +105,12 @@ def test_export_parquet_jsonl_and_aligned_text(prefect_harness, tmp_path):
     for name, lines in (("x.en", ["a b", "c d", "a b", "e f"]), ("x.de", ["u v", "w x", "u v", "y z"])):
         (tmp_path / name).write_text("\n".join(lines) + "\n")
     profile = tmp_path / "p.yaml"
-    profile.write_text(f"datasets:\n  pair:\n    kind: bitext\n    format: text\n    src: {tmp_path}/x.en\n    tgt: {tmp_path}/x.de\n")
+    profile.write_text(f"datasets:\n  pair:\n    kind: bitext\n    format: text\n    src: {tmp_path}/x.en\n"
+                       f"    tgt: {tmp_path}/x.de\n")
     cache = str(tmp_path / "c")
     assert runner.invoke(app, ["run", "ingest", "--config", str(profile), "--cache", cache]).exit_code == 0
-    assert runner.invoke(app, ["export", "bitext", "-f", "parquet", "-o", str(tmp_path / "o.parquet"), "--cache", cache]).exit_code == 0
+    assert runner.invoke(app, ["export", "bitext", "-f", "parquet", "-o", str(tmp_path / "o.parquet"),
+                               "--cache", cache]).exit_code == 0
     assert pq.read_table(tmp_path / "o.parquet").sort_by("line")["src"].to_pylist() == ["a b", "c d", "e f"]
     assert runner.invoke(app, ["export", "bitext", "-f", "jsonl", "-o", str(tmp_path / "o.jsonl"), "--cache", cache,
                                "--where", "line > 1"]).exit_code == 0

@@ -10,8 +10,7 @@ import pytest
 from conf.errors import ConfError, InputError
 from conf.offline import go_offline
 from models.generation import BOTTOM_K, TOP_K_TOP_P
-from tasks.curriculum import (CURRICULUM, build_curriculum, difficulty_levels, implication_filter, repeat_bag,
-                              select_bag)
+from tasks.curriculum import CURRICULUM, build_curriculum, difficulty_levels, implication_filter, repeat_bag, select_bag
 from tasks.paraphrase import SCORED, candidate_uids, sampling_plan, score_candidates
 from tasks.schedule import MIXED, curriculum_batches, level_schedule
 from tests.test_nli import TABLE, tiny_nli_dir  # noqa: F401 — the session fixture

@@ -101,7 +101,7 @@ def test_positions_prefer_content_words_and_draws_follow_the_distribution():
     assert all(set(pick_positions(["the", "cat", "and", "a", "dog"], 2, rng)) == {1, 4} for _ in range(20))
     assert len(pick_positions(["the", "a", "of"], 2, rng)) == 2  # only stop words: any word
     p, words = np.array([0.5, 0.3, 0.2]), ["cat", "dog", "bird"]
-    counts = {w: 0 for w in words}
+    counts = dict.fromkeys(words, 0)
     for _ in range(4000):
         counts[draw(p, words, "cat", 0, rng)] += 1
     assert counts["cat"] == 0  # never the word itself

@@ -157,7 +157,7 @@ def test_bitext_length_ratio_over_1_5_is_rare_and_duplicate_pairs_exist(written)
 def test_held_out_test_set_is_another_stream(written):
     _, _, raw = written
     assert raw["test.en"] != raw["train.en"][:300]
-    assert [l.decode() for l in raw["test.en"]] == [s for s, _, _ in demo.iter_bitext(300, split="test")]
+    assert [line.decode() for line in raw["test.en"]] == [s for s, _, _ in demo.iter_bitext(300, split="test")]
 
 
 def test_mono_has_about_10_percent_out_of_grammar_lines():
@@ -189,7 +189,7 @@ def test_labeled_sentences_are_bitext_grammar_sentences_in_six_balanced_topics()
 def test_labeled_topics_share_words_and_are_learnable_but_not_trivial():
     rows = list(demo.iter_labeled(6000))
     labels_of, topic_of = defaultdict(set), {w: c for c, ws in LABEL_NOUNS.items() for w in ws.split()}
-    topic_of |= {w: "food" for w in CLASS_WORDS["M"] + CLASS_WORDS["F"]}
+    topic_of |= dict.fromkeys(CLASS_WORDS["M"] + CLASS_WORDS["F"], "food")
     for label, text in rows:
         for word in text.split():
             labels_of[word].add(label)
@@ -273,7 +273,7 @@ def test_bad_lines_count_is_one_in_2000_and_each_reason_once_from_500_rows():
     assert sorted(demo.bad_lines("mono", 500).values()) == sorted(demo.BAD_REASONS["mono"])
     lines = demo.bad_lines("bitext", 1_000_000, seed=2)
     assert len(lines) == 500 and min(lines) >= 1 and max(lines) <= 1_000_000
-    assert Counter(lines.values()) == {reason: 100 for reason in demo.BAD_REASONS["bitext"]}
+    assert Counter(lines.values()) == dict.fromkeys(demo.BAD_REASONS["bitext"], 100)
 
 
 def test_write_demo_defaults_are_the_demo_profile_sizes():

@@ -51,7 +51,7 @@ def test_eda_each_operation_gives_the_expected_sentence_for_a_fixed_seed():
 
 
 def test_eda_stop_words_are_never_replaced_and_every_occurrence_changes():
-    words = "the dog and the other dog".split()
+    words = ["the", "dog", "and", "the", "other", "dog"]
     out = synonym_replacement(words, 1.0, row_rng(0, "0" * 32, 0), synonyms=lambda w: [f"<{w}>"])
     assert {"the", "and", "other"} <= STOP_WORDS
     assert out == ["the", "<dog>", "and", "the", "other", "<dog>"]  # n = 6, but only dog is not a stop word

@@ -185,7 +185,8 @@ def test_a_corrupt_input_ends_with_one_line_naming_shard_file_and_retry_command_
     assert again.returncode == 2 and again.stderr.count("reporting to the Prefect server") == 1
     assert "Traceback (most recent call last)" in again.stderr
     second = catalog.query("SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1").column(0)[0].as_py()
-    assert again.stderr.splitlines()[-1].startswith(f"error: {failed} Once the input is fixed: augdag retry {second} --cache {cache}")
+    assert again.stderr.splitlines()[-1].startswith(
+        f"error: {failed} Once the input is fixed: augdag retry {second} --cache {cache}")
 
     pq.write_table(pa.table({"text": [f"sentence number {i % 7} here" for i in range(100)]}), data)  # fixed
     fixed = augdag(tmp_path, "retry", second, "--cache", str(cache))

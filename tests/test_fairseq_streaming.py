@@ -34,7 +34,8 @@ pytestmark = pytest.mark.filterwarnings(
     "ignore:`torch.jit.script` is deprecated:DeprecationWarning",
     "ignore:invalid escape sequence:DeprecationWarning")
 
-WORDS = "the a cat dog bird sees likes finds red small old happy today and near river".split()
+WORDS = ["the", "a", "cat", "dog", "bird", "sees", "likes", "finds", "red", "small", "old", "happy", "today", "and", "near",
+         "river"]
 TINY = NMTTrainConf(encoder_layers=1, decoder_layers=1, embed_dim=16, ffn_dim=32, heads=2, dropout=0.0,
                     warmup_updates=0, max_update=3, max_tokens=256, seed=3, vocab_size=60)
 

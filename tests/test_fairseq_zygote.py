@@ -94,7 +94,7 @@ class FreshInterpreter:
 def test_a_fork_trains_the_weights_a_fresh_interpreter_trains(tmp_path, monkeypatch, threads):
     torch = pytest.importorskip("torch")
     r = random.Random(0)
-    words = "the a cat dog sat ran on under mat rug near far home town river sea".split()
+    words = ["the", "a", "cat", "dog", "sat", "ran", "on", "under", "mat", "rug", "near", "far", "home", "town", "river", "sea"]
     src = [" ".join(r.choice(words) for _ in range(6)) for _ in range(200)]
     tgt = [s.upper() for s in src]
     conf = NMTTrainConf.model_validate({"max_update": 8, "vocab_size": 60, "seed": 3})

@@ -94,11 +94,13 @@ def test_ingest_flow_accounts_for_every_input_row(first, demo_data):
         assert stages[("clean", ds)]["rows_out"]["part"] == stages[("read", ds)]["rows_out"]["part"]
         assert ("duplicates", ds) not in stages
     src = paths.train_src.read_bytes().split(b"\n")
-    for row in cat.query("SELECT src, line FROM bitext WHERE source = 'demo_bitext' USING SAMPLE 20 ROWS (reservoir, 1)").to_pylist():
+    for row in cat.query(
+            "SELECT src, line FROM bitext WHERE source = 'demo_bitext' USING SAMPLE 20 ROWS (reservoir, 1)").to_pylist():
         assert src[row["line"] - 1].decode() == row["src"]
 
 
-def test_cached_rerun_registers_no_new_artifacts_and_param_change_recomputes_downstream_only(prefect_harness, demo_data, tmp_path):
+def test_cached_rerun_registers_no_new_artifacts_and_param_change_recomputes_downstream_only(prefect_harness, demo_data,
+                                                                                              tmp_path):
     paths, _ = demo_data
     first = _ingest(_conf(tmp_path, paths.root))
     cat = Catalog(tmp_path)
@@ -107,7 +109,8 @@ def test_cached_rerun_registers_no_new_artifacts_and_param_change_recomputes_dow
     again = _ingest(_conf(tmp_path, paths.root))
     assert {s["status"] for s in again["stages"]} == {"cached"}
     assert [s["fingerprint"] for s in again["stages"]] == [s["fingerprint"] for s in first["stages"]]
-    assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist()[0]["n"] == n_artifacts == 18  # 7 datasets × read, clean + 4 cleaned × duplicates
+    # 7 datasets × read, clean + 4 cleaned × duplicates
+    assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist()[0]["n"] == n_artifacts == 18
     assert _parts(tmp_path) == before
     shards = cat.query("SELECT status, count(*) AS n FROM stage_runs WHERE run_id = $r GROUP BY status",
                        {"r": again["run_id"]}).to_pylist()
@@ -195,8 +198,10 @@ def test_two_concurrent_ingest_runs_on_one_cache_both_succeed(prefect_harness, d
     outputs = [p.communicate(timeout=600)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], "\n".join(o[-2000:] for o in outputs)
     cat = Catalog(cache)
-    assert cat.query("SELECT count(*) AS n, count(*) FILTER (status = 'completed') AS ok FROM runs").to_pylist() == [{"n": 2, "ok": 2}]
-    assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist() == [{"n": 36}]  # 2 runs × 18 (7 × read, clean + 4 × duplicates)
+    assert cat.query("SELECT count(*) AS n, count(*) FILTER (status = 'completed') AS ok FROM runs").to_pylist() == [
+        {"n": 2, "ok": 2}]
+    # 2 runs × 18 (7 × read, clean + 4 × duplicates)
+    assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist() == [{"n": 36}]
     # each run's clean artifacts hold the same rows whatever the shard size
     rows = cat.query("SELECT dataset, count(DISTINCT rows) AS variants FROM artifacts WHERE stage = 'clean' GROUP BY dataset")
     assert set(rows["variants"].to_pylist()) == {1}

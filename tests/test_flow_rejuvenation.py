@@ -136,7 +136,8 @@ def test_report_has_ten_bins_and_both_states(first_run):
     assert states["inactive"]["rows"] == summary["rejuvenation"]["inactive"]
     assert states["inactive"]["prob"] < states["active"]["prob"]
     assert 0 < states["active"]["coverage"] <= 1 and states["active"]["uncertainty"] is not None
-    page = open(summary["reports"]["rejuvenation_html"], encoding="utf-8").read()
+    with open(summary["reports"]["rejuvenation_html"], encoding="utf-8") as f:
+        page = f.read()
     assert "data:image/png;base64," in page and "Inactive vs active" in page
 
 

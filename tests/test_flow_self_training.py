@@ -46,7 +46,8 @@ def first_run(prefect_harness, demo_root, tmp_path_factory):
 
 def _teacher(cache) -> str:
     """The first run's teacher, configured by path (as a user's model): no second training in another cache."""
-    return "self_training.teacher.model=" + Catalog(cache).query("SELECT path FROM models WHERE name = 'teacher'")["path"][0].as_py()
+    return "self_training.teacher.model=" + Catalog(cache).query(
+        "SELECT path FROM models WHERE name = 'teacher'")["path"][0].as_py()
 
 
 def _stages(summary):
@@ -108,9 +109,11 @@ def test_bins_and_report(first_run):
     mono = bins["coverage"].to_pylist()[5:]
     assert sampled_bins and [i + 1 for i, c in enumerate(mono) if c is not None] == sampled_bins
     assert all(0 < c <= 1 for c in mono if c is not None)
-    html = open(summary["reports"]["uncertainty_html"], encoding="utf-8").read()
+    with open(summary["reports"]["uncertainty_html"], encoding="utf-8") as f:
+        html = f.read()
     assert "data:image/png;base64," in html and f"{summary['u_max']:.6f}" in html
-    assert open(summary["reports"]["uncertainty_png"], "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    with open(summary["reports"]["uncertainty_png"], "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
 def _part_hashes(cache, stage):
@@ -175,7 +178,8 @@ def test_synthetic_filters_drop_length_ratio_and_exactly_the_lm_worst_share(firs
     assert by_stage["synthetic_clean"].rows_out.get("dropped", 0) + kept_by_length == n_in
     lm = by_stage["lm_filter"].rows_out
     assert lm["dropped"] == math.floor(0.2 * kept_by_length) and lm["part"] + lm["dropped"] == kept_by_length
-    scores = Catalog(cache).query(f"SELECT max(cross_entropy) AS worst_kept FROM read_parquet('{cache}/artifacts/lm_score/*/part-*.parquet') s "
+    scores = Catalog(cache).query("SELECT max(cross_entropy) AS worst_kept "
+                                  f"FROM read_parquet('{cache}/artifacts/lm_score/*/part-*.parquet') s "
                                   f"WHERE uid IN (SELECT uid FROM read_parquet('{out.dir}/part-*.parquet'))")
     dropped = Catalog(cache).query(f"SELECT min(lm_cross_entropy) AS best_dropped, count(*) FILTER (reason = 'lm_score') AS n "
                                    f"FROM read_parquet('{out.dir}/dropped-*.parquet')")

@@ -18,6 +18,8 @@ from models.generation import HFParaphraser, RoundTripParaphraser, Sampler, pcc_
 from models.nmt import DecodeOptions, load_model
 from tests.test_nmt_transformers import made_up_pairs, tiny_marian_dir, word_level_tokenizer
 
+_DEFAULT_OPTIONS = DecodeOptions()  # one shared default, as a frozen dataclass allows
+
 go_offline()
 SRC = [s for s, _ in made_up_pairs(12, seed=3)]
 
@@ -196,7 +198,7 @@ def test_round_trip_pivots_once_and_samples_back_with_bottom_k(marian, tmp_path)
         def __init__(self, inner):
             self.inner = inner
 
-        def translate(self, src, options=DecodeOptions(), *, max_tokens=4096):
+        def translate(self, src, options=_DEFAULT_OPTIONS, *, max_tokens=4096):
             calls.append((len(src), options))
             return self.inner.translate(src, options, max_tokens=max_tokens)
 

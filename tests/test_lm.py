@@ -16,8 +16,8 @@ import pytest
 
 from conf.errors import ArtifactError, ModelError
 from models.lm import NgramLM, find_lmplz, train_arpa
-from tasks.lm import LmCut, lm_drop_count, lm_filter, lm_filter_rows, lm_threshold, lm_worst
 from storage.artifacts import hash_file
+from tasks.lm import LmCut, lm_drop_count, lm_filter, lm_filter_rows, lm_threshold, lm_worst
 
 
 def _have_lmplz() -> bool:
@@ -118,7 +118,7 @@ def hand_lm(tmp_path) -> NgramLM:
 
 def test_hand_arpa_numbers_are_modified_kneser_ney_with_fallback_discounts():
     # double arithmetic vs the decimals written above: equal up to the last bit
-    assert (0.5 / 4 + 0.5 / 5, 0.5 / 5, 0.5 + 0.5 * 0.225) == pytest.approx((0.225, 0.1, 0.6125), rel=1e-12)
+    assert pytest.approx((0.225, 0.1, 0.6125), rel=1e-12) == (0.5 / 4 + 0.5 / 5, 0.5 / 5, 0.5 + 0.5 * 0.225)
     # libm's log10 vs the ARPA's printed digits: within half a unit of the last printed digit
     assert (math.log10(0.225), math.log10(0.6125)) == pytest.approx((-0.6478175, -0.2128939), abs=5e-8)
     assert math.log10(0.5) == pytest.approx(-0.30103, abs=5e-6)

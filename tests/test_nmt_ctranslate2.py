@@ -8,16 +8,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_nmt_transformers import HELD_OUT, MAX_POSITIONS, SRC_WORDS, TGT_WORDS, made_up_pairs, tiny_marian_dir
 
 from conf.errors import ModelError
 from conf.offline import go_offline
 from models.nmt import DecodeOptions, ModelCard, load_model
-from models.nmt.ctranslate2 import (CT2Model, PieceCodec, TokenizerCodec, convert_transformers, load_codec,
-                                    source_specials)
+from models.nmt.ctranslate2 import CT2Model, PieceCodec, TokenizerCodec, convert_transformers, load_codec, source_specials
 from models.nmt.subwords import train_sentencepiece
 from models.nmt.transformers import TransformersModel
 from storage.artifacts import hash_inputs
-from test_nmt_transformers import HELD_OUT, MAX_POSITIONS, SRC_WORDS, TGT_WORDS, made_up_pairs, tiny_marian_dir
 
 go_offline()
 

@@ -24,8 +24,8 @@ from storage.artifacts import hash_inputs
 go_offline()  # HF_HUB_OFFLINE=1 and friends, unless the environment says otherwise
 
 # the made-up language: every source word has one target word, in the same place
-SRC_WORDS = "ka lo mi tu re sa vo ni pe du go ba fi ze ru ko".split()
-TGT_WORDS = "AL BE CI DO EF GU HA IK JO KU LI MA NO OP PU RA".split()
+SRC_WORDS = ["ka", "lo", "mi", "tu", "re", "sa", "vo", "ni", "pe", "du", "go", "ba", "fi", "ze", "ru", "ko"]
+TGT_WORDS = ["AL", "BE", "CI", "DO", "EF", "GU", "HA", "IK", "JO", "KU", "LI", "MA", "NO", "OP", "PU", "RA"]
 LEXICON = dict(zip(SRC_WORDS, TGT_WORDS))
 MAX_POSITIONS = 64
 

@@ -141,7 +141,8 @@ def test_stage_bind_types_parameters_and_checks_the_signature_issue_14():
     with pytest.raises(ConfError, match=r"^stage 'scale': parameter 'factor' is invalid: Input should be a valid "
                                         r"number, unable to parse string as a number \(found 'big'\)$"):
         stage.bind({"factor": "big"}, n_inputs=1, side=["cut"], resources=["model_path"])
-    with pytest.raises(ConfError, match=r"^stage 'scale': scale\(\) does not take these inputs: multiple values for argument 'cut'$"):
+    with pytest.raises(ConfError, match=r"^stage 'scale': scale\(\) does not take these inputs: "
+                                        r"multiple values for argument 'cut'$"):
         stage.bind({"factor": 1}, n_inputs=2, side=["cut"], resources=["model_path"])
     params = CleanParams(dedup=True, min_tokens=1, max_tokens=9, max_ratio=2.0, kind="bitext")
     assert CLEAN.bind(params, n_inputs=1, side=["duplicates"]).model_dump(mode="json", exclude_unset=True) == {

@@ -12,12 +12,11 @@ import pytest
 
 from conf.errors import ConfError
 from models.nmt import length_batches, sentence_score
+from storage.parts import Parts
 from tasks.evaluation import corpus_scores
 from tasks.mix import content_hash, training_mix
 from tasks.nmt import sentence_probabilities
-from tasks.rejuvenation import (REJUVENATED, inactive_cut, inactive_split, probability_bins, rejuvenate,
-                               rejuvenated_bitext)
-from storage.parts import Parts
+from tasks.rejuvenation import REJUVENATED, inactive_cut, inactive_split, probability_bins, rejuvenate, rejuvenated_bitext
 
 
 def test_sentence_score_is_exp_of_the_mean_token_logprob():

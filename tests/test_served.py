@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -107,7 +107,7 @@ class background:
     def __init__(self, cmd: list[str], *, env: dict[str, str], cwd: Path, log: Path) -> None:
         self.cmd, self.env, self.cwd, self.log = cmd, env, cwd, log
 
-    def __enter__(self) -> "background":
+    def __enter__(self) -> background:
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(self.cmd, env=self.env, cwd=self.cwd, stdout=out, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True)
@@ -287,7 +287,7 @@ def test_a_served_run_that_cannot_start_is_a_failed_run_in_the_catalog(served, t
 
 
 def test_schedules_lists_a_header_and_the_next_scheduled_run(served, tmp_path):
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     night = now.replace(hour=2, minute=0, second=0, microsecond=0)
     night += timedelta(days=1) if night <= now else timedelta()
 
@@ -379,18 +379,20 @@ def test_served_nightly_completes_against_postgres(postgres, tmp_path_factory, t
     enough; every pipeline runs against SQLite above."""
     cache = tmp_path_factory.mktemp("served-pg") / "cache"
     pipelines = ["ingest"]
-    with prefect_server(cache, tmp_path_factory.getbasetemp(), database=postgres) as (_, url):
-        with served_nightly(cache, url, tmp_path, "served-pg", [f"pipelines=[{','.join(pipelines)}]"]) as (
-                flow_run_id, seconds, _):
-            print(f"served nightly against PostgreSQL: {seconds:.0f} s from `prefect deployment run` to Completed")
-            run = nightly_record(cache, flow_run_id)
-            assert (run["status"], [(c["pipeline"], c["status"]) for c in run["summary"]["pipelines"]]) == (
-                "completed", [(p, "completed") for p in pipelines])
-            assert_subflows_completed(url, run)
-            found = Catalog(cache).query("SELECT (SELECT count(*) FROM bitext WHERE source = 'demo_bitext') AS bitext, "
-                                         "(SELECT rows FROM artifacts WHERE stage = 'clean' AND dataset = "
-                                         "'demo_bitext') AS clean_rows").to_pylist()[0]
-            assert found["bitext"] == found["clean_rows"] > 0
+    with (
+        prefect_server(cache, tmp_path_factory.getbasetemp(), database=postgres) as (_, url),
+        served_nightly(cache, url, tmp_path, "served-pg", [f"pipelines=[{','.join(pipelines)}]"]) as (
+            flow_run_id, seconds, _),
+    ):
+        print(f"served nightly against PostgreSQL: {seconds:.0f} s from `prefect deployment run` to Completed")
+        run = nightly_record(cache, flow_run_id)
+        assert (run["status"], [(c["pipeline"], c["status"]) for c in run["summary"]["pipelines"]]) == (
+            "completed", [(p, "completed") for p in pipelines])
+        assert_subflows_completed(url, run)
+        found = Catalog(cache).query("SELECT (SELECT count(*) FROM bitext WHERE source = 'demo_bitext') AS bitext, "
+                                     "(SELECT rows FROM artifacts WHERE stage = 'clean' AND dataset = "
+                                     "'demo_bitext') AS clean_rows").to_pylist()[0]
+        assert found["bitext"] == found["clean_rows"] > 0
 
 
 def test_demo_data_follows_the_cache_not_the_working_directory(server, tmp_path):

@@ -170,7 +170,8 @@ def test_prefect_yaml_deploys_the_nightly_with_its_schedule(server, tmp_path):
     listed = augdag(tmp_path, "schedules", "--cache", str(cache))
     assert listed.returncode == 0, listed.stderr
     line = next(line for line in listed.stdout.splitlines() if line.startswith("nightly/nightly"))
-    assert line.split()[1:7] == ["0", "2", "*", "*", "*", "UTC"] and "active" in line and line.split()[-2:] == ["1", "(CANCEL_NEW)"]
+    assert (line.split()[1:7] == ["0", "2", "*", "*", "*", "UTC"] and "active" in line
+            and line.split()[-2:] == ["1", "(CANCEL_NEW)"])
     d = api_post(url, "/deployments/filter", {"deployments": {"name": {"any_": ["nightly"]}}})[0]
     # the scheduler created the coming nights (it cannot with SQLAlchemy 2.1: pyproject pins < 2.1)
     deadline, scheduled = time.monotonic() + 60, []

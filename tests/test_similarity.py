@@ -14,17 +14,16 @@ import numpy as np
 import pytest
 import sacrebleu
 import torch
+from test_nli import MAX_POSITIONS, pair_tokenizer, tiny_bert
 
 from conf.errors import ModelError
 from conf.offline import go_offline
-from models.similarity import (KINDS, ChrF, CrossEncoderSimilarity, EmbeddingSimilarity, Similarity,
-                               load_similarity)
+from models.similarity import KINDS, ChrF, CrossEncoderSimilarity, EmbeddingSimilarity, Similarity, load_similarity
 from storage.artifacts import hash_inputs
-from test_nli import MAX_POSITIONS, pair_tokenizer, tiny_bert
 
 go_offline()  # HF_HUB_OFFLINE=1 and friends, unless the environment says otherwise
 
-WORDS = "ka lo mi tu re sa vo ni pe du go ba".split()
+WORDS = ["ka", "lo", "mi", "tu", "re", "sa", "vo", "ni", "pe", "du", "go", "ba"]
 REFS = ["ka lo mi", "tu re sa vo ni pe", "du", "go ba ka lo mi tu re", "sa vo", "ka lo mi"]
 CANDS = ["lo ka mi", "tu re sa", "du go ba", "go ba ka lo mi tu re", "vo sa ni pe du go", "ka lo mi"]
 

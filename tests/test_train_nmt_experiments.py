@@ -66,7 +66,8 @@ def test_conf_refuses_arms_that_cannot_be_compared(doc, message):
 
 # -- paired significance on constructed hypotheses -------------------------------------------------------------
 
-WORDS = "the a cat dog sat ran on under mat rug near far home town river sea black white small big".split()
+WORDS = ["the", "a", "cat", "dog", "sat", "ran", "on", "under", "mat", "rug", "near", "far", "home", "town", "river", "sea",
+         "black", "white", "small", "big"]
 _R = random.Random(5)
 REFS = [" ".join(_R.choice(WORDS) for _ in range(_R.randint(5, 12))) for _ in range(60)]
 
@@ -341,7 +342,8 @@ def test_summary_and_report_compare_each_arm_with_the_baseline(pipeline):
     lines = train_nmt_lines(summary)
     assert len(lines) == 6 and lines[0].startswith("bitext (baseline): BLEU = ")
     assert lines[2].startswith("odd + CT: ") and " BLEU (p = " in lines[2] and lines[5].endswith("on demo_ood (2 seeds)")
-    page = open(summary["reports"]["train_nmt_html"], encoding="utf-8").read()
+    with open(summary["reports"]["train_nmt_html"], encoding="utf-8") as f:
+        page = f.read()
     assert page.count("data:image/png;base64,") == 2 and "Δ BLEU" in page and "odd + CT" in page
 
 

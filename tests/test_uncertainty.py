@@ -11,11 +11,18 @@ import pytest
 
 from conf.errors import InputError
 from models.lexicon import build_lexicon, linked_words, tokenize, word_entropy, word_uncertainty
-from storage.schemas import MONO, with_uid
 from storage.parts import Parts
+from storage.schemas import MONO, with_uid
 from tasks.uncertainty import (
-    sample_keys, sampling_probability, sampling_weight, select_sample, sentence_uncertainty, take_sample,
-    u_max, uid_uniform, uncertainty_bins,
+    sample_keys,
+    sampling_probability,
+    sampling_weight,
+    select_sample,
+    sentence_uncertainty,
+    take_sample,
+    u_max,
+    uid_uniform,
+    uncertainty_bins,
 )
 
 
@@ -51,7 +58,7 @@ def test_lexicon_counts_links_and_normalises_rows():
 def test_word_entropy_natural_log_eq_6_4():
     lexicon, _ = _lexicon_abc()
     H = dict(zip(*word_entropy(lexicon).select(["src", "H"]).to_pydict().values()))
-    assert H == {"a": pytest.approx(0.636514, abs=1e-6), "b": 0.0, "c": 0.0}
+    assert {"a": pytest.approx(0.636514, abs=1e-6), "b": 0.0, "c": 0.0} == H
     assert H["a"] == pytest.approx(-(2 / 3) * math.log(2 / 3) - (1 / 3) * math.log(1 / 3), abs=1e-15)
 
 
@@ -191,7 +198,7 @@ def test_take_sample_reads_only_its_lines_row_groups_of_the_sample_parts(tmp_pat
     # row-group statistics rule out all but the groups holding lines 41-60: here 2 of 6 groups
     ds = __import__("pyarrow.dataset", fromlist=["dataset"]).dataset(str(tmp_path / "selected.parquet"))
     lines = pa.compute.field("line")
-    groups = [f for f in ds.get_fragments()][0].split_by_row_group(filter=(lines >= 41) & (lines <= 60))
+    groups = list(ds.get_fragments())[0].split_by_row_group(filter=(lines >= 41) & (lines <= 60))
     assert 1 <= len(groups) < 6
 
 
@@ -249,8 +256,8 @@ def test_force_align_with_the_stored_models_reproduces_the_training_links(tmp_pa
 def test_align_over_parts_and_in_row_chunks_equals_one_pass(tmp_path, monkeypatch):
     """`align` encodes part by part and builds its rows ROWS_PER_CHUNK sentences at a time (the thesis' 4.5M
     pairs would otherwise hold every temporary at once): the same rows as one part and one chunk."""
-    from demo import iter_bitext
     import tasks.alignment as alignment
+    from demo import iter_bitext
     from tests.conftest import bitext
 
     rows = bitext([(s, t) for s, t, _ in iter_bitext(300, seed=4)])

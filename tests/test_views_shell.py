@@ -1,4 +1,5 @@
-"""`augdag views` and its documentation (storage.views_doc, by pipeline through flows.registry), and the read-only `augdag sql --shell` (issue 6, item 7)."""
+"""`augdag views` and its documentation (storage.views_doc, by pipeline through flows.registry), and the read-only
+`augdag sql --shell` (issue 6, item 7)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ import re
 import pytest
 from typer.testing import CliRunner
 
+from flows import registry
 from flows.cli import app
 from flows.shell import split_statements
 from storage.catalog import BASE_VIEWS, Catalog
-from flows import registry
 from storage.views_doc import INGEST_VIEWS, TABLES, UNDOCUMENTED
 from tests.conftest import REPO
 

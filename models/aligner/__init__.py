@@ -19,8 +19,8 @@ pairs), `kernels` (EM, normalisation, tension, scores), `pool` (the thread pool)
 """
 
 from models.aligner.alignment import Alignment
-from models.aligner.maths import diagonal_prior, log_poisson, vb_normalize
 from models.aligner.encoding import encode_stream
+from models.aligner.maths import diagonal_prior, log_poisson, vb_normalize
 from models.aligner.model import FastAlign, align_both, align_encoded, symmetrize
 from models.aligner.symmetrise import grow_diag_final_and
 

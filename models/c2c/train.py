@@ -73,7 +73,7 @@ def to_tensors(batch: ClusterBatch, device: str) -> dict[str, Any]:
             "labels": labels, "mask": labels != -100, "start": batch.start}
 
 
-def train_c2c(pairs: Sequence[Pair], out: Path, *, settings: C2CSettings = C2CSettings(), device: str = "auto",
+def train_c2c(pairs: Sequence[Pair], out: Path, *, settings: C2CSettings = C2CSettings(), device: str = "auto",  # noqa: B008 — frozen
               threads: int = 0) -> dict[str, Any]:
     """Train a C2C generator on ``pairs`` and save it to ``out`` (written directly; the caller hands a
     temporary directory and renames it).

@@ -3,7 +3,8 @@
 Every kind is deterministic for a ``seed``: the initialisation and the dropout of step ``k`` draw from
 torch's generators seeded by (seed, k) inside ``models.runtime.seeded`` (``seed_for``), which holds the
 process-wide lock that owns the global generators for the step and restores them after it: a pipeline
-training beside this one in another thread neither sees nor moves these draws. ``train_step`` returns the batch's mean cross-entropy before the step.
+training beside this one in another thread neither sees nor moves these draws. ``train_step`` returns the
+batch's mean cross-entropy before the step.
 
 ``save(dir)`` writes the weights and then ``augdag_classifier.json`` (the card: kind, labels, model,
 hyper-parameters, steps taken); ``models.classifier.build.load_classifier`` reads it back. The optimiser

@@ -24,7 +24,8 @@ def train_sentencepiece(texts: Iterable[str], model_path: Path, *, vocab_size: i
     """Train a SentencePiece model on ``texts`` and write it to ``model_path`` (a ``.model`` file).
 
     The vocabulary is capped at what the corpus supports (SentencePiece refuses a larger one), so a
-    tiny corpus still trains. Deterministic: the first 2M sentences, no shuffling. No special pieces besides <unk>: fairseq adds its own <s>, <pad>, </s>.
+    tiny corpus still trains. Deterministic: the first 2M sentences, no shuffling. No special pieces besides
+    <unk>: fairseq adds its own <s>, <pad>, </s>.
     ``texts`` is streamed, never held as a list: SentencePiece pulls sentences (blank ones skipped) until it
     has its 2M and stops pulling, so a generator over a corpus of any size reads only that much of it.
     """

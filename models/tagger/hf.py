@@ -60,8 +60,8 @@ def add_prefix_space(tokenizer: Any) -> bool:
         if isinstance(node, dict):
             if node.get("type") == "ByteLevel" and node.get("add_prefix_space") is False:
                 node["add_prefix_space"], changed = True, True
-            return any([changed, *(walk(v) for v in node.values())])
-        return isinstance(node, list) and any([walk(v) for v in node])
+            return any([changed, *(walk(v) for v in node.values())])  # noqa: C419 — every node is walked
+        return isinstance(node, list) and any([walk(v) for v in node])  # noqa: C419 — every node is walked
 
     from tokenizers import Tokenizer
 

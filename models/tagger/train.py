@@ -49,7 +49,7 @@ def split_rows(rows: Tagged, what: str) -> tuple[list[list[str]], list[list[str]
     return sentences, tags
 
 
-def train_tagger(train: Tagged, out: Path, settings: TaggerSettings = TaggerSettings(), *, dev: Tagged | None = None,
+def train_tagger(train: Tagged, out: Path, settings: TaggerSettings = TaggerSettings(), *, dev: Tagged | None = None,  # noqa: B008 — frozen
                  device: str = "auto", threads: int = 0) -> dict[str, Any]:
     """Train on ``train`` ((tokens, tags) pairs), write the tagger into the directory ``out`` (created if
     needed; the caller renames it into place) and return ``{"epochs", "best_epoch", "dev_f1", "losses",

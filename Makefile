@@ -9,7 +9,7 @@ UV         ?= python3 -m uv
 FIND_LINKS ?= $(shell pip config get global.find-links 2>/dev/null)
 TORCH      ?= cpu
 # fairseq-fixed builds from source against torch: pin its build torch; its torchaudio requirement is
-# a CUDA build that breaks `import transformers`, and fairseq needs it only for speech (STACK.md).
+# a CUDA build that breaks `import transformers`, and fairseq needs it only for speech.
 PINS       := -b build-constraints.txt --excludes excludes.txt
 # Wheels of the sdist-only dependencies (kenlm's module is a ~1 min C++ build), built once per machine: uv
 # rebuilds an sdist from a local index for every new venv (scripts/build_wheelhouse.sh)

@@ -1,4 +1,4 @@
-"""Switch off every network attempt the stack makes by default (STACK.md, "network attempts").
+"""Switch off every network attempt the stack makes by default (each one below names what it stops).
 
 Called before Prefect, DuckDB or Hugging Face libraries are imported by `flows` and `tasks`, so an
 air-gapped run neither hangs nor logs connection errors. Values already set by the user win.

@@ -1,6 +1,6 @@
 """A run whose every stage is cached costs seconds: its flow is replayed in this process, without Prefect.
 
-A fully cached run computes nothing, yet starting Prefect's temporary server costs 10–24 s (STACK.md), ten
+A fully cached run computes nothing, yet starting Prefect's temporary server costs 10–24 s (measured on 2 cores), ten
 times the run itself. ``replay(fn, cache)`` calls the flow's body (``Flow.fn``) in *cached-only* mode: every
 ``run_stage``, ``run_source_stage`` and ``run_model_stage`` (flows/driver.py) that finds its manifest (or its
 model file) records it as cached exactly as a Prefect run does, so the run is in the catalog, `augdag runs`,

@@ -1,4 +1,4 @@
-"""Arrow schemas of the record kinds (DESIGN.md, data contracts) and the stable row uid.
+"""Arrow schemas of the record kinds (the data contracts) and the stable row uid.
 
 Every row carries ``uid`` (a hash of its source and content), ``source`` (the dataset name) and
 ``line`` (1-based position in the input) so that errors, rejects and derived rows point back. A mono

@@ -10,7 +10,7 @@ Per semantic frame (the delexicalised utterances with the same set of slot types
        DS(u′) = min over C ∪ C′ of D(u′, ·) (the first on ties), while DS ≥ ``min_distance`` — the first
        pick is always taken — and at most ``max_outputs`` = M′; the pick order is the diversity rank r
 
-Constants, from the authors' code (Sanyuan-Chen/C2C-DA, commit 8cdcb46, read for DESIGN.md): c = 5 for
+Constants, from the authors' code (Sanyuan-Chen/C2C-DA, commit 8cdcb46): c = 5 for
 the full training set, 3 for the medium and 2 for the small proportion; the stop at DS < 4; M′ = 10;
 5 folds; clusters and folds seeded with 42.
 

@@ -1,4 +1,4 @@
-"""The C2C-GenDA generator (models/c2c, paper 001): duplication-aware attention, the diverse-oriented
+"""The C2C-GenDA generator (models/c2c, Hou et al., AAAI 2021): duplication-aware attention, the diverse-oriented
 regulariser, training that overfits a toy set, generation (rank order, seeding, save/load) and
 initialisation from a local GPT-2-style checkpoint. Tiny models built here, on one CPU thread."""
 

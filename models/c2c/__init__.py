@@ -1,4 +1,4 @@
-"""C2C-GenDA's cluster-to-cluster generator (paper 001): one causal GPT-2 over the serialised cluster pair,
+"""C2C-GenDA's cluster-to-cluster generator (Hou et al., AAAI 2021): one causal GPT-2 over the serialised cluster pair,
 with duplication-aware attention, diverse-oriented regularisation and diversity-rank tokens.
 
 Hand-written here: the serialisation (``serialise``), the duplication-aware attention and the regulariser

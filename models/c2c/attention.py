@@ -1,6 +1,6 @@
 """C2C-GenDA's duplication-aware attention and diverse-oriented regularisation (both hand-written).
 
-Duplication-aware attention (paper 001, "Cluster Decoder with Duplication-aware Attention"), on the final
+Duplication-aware attention (Hou et al., AAAI 2021, "Cluster Decoder with Duplication-aware Attention"), on the final
 hidden states h′ (after GPT-2's last layer norm, before the LM head) of the M outputs of one cluster over
 their aligned target window:
 
@@ -9,7 +9,7 @@ their aligned target window:
 
 one head, keys and values from the *other* outputs' states at target positions t′ ≤ t that hold a real
 token (padding masked). Where no key is allowed (one output alone) h̄′ = 0. As in the authors' code
-(``IntraAttention``: one ``c_attn`` projection to q, k, v, no output projection) and as DESIGN.md says,
+(``IntraAttention``: one ``c_attn`` projection to q, k, v, no output projection),
 t′ ≤ t: when all outputs are decoded together, every output's state at step t exists before any token of
 step t + 1 is drawn. (The paper writes t′ ≤ t − 1.)
 

@@ -32,7 +32,7 @@ MAKE_HINT = "Hint: train one with models.c2c.train_c2c(pairs, out, settings=C2CS
 
 @dataclasses.dataclass(frozen=True)
 class C2CSettings:
-    """Training settings (paper 001 and the authors' code, DESIGN.md), from scratch unless ``init`` is set.
+    """Training settings (the C2C-GenDA paper and the authors' code), from scratch unless ``init`` is set.
 
     ``lr`` None means 6.25e-5 (the authors', for an initialised GPT-2) when ``init`` is given, else 1e-3: a
     small randomly initialised model learns nothing useful in 10 epochs at 6.25e-5. No warm-up; the rate

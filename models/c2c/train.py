@@ -2,7 +2,7 @@
 the clipping and the LM are torch's and transformers').
 
     Loss = mean NLL of the target tokens (each target's final <|eos|> included)
-           + γ · R_diverse / (number of (i, j, t) terms)                       (paper 001; attention.py)
+           + γ · R_diverse / (number of (i, j, t) terms)                       (Hou et al., AAAI 2021; attention.py)
 
 One step is one cluster: all its targets, in rank order, are one batch sharing the prefix (the authors' "one
 cluster per batch"). AdamW (weight decay 0.01 on the weight matrices, none on biases and layer-norm gains,

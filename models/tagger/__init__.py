@@ -1,4 +1,4 @@
-"""Slot-filling taggers for measuring augmentation by slot F1 (C2C-GenDA, paper 001): the paper's Bi-LSTM
+"""Slot-filling taggers for measuring augmentation by slot F1 (C2C-GenDA, Hou et al., AAAI 2021): the paper's Bi-LSTM
 (optionally with a CRF) or any Hugging Face token-classification model, trained with the best-dev-epoch
 protocol and scored with conlleval's span F1.
 

@@ -1,7 +1,7 @@
 """``TaggerSettings`` and ``tagger.json``, the card every tagger directory carries.
 
-The defaults are the Bi-LSTM slot-filling tagger of C2C-GenDA's experiments (paper 001, via the authors'
-pointer to AtmaHou/Bi-LSTM_PosTagger; DESIGN.md, "Cluster-to-cluster generation"): a 2-layer Bi-LSTM with
+The defaults are the Bi-LSTM slot-filling tagger of C2C-GenDA's experiments (Hou et al., AAAI 2021, via the authors'
+pointer to AtmaHou/Bi-LSTM_PosTagger): a 2-layer Bi-LSTM with
 128 hidden units per direction over 300-d word embeddings, dropout 0.5, Adam at lr 0.01, batches of 128,
 100 epochs, gradient norm clipped at 5, the test F1 taken at the best dev F1 (conlleval's convention).
 The paper's embeddings are GloVe; GloVe is not available offline, so ours start random (torch's

@@ -5,7 +5,7 @@
                    strictly the best so far (ties: the earlier epoch)
     finally: the kept parameters (the last epoch's without dev) are written to ``out``
 
-The paper's protocol (C2C-GenDA, paper 001): test F1 at the best dev F1. Hand-written here: the batching
+The paper's protocol (C2C-GenDA, Hou et al., AAAI 2021): test F1 at the best dev F1. Hand-written here: the batching
 (shuffled, ``batch_size`` sentences) and the loop above; from torch: Adam (``bilstm``) / AdamW (``hf``),
 ``clip_grad_norm_``. Deterministic for a seed, whatever trains beside it in the process: the initialisation
 and each step's dropout draw from torch's global generators seeded with (seed, step) inside

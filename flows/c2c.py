@@ -59,6 +59,8 @@ class Generated:
 
 
 def generate(run: Run, conf: AugdagConf) -> Generated:
+    """Ingest the c2c dataset, delexicalise it, pair its clusters, then per fold train a generator and generate
+    from that fold's input clusters; returns the selected rows and Table 5's diversity with every artifact and model."""
     c = conf.c2c
     name = conf.c2c_dataset()
     rows = ingest_dataset(run, name, conf.datasets[name], conf.ingest, conf.shard_size)

@@ -37,6 +37,7 @@ def counts(result: Generated) -> dict[str, Any]:
 
 
 def per_frame(result: Generated) -> pa.Table:
+    """One row per frame: its clusters, its target utterances and the generated rows kept, most kept first."""
     gen = result.generated.parts().table(["frame"])["frame"].to_pylist()
     pair_table = result.pairs.parts().table(["frame", "cluster", "role"]).to_pylist()
     rows: dict[str, dict[str, Any]] = {}
@@ -51,6 +52,8 @@ def per_frame(result: Generated) -> pa.Table:
 
 
 def publish_report(run: Run, result: Generated, conf: C2cConf) -> tuple[dict[str, Any], dict[str, str]]:
+    """The run page (setting, counts, Table 5's diversity, the Fig. 4 histogram, rows per frame) and
+    its artifacts; returns the run's ``c2c`` summary and the paths written."""
     from tasks.c2c_diversity import med_histogram
     from tasks.report import bar_figure, markdown_table
 

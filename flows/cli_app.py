@@ -77,11 +77,13 @@ class AugdagGroup(typer.core.TyperGroup):
     each invocation starts at NORMAL."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """Reset the verbosity to NORMAL (and the console to match) before parsing this invocation's arguments."""
         _verbosity[0] = NORMAL
         configure_console(verbose=False)
         return super().parse_args(ctx, args)
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        """The command ``cmd_name``, with ``-v`` and ``-q`` added to its options when it does not take them itself."""
         cmd = super().get_command(ctx, cmd_name)
         if cmd is not None and not any(p.name == "verbose" for p in cmd.params):
             cmd.params += _command_flags()
@@ -135,6 +137,8 @@ def fail(e: AugdagError) -> None:
 
 
 def resume_hint(e: AugdagError) -> str:
+    """The tail of ``fail``'s line: the ``augdag retry`` command that resumes the failed run and where its log
+    is; only the log for a configuration error, and nothing when the error names no run and cache."""
     run_id, cache = getattr(e, "run_id", None), getattr(e, "cache", None)
     if run_id is None and isinstance(summary := getattr(e, "summary", None), dict):
         run_id, cache = summary.get("run_id"), summary.get("cache")
@@ -157,6 +161,8 @@ def choice(what: str, value: str, choices: tuple[str, ...]) -> None:
 
 
 def catalog_at(cache: Path | None) -> Catalog:
+    """The catalog of the cache root ``cache`` resolves to (``resolve_cache``: --cache, else $AUGDAG_CACHE, else
+    ./.augdag)."""
     return Catalog(resolve_cache(None, cache))
 
 

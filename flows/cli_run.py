@@ -42,6 +42,7 @@ class DrainNotice(logging.Filter):
     and showed on stderr after about half the default-mode runs (issue 26)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        """False for Prefect's "Still processing items" notice, True for every other record."""
         return not str(record.msg).startswith("Still processing items")
 
 
@@ -76,6 +77,8 @@ def replayed(call: Callable[[], dict[str, Any]], conf: AugdagConf, server: str |
 
 
 def run_pipeline(pipeline: str, conf: AugdagConf, profile: str) -> dict[str, Any]:
+    """Run ``pipeline`` over ``conf`` under progress bars (replayed without Prefect when every stage is cached);
+    returns its run summary. A missing input file is one line (exit 2) before Prefect starts."""
     check_inputs(conf)  # a missing input file: one line, exit 2, before Prefect starts
     server = prepare(conf)
     from flows.runners import run_flow
@@ -111,6 +114,8 @@ def run_nightly(conf: AugdagConf, profile: str, *, run_id: str | None = None) ->
 
 
 def print_nightly(summary: dict[str, Any]) -> None:
+    """A nightly run: the summary of each pipeline that ran stages, then the table of its pipelines (only the
+    title with ``-q``), its totals line and its failed shards; only one line when it was skipped."""
     from flows.nightly import totals
 
     if summary["status"] == "skipped":
@@ -194,6 +199,7 @@ def print_summary(summary: dict[str, Any]) -> None:
 
 
 def stage_table(summary: dict[str, Any]) -> Table:
+    """A run's stages as a table: dataset, status, shards computed, rows in, kept, rejected, dropped and seconds."""
     table = Table(title=f"run {summary['run_id']}", title_justify="left")
     for col in ("stage", "dataset", "status", "shards", "rows in", "kept", "rejected", "dropped", "seconds"):
         table.add_column(col, justify="right" if col not in ("stage", "dataset", "status") else "left")

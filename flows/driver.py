@@ -79,6 +79,8 @@ class Run:
 
     @classmethod
     def start(cls, conf: AugdagConf, *, pipeline: str, profile: str, config: Mapping[str, Any]) -> Run:
+        """Open a run of ``pipeline`` in the catalog of ``conf``'s cache (earlier crashed runs reaped first) and
+        return its bookkeeping; ``started`` also finishes it as failed on an exception."""
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         root = Path(conf.cache).absolute()
         catalog = replay_catalog() or Catalog(root)  # a replay's runs share one catalog, written once at its end
@@ -123,6 +125,8 @@ class Run:
         return summary
 
     def task_options(self, tags: Sequence[str] = ()) -> dict[str, Any]:
+        """Prefect options of this run's shard and model tasks: the configured retries with exponential backoff,
+        retried on transient errors only (``retry_transient``), and ``tags``."""
         delays = [self.orchestration.retry_delay_s * 2**i for i in range(self.orchestration.retries)]
         return {
             "retries": self.orchestration.retries, "retry_delay_seconds": delays or 0,

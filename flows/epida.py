@@ -85,6 +85,7 @@ def back_translation(run: Run, conf: AugdagConf, rows: ArtifactRef, r: int, n_au
 
 
 def classifier_options(conf: AugdagConf, labels: list[str]) -> dict[str, Any]:
+    """The feedback classifier's training options over ``labels`` (batch size, seed, kind, model, learning rate)."""
     e, c = conf.epida, conf.epida.classifier
     return {"labels": labels, "batch_size": e.batch_size, "seed": e.seed,
             "classifier": {"kind": c.kind, "model": c.model, "lr": c.lr}}
@@ -108,6 +109,7 @@ def train_round(run: Run, conf: AugdagConf, originals: pa.Table, selected: pa.Ta
 
 
 def selected_of(scored: ArtifactRef) -> pa.Table:
+    """The candidates that SEAS selected in ``scored``: their ``uid``, ``text`` and ``label``."""
     table = scored.parts().table(["uid", "text", "label", "selected"])
     return table.filter(pc.equal(table["selected"], True)).select(["uid", "text", "label"])
 
@@ -123,6 +125,8 @@ class Augmented:
 
 
 def augment(run: Run, conf: AugdagConf) -> Augmented:
+    """Ingest the dataset, pre-train the classifier, then per round generate candidates, select them with SEAS and
+    train on; returns the ``augmented`` view, the classifiers and, with ``epida.test``, the held-out scores."""
     e = conf.epida
     name, test_name = conf.epida_datasets()
     rows = ingest_dataset(run, name, conf.datasets[name], conf.ingest, conf.shard_size)

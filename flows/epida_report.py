@@ -34,6 +34,8 @@ def diversity_table(table: pa.Table, *, ns: Sequence[int] = (1, 2, 3)) -> pa.Tab
 
 
 def publish_report(run: Run, result: Augmented, conf: EpidaConf, per_method: list[dict[str, Any]]) -> dict[str, str]:
+    """The run page (s_div against s_qua per method in the last round, Distinct-n, counts per round and
+    method, the held-out scores) and its artifacts; returns the paths written."""
     from tasks.report import markdown_table, scatter_figure
 
     table = result.augmented.parts().table(["method", "round", "text", "s_div", "s_qua", "selected"])

@@ -53,6 +53,7 @@ class StopSignals:
         self.armed = False
 
     def handler(self, signum: int, _frame: Any) -> None:
+        """The signal handler: record ``signum``, and raise ``Stop`` for the first signal while armed."""
         self.received.append(signum)
         if self.armed:
             self.armed = False

@@ -23,6 +23,8 @@ from tasks.mt_paraphrase import CONSTRAINED, IDF_STAGE, SELECT
 
 
 def paraphrase_bitext(run: Run, conf: AugdagConf) -> dict[str, Any]:
+    """Ingest the bitext and paraphrase its ``mt_paraphrase.side`` under the constraints, then select; returns
+    the run's ``mt_paraphrase`` summary (generator, decoding, pairs, candidates, paraphrased, dropped by reason)."""
     m = conf.mt_paraphrase
     name = conf.mt_paraphrase_bitext()
     rows = ingest_dataset(run, name, conf.datasets[name], conf.ingest, conf.shard_size)

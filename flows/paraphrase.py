@@ -74,6 +74,8 @@ class Paraphrased:
 
 
 def build_curriculum(run: Run, conf: AugdagConf) -> Paraphrased:
+    """Ingest the dataset, generate candidates per sentence, score them (NLI when configured, similarity G),
+    then filter and level them into the ``curriculum``; returns it with the diversity and per-level tables."""
     pc_ = conf.paraphrase
     name = conf.paraphrase_dataset()
     rows = ingest_dataset(run, name, conf.datasets[name], conf.ingest, conf.shard_size)
@@ -124,6 +126,8 @@ def shortfall(curriculum: ArtifactRef, *, listed: int = 20) -> dict[str, Any]:
 
 
 def publish_report(run: Run, result: Paraphrased, conf: ParaphraseConf) -> dict[str, str]:
+    """The run page (models, similarity per level, levels, diversity per sampler, the shortfall) and its
+    artifacts; returns the paths written."""
     from tasks.report import box_figure, markdown_table
 
     levels, diversity = result.levels.read(0), result.diversity.read(0)

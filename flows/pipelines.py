@@ -31,11 +31,14 @@ def model_lines(models: Mapping[str, Any]) -> list[str]:
 
 
 def self_training_lines(s: Mapping[str, Any]) -> list[str]:
+    """Summary lines of a ``self_training`` run: U_max, each model's score and the synthetic pairs per dataset."""
     return [f"U_max = {s['u_max']:.6f}", *model_lines(s.get("model_scores", {})),
             "synthetic pairs: " + ", ".join(f"{k} {v:,}" for k, v in s["synthetic"].items())]
 
 
 def rejuvenation_lines(s: Mapping[str, Any]) -> list[str]:
+    """Summary lines of a ``rejuvenation`` run: each validation model's score, then the active, inactive,
+    rejuvenated and unscored pairs."""
     rj = s["rejuvenation"]
     unscored = rj["unscored"]
     return [*model_lines(rj.get("validation", {})),
@@ -61,6 +64,8 @@ def train_nmt_lines(s: Mapping[str, Any]) -> list[str]:
 
 
 def paraphrase_lines(s: Mapping[str, Any]) -> list[str]:
+    """Summary lines of a ``paraphrase`` run: candidates, dropped by Eq. 3, curriculum rows, the sentences
+    short of the bag size, then each model that ran."""
     pp = s["paraphrase"]
     short = pp["shortfall"]
     return [f"paraphrase: {pp['candidates']:,} candidates, {pp['dropped']:,} dropped by Eq. 3, {pp['curriculum']:,} "
@@ -70,6 +75,7 @@ def paraphrase_lines(s: Mapping[str, Any]) -> list[str]:
 
 
 def train_classifier_lines(s: Mapping[str, Any]) -> list[str]:
+    """Summary lines of a ``train_classifier`` run: per augmentation, each metric's mean ± sd over the seeds."""
     tc = s["train_classifier"]
     return [f"{e['metric']} = {e['mean']:.4f} ± {e['sd']:.4f} on {tc['testset']} ({e['augmentation']}"
             + (f", schedule {tc['schedule']}" if e["augmentation"] == "curriculum" else "")
@@ -77,6 +83,8 @@ def train_classifier_lines(s: Mapping[str, Any]) -> list[str]:
 
 
 def epida_lines(s: Mapping[str, Any]) -> list[str]:
+    """Summary lines of an ``epida`` run: per round the candidates kept (overall and per method), then the
+    feedback classifier's scores on the test set."""
     ep = s["epida"]
     rounds: dict[int, list[Mapping[str, Any]]] = {}
     for c in ep["counts"]:
@@ -90,6 +98,8 @@ def epida_lines(s: Mapping[str, Any]) -> list[str]:
 
 
 def mt_paraphrase_lines(s: Mapping[str, Any]) -> list[str]:
+    """Summary lines of an ``mt_paraphrase`` run: paraphrased pairs of the bitext, drawn and dropped, then
+    the generator and how it decoded."""
     m = s["mt_paraphrase"]
     return [f"mt_paraphrase: {m['paraphrased']:,} paraphrased pairs of {m['pairs']:,} ({m['side']} side of "
             f"{m['bitext']}; {m['candidates']:,} drawn, dropped: "
@@ -98,6 +108,8 @@ def mt_paraphrase_lines(s: Mapping[str, Any]) -> list[str]:
 
 
 def c2c_lines(s: Mapping[str, Any]) -> list[str]:
+    """Summary lines of a ``c2c`` run: delexicalised rows, cluster pairs, generated and new rows, then the
+    delexicalised diversity when anything was generated."""
     c = s["c2c"]
     delex = next((d for d in c["diversity"] if d["level"] == "delexicalised"), None)
     return ([f"c2c: {c['delexicalised']:,} delexicalised rows ({c['malformed_bio']:,} malformed BIO rejected, "
@@ -109,6 +121,7 @@ def c2c_lines(s: Mapping[str, Any]) -> list[str]:
 
 
 def train_slot_tagger_lines(s: Mapping[str, Any]) -> list[str]:
+    """Summary lines of a ``train_slot_tagger`` run: per arm, its rows and F1's mean ± sd over the seeds."""
     t = s["train_slot_tagger"]
     return [f"{e['metric']} = {e['mean']:.4f} ± {e['sd']:.4f} on {t['testset']} ({e['arm']}, {t['arms'][e['arm']]:,} "
             f"rows, {e['seeds']} seed{'s' if e['seeds'] > 1 else ''})" for e in t["summary"] if e["metric"] == "f1"]

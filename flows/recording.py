@@ -191,4 +191,5 @@ def explain(run: Run, error: BaseException) -> str:
 
 
 def one_line(error: BaseException) -> str:
+    """``error``'s message on one line (whitespace runs collapsed), or its type's name when it has none."""
     return " ".join(str(error).split()) or type(error).__name__

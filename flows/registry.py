@@ -42,6 +42,7 @@ class Pipeline:
     description: str = ""
 
     def load_flow(self) -> Any:
+        """Import the flow's module and return the flow that ``flow`` names."""
         module, _, attr = self.flow.partition(":")
         return getattr(importlib.import_module(module), attr)
 
@@ -61,6 +62,7 @@ def register(pipeline: Pipeline) -> Pipeline:
 
 
 def unregister(name: str) -> None:
+    """Remove pipeline ``name`` and its profile check (nothing when it is not registered)."""
     REGISTRY.pop(name, None)
     conf_pipelines.retract(name)
 
@@ -82,6 +84,7 @@ def names() -> tuple[str, ...]:
 
 
 def get(name: str) -> Pipeline:
+    """The registered pipeline ``name``; an unknown name is a ``ConfError`` that lists the known ones."""
     registry = load()
     if name not in registry:
         raise ConfError(f"unknown pipeline {name!r}: expected one of {', '.join(registry)}")

@@ -53,6 +53,8 @@ class Rejuvenated:
 
 
 def rejuvenate_bitext(run: Run, conf: AugdagConf) -> Rejuvenated:
+    """Ingest the bitext, score every pair with the identification model, cut it into inactive and active,
+    rejuvenate the inactive pairs; returns ``rejuvenated`` with the bins, the state properties and the models' scores."""
     rj = conf.rejuvenation
     name = conf.rejuvenation_bitext()
     bitext = ingest_dataset(run, name, conf.datasets[name], conf.ingest, conf.shard_size)
@@ -111,6 +113,8 @@ def rejuvenate_inactive(run: Run, rj: RejuvenationConf, inactive: ArtifactRef, a
 
 
 def publish_report(run: Run, result: Rejuvenated, conf: RejuvenationConf) -> dict[str, str]:
+    """The run page (mean probability per bin, inactive vs active pairs, unscored pairs, the models' scores)
+    and its artifacts; returns the paths written."""
     from tasks.report import bar_figure, markdown_table
 
     bins, states = result.bins.read(0), result.states.read(0)

@@ -112,6 +112,8 @@ def open_beneath(root: str, parts: list[str]) -> int:
 
 class ReportsHandler(SimpleHTTPRequestHandler):
     def parse_request(self) -> bool:
+        """Parse the request as the base class does, then refuse a ``Host`` other than loopback (421; 400 when
+        missing)."""
         if not super().parse_request():
             return False
         host = (self.headers.get("Host") or "").strip().lower()
@@ -122,6 +124,8 @@ class ReportsHandler(SimpleHTTPRequestHandler):
         return False
 
     def send_head(self) -> BinaryIO | None:
+        """Open the regular file the path names beneath the reports directory and send its headers (400 for a
+        malformed path, 404 for anything but a regular file beneath it); returns the open file, or None."""
         parts = url_parts(self.path)
         if parts is None:
             self.send_error(400, "Bad percent-encoding or NUL in the path")
@@ -141,9 +145,12 @@ class ReportsHandler(SimpleHTTPRequestHandler):
         return f
 
     def list_directory(self, path: Any) -> None:  # never reached (send_head refuses directories): kept shut
+        """Answer 404: no directory is ever listed."""
         self.send_error(404, "File not found")
 
     def end_headers(self) -> None:
+        """Add ``X-Augdag-Reports`` (not on a refused host), ``Cache-Control: no-store`` and ``nosniff`` before
+        ending the headers."""
         if not getattr(self, "refused_host", False):  # another site's page learns nothing, not even the path
             self.send_header(HEADER, self.directory)
         self.send_header("Cache-Control", "no-store")
@@ -151,6 +158,7 @@ class ReportsHandler(SimpleHTTPRequestHandler):
         super().end_headers()
 
     def log_message(self, format: str, *args: Any) -> None:
+        """Log nothing: no access log on the server's terminal."""
         pass  # the UI fetches a page at a time: no access log on the server's terminal
 
 
@@ -158,6 +166,7 @@ class ReportsServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def handle_error(self, request: Any, client_address: Any) -> None:
+        """Report a request's error as the base class does, except a client that hung up mid-response."""
         if not isinstance(sys.exc_info()[1], DISCONNECTS):  # the browser left mid-page: nothing to say
             super().handle_error(request, client_address)
 

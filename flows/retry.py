@@ -36,6 +36,7 @@ class Forcing:
     done: set[str] = dataclasses.field(default_factory=set, compare=False)
 
     def wants(self, fp: str) -> bool:
+        """Whether ``fp`` is to be recomputed: it is forced and not yet recomputed in this retry."""
         return fp in self.fingerprints and fp not in self.done
 
 

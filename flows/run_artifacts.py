@@ -64,6 +64,8 @@ def artifact_key(text: str) -> str:
 
 
 def publish_run_artifacts(summary: Mapping[str, Any]) -> None:
+    """Publish the run's stage table and markdown summary as Prefect artifacts; a failure is logged, never
+    raised."""
     from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
     key = artifact_key(summary["pipeline"])
@@ -113,6 +115,8 @@ class ShardProgress:
                 log.warning("no progress artifact for %s: %s", label, e)
 
     def update(self, done: int) -> None:
+        """``done`` shards finished: to the progress bars at once, and to the progress artifact at most once
+        per ``UPDATE_EVERY_S`` (and when the last shard is done)."""
         report(self.label, done, self.total)
         now = time.monotonic()
         # an API call costs the driver ~90 ms: at most one per UPDATE_EVERY_S, and the last one

@@ -46,6 +46,7 @@ class RunLogFormatter(logging.Formatter):
         super().__init__("%(asctime)s.%(msecs)03d | %(levelname)-7s | %(name)s - %(augdag_where)s%(message)s", datefmt)
 
     def format(self, record: logging.LogRecord) -> str:
+        """The record as a line, its task run (or flow run) named before the message."""
         task, flow = getattr(record, "task_run_name", None), getattr(record, "flow_run_name", None)
         name = getattr(record, "task_name", None)
         of = f" ({name})" if task and name and not str(task).startswith(str(name)) else ""
@@ -66,6 +67,7 @@ class RunLogHandler(logging.Handler):
         self.setFormatter(RunLogFormatter())
 
     def emit(self, record: logging.LogRecord) -> None:
+        """Append the formatted record to the log of every run still open in this context."""
         paths = [path for ctx, path in _open.get() if _alive(ctx)]
         if not paths:
             return
@@ -102,6 +104,7 @@ class QuietConsole(logging.Filter):
         self.level = level
 
     def filter(self, record: logging.LogRecord) -> bool:
+        """Whether the record reaches the terminal: at ``level`` or above, no traceback, no run logger's error."""
         if record.levelno < self.level or record.exc_info or record.stack_info:
             return False
         return not (record.levelno >= logging.ERROR and record.name.startswith(RUN_LOGGERS))
@@ -116,10 +119,12 @@ class ConsoleHandler(logging.StreamHandler):
 
     @property
     def stream(self):
+        """The ``sys.stderr`` of the moment."""
         return sys.stderr
 
     @stream.setter
     def stream(self, _value: Any) -> None:
+        """Ignored: the handler always writes to the current ``sys.stderr``."""
         pass
 
 

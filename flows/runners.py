@@ -50,6 +50,7 @@ class PipelineFlow:
 
     @property
     def flow(self) -> Flow:
+        """The Prefect ``Flow`` of ``fn``, made on first use (on ``default_task_runner()``, with ``log_prints``)."""
         with self._lock:
             if self._flow is None:
                 from prefect import flow

@@ -19,6 +19,8 @@ from conf.schema import AugdagConf
 
 
 def concurrency(conf: AugdagConf) -> Any:
+    """The nightly deployment's concurrency: one run at a time, a run due meanwhile queued (``nightly.overlap:
+    wait``) or cancelled (``skip``)."""
     from prefect.client.schemas.objects import (
         ConcurrencyLimitConfig,
         ConcurrencyLimitStrategy,

@@ -37,14 +37,17 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def state_dir(cache: Path) -> Path:
+    """The server's directory in ``cache``: its PREFECT_HOME, ``server.json`` and ``server.log``."""
     return Path(cache).absolute() / "server"
 
 
 def api_url(host: str, port: int) -> str:
+    """The API URL of a server listening on ``host``:``port`` (127.0.0.1 for a wildcard host)."""
     return f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}/api"
 
 
 def healthy(url: str, timeout_s: float = 1.0) -> bool:
+    """Whether ``<url>/health`` answers 200 within ``timeout_s``."""
     try:
         with urllib.request.urlopen(f"{url}/health", timeout=timeout_s) as r:
             return r.status == 200
@@ -53,6 +56,7 @@ def healthy(url: str, timeout_s: float = 1.0) -> bool:
 
 
 def wait_healthy(url: str, timeout_s: float, proc: subprocess.Popen | None = None) -> None:
+    """Wait until the server at ``url`` is healthy; a ``ConfError`` when ``proc`` exits first or after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while not healthy(url):
         if proc is not None and proc.poll() is not None:
@@ -63,6 +67,7 @@ def wait_healthy(url: str, timeout_s: float, proc: subprocess.Popen | None = Non
 
 
 def server_command(host: str, port: int) -> list[str]:
+    """The ``prefect server start`` command line on ``host``:``port`` (the venv's ``prefect`` when there is one)."""
     exe = Path(sys.executable).parent / "prefect"
     prefect = str(exe) if exe.exists() else shutil.which("prefect") or "prefect"
     return [prefect, "server", "start", "--host", host, "--port", str(port), "--analytics-off"]
@@ -138,15 +143,18 @@ def run_server(cache: Path, *, host: str, port: int, reports_port: int | None = 
 
 
 def record(cache: Path, url: str, pid: int, *, reports_url: str | None = None) -> None:
+    """Write the server's API URL, process id and (when given) reports URL to ``server.json``."""
     state = {"url": url, "pid": pid, **({"reports_url": reports_url} if reports_url else {})}
     (state_dir(cache) / "server.json").write_text(json.dumps(state), encoding="utf-8")
 
 
 def forget(cache: Path) -> None:
+    """Remove ``server.json`` (nothing when it is missing)."""
     (state_dir(cache) / "server.json").unlink(missing_ok=True)
 
 
 def reports_dir(cache: Path) -> Path:
+    """The directory of ``cache``'s reports, ``<cache>/reports``."""
     return Path(cache).absolute() / "reports"
 
 

@@ -33,6 +33,8 @@ CLASSIFIER_VERSION = "1"
 
 
 def read_curriculum(run: Run, dataset: str) -> pa.Table:
+    """The ``curriculum`` rows of ``dataset`` from the catalog, by original, level and rank; a ``ConfError``
+    when there are none (the paraphrase pipeline has not run on it)."""
     table = run.catalog.query("SELECT uid, parent_uid, text, label, level, copy FROM curriculum WHERE source = $d "
                               "ORDER BY parent_uid, level, rank, copy", {"d": dataset})
     if table.num_rows == 0:
@@ -102,6 +104,8 @@ def train_arm(run: Run, conf: AugdagConf, augmentation: str, seed: int, labels: 
 
 
 def train_and_evaluate(run: Run, conf: AugdagConf) -> dict[str, Any]:
+    """Ingest the training and test sets, train a classifier per augmentation and seed and score it on the test
+    set; returns the run's ``train_classifier`` summary (scores per seed, mean ± sd, the curriculum's loss per level)."""
     tc = conf.train_classifier
     train_name, test_name = conf.classifier_datasets()
     rows = ingest_dataset(run, train_name, conf.datasets[train_name], conf.ingest, conf.shard_size)
@@ -140,6 +144,8 @@ def loss_per_level(losses: pa.Table) -> list[dict[str, Any]]:
 
 
 def publish_report(run: Run, result: dict[str, Any]) -> dict[str, str]:
+    """The run page (mean ± sd and macro-F1 per augmentation, scores per seed, the curriculum's loss per
+    step and level) and its artifacts; returns the paths written."""
     import numpy as np
 
     from tasks.report import bar_figure, line_figure, markdown_table

@@ -60,6 +60,8 @@ def select_mix(run: Run, mix: dict[str, str], key: str) -> dict[str, Any]:
 
 
 def missing_view_hint(error: str) -> str:
+    """The hint for a mix query's catalog ``error``: the pipeline that makes the missing view, or that none does, or
+    a general hint when the error names no view."""
     view = m.group(1) if (m := _MISSING_VIEW.search(error)) else None
     makers = [p.name for p in registry.load().values() if view in p.views]
     if makers:
@@ -186,6 +188,8 @@ def evaluation_meta(arm: dict[str, Any], conf: AugdagConf, tests: list[dict[str,
 
 
 def train_and_evaluate(run: Run, conf: AugdagConf) -> dict[str, Any]:
+    """Train the students of every arm and seed, then score them on every test set with paired significance
+    against the baseline arm; returns the run's ``train_nmt`` summary."""
     tn = conf.train_nmt
     tests = conf.train_nmt_test()
     students, arms = [], {}

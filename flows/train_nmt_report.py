@@ -36,6 +36,7 @@ def arm_summary(evaluation: Sequence[Mapping[str, Any]], significance: Sequence[
 
 
 def p_text(p: float | None) -> str:
+    """A p-value to two significant digits, ``–`` when there is none (the baseline)."""
     return "–" if p is None else f"{p:.2g}"
 
 
@@ -83,6 +84,8 @@ def arm_bars(rows: Sequence[Mapping[str, Any]], *, title: str) -> bytes:
 
 
 def publish_report(run: Run, result: Mapping[str, Any]) -> dict[str, str]:
+    """The run page (per test set the arms' comparison table and bars, the training data per arm, the scores
+    per seed) and its artifacts; returns the paths written."""
     from tasks.report import markdown_table
 
     sections: list[tuple[str, Any]] = []

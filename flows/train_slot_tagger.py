@@ -29,6 +29,8 @@ TAGGER_VERSION = "2"  # 2: dropout seeded per step under models.runtime.seeded (
 
 
 def c2c_rows(run: Run, dataset: str) -> pa.Table:
+    """The ``c2c_generated`` rows of ``dataset`` (``uid``, ``tokens``, ``tags``); a ``ConfError`` when there are
+    none (the c2c pipeline has not run on it)."""
     table = run.catalog.query("SELECT uid, tokens, tags FROM c2c_generated WHERE source = $d ORDER BY uid",
                               {"d": dataset})
     if table.num_rows == 0:
@@ -39,6 +41,7 @@ def c2c_rows(run: Run, dataset: str) -> pa.Table:
 
 
 def train_arm(run: Run, conf: AugdagConf, arm: str, seed: int, train: pa.Table, dev: pa.Table | None) -> ModelRef:
+    """The slot tagger of one arm and seed, trained on ``train`` (with ``dev`` to pick the best epoch when set)."""
     t = conf.train_slot_tagger.tagger
     settings = {**t.model_dump(exclude={"device", "threads", "lr"}), **({"lr": t.lr} if t.lr else {}), "seed": seed}
     build = tagger_trainer(pairs_of(train), pairs_of(dev) if dev is not None else None, settings=settings,
@@ -59,6 +62,8 @@ class Tagged:
 
 
 def train_and_evaluate(run: Run, conf: AugdagConf) -> Tagged:
+    """Ingest the datasets, train a tagger per arm and seed, tag the test set and score every tagger (recorded
+    in ``evaluations``); returns the scores, the malformed training rows and the rows per arm."""
     tc = conf.train_slot_tagger
     train_name, dev_name, test_name = conf.slot_tagger_datasets()
     def ingest(name: str, *, held_out: bool = False) -> Any:  # held out (dev, test): no row deduplicated or filtered
@@ -92,6 +97,8 @@ def train_and_evaluate(run: Run, conf: AugdagConf) -> Tagged:
 
 
 def publish_report(run: Run, result: Tagged, summary: list[dict[str, Any]]) -> dict[str, str]:
+    """The run page (mean ± sd and F1 per arm, scores per seed, training rows per arm) and its artifacts;
+    returns the paths written."""
     from tasks.report import bar_figure, markdown_table
 
     table = pa.Table.from_pylist(summary)

@@ -40,6 +40,7 @@ class MalformedBio(ValueError):
 
 
 def slot_token(slot: str) -> str:
+    """The token ``<slot>`` that stands for a value of ``slot`` in a delexicalised utterance."""
     return f"<{slot}>"
 
 

@@ -73,6 +73,7 @@ def furthest_including(dist: np.ndarray, source: np.ndarray, candidates: np.ndar
 
 
 def frame_id(frame: str) -> str:
+    """A short stable id of ``frame``: the first 10 hex digits of its MD5."""
     return hashlib.md5(frame.encode()).hexdigest()[:10]
 
 

@@ -159,6 +159,7 @@ class CleanParams(CleanConf):
 
     @classmethod
     def of(cls, section: CleanConf, kind: str) -> CleanParams:
+        """The parameters of cleaning ``section`` for records of ``kind``."""
         return cls(**{k: getattr(section, k) for k in CleanConf.model_fields}, kind=kind)
 
 

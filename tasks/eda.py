@@ -43,6 +43,8 @@ def _changes(alpha: float, n_words: int) -> int:
 
 
 def synonym_replacement(words: list[str], alpha: float, rng: np.random.Generator, synonyms: Synonyms) -> list[str]:
+    """**sr**: up to n distinct non-stop words with synonyms, in a seeded random order, each replaced (every
+    occurrence) by one of its synonyms."""
     n = _changes(alpha, len(words))
     candidates = sorted({w.lower() for w in words if w.lower() not in STOP_WORDS})
     out, replaced = list(words), 0
@@ -58,6 +60,8 @@ def synonym_replacement(words: list[str], alpha: float, rng: np.random.Generator
 
 
 def random_insertion(words: list[str], alpha: float, rng: np.random.Generator, synonyms: Synonyms) -> list[str]:
+    """**ri**: n times, a synonym of a random non-stop word inserted at a random position (skipped when ten
+    draws find no word with synonyms)."""
     out = list(words)
     content = [w for w in words if w.lower() not in STOP_WORDS]
     for _ in range(_changes(alpha, len(words))):
@@ -70,6 +74,7 @@ def random_insertion(words: list[str], alpha: float, rng: np.random.Generator, s
 
 
 def random_swap(words: list[str], alpha: float, rng: np.random.Generator, synonyms: Synonyms) -> list[str]:
+    """**rs**: n times, two random positions swapped (nothing for a single word); ``synonyms`` is unused."""
     out = list(words)
     for _ in range(_changes(alpha, len(words)) if len(words) > 1 else 0):
         i, j = (int(k) for k in rng.choice(len(out), size=2, replace=False))
@@ -78,6 +83,8 @@ def random_swap(words: list[str], alpha: float, rng: np.random.Generator, synony
 
 
 def random_deletion(words: list[str], alpha: float, rng: np.random.Generator, synonyms: Synonyms) -> list[str]:
+    """**rd**: each word deleted with probability ``alpha``, one random word kept if all would go (a single
+    word stays); ``synonyms`` is unused."""
     if len(words) <= 1:
         return list(words)
     keep = rng.random(len(words)) >= alpha

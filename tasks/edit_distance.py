@@ -30,10 +30,12 @@ class TokenCodes:
         self.codes: dict[str, str] = {}
 
     def encode(self, tokens: Sequence[str]) -> str:
+        """``tokens`` as a string of one character per token, new tokens given the next free character."""
         codes = self.codes
         return "".join(codes.get(t) or codes.setdefault(t, _char(len(codes))) for t in tokens)
 
     def encode_all(self, utterances: Iterable[Sequence[str]]) -> list[str]:
+        """``encode`` of each utterance, in order."""
         return [self.encode(u) for u in utterances]
 
 

@@ -56,14 +56,17 @@ def table(head: Sequence[str], rows: Sequence[Sequence[Any]], *, cls: str | None
 
 
 def heading(level: int, text: str) -> str:
+    """An ``<h{level}>`` heading of ``text``, escaped."""
     return f"<h{level}>{esc(text)}</h{level}>"
 
 
 def paragraph(text: str, *, cls: str | None = None) -> str:
+    """A ``<p>`` of ``text``, escaped, with class ``cls`` when given."""
     return f"<p{_class(cls)}>{esc(text)}</p>"
 
 
 def preformatted(text: str, *, cls: str | None = None) -> str:
+    """A ``<pre>`` block of ``text``, escaped, with class ``cls`` when given."""
     return f"<pre{_class(cls)}>{esc(text)}</pre>"
 
 

@@ -47,6 +47,7 @@ DROPPED = pa.schema([*CANDIDATES, ("jaccard", pa.float64()), ("reason", pa.strin
 
 
 def tokens(text: str) -> list[str]:
+    """The whitespace tokens of ``text``."""
     return text.split()
 
 

@@ -117,6 +117,7 @@ def score_pairs(rows: pa.Table, *, src: str = "src", tgt: str = "tgt", model: Lo
 
 
 def decode_options(*, beam: int, lenpen: float, seed: int = 0) -> Decode:
+    """The ``Decode`` options of a translation stage: beam size, length penalty and seed."""
     return {"beam": beam, "lenpen": lenpen, "seed": seed}
 
 

@@ -16,12 +16,14 @@ _reporter: Reporter | None = None
 
 
 def report(label: str, done: int, total: int | None) -> None:
+    """Tell the current reporter, if any, that ``done`` of ``total`` shards of ``label`` are done."""
     if _reporter is not None:
         _reporter(label, done, total)
 
 
 @contextmanager
 def reporting(reporter: Reporter) -> Iterator[None]:
+    """``reporter`` receives every ``report`` inside the block (process-wide); the previous one is restored after it."""
     global _reporter
     previous, _reporter = _reporter, reporter
     try:

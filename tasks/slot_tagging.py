@@ -44,6 +44,7 @@ def valid_bio(rows: pa.Table) -> tuple[pa.Table, list[str]]:
 
 
 def pairs_of(rows: pa.Table) -> list[tuple[list[str], list[str]]]:
+    """(tokens, tags) of each row, in order: what the tagger trains on."""
     return list(zip(rows["tokens"].to_pylist(), rows["tags"].to_pylist()))
 
 

@@ -244,6 +244,7 @@ def model_task() -> Task:
 
 
 def source_cache_key(_context: Any, parameters: Mapping[str, Any]) -> str:
+    """The Prefect cache key of a source task: its output artifact's stage and fingerprint."""
     out: ArtifactRef = parameters["out"]
     return f"{out.stage}-{out.fingerprint}"
 

@@ -39,3 +39,18 @@ def test_no_module_is_over_400_lines_issue_14():
     long = {str(p.relative_to(REPO)): n for p in _modules()
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert long == {}
+
+
+def test_every_public_function_of_flows_and_tasks_says_what_it_does():
+    """A public function or method (not a dunder) of flows/ or tasks/ has a docstring (issue 27)."""
+    missing = []
+    for package in ("flows", "tasks"):
+        for path in sorted((REPO / package).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            scopes = [tree, *(n for n in tree.body if isinstance(n, ast.ClassDef))]
+            for scope in scopes:
+                for node in scope.body:
+                    if (isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not node.name.startswith("_")
+                            and ast.get_docstring(node) is None):
+                        missing.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name}")
+    assert missing == []

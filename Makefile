@@ -51,13 +51,14 @@ install-gpu:
 demo: install
 	$(VENV)/bin/augdag demo
 
-# two workers, whole modules each (their module-scoped servers and trained models are shared within one);
-# in a fresh clone on this 2-core machine: 14 min 53 s with the install (the suite is CPU-bound)
 # ruff (its rules: [tool.ruff] in pyproject.toml) and import-linter's contracts; .ci/run runs it before the tests
 lint: install
 	$(VENV)/bin/ruff check --no-cache .
 	$(VENV)/bin/lint-imports --no-cache
 
+# two workers, whole modules each (their module-scoped servers and trained models are shared within one);
+# in a fresh clone on this 2-core machine: 14 min 58 s with the install; the suite is CPU-bound (the cores
+# were busy 1,676 of 1,782 core-seconds), so a third worker made it slower (16 min 0 s)
 test: install
 	$(PY) -m pytest -q -n 2 --dist loadfile
 

@@ -39,12 +39,15 @@ PACKAGES = ("tasks", "models")
 
 
 def import_ahead() -> list[str]:
-    """Import every module of ``PACKAGES`` and every entry of ``STACK`` in this thread; returns the entries
-    that are not installed."""
+    """Import every module of ``PACKAGES`` and every entry of ``STACK`` in this thread; returns those that could
+    not be imported (an optional package not installed)."""
+    missing = []
     for package in PACKAGES:
         for info in pkgutil.walk_packages(importlib.import_module(package).__path__, package + "."):
-            importlib.import_module(info.name)
-    missing = []
+            try:
+                importlib.import_module(info.name)
+            except ImportError:  # a module of an optional backend whose package is not installed
+                missing.append(info.name)
     for entry in STACK:
         module, _, attr = entry.partition(":")
         try:

@@ -330,7 +330,7 @@ def trial(i: int, n: int, at_s: float, progress: Progress, ref: Snapshot, ref_s:
             problems.append(f"runs shown running after the resume: {running}")
         if litter := temp_files(cache):
             problems.append(f"{litter} temporary files left under artifacts/")
-    point = f"{delay_s:.1f} s after its {files}th of {len(ref.hashes)} parquet files (the reference's {at_s:.1f} s)"
+    point = f"{delay_s:.1f} s after its parquet file {files} of {len(ref.hashes)} (the reference's {at_s:.1f} s)"
     when = (f"killed at {first.seconds:.1f} s, {point}" if killed
             else f"finished in {first.seconds:.1f} s before its kill, {point}")
     verdict = problems[0] if problems else f"identical{counts}"

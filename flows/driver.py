@@ -47,7 +47,7 @@ from flows.run_artifacts import ShardProgress, publish_run_artifacts
 from flows.run_log import open_run_log
 from flows.transient import retry_transient
 from models.runtime import fix_torch_threads
-from storage.artifacts import ArtifactRef, fingerprint, read_manifest
+from storage.artifacts import ArtifactRef, fingerprint, read_manifest, sweep_temp
 from storage.catalog import Catalog
 from tasks.report import FIGURE_MEMO
 from tasks.stage import (
@@ -179,6 +179,7 @@ def run_stage(
     if not force and (manifest := read_manifest(out)) is not None:
         return record_cached(run, out, manifest, parents, t0, counts=stage.counts)
     check_cached(f"{stage.name}[{dataset}]")
+    sweep_temp(out.dir)  # a killed run's half-written parts
     from prefect import unmapped
     from prefect.futures import as_completed
 
@@ -255,6 +256,7 @@ def run_model_stage(
         cached = ref.path.exists() and not forced
         if not cached:
             check_cached(f"model {name}")
+            sweep_temp(ref.path.parent)  # a killed training's half-written model
             task = model_task().with_options(name=name, **run.task_options(("gpu",)))
             try:
                 task(path=ref.path, build=build)
@@ -296,6 +298,7 @@ def run_source_stage(
     if not force and (manifest := read_manifest(out)) is not None:
         return record_cached(run, out.with_shards(manifest["n_shards"]), manifest, [], t0)
     check_cached(f"{name}[{dataset}]")
+    sweep_temp(out.dir)
     task = source_task().with_options(name=name, refresh_cache=True, **run.task_options())
     before = _parts_on_disk(out)
     try:

@@ -14,6 +14,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import shutil
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -142,7 +143,29 @@ def commit_file(tmp: Path, final: Path) -> None:
 
 
 def temp_path(final: Path) -> Path:
+    """Where ``final`` is written before its rename: a hidden name that carries the writer's pid."""
     return final.with_name(f".{final.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+
+
+def sweep_temp(directory: Path) -> list[Path]:
+    """Remove what killed writers left in ``directory``: the ``temp_path`` files and directories whose writer
+    process is gone (a live one, this process included, may still be writing). Returns what it removed."""
+    removed = []
+    for tmp in directory.glob(".*.tmp") if directory.is_dir() else ():
+        try:
+            pid = int(tmp.name.rsplit(".", 3)[-3])
+            os.kill(pid, 0)
+            continue  # its writer lives
+        except ProcessLookupError:
+            pass
+        except (ValueError, IndexError, PermissionError):  # not ours to judge, or a live process of another user
+            continue
+        if tmp.is_dir() and not tmp.is_symlink():
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            tmp.unlink(missing_ok=True)
+        removed.append(tmp)
+    return removed
 
 
 def write_text(text: str, path: Path) -> None:

@@ -1,4 +1,7 @@
 import json
+import os
+import subprocess
+import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -12,6 +15,8 @@ from storage.artifacts import (
     hash_file,
     hash_inputs,
     read_manifest,
+    sweep_temp,
+    temp_path,
     verify,
     write_manifest,
     write_part,
@@ -63,6 +68,24 @@ def test_write_part_leaves_no_temporary_file(tmp_path):
     write_part(pa.table({"x": [1, 2, 3]}), ref.path(0))
     assert [p.name for p in ref.dir.iterdir()] == ["part-00000.parquet"]
     assert pq.read_table(ref.path(0))["x"].to_pylist() == [1, 2, 3]
+
+
+def test_sweep_removes_what_a_dead_writer_left_and_keeps_a_live_ones(tmp_path):
+    """A killed run's half-written part (its pid gone) is removed before the stage computes again; a part a live
+    process is writing (this one's) stays, and so does the data."""
+    ref = _ref(tmp_path)
+    write_part(pa.table({"x": [1]}), ref.path(0))
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(gone.stdout)
+    dead = ref.path(1).with_name(temp_path(ref.path(1)).name.replace(f".{os.getpid()}.", f".{dead_pid}."))
+    dead.write_bytes(b"half a part")
+    dead_model = ref.dir / f".model.{dead_pid}.abcdef12.tmp"
+    (dead_model / "sub").mkdir(parents=True)
+    live = temp_path(ref.path(2))
+    live.write_bytes(b"being written")
+    assert sorted(sweep_temp(ref.dir)) == sorted([dead, dead_model])
+    assert sorted(p.name for p in ref.dir.iterdir()) == sorted([live.name, "part-00000.parquet"])
+    assert sweep_temp(tmp_path / "missing") == []
 
 
 def test_manifest_records_rows_bytes_sha256_and_params(tmp_path):

@@ -3,7 +3,7 @@ edit-distance baseline in the same run.
 
     .venv/bin/python bench/c2c_pairing.py [--data ../shared/data/atis_slots/train.jsonl] [--cluster-size 5]
 
-Both ways run the same pairing (``tasks.c2c_pairing.cluster_pairs``: dedupe per frame, K-Medoids with
+Both ways run the same pairing (``tasks.c2c.pairing.cluster_pairs``: dedupe per frame, K-Medoids with
 FasterPAM, furthest including) on the delexicalised rows; they differ only in the distance matrix:
   - ours:     rapidfuzz's ``cdist`` (C++, every core) over tokens encoded as characters;
   - baseline: a textbook Wagner–Fischer dynamic programme over the token lists in pure Python, each
@@ -27,9 +27,9 @@ import pyarrow as pa
 
 from storage.parts import Parts
 from storage.schemas import with_uid
-from tasks import c2c_pairing
-from tasks.c2c_delex import delexicalise
-from tasks.edit_distance import distance_matrix
+from tasks.c2c import pairing as c2c_pairing
+from tasks.c2c.delex import delexicalise
+from tasks.c2c.edit_distance import distance_matrix
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "atis_slots" / "train.jsonl"
 GOAL_RATIO, GOAL_SECONDS = 20.0, 30.0

@@ -62,8 +62,8 @@ def prefect_server(root: Path) -> Iterator[None]:
 
 def run_ingest(conf: AugdagConf) -> tuple[dict[str, Any], float]:
     """``ingest_flow`` as `augdag run ingest` calls it (the profile's task runner); (summary, wall seconds)."""
-    from flows.ingest import ingest_flow
-    from flows.runners import run_flow
+    from flows.engine.runners import run_flow
+    from flows.pipelines.ingest import ingest_flow
 
     t0 = time.perf_counter()
     summary = run_flow(ingest_flow, conf, profile="bench", config=conf.model_dump(mode="json"))

@@ -45,9 +45,9 @@ def read_slots(path: Path) -> pa.Table:
 
 def c2c_rows(train: pa.Table, *, cluster_size: int, epochs: int, threads: int, root: Path) -> tuple[pa.Table, dict]:
     """The c2c pipeline's stage functions on ``train``: (the new rows, facts for the report)."""
-    from tasks.c2c_delex import delexicalise
-    from tasks.c2c_generate import c2c_diversity, c2c_generate, c2c_select, c2c_trainer
-    from tasks.c2c_pairing import cluster_pairs
+    from tasks.c2c.delex import delexicalise
+    from tasks.c2c.generate import c2c_diversity, c2c_generate, c2c_select, c2c_trainer
+    from tasks.c2c.pairing import cluster_pairs
 
     delex = delexicalise(train)["part"]
     pairs = cluster_pairs(Parts.of_tables([delex]), cluster_size=cluster_size)

@@ -4,7 +4,7 @@
 
 Settings: `1pct`, per seed 55 questions (about 1 % of `trec6/train.tsv`) drawn stratified by label with
 that seed; `10shot`, `trec6/train_10shot.tsv` (60 questions, the same for every seed). Test:
-`trec6/test.tsv` (500). Per setting and seed, the pipeline's pieces as flows/epida.py `augment` calls
+`trec6/test.tsv` (500). Per setting and seed, the pipeline's pieces as flows/pipelines/epida.py `augment` calls
 them, in-process: PT (``train_on`` the originals alone, Eq. 12, `--pretrain-epochs`) is shared by every
 arm, which then trains `--epochs` more from it on the originals plus its added rows (Eq. 14):
   none             nothing added (Eq. 12 all along)
@@ -101,7 +101,7 @@ class Bench:
 
     def candidates(self, setting: str, rows: pa.Table, seed: int, r: int) -> pa.Table:
         """Round ``r``'s K·m EDA candidates per row (as `eda_source`, one synonym cache for the whole run)."""
-        from tasks.eda import eda_candidates
+        from tasks.epida.eda import eda_candidates
 
         key = (setting, seed, r)
         if key not in self.cands:
@@ -111,7 +111,7 @@ class Bench:
 
     def train(self, rows: pa.Table, added: pa.Table | None, *, clf: dict, seed: int, epochs: int, init: Path | None,
               r: int, out: Path) -> Path:
-        from tasks.epida_train import train_on
+        from tasks.epida.train import train_on
 
         model, _ = train_on(rows, added, labels=self.labels, classifier=clf, epochs=epochs, seed=seed, round=r,
                             batch_size=self.args.batch_size, init=str(init) if init else None)
@@ -127,7 +127,7 @@ class Bench:
     def arms(self, kind: str, clf: dict, setting: str, rows: pa.Table, seed: int, arms: list[str]
              ) -> dict[str, dict[str, float]]:
         """Every arm's test scores for this seed: PT once, then each arm from PT (module docstring)."""
-        from tasks.epida import seas_score
+        from tasks.epida.feedback import seas_score
 
         a = self.args
         tag = self.root / f"{kind}-{setting}-s{seed}"

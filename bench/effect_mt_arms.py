@@ -120,11 +120,11 @@ def main() -> None:
     args = p.parse_args()
     if not (args.data / "multi30k_en_de" / "test2017.en").is_file():
         sys.exit(f"skipped: {args.data}/multi30k_en_de not found (development data, not shipped)")
-    from flows.mt_paraphrase import mt_paraphrase_flow
-    from flows.rejuvenation import rejuvenation_flow
-    from flows.runners import run_flow
-    from flows.self_training import self_training_flow
-    from flows.train_nmt import train_nmt_flow
+    from flows.engine.runners import run_flow
+    from flows.pipelines.mt_paraphrase import mt_paraphrase_flow
+    from flows.pipelines.rejuvenation import rejuvenation_flow
+    from flows.pipelines.self_training import self_training_flow
+    from flows.pipelines.train_nmt import train_nmt_flow
 
     args.cache.mkdir(parents=True, exist_ok=True)
     train = f"{{max_update: {args.updates:d}, vocab_size: 8000}}"
@@ -155,7 +155,7 @@ def main() -> None:
         synthetic += f"  syn_{method}: {{kind: bitext, format: tsv, path: {path}}}\n"
     if synthetic:  # the exported synthetic pairs join the profile's datasets, ingested into `bitext`
         write(synthetic)
-        from flows.ingest import ingest_flow
+        from flows.pipelines.ingest import ingest_flow
 
         run("ingest", ingest_flow)
     if any(a.startswith("para") for a in arms):

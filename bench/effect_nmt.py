@@ -55,10 +55,10 @@ def main() -> None:
     args = p.parse_args()
     if not (args.data / "multi30k_en_de" / "train.en").is_file():
         sys.exit(f"skipped: {args.data}/multi30k_en_de not found (development data, not shipped)")
-    from flows.rejuvenation import rejuvenation_flow
-    from flows.runners import run_flow
-    from flows.self_training import self_training_flow
-    from flows.train_nmt import train_nmt_flow
+    from flows.engine.runners import run_flow
+    from flows.pipelines.rejuvenation import rejuvenation_flow
+    from flows.pipelines.self_training import self_training_flow
+    from flows.pipelines.train_nmt import train_nmt_flow
 
     args.cache.mkdir(parents=True, exist_ok=True)
     train = f"{{max_update: {args.updates:d}, vocab_size: 8000}}"  # the tiny defaults: 2+2 layers, 64 dims

@@ -108,9 +108,9 @@ def main() -> None:
     if not (args.data / "trec6" / "train_10shot.tsv").is_file() or not (
             args.data / "multi30k_en_de" / "train.en").is_file():
         sys.exit(f"skipped: {args.data}/trec6 or {args.data}/multi30k_en_de not found (development data, not shipped)")
-    from flows.paraphrase import paraphrase_flow
-    from flows.runners import run_flow
-    from flows.train_classifier import train_classifier_flow
+    from flows.engine.runners import run_flow
+    from flows.pipelines.paraphrase import paraphrase_flow
+    from flows.pipelines.train_classifier import train_classifier_flow
 
     t_start = time.perf_counter()
     args.cache.mkdir(parents=True, exist_ok=True)

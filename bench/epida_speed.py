@@ -4,7 +4,7 @@
 
 On ``--rows`` TREC-6 training questions (`trec6/train.tsv`; the demo's labelled rows from
 ``demo.write_demo`` when the data set is absent), both ways produce m = 3 augmented samples per row:
-  - EDA alone:  ``tasks.epida.eda_source`` with n_aug = m (WordNet 3.0 synonyms, a fresh synonym cache
+  - EDA alone:  ``tasks.epida.feedback.eda_source`` with n_aug = m (WordNet 3.0 synonyms, a fresh synonym cache
     per call as in the pipeline's stage);
   - EDA+EPiDA:  ``eda_source`` with n_aug = K·m = 9 candidates per row (K = 3), then ``seas_score``: the
     classifier's batched ``predict_proba`` of every candidate and original, REM (Eq. 7), CEM (Eq. 10),
@@ -72,8 +72,8 @@ def main() -> None:
     p.add_argument("--data", type=Path, default=DATA)
     args = p.parse_args()
     from models.wordnet import wordnet
-    from tasks.epida import eda_source, seas_score
-    from tasks.epida_train import train_on
+    from tasks.epida.feedback import eda_source, seas_score
+    from tasks.epida.train import train_on
 
     k, m = args.amplification, args.m
     with workdir("epida-speed") as root:

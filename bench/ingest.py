@@ -47,8 +47,8 @@ from bench.common import (
 from conf.schema import AugdagConf, CleanConf, DatasetConf
 from storage.artifacts import hash_file, write_part
 from storage.parts import Parts
-from storage.readers import read_dataset
-from tasks.clean import clean, find_duplicates
+from storage.readers.dataset import read_dataset
+from tasks.ingest.clean import clean, find_duplicates
 
 OVERHEAD_GOAL = 0.10
 MEMORY_GOAL_BYTES = 1.5e9

@@ -3,7 +3,7 @@ worker processes, through the real flow driver. Goal: 2 workers >= 1.6x the thro
 
     .venv/bin/python bench/scale.py --rows 8000000 --shard 1000000
 
-Baselines, in the same run: the bare stage (``tasks.stage.run_shard``, no Prefect) over the same shards in this
+Baselines, in the same run: the bare stage (``tasks.runtime.stage.run_shard``, no Prefect) over the same shards in this
 process on one core (one numba and one Arrow thread: a worker's share) and on every core; and in two processes
 at once, one core each, half the shards each: what this machine gives two single-core workers, the ceiling of
 the Dask ratio (the 2 vCPUs here share their host: measured from 1.2x to 1.97x for two busy loops).
@@ -37,11 +37,11 @@ from bench.common import prefect_server, workdir
 from bench.uncertainty import lexicon_table
 from conf.schema import AugdagConf, TaskRunnerConf
 from demo import iter_mono
-from flows.driver import Run, run_stage
+from flows.engine.driver import Run, run_stage
 from storage.artifacts import ArtifactRef, write_part
 from storage.schemas import MONO, with_uid
-from tasks.stage import run_shard
-from tasks.uncertainty import SCORE
+from tasks.runtime.stage import run_shard
+from tasks.self_training.uncertainty import SCORE
 
 GOAL = 1.6
 PARAMS = {"column": "text", "lowercase": False}
@@ -123,7 +123,7 @@ def scoring_flow(conf: AugdagConf, mono: ArtifactRef, words: ArtifactRef) -> dic
 def on_cluster(address: str, mono: ArtifactRef, words: ArtifactRef) -> tuple[float, float]:
     """One flow run on the cluster at ``address``, every shard recomputed: (stage seconds, seconds inside
     ``run_shard`` summed over the shard tasks)."""
-    from flows.runners import run_flow
+    from flows.engine.runners import run_flow
 
     shutil.rmtree(Path(mono.root) / "artifacts" / SCORE.name, ignore_errors=True)
     conf = AugdagConf(cache=Path(mono.root), task_runner=TaskRunnerConf(kind="dask", address=address))
@@ -149,7 +149,7 @@ def main() -> None:
     with workdir("scale") as root, prefect_server(root), ExitStack() as stack:
         from distributed import LocalCluster
 
-        from flows.runners import ONE_CORE_ENV, local_worker_env
+        from flows.engine.runners import ONE_CORE_ENV, local_worker_env
 
         mono, words = write_input(root / "cache", a.rows, a.shard)
         n = mono.n_shards

@@ -88,9 +88,9 @@ def child(args: argparse.Namespace) -> int:
     """One run of the sampling half; prints one JSON line: wall, peak, per-stage seconds and peak."""
     from prefect import flow
 
-    from flows.driver import Run
-    from flows.runners import run_flow
-    from flows.self_training import sample_monolingual
+    from flows.engine.driver import Run
+    from flows.engine.runners import run_flow
+    from flows.pipelines.self_training import sample_monolingual
     from storage.catalog import Catalog
 
     data = Path(args.data)

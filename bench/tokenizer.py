@@ -59,10 +59,10 @@ def mapped(conf: AugdagConf) -> tuple[pa.Table, float]:
     """ingest, then the `tokenize` stage on the profile's task runner; (its rows in input order, its seconds)."""
     from prefect import flow
 
-    from flows.driver import Run
-    from flows.ingest import ingest_dataset
-    from flows.runners import run_flow
-    from flows.self_training import tokenized
+    from flows.engine.driver import Run
+    from flows.engine.runners import run_flow
+    from flows.pipelines.ingest import ingest_dataset
+    from flows.pipelines.self_training import tokenized
 
     @flow(name="bench_tokenize")
     def tokenize_flow(conf: AugdagConf) -> dict:

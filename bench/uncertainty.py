@@ -71,7 +71,7 @@ def scan(parts: list[Path]) -> int:
 
 
 def ours(shards: list[pa.Table], lexicon: pa.Table) -> np.ndarray:
-    from tasks.uncertainty import sentence_uncertainty
+    from tasks.self_training.uncertainty import sentence_uncertainty
 
     return np.concatenate([sentence_uncertainty(s, lexicon, column="text")["uncertainty"].to_numpy() for s in shards])
 
@@ -99,7 +99,7 @@ def throughput(rows: int, repeat: int) -> bool:
 
 def memory_child(rows: int, budget: int) -> None:
     """Score, key, select and take over every shard, as the flow does; prints its peak RSS as JSON."""
-    from tasks.uncertainty import sample_keys, select_sample, sentence_uncertainty, take_sample, u_max
+    from tasks.self_training.uncertainty import sample_keys, select_sample, sentence_uncertainty, take_sample, u_max
 
     with workdir("uncertainty-mem") as root:
         t0 = time.perf_counter()

@@ -1,6 +1,6 @@
 """The pipeline names a profile may enable, and each one's profile checks.
 
-The registry of pipelines lives in the flows layer (flows/registry.py: flow, dependencies, views,
+The registry of pipelines lives in the flows layer (flows/engine/registry.py: flow, dependencies, views,
 summary); registering one declares its name here, so the schema validates ``pipelines:`` against the
 registry without conf importing flows. A check runs when the pipeline is enabled (e.g. "the profile
 has a bitext dataset") and raises ValueError, which the loader reports as ``<file>:<line>: <key> ...``.

@@ -1,7 +1,7 @@
 """What each section uses a dataset for: evaluation (a held-out test or dev set) or training.
 
 A held-out set is read and validated (a broken row still goes to `rejects`) but never cleaned: no dedup, no
-length or ratio filter (flows/ingest.py), so a score on it is a score on the file as everyone else reports it.
+length or ratio filter (flows/pipelines/ingest.py), so a score on it is a score on the file as everyone else reports it.
 A dataset one key holds out and another trains on is an error naming both keys.
 
 A use counts when a key names the dataset, or when the key's pipeline is enabled (``pipelines:``) and its

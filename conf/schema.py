@@ -13,16 +13,16 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from conf.base import ConfModel
-from conf.classifier import ClassifierConf, EpidaConf, TrainClassifierConf  # noqa: F401 — part of the schema
-from conf.cleaning import CleanConf, DatasetClean  # the `clean` section; a dataset's own `clean:`
-from conf.decoding import DecodeErrors, Encodings, InputConf
-from conf.experiments import TrainNMTConf  # noqa: F401 — train_nmt's arms, part of the schema
-from conf.mt_paraphrase import MtParaphraseConf
-from conf.nmt import NMTConf, NMTTrainConf  # noqa: F401 — the NMT sections, part of the schema
 from conf.pipelines import check_enabled, known_pipeline
-from conf.sentences import Language, SplitSentences
-from conf.slots import C2cConf, TrainSlotTaggerConf
-from conf.tokenizer import TokenizerConf
+from conf.sections.classifier import ClassifierConf, EpidaConf, TrainClassifierConf  # noqa: F401 — part of the schema
+from conf.sections.cleaning import CleanConf, DatasetClean  # the `clean` section; a dataset's own `clean:`
+from conf.sections.decoding import DecodeErrors, Encodings, InputConf
+from conf.sections.experiments import TrainNMTConf  # noqa: F401 — train_nmt's arms, part of the schema
+from conf.sections.mt_paraphrase import MtParaphraseConf
+from conf.sections.nmt import NMTConf, NMTTrainConf  # noqa: F401 — the NMT sections, part of the schema
+from conf.sections.sentences import Language, SplitSentences
+from conf.sections.slots import C2cConf, TrainSlotTaggerConf
+from conf.sections.tokenizer import TokenizerConf
 
 Kind = Literal["bitext", "mono", "labeled", "slots"]
 Format = Literal["text", "tsv", "jsonl", "parquet", "hf"]
@@ -45,7 +45,7 @@ class DatasetConf(InputConf):
     split: str | None = None  # hf: the split of a DatasetDict
     encoding: Encodings = "utf-8"  # of text/tsv/jsonl (plain, .gz/.bz2/.xz/.zst by content), binary columns; or {src, tgt}
     on_decode_error: DecodeErrors = "reject"  # a line that does not decode: rejected, or U+FFFD kept; or {src, tgt}
-    split_sentences: SplitSentences = False  # mono: a row per sentence of each line (tasks/sentences.py)
+    split_sentences: SplitSentences = False  # mono: a row per sentence of each line (tasks/ingest/sentences.py)
     language: Language = "en"  # ISO 639-1, of the sentence splitter; only used with split_sentences
     clean: DatasetClean = None  # false: never deduplicated or filtered; {max_ratio: 3, ...}: ingest.clean's, replaced
 
@@ -225,7 +225,7 @@ class OrchestrationConf(ConfModel):
 
 
 class NightlyConf(ConfModel):
-    """The nightly run (flows/nightly.py) and its deployment (prefect.yaml, `augdag serve`)."""
+    """The nightly run (flows/engine/nightly.py) and its deployment (prefect.yaml, `augdag serve`)."""
 
     cron: str = "0 2 * * *"  # when the deployment starts a run
     timezone: str = "UTC"  # of the cron schedule (an IANA name)
@@ -250,7 +250,7 @@ class AugdagConf(ConfModel):
     task_runner: TaskRunnerConf = TaskRunnerConf()
     orchestration: OrchestrationConf = OrchestrationConf()
     datasets: dict[str, DatasetConf] = {}
-    pipelines: list[Annotated[str, AfterValidator(known_pipeline)]] = ["ingest"]  # registered in flows/registry.py
+    pipelines: list[Annotated[str, AfterValidator(known_pipeline)]] = ["ingest"]  # registered in flows/engine/registry.py
     ingest: IngestConf = IngestConf()
     self_training: SelfTrainingConf = SelfTrainingConf()
     rejuvenation: RejuvenationConf = RejuvenationConf()

@@ -5,7 +5,7 @@ sharing one), drawn uniformly. A template is a sequence of units: `(a|b|c)` one 
 `[a]` present or not, `{slot}` a value drawn uniformly from the slot's list (`_` joins a multi-word
 value: its first word is tagged `B-<slot>`, the others `I-<slot>`), a word as it is (tag O). The
 alternatives give each frame dozens of distinct delexicalised phrasings, so that C2C-GenDA's clusters
-(tasks/c2c_pairing.py) have something to pair. Every choice is one uniform of the row's draws.
+(tasks/c2c/pairing.py) have something to pair. Every choice is one uniform of the row's draws.
 """
 
 from __future__ import annotations

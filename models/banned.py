@@ -6,7 +6,7 @@ input row (transformers' own ``bad_words_ids`` bans the same ids in every row of
 Each banned word is banned by the first token of each of its spellings (as written, lower-cased and
 capitalised, with and without a leading space), so no tokenisation of the word that starts with one of
 those tokens can be produced. A word the tokenizer can also build from other pieces is caught by the
-caller's check of the output (``tasks.mt_paraphrase``). Hand-written: no maintained package bans per row.
+caller's check of the output (``tasks.mt_paraphrase.constrained``). Hand-written: no maintained package bans per row.
 Positive constraints have no transformers path here: constrained beam search left transformers' core in
 5.x (it lives on the Hugging Face Hub as custom generation code, which cannot be fetched offline).
 """

@@ -7,7 +7,7 @@ Training is modified Kneser-Ney (``lmplz``'s only smoothing). ``lmplz`` comes fr
 install`` builds it into ``.venv/bin`` (``scripts/build_kenlm.sh``). Tokens are runs of non-whitespace, as
 ``kenlm.Model.score`` splits them (ASCII whitespace: space, \\t \\n \\v \\f \\r).
 
-The filter that drops the worst share of a corpus by these scores is a stage: ``tasks.lm``.
+The filter that drops the worst share of a corpus by these scores is a stage: ``tasks.common.lm``.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ without a manifest is an unfinished stage that nobody may read as finished.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import hashlib
 import json
@@ -26,6 +27,10 @@ import pyarrow.parquet as pq
 
 from conf.errors import ArtifactError
 from storage.parts import Parts
+
+# where a run's report figures are memoised by what they draw (flows/reports/plots.py ``memoised``): the flow driver
+# sets ``<cache>/reports/figures`` for each run; unset, every figure is drawn
+FIGURE_MEMO: contextvars.ContextVar[Path | None] = contextvars.ContextVar("augdag_figure_memo", default=None)
 
 MANIFEST = "manifest.json"
 MAIN = "part"  # the role of a stage's main output; others: "rejects", "dropped", ...

@@ -97,7 +97,7 @@ class Catalog:
         self._schema_checked = False
         self._paths_checked = False  # read(): an older catalog's absolute paths made relative once (RELATIVE_PATHS)
         self._views_stale: bool | set[str] = False  # True: every view; a set: those views (a registration's)
-        # a list (a replayed run, flows/replay.py): registrations wait for the next query or finish_run, one write
+        # a list (a replayed run, flows/engine/replay.py): registrations wait for the next query or finish_run, one write
         self.deferred: list[Callable[[duckdb.DuckDBPyConnection], Any] | Registration] | None = None
         self._stage_runs: list[Mapping[str, Any]] | None = None  # during _flush: the shard runs to insert at its end
 
@@ -229,7 +229,7 @@ class Catalog:
                 self._flush(con)
 
     def discard_runs(self, run_ids: Sequence[str]) -> None:
-        """Forget runs that were only a replay's attempt (flows/replay.py): their rows in runs, stage_runs, evaluations."""
+        """Forget runs that were only a replay's attempt (flows/engine/replay.py): their rows in runs, stage_runs, evaluations."""
         with self.write() as con:
             for table in ("stage_runs", "evaluations", "runs"):
                 con.execute(f"DELETE FROM {table} WHERE list_contains($ids, run_id)", {"ids": list(run_ids)})

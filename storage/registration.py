@@ -1,6 +1,6 @@
 """A replay's registrations of cached artifacts, written as a few set-based statements.
 
-A replayed run (flows/replay.py) registers every artifact it finds cached, ~130 of them for the demo nightly,
+A replayed run (flows/engine/replay.py) registers every artifact it finds cached, ~130 of them for the demo nightly,
 deferred to one write (``Catalog.deferred``). One by one that is a lookup and an UPDATE per artifact; here it is one
 lookup of the batch's artifacts, one of the current artifact of each of their (view, stage, dataset), and one
 UPDATE. The views a registration moves are the same as one by one: in order, an artifact moves its

@@ -2,7 +2,7 @@
 
 Every row carries ``uid`` (a hash of its source and content), ``source`` (the dataset name) and
 ``line`` (1-based position in the input) so that errors, rejects and derived rows point back. A mono
-dataset split into sentences (tasks/sentences.py) adds ``sentence``; the catalog's views are
+dataset split into sentences (tasks/ingest/sentences.py) adds ``sentence``; the catalog's views are
 ``VIEW_SCHEMAS``, so the `mono` view has that column whether or not a dataset is split (null where not).
 """
 
@@ -35,7 +35,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
 # the fields counted in tokens by length filters (text sides)
 TEXT_FIELDS: dict[str, tuple[str, ...]] = {"bitext": ("src", "tgt"), "mono": ("text",), "labeled": ("text",), "slots": ()}
 
-# a row the reader refused: `reason` is a word of storage.readers.REASONS, `detail` the human sentence
+# a row the reader refused: `reason` is a word of storage.readers.dataset.REASONS, `detail` the human sentence
 # ("expected 2 tab-separated fields (src, tgt), found 3"), `content` the offending input, shortened
 REJECTS = pa.schema(
     [("source", pa.string()), ("file", pa.string()), ("line", pa.int64()), ("reason", pa.string()),

@@ -12,7 +12,7 @@ import pytest
 
 from storage.parts import Parts
 from storage.schemas import with_uid
-from tasks.c2c_delex import (
+from tasks.c2c.delex import (
     delexicalise,
     delexicalise_row,
     draw_values,
@@ -20,9 +20,9 @@ from tasks.c2c_delex import (
     relexicalise_row,
     value_pool,
 )
-from tasks.c2c_diversity import diversity, med_histogram, med_to_training
-from tasks.c2c_pairing import assign_folds, cluster_pairs, furthest_including, medoids_of
-from tasks.edit_distance import TokenCodes, distance_matrix, min_distances
+from tasks.c2c.diversity import diversity, med_histogram, med_to_training
+from tasks.c2c.edit_distance import TokenCodes, distance_matrix, min_distances
+from tasks.c2c.pairing import assign_folds, cluster_pairs, furthest_including, medoids_of
 
 ROW = (["i", "want", "a", "flight", "from", "new", "york", "to", "san", "francisco", "on", "monday"],
        ["O", "O", "O", "O", "O", "B-fromloc.city_name", "I-fromloc.city_name", "O", "B-toloc.city_name",

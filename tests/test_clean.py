@@ -2,7 +2,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from storage.parts import Parts
-from tasks.clean import CLEAN, clean, find_duplicates
+from tasks.ingest.clean import CLEAN, clean, find_duplicates
 from tests.conftest import bitext
 
 
@@ -70,7 +70,7 @@ def test_clean_mono_and_slots_count_their_own_fields():
 
 
 def test_keep_valid_keeps_every_row_in_order_and_drops_none_with_cleans_columns(tmp_path):
-    from tasks.clean import KEEP_VALID, keep_valid
+    from tasks.ingest.clean import KEEP_VALID, keep_valid
 
     rows = bitext([("a b", "x y"), ("a b", "x y"), ("yes", "one two three four five six")])  # a copy, ratio 6
     out = keep_valid(rows, cleans=False)
@@ -83,7 +83,7 @@ def test_keep_valid_keeps_every_row_in_order_and_drops_none_with_cleans_columns(
 
 
 def test_dataset_clean_replaces_only_the_keys_a_dataset_gives_and_false_is_no_cleaning():
-    from conf.cleaning import CleanConf, CleanOverride, dataset_clean
+    from conf.sections.cleaning import CleanConf, CleanOverride, dataset_clean
 
     section = CleanConf(max_ratio=2.0, max_tokens=80)
     assert dataset_clean(section, None) is section

@@ -13,10 +13,10 @@ import pytest
 from typer.testing import CliRunner
 
 from demo import ambiguous_words
-from flows import registry
 from flows.cli import app
+from flows.engine import registry
 from storage.catalog import Catalog
-from storage.views_doc import TABLES, UNDOCUMENTED
+from storage.views.docs import TABLES, UNDOCUMENTED
 from tests.conftest import subprocess_env
 
 DEMO_PIPELINES = ["ingest", "self_training", "rejuvenation", "paraphrase", "mt_paraphrase", "train_nmt", "epida",
@@ -133,7 +133,7 @@ PREFECT_SQLITE_LOCKED = re.compile(
 
 
 def test_only_prefects_own_sqlite_lock_reports_are_set_aside():
-    ours = "Traceback (most recent call last):\n  File \"flows/epida.py\", line 3\nValueError: boom\n"
+    ours = "Traceback (most recent call last):\n  File \"flows/pipelines/epida.py\", line 3\nValueError: boom\n"
     locked = ("12:00 | ERROR   | prefect.server.services.task_run_recorder - failed\n"
               "Traceback (most recent call last):\n  File \"aiosqlite/core.py\", line 63\n"
               "sqlite3.OperationalError: database is locked\n\nDuring handling of the above exception:\n\n"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.run_log import QuietConsole, log_records, open_run_log, record_stages, stage_records
+from flows.engine.run_log import QuietConsole, log_records, open_run_log, record_stages, stage_records
 from storage.catalog import Catalog
 from tests.conftest import REPO, subprocess_env
 
@@ -121,7 +121,7 @@ def test_fairseq_training_log_goes_to_the_run_log_as_its_model_not_to_prefects_a
     from prefect import flow, task
     from prefect.context import FlowRunContext
 
-    from tasks.nmt import training_log
+    from tasks.common.nmt import training_log
 
     @task(name="model", task_run_name="fairseq")
     def train() -> None:

@@ -19,8 +19,8 @@ from conf.errors import InputError, StageError
 from conf.loader import load_profile
 from conf.schema import DatasetConf
 from storage.catalog import Catalog
-from storage.compressed import codec_of
-from storage.readers import read_dataset
+from storage.readers.compressed import codec_of
+from storage.readers.dataset import read_dataset
 from tests.test_readers import md5, read, write
 
 CODECS = ["plain", "gzip", "bzip2", "xz", "zstd"]
@@ -232,7 +232,7 @@ def test_jsonl_in_latin1_by_default_is_rejected_per_line(tmp_path):
 
 def test_encoding_is_checked_and_named_canonically_and_defaults_stay_out_of_the_read_fingerprint(tmp_path):
     from storage.artifacts import fingerprint
-    from tasks.ingest import READ_VERSION, read_params
+    from tasks.ingest.read import READ_VERSION, read_params
 
     ds = DatasetConf(kind="mono", format="text", path=Path("m.txt"))
     assert ds.model_dump(mode="json") == {  # as before `encoding` existed: a cache's reads stay valid
@@ -250,7 +250,7 @@ def test_encoding_is_checked_and_named_canonically_and_defaults_stay_out_of_the_
 
 
 def test_a_compressed_input_joins_the_read_fingerprint_and_a_plain_one_adds_nothing(tmp_path):
-    from tasks.ingest import read_params
+    from tasks.ingest.read import read_params
 
     plain, packed = tmp_path / "a.txt", tmp_path / "b.txt"
     plain.write_bytes(b"one\ntwo\n")
@@ -266,7 +266,7 @@ def test_a_compressed_input_joins_the_read_fingerprint_and_a_plain_one_adds_noth
 
 @pytest.mark.slow
 def test_ingest_of_a_truncated_gzip_records_the_rows_before_the_break(prefect_harness, tmp_path):
-    from flows.ingest import ingest_flow
+    from flows.pipelines.ingest import ingest_flow
 
     data = corpus(2000)
     whole = gzip.compress(data)

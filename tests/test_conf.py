@@ -191,7 +191,7 @@ def test_load_profile_lists_every_error_one_per_line(tmp_path):
     assert conf_error(path).splitlines() == [
         f"{path}:1: shard_size: Input should be greater than or equal to 1, found 0",
         f"{path}:3: task_runner.kind: Input should be 'threads', 'processes', 'dask' or 'ray', found 'mpi'",
-        # the registered ones (flows/registry.py)
+        # the registered ones (flows/engine/registry.py)
         f"{path}:2: pipelines.1: unknown pipeline; expected one of ingest, self_training, rejuvenation, paraphrase, "
         "mt_paraphrase, train_nmt, epida, train_classifier, c2c, train_slot_tagger, found 'rejuvenate'",
     ]

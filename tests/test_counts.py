@@ -79,7 +79,7 @@ def test_stage_counts_are_rows_computed_or_cached_and_totals_print_in_every_mode
     assert stage_rows(computed.stdout) == {s: ("computed", *n) for s, n in TABLE.items()}
     assert computed.stdout.splitlines()[-1] == f"run {first} completed: shards: 3 computed, 0 cached of 3; {TOTALS}"
     # cached, on Prefect (no replay) and replayed: the same rows in, kept and dropped, from the computing run's records.
-    # A run reporting to a server is never replayed (flows/cli_run.py): the replayed one runs with none, as a user's
+    # A run reporting to a server is never replayed (flows/cli/run.py): the replayed one runs with none, as a user's
     on_prefect, second = run(AUGDAG_REPLAY="0")
     replayed, third = run(server=False)
     flow_runs = runs.query("SELECT run_id, flow_run_id FROM runs WHERE run_id IN ($s, $t)", {"s": second, "t": third})
@@ -126,7 +126,7 @@ def test_dropped_detail_is_the_value_cut_on_and_why_prints_the_row_issue_26(inge
 
 
 def test_clean_detail_is_the_value_each_row_was_cut_on_issue_26(tmp_path):
-    from tasks.clean import clean, find_duplicates
+    from tasks.ingest.clean import clean, find_duplicates
 
     rows = bitext([("a b", "x y"), ("a b", "x y"), ("", "leer"), ("a b c d e", "v w x y z"), ("a b c d", "w x")])
     out = clean(rows, find_duplicates(Parts((write(tmp_path / "r.parquet", rows),))), kind="bitext", max_tokens=4)
@@ -146,7 +146,7 @@ def test_clean_detail_is_the_value_each_row_was_cut_on_issue_26(tmp_path):
 
 
 def test_duplicates_stage_counts_rows_not_groups_issue_26(tmp_path):
-    from tasks.clean import DUPLICATES, find_duplicates
+    from tasks.ingest.clean import DUPLICATES, find_duplicates
 
     rows = bitext([("a", "x"), ("b", "y"), ("a", "x"), ("c", "z"), ("a", "x"), ("b", "y"), ("d", "w")])
     ref = ArtifactRef(str(tmp_path), "duplicates", "f" * 64, None, "d", 1)
@@ -158,10 +158,10 @@ def test_duplicates_stage_counts_rows_not_groups_issue_26(tmp_path):
 # a queue service that sends slowly: at exit 20 items wait, and Prefect's drain says so (deterministically)
 DRAIN = """
 import asyncio, sys
-from flows.run_log import configure_console
+from flows.engine.run_log import configure_console
 configure_console(verbose=False)  # the CLI's terminal without -v: warnings reach stderr
 if sys.argv[1] == "cli":
-    from flows.cli_run import quiet_prefect_exit
+    from flows.cli.run import quiet_prefect_exit
     quiet_prefect_exit()
 from prefect.events.clients import EventsClient
 from prefect.events.schemas.events import Event, Resource

@@ -1,4 +1,5 @@
-"""tasks/curriculum.py, tasks/paraphrase.py and tasks/schedule.py: Eq. 3, Eq. 4, the bag, the schedules."""
+"""tasks/paraphrase/curriculum.py, tasks/paraphrase/candidates.py and tasks/train_classifier/schedule.py: Eq. 3,
+Eq. 4, the bag, the schedules."""
 
 from __future__ import annotations
 
@@ -10,9 +11,16 @@ import pytest
 from conf.errors import ConfError, InputError
 from conf.offline import go_offline
 from models.generation import BOTTOM_K, TOP_K_TOP_P
-from tasks.curriculum import CURRICULUM, build_curriculum, difficulty_levels, implication_filter, repeat_bag, select_bag
-from tasks.paraphrase import SCORED, candidate_uids, sampling_plan, score_candidates
-from tasks.schedule import MIXED, curriculum_batches, level_schedule
+from tasks.paraphrase.candidates import SCORED, candidate_uids, sampling_plan, score_candidates
+from tasks.paraphrase.curriculum import (
+    CURRICULUM,
+    build_curriculum,
+    difficulty_levels,
+    implication_filter,
+    repeat_bag,
+    select_bag,
+)
+from tasks.train_classifier.schedule import MIXED, curriculum_batches, level_schedule
 from tests.test_nli import TABLE, tiny_nli_dir  # noqa: F401 — the session fixture
 
 go_offline()
@@ -234,7 +242,7 @@ def test_batches_mix_the_original_share_with_paraphrases_of_the_step_level():
 
 def test_a_curriculum_without_paraphrases_is_refused_unless_the_schedule_is_original(capsys):
     from conf.errors import ConfError
-    from flows.train_classifier import check_levels
+    from flows.pipelines.train_classifier import check_levels
 
     only_originals = pa.table({"level": [0, 0, 0]})
     check_levels(only_originals, "original", 5, "d")

@@ -1,4 +1,4 @@
-"""CWE (tasks/cwe.py, models/masked_lm.py) with a tiny random BERT masked LM built and saved here, loaded
+"""CWE (tasks/epida/cwe.py, models/masked_lm.py) with a tiny random BERT masked LM built and saved here, loaded
 through the same code as a user's model: whole-word substitutions only, seeded per row, independent of the
 shard and the batch, the argmax at a near-zero temperature, and a flow run with `sources: [cwe]`."""
 
@@ -12,7 +12,7 @@ import torch
 from conf.errors import ModelError
 from conf.offline import go_offline
 from storage.schemas import with_uid
-from tasks.cwe import cwe_candidates, draw, pick_positions
+from tasks.epida.cwe import cwe_candidates, draw, pick_positions
 
 go_offline()
 torch.set_num_threads(1)

@@ -17,7 +17,7 @@ from models.classifier import build_classifier
 from models.classifier.bag import BagClassifier
 from models.generation import HFParaphraser, Sampler
 from storage.artifacts import ArtifactRef, hash_file, write_manifest, write_part
-from tasks.stage import Stage, run_shard
+from tasks.runtime.stage import Stage, run_shard
 from tests.test_generation import SRC, gpt2_dir  # noqa: F401 — the module fixture (a tiny random GPT-2)
 
 LABELS = ["a", "b", "c"]

@@ -16,8 +16,8 @@ from demo import write_demo
 from storage.artifacts import ArtifactRef, write_manifest, write_part
 from storage.catalog import Catalog
 from storage.dropped import COLUMNS
-from storage.views_doc import TABLES
-from storage.views_doc_dropped import DROPPED_COLUMNS
+from storage.views.docs import TABLES
+from storage.views.dropped_docs import DROPPED_COLUMNS
 from tests.conftest import REPO, bitext, subprocess_env
 
 pytestmark = pytest.mark.slow
@@ -84,7 +84,7 @@ def test_dropped_view_unions_each_stage_columns_with_null_for_what_it_lacks(tmp_
 
 
 def test_why_lists_the_views_the_derived_rows_and_their_drops_of_a_kept_row(tmp_path):
-    from flows.cli_why import describe
+    from flows.cli.why import describe
     from storage.dropped import row_path
 
     rows = bitext([("a b", "x y"), ("c d", "z w"), ("e f g h", "v")], source="d")
@@ -120,7 +120,7 @@ def test_dropped_view_is_there_typed_and_documented_on_a_fresh_catalog(tmp_path)
 
 @pytest.fixture(scope="module")
 def tiny(prefect_harness, tmp_path_factory):
-    from flows.ingest import ingest_flow
+    from flows.pipelines.ingest import ingest_flow
 
     data = tmp_path_factory.mktemp("tiny-data")
     (data / "train.en").write_bytes(b"".join(s + b"\n" for s, _ in TINY))
@@ -179,8 +179,8 @@ def test_why_exits_2_naming_source_and_line_the_catalog_never_saw(tiny, tmp_path
 
 @pytest.fixture(scope="module")
 def demo(prefect_harness, tmp_path_factory):
-    from flows.c2c import c2c_flow
-    from flows.ingest import ingest_flow
+    from flows.pipelines.c2c import c2c_flow
+    from flows.pipelines.ingest import ingest_flow
 
     data, cache = tmp_path_factory.mktemp("demo-data"), tmp_path_factory.mktemp("demo-cache")
     paths, bad = write_demo(data, seed=4, bitext_rows=600, mono_rows=200, labeled_rows=200, slots_rows=400,

@@ -10,7 +10,7 @@ import pytest
 
 from conf.errors import ModelError
 from storage.schemas import with_uid
-from tasks.eda import (
+from tasks.epida.eda import (
     STOP_WORDS,
     eda_candidates,
     random_swap,

@@ -109,7 +109,7 @@ def test_tsv_per_side_rejects_name_the_side_and_on_decode_error_applies_per_side
 
 def test_per_side_settings_are_checked_and_equal_sides_are_one_value_issue_26(tmp_path):
     from storage.artifacts import fingerprint
-    from tasks.ingest import READ_VERSION, read_params
+    from tasks.ingest.read import READ_VERSION, read_params
 
     base = {"kind": "bitext", "format": "text", "src": Path("a"), "tgt": Path("b")}
     same = DatasetConf(**base, encoding={"src": "UTF8", "tgt": "utf-8"}, on_decode_error={"src": "reject"})
@@ -218,8 +218,8 @@ def test_an_unreadable_input_is_one_line_exit_2_naming_the_file_issue_26(tmp_pat
 
 def test_the_read_stage_itself_names_an_unreadable_file_issue_26(tmp_path):
     """Past the pre-flight check (a file made unreadable after it), the reader's own checks say the same."""
-    from storage.read_common import existing_path
-    from tasks.ingest import read_params
+    from storage.readers.common import existing_path
+    from tasks.ingest.read import read_params
 
     ds = _pair(tmp_path)
     with pytest.raises(InputError, match=r"is a directory; expected a file \(dataset 'x'\)"):

@@ -13,9 +13,9 @@ import torch
 from conf.errors import InputError
 from models.classifier import load_classifier
 from storage.schemas import with_uid
-from tasks.epida import AUGMENTED, back_translation_source, seas_score
-from tasks.epida_train import eq14_batches, train_on
-from tasks.seas import cem
+from tasks.epida.feedback import AUGMENTED, back_translation_source, seas_score
+from tasks.epida.seas import cem
+from tasks.epida.train import eq14_batches, train_on
 
 torch.set_num_threads(1)
 

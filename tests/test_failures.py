@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from conf.errors import InputError, ModelError, StageError
 from conf.schema import AugdagConf
 from flows.cli import app
-from flows.retry import forced_artifacts, forcing
+from flows.engine.retry import forced_artifacts, forcing
 from storage.catalog import Catalog
 from storage.runs import load_run
 from tests.conftest import subprocess_env
@@ -40,7 +40,7 @@ class OutOfMemoryError(RuntimeError):  # torch.cuda.OutOfMemoryError is torch.Ou
     (InputError("x.tsv:3: bad"), False), (ModelError("no model"), False), (RuntimeError("bug"), False),
 ])
 def test_is_transient_allows_io_timeouts_and_memory_only(error, transient):
-    from flows.transient import is_transient
+    from flows.engine.transient import is_transient
 
     assert is_transient(error) is transient
 
@@ -74,8 +74,8 @@ def tiny_flow():
     ``lineage``: src[x], src[y]; score over each (siblings); bins over score[x] and over src[y]."""
     from prefect import flow
 
-    from flows.driver import Run, run_source_stage, run_stage
-    from tasks.stage import Stage
+    from flows.engine.driver import Run, run_source_stage, run_stage
+    from tasks.runtime.stage import Stage
 
     def source(run: Run, dataset: str, n: int = 8, size: int = 2):
         return run_source_stage(run, name="src", version="1", produce=rows(n, size), params={"n": n, "size": size},
@@ -210,8 +210,8 @@ def test_a_corrupt_input_ends_with_one_line_naming_shard_file_and_retry_command_
 # -- defect 8: the nightly totals count each artifact once --------------------------------------------------
 
 def test_totals_count_an_artifact_read_again_by_another_pipeline_once_issue_8(prefect_harness, tmp_path):
-    from flows.ingest import ingest_flow
-    from flows.nightly import totals
+    from flows.engine.nightly import totals
+    from flows.pipelines.ingest import ingest_flow
 
     (tmp_path / "a.de").write_text("".join(f"hallo welt {i}\n" for i in range(40)))
     (tmp_path / "a.en").write_text("".join("\n" if i in (4, 17, 30) else f"hello world {i}\n" for i in range(40)))

@@ -27,7 +27,7 @@ from models.nmt import CARD
 from models.nmt.fairseq_train import train_fairseq, train_fairseq_batches
 from models.nmt.subwords import train_sentencepiece
 from storage.parts import Parts
-from tasks.nmt import fairseq_builder
+from tasks.common.nmt import fairseq_builder
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:Support for mismatched key_padding_mask:UserWarning",

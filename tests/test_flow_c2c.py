@@ -12,8 +12,8 @@ import pytest
 from conf.loader import load_profile
 from demo import write_demo
 from storage.catalog import Catalog
-from tasks.c2c_delex import delexicalise_row
-from tasks.c2c_diversity import diversity
+from tasks.c2c.delex import delexicalise_row
+from tasks.c2c.diversity import diversity
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow
@@ -33,8 +33,8 @@ MALFORMED = {"tokens": ["fly", "to", "paris"], "tags": ["O", "O", "I-toloc.city_
 
 @pytest.fixture(scope="module")
 def runs(prefect_harness, tmp_path_factory):
-    from flows.c2c import c2c_flow
-    from flows.train_slot_tagger import train_slot_tagger_flow
+    from flows.pipelines.c2c import c2c_flow
+    from flows.pipelines.train_slot_tagger import train_slot_tagger_flow
 
     data, cache = tmp_path_factory.mktemp("c2c-data"), tmp_path_factory.mktemp("c2c-cache")
     paths, _ = write_demo(data, seed=4, bitext_rows=100, mono_rows=100, labeled_rows=100, slots_rows=SLOTS_ROWS,
@@ -146,8 +146,8 @@ def test_taggers_per_arm_and_seed_with_f1_from_their_predictions(runs):
 
 
 def test_a_cached_rerun_recomputes_nothing(runs):
-    from flows.c2c import c2c_flow
-    from flows.train_slot_tagger import train_slot_tagger_flow
+    from flows.pipelines.c2c import c2c_flow
+    from flows.pipelines.train_slot_tagger import train_slot_tagger_flow
 
     _, conf, _, first, _ = runs
     again = c2c_flow(conf, profile="test")
@@ -159,7 +159,7 @@ def test_a_cached_rerun_recomputes_nothing(runs):
 def test_a_crashed_stage_resumes_from_its_finished_shards(runs):
     """Delete one delexicalise shard and its manifest (a crash before the stage finished): the re-run
     recomputes that shard only, byte-identical, and nothing downstream changes."""
-    from flows.c2c import c2c_flow
+    from flows.pipelines.c2c import c2c_flow
     from storage.artifacts import MANIFEST
 
     cache, conf, _, first, _ = runs

@@ -34,8 +34,8 @@ def runs(prefect_harness, tmp_path_factory):
         wordnet_root()
     except Exception as e:  # noqa: BLE001
         pytest.skip(f"no WordNet database here: {e}")
-    from flows.epida import epida_flow
-    from flows.train_classifier import train_classifier_flow
+    from flows.pipelines.epida import epida_flow
+    from flows.pipelines.train_classifier import train_classifier_flow
 
     data, cache = tmp_path_factory.mktemp("epida-data"), tmp_path_factory.mktemp("epida-cache")
     # 80 labelled rows: two shards of 40 (the resume test deletes the second)
@@ -110,7 +110,7 @@ def test_arms_are_evaluated_per_seed_with_mean_and_sd(runs):
 
 
 def test_the_eda_arm_adds_m_random_candidates_per_row_and_the_epida_arm_the_selection(runs):
-    from flows.train_classifier import augmented_rows
+    from flows.pipelines.train_classifier import augmented_rows
 
     cache, _, _, _ = runs
     originals = _q(cache, "SELECT count(*) AS n FROM labeled WHERE source = 'demo_labeled'")[0]["n"]
@@ -123,7 +123,7 @@ def test_the_eda_arm_adds_m_random_candidates_per_row_and_the_epida_arm_the_sele
 
 
 def test_a_cached_rerun_recomputes_nothing(runs):
-    from flows.epida import epida_flow
+    from flows.pipelines.epida import epida_flow
 
     _, conf, first, _ = runs
     again = epida_flow(conf, profile="test")
@@ -134,7 +134,7 @@ def test_a_cached_rerun_recomputes_nothing(runs):
 def test_a_crashed_stage_resumes_from_its_finished_shards(runs):
     """Delete one seas shard of round 1 and its manifest (a crash before the stage finished): the re-run
     recomputes that shard only, byte-identical, and nothing downstream changes."""
-    from flows.epida import epida_flow
+    from flows.pipelines.epida import epida_flow
     from storage.artifacts import MANIFEST
 
     cache, conf, first, _ = runs
@@ -154,7 +154,7 @@ def test_a_crashed_stage_resumes_from_its_finished_shards(runs):
 def test_back_translation_candidates_come_from_the_configured_paraphraser(prefect_harness, tmp_path_factory):
     """sources: [back_translation] with a Hugging Face seq2seq paraphraser (the tiny Marian of
     tests/test_nmt_transformers.py): at most K·m distinct draws per row, each traced to the generator."""
-    from flows.epida import epida_flow
+    from flows.pipelines.epida import epida_flow
     from tests.test_nmt_transformers import tiny_marian_dir
 
     data, cache = tmp_path_factory.mktemp("bt-data"), tmp_path_factory.mktemp("bt-cache")
@@ -183,7 +183,7 @@ def test_back_translation_candidates_come_from_the_configured_paraphraser(prefec
 def test_cwe_candidates_come_from_the_configured_masked_lm(prefect_harness, tmp_path_factory, mlm_dir):  # noqa: F811
     """sources: [cwe] with the tiny random BERT of tests/test_cwe.py: K·m per row scored, m kept, each
     candidate stage traced to the masked LM."""
-    from flows.epida import epida_flow
+    from flows.pipelines.epida import epida_flow
 
     data, cache = tmp_path_factory.mktemp("cwe-data"), tmp_path_factory.mktemp("cwe-cache")
     write_demo(data, seed=7, bitext_rows=10, mono_rows=10, labeled_rows=40, slots_rows=10, test_rows=20)

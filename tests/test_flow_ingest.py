@@ -41,7 +41,7 @@ def _parts(cache: Path) -> dict[str, str]:
 
 
 def _ingest(conf):
-    from flows.ingest import ingest_flow
+    from flows.pipelines.ingest import ingest_flow
 
     return ingest_flow(conf, profile="test")
 
@@ -142,8 +142,8 @@ def test_deleted_part_is_recomputed_alone_and_identically(first, demo_data):
 
 CRASH = """
 import dataclasses, functools, os, sys
-import flows.ingest as ingest
-from tasks.clean import CLEAN, clean
+import flows.pipelines.ingest as ingest
+from tasks.ingest.clean import CLEAN, clean
 calls = 0
 @functools.wraps(clean)  # the stage's parameters are clean's
 def clean_then_die(*args, **kwargs):

@@ -43,8 +43,8 @@ def _conf(cache, data, *sets):
 
 @pytest.fixture(scope="module")
 def runs(prefect_harness, demo_root, tmp_path_factory, tiny_nli_dir):  # noqa: F811
-    from flows.paraphrase import paraphrase_flow
-    from flows.train_classifier import train_classifier_flow
+    from flows.pipelines.paraphrase import paraphrase_flow
+    from flows.pipelines.train_classifier import train_classifier_flow
 
     cache = tmp_path_factory.mktemp("pcc-cache")
     conf = _conf(cache, demo_root, f"paraphrase.nli.model={tiny_nli_dir}", "paraphrase.nli.threads=1")
@@ -134,8 +134,8 @@ def test_classifier_is_scored_into_evaluations_with_the_cyclic_loss_curve(runs):
 
 
 def test_a_cached_rerun_recomputes_nothing(runs, demo_root, tiny_nli_dir):  # noqa: F811
-    from flows.paraphrase import paraphrase_flow
-    from flows.train_classifier import train_classifier_flow
+    from flows.pipelines.paraphrase import paraphrase_flow
+    from flows.pipelines.train_classifier import train_classifier_flow
 
     _, conf, first, _ = runs
     again = paraphrase_flow(conf, profile="test")
@@ -148,7 +148,7 @@ def test_a_cached_rerun_recomputes_nothing(runs, demo_root, tiny_nli_dir):  # no
 def test_a_crashed_stage_resumes_from_its_finished_shards(runs):
     """Delete one curriculum shard and the manifest (a crash before the stage finished): the re-run recomputes
     that shard only, and the artifact is byte-identical."""
-    from flows.paraphrase import paraphrase_flow
+    from flows.pipelines.paraphrase import paraphrase_flow
     from storage.artifacts import MANIFEST
 
     cache, conf, first, _ = runs

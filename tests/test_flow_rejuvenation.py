@@ -38,7 +38,7 @@ def _conf(cache, data, *sets):
 
 @pytest.fixture(scope="module")
 def first_run(prefect_harness, demo_root, tmp_path_factory):
-    from flows.rejuvenation import rejuvenation_flow
+    from flows.pipelines.rejuvenation import rejuvenation_flow
 
     cache = tmp_path_factory.mktemp("rj-cache")
     return cache, rejuvenation_flow(_conf(cache, demo_root), profile="test")
@@ -106,7 +106,7 @@ def test_every_rejuvenated_row_traces_back_to_its_inactive_parent_and_model(firs
 
 
 def test_both_models_scores_on_their_data_lead_the_summary_lines_issue_26(first_run):
-    from flows import registry
+    from flows.engine import registry
 
     cache, summary = first_run
     v = summary["rejuvenation"]["validation"]
@@ -142,7 +142,7 @@ def test_report_has_ten_bins_and_both_states(first_run):
 
 
 def test_cached_rerun_trains_and_recomputes_nothing(first_run, demo_root):
-    from flows.rejuvenation import rejuvenation_flow
+    from flows.pipelines.rejuvenation import rejuvenation_flow
 
     cache, first = first_run
     again = rejuvenation_flow(_conf(cache, demo_root), profile="test")
@@ -151,7 +151,7 @@ def test_cached_rerun_trains_and_recomputes_nothing(first_run, demo_root):
 
 
 def test_student_on_a_sql_mix_is_evaluated_with_sacrebleu(first_run, demo_root):
-    from flows.train_nmt import train_nmt_flow
+    from flows.pipelines.train_nmt import train_nmt_flow
 
     cache, rj = first_run
     conf = _conf(cache, demo_root, "pipelines=[train_nmt]", "train_nmt.experiments={}",  # the single mix: one arm
@@ -182,7 +182,7 @@ def test_student_on_a_sql_mix_is_evaluated_with_sacrebleu(first_run, demo_root):
 
 
 def test_both_directions_add_a_back_translated_pair_per_inactive_one(first_run, demo_root):
-    from flows.rejuvenation import rejuvenation_flow
+    from flows.pipelines.rejuvenation import rejuvenation_flow
 
     cache, first = first_run
     summary = rejuvenation_flow(_conf(cache, demo_root, "rejuvenation.direction=both"), profile="test")

@@ -33,7 +33,7 @@ def _conf(cache, data, *sets):  # shards of 1000 rows: the bitext in 3, the mono
 
 
 def _run(conf):
-    from flows.self_training import self_training_flow
+    from flows.pipelines.self_training import self_training_flow
 
     return self_training_flow(conf, profile="test")
 
@@ -152,8 +152,8 @@ def test_synthetic_filters_drop_length_ratio_and_exactly_the_lm_worst_share(firs
     """The second half's filters, run here on the bitext standing in for the synthetic pairs."""
     from prefect import flow
 
-    from flows.driver import Run
-    from flows.self_training import filter_synthetic, train_lm
+    from flows.engine.driver import Run
+    from flows.pipelines.self_training import filter_synthetic, train_lm
 
     cache, summary = first_run
     conf = _conf(cache, demo_root)
@@ -209,7 +209,7 @@ def test_teacher_translates_the_sample_into_synthetic_pairs_with_lineage(first_r
 def test_teacher_score_on_its_bitext_sample_is_in_the_summary_line_and_report_issue_26(first_run):
     from sacrebleu.metrics import BLEU, CHRF
 
-    from flows import registry
+    from flows.engine import registry
 
     cache, summary = first_run
     cat = Catalog(cache)

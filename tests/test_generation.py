@@ -240,7 +240,7 @@ def test_generate_candidates_stage_keeps_lineage_and_never_the_input(marian):
 
     import pyarrow as pa
 
-    from tasks.paraphrase import CANDIDATES, generate_candidates, sampling_plan
+    from tasks.paraphrase.candidates import CANDIDATES, generate_candidates, sampling_plan
 
     rows = pa.table({"uid": [f"u{i}" for i in range(4)], "text": SRC[:4], "label": ["a", "b", "a", "b"],
                      "source": ["d"] * 4, "line": [1, 2, 3, 4]})

@@ -1,4 +1,4 @@
-"""flows/imports.py: the nightly imports, in one thread, every third-party module stage code imports lazily."""
+"""flows/engine/imports.py: the nightly imports, in one thread, every third-party module stage code imports lazily."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import ast
 import sys
 from pathlib import Path
 
-from flows.imports import PACKAGES, STACK
+from flows.engine.imports import PACKAGES, STACK
 
 ROOT = Path(__file__).resolve().parents[1]
 OWN = {"conf", "flows", "tasks", "models", "storage", "demo"}
@@ -41,4 +41,4 @@ def test_the_stack_lists_every_lazy_third_party_import_of_stage_code():
     found = lazy_imports()
     assert {"torch", "safetensors.torch", "transformers:AutoModelForCausalLM", "fairseq.sequence_generator"} <= set(found)
     missing = {entry: sorted(files) for entry, files in found.items() if entry not in STACK}
-    assert missing == {}, f"add these to flows/imports.py STACK: {missing}"
+    assert missing == {}, f"add these to flows/engine/imports.py STACK: {missing}"

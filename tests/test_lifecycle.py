@@ -29,7 +29,7 @@ import pytest
 from filelock import FileLock
 
 from conf.errors import ConfError
-from flows.lifecycle import spawn_group, stop_grace_s, stop_group
+from flows.ops.lifecycle import spawn_group, stop_grace_s, stop_group
 from storage.catalog import DDL, Catalog
 from storage.processes import Owner, current_owner, descendants, group_members, owner_alive, started
 from tests.conftest import subprocess_env
@@ -212,9 +212,9 @@ def test_stop_group_kills_what_ignores_sigterm_and_what_outlived_its_leader(tmp_
 
 
 def test_report_http_serves_files_under_reports_only(tmp_path):
-    from flows.report_http import serve_reports
-    from flows.run_artifacts import file_link_markdown
-    from flows.server import record, report_url, state_dir
+    from flows.engine.run_artifacts import file_link_markdown
+    from flows.ops.report_http import serve_reports
+    from flows.ops.server import record, report_url, state_dir
 
     cache = tmp_path / "cache"
     page = cache / "reports" / "run-1" / "report page.html"

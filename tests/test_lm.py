@@ -17,7 +17,7 @@ import pytest
 from conf.errors import ArtifactError, ModelError
 from models.lm import NgramLM, find_lmplz, train_arpa
 from storage.artifacts import hash_file
-from tasks.lm import LmCut, lm_drop_count, lm_filter, lm_filter_rows, lm_threshold, lm_worst
+from tasks.common.lm import LmCut, lm_drop_count, lm_filter, lm_filter_rows, lm_threshold, lm_worst
 
 
 def _have_lmplz() -> bool:

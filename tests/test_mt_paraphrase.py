@@ -15,7 +15,7 @@ from conf.loader import load_profile
 from demo import write_demo
 from storage.catalog import Catalog
 from storage.parts import Parts
-from tasks.mt_paraphrase import (
+from tasks.mt_paraphrase.constrained import (
     CANDIDATES,
     idf_table,
     in_share,
@@ -169,7 +169,7 @@ TINY = ["shard_size=100", "pipelines=[mt_paraphrase]", "paraphrase.generator.for
 
 @pytest.fixture(scope="module")
 def run(prefect_harness, tmp_path_factory):
-    from flows.mt_paraphrase import mt_paraphrase_flow
+    from flows.pipelines.mt_paraphrase import mt_paraphrase_flow
 
     data, cache = tmp_path_factory.mktemp("mtp-data"), tmp_path_factory.mktemp("mtp-cache")
     write_demo(data, seed=12, bitext_rows=300, mono_rows=100, labeled_rows=100, slots_rows=100, test_rows=50)
@@ -209,7 +209,7 @@ def test_paraphrased_pairs_keep_their_constraints_and_trace_to_their_pair(run):
 
 @pytest.mark.slow
 def test_a_cached_rerun_computes_nothing_and_a_lost_shard_is_recomputed_alone(run):
-    from flows.mt_paraphrase import mt_paraphrase_flow
+    from flows.pipelines.mt_paraphrase import mt_paraphrase_flow
     from storage.artifacts import MANIFEST
 
     cache, conf, first = run

@@ -32,7 +32,7 @@ def write_profile(root: Path, *, lines: int = 50, extra: str = "") -> Path:
 
 
 def test_pipelines_run_after_their_upstreams_and_side_by_side():
-    from flows.nightly import run_pipelines
+    from flows.engine.nightly import run_pipelines
 
     pipelines = ["ingest", "self_training", "rejuvenation", "train_nmt", "paraphrase", "train_classifier"]
     events, lock, running, peak = [], threading.Lock(), set(), [0]
@@ -70,7 +70,7 @@ def test_pipelines_run_after_their_upstreams_and_side_by_side():
 
 
 def nightly(profile: Path, cache: Path, *sets: str) -> dict:
-    from flows.nightly import nightly_flow
+    from flows.engine.nightly import nightly_flow
 
     return nightly_flow(profile=str(profile), overrides=list(sets), cache=str(cache))
 
@@ -92,7 +92,7 @@ def test_an_overlapping_night_is_skipped_or_waits(prefect_harness, tmp_path):
 
 
 def test_a_failed_pipeline_fails_the_night_and_skips_what_depends_on_it(prefect_harness, tmp_path):
-    from flows.nightly import NightlyFailed
+    from flows.engine.nightly import NightlyFailed
 
     profile = write_profile(tmp_path, extra="rejuvenation: {bitext: a}\n")
     profile.write_text(profile.read_text().replace("pipelines: [ingest]", "pipelines: [ingest, rejuvenation]"))
@@ -111,7 +111,7 @@ def _hashes(cache: Path, stage: str) -> dict[str, str]:
 
 
 def test_retry_from_a_stage_recomputes_it_and_its_descendants_only(prefect_harness, tmp_path):
-    from flows.retry import forced_artifacts
+    from flows.engine.retry import forced_artifacts
     from storage.runs import load_run
 
     profile, cache = write_profile(tmp_path), tmp_path / "cache"

@@ -15,8 +15,8 @@ import pytest
 
 from conf.errors import ConfError, InputError
 from conf.schema import DatasetConf
-from storage.lines import count_lines, iter_lines
-from storage.readers import REASONS, ReadBatch, read_dataset
+from storage.readers.dataset import REASONS, ReadBatch, read_dataset
+from storage.readers.lines import count_lines, iter_lines
 from storage.schemas import BITEXT, LABELED, MONO, REJECTS, SLOTS
 
 

@@ -10,7 +10,7 @@ import textwrap
 import pyarrow as pa
 import pytest
 
-from flows import registry
+from flows.engine import registry
 from tests.conftest import REPO, subprocess_env
 
 TOY = '''
@@ -21,12 +21,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from prefect import flow
 
-from flows.driver import Run, run_stage
-from flows.ingest import ingest_dataset
-from flows.recording import artifact_rows
-from flows.registry import Pipeline, register
-from storage.views_doc import Doc
-from tasks.stage import Stage
+from flows.engine.driver import Run, run_stage
+from flows.pipelines.ingest import ingest_dataset
+from flows.engine.recording import artifact_rows
+from flows.engine.registry import Pipeline, register
+from storage.views.docs import Doc
+from tasks.runtime.stage import Stage
 
 
 def shout(rows: pa.Table, *, suffix: str, times: int = 1) -> pa.Table:
@@ -129,8 +129,8 @@ def test_misspelt_stage_parameter_is_exit_2_by_key_before_any_shard_issue_14(toy
 
 def test_stage_bind_types_parameters_and_checks_the_signature_issue_14():
     from conf.errors import ConfError
-    from tasks.clean import CLEAN, CleanParams
-    from tasks.stage import Stage
+    from tasks.ingest.clean import CLEAN, CleanParams
+    from tasks.runtime.stage import Stage
 
     def scale(rows: pa.Table, cut: pa.Table, *, factor: float, model_path: str) -> pa.Table:
         return rows

@@ -13,10 +13,17 @@ import pytest
 from conf.errors import ConfError
 from models.nmt import length_batches, sentence_score
 from storage.parts import Parts
-from tasks.evaluation import corpus_scores
-from tasks.mix import content_hash, training_mix
-from tasks.nmt import sentence_probabilities
-from tasks.rejuvenation import REJUVENATED, inactive_cut, inactive_split, probability_bins, rejuvenate, rejuvenated_bitext
+from tasks.common.evaluation import corpus_scores
+from tasks.common.mix import content_hash, training_mix
+from tasks.common.nmt import sentence_probabilities
+from tasks.rejuvenation.rejuvenate import (
+    REJUVENATED,
+    inactive_cut,
+    inactive_split,
+    probability_bins,
+    rejuvenate,
+    rejuvenated_bitext,
+)
 
 
 def test_sentence_score_is_exp_of_the_mean_token_logprob():
@@ -103,7 +110,7 @@ def test_inactive_split_refuses_an_unknown_state():
 ])
 def test_rejuvenate_refuses_a_direction_without_its_model(direction, kwargs, message, monkeypatch):
     made = []
-    monkeypatch.setattr("tasks.rejuvenation.translate_column", lambda column, **kw: made.append(len(column)) or column)
+    monkeypatch.setattr("tasks.rejuvenation.rejuvenate.translate_column", lambda column, **kw: made.append(len(column)) or column)
     rows, _ = _bitext(2, [0.9, 0.5])
     inactive = rows.append_column("prob", pa.array([0.9, 0.5]))
     with pytest.raises(ConfError, match=message):

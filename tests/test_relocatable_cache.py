@@ -36,7 +36,7 @@ def _fingerprint_sql(views: list[str]) -> str:
 @pytest.fixture(scope="module")
 def moved(prefect_harness, tmp_path_factory):
     """(copy, views, fingerprints before the move, `why` of line 3 before the move, original's old path)."""
-    from flows.ingest import ingest_flow
+    from flows.pipelines.ingest import ingest_flow
 
     data = tmp_path_factory.mktemp("reloc-data")
     (data / "train.en").write_bytes(b"".join(s + b"\n" for s, _ in BITEXT))

@@ -1,4 +1,4 @@
-"""A fully cached run is replayed without Prefect (flows/replay.py, issue 25): recorded like any run, and a run
+"""A fully cached run is replayed without Prefect (flows/engine/replay.py, issue 25): recorded like any run, and a run
 with a stage to compute goes to Prefect leaving no trace of the replay."""
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def test_a_cached_nightly_replays_its_pipelines(prefect_harness, tmp_path):
 def test_a_figure_drawn_before_is_read_back_and_other_data_is_drawn(tmp_path, monkeypatch):
     from matplotlib import pyplot as plt
 
-    from tasks import report
+    from flows.reports import plots as report
 
     token = report.FIGURE_MEMO.set(tmp_path / "figures")
     try:

@@ -1,4 +1,4 @@
-"""The reports server (flows/report_http.py) against a real client on a real port: a symbolic link swapped in
+"""The reports server (flows/ops/report_http.py) against a real client on a real port: a symbolic link swapped in
 while it serves never leads out, bad paths and foreign Hosts are refused, and a client that hangs up is not a
 traceback (issue 26, defect 10)."""
 
@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from flows.report_http import HEADER, serve_reports
+from flows.ops.report_http import HEADER, serve_reports
 
 INSIDE, SECRET = b"inside the reports", b"root:x:0:0:SECRET outside the reports"
 

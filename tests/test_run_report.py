@@ -11,12 +11,12 @@ import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
-import flows.cli_report  # noqa: F401 — registers `augdag report` on the app
+import flows.cli.report  # noqa: F401 — registers `augdag report` on the app
 from conf.loader import load_profile
 from flows.cli import app
-from flows.run_report import write_report
+from flows.reports.plots import html_page, line_figure
+from flows.reports.run_report import write_report
 from storage.catalog import Catalog
-from tasks.report import html_page, line_figure
 
 pytestmark = pytest.mark.slow
 runner = CliRunner()
@@ -91,8 +91,8 @@ def assert_self_contained(text: str) -> Page:
 def runs(prefect_harness, tmp_path_factory):
     """Two ingest runs over one dataset (A older, B newer with more rows and a looser ratio), each with plots;
     evaluations for both; and a nightly run whose pipelines are A and a failed paraphrase run."""
-    from flows.ingest import ingest_flow
-    from flows.runners import run_flow
+    from flows.engine.runners import run_flow
+    from flows.pipelines.ingest import ingest_flow
 
     tmp = tmp_path_factory.mktemp("report")
     cache = tmp / "cache"
@@ -228,7 +228,7 @@ def test_report_unknown_run_exits_2_naming_it_and_the_recent_runs(runs):
 
 
 def test_html_page_formats_cells_as_the_run_pages_do_and_carries_no_generator_mark():
-    """One HTML builder (tasks.html): a pipeline's table cells read like the run page's (numbers right-aligned,
+    """One HTML builder (flows.reports.html): a pipeline's table cells read like the run page's (numbers right-aligned,
     thousands separators, None as –), and without the run pages' generator mark a run page inlines the page."""
     text = html_page("t & t", [("T", pa.table({"rows": [1, 12345], "p": [0.5, None], "s": ["a<b", "c"]})),
                                ("Sampling", "U_max = 0.4321")])

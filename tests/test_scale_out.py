@@ -31,8 +31,8 @@ def _sampling_flow():
     """The self-training pipeline up to `sampled_mono`: ingest, alignment, U of every shard, the sample."""
     from prefect import flow
 
-    from flows.driver import Run
-    from flows.self_training import sample_monolingual
+    from flows.engine.driver import Run
+    from flows.pipelines.self_training import sample_monolingual
 
     @flow(name="scale_out_sampling")
     def sampling(conf: AugdagConf) -> dict:
@@ -54,7 +54,7 @@ def _parts(cache: Path) -> dict[str, dict[str, str]]:
 @pytest.fixture(scope="module")
 def by_threads(prefect_harness, tmp_path_factory):
     """The demo data, and the cache of one run on threads (the reference)."""
-    from flows.runners import run_flow
+    from flows.engine.runners import run_flow
 
     data, cache = tmp_path_factory.mktemp("scale-data"), tmp_path_factory.mktemp("scale-threads")
     write_demo(data, seed=7, bitext_rows=2000, mono_rows=2000, labeled_rows=100, slots_rows=100)
@@ -66,7 +66,7 @@ def by_threads(prefect_harness, tmp_path_factory):
 
 @slow
 def test_dask_two_workers_write_the_same_artifacts_as_threads_issue_6(by_threads, tmp_path):
-    from flows.runners import run_flow
+    from flows.engine.runners import run_flow
 
     data, threads = by_threads
     summary = run_flow(_sampling_flow(), _conf(tmp_path, data, "task_runner.kind=dask", "task_runner.n_workers=2"))
@@ -84,7 +84,7 @@ needs_ray = pytest.mark.skipif(importlib.util.find_spec("prefect_ray") is None,
 @slow
 @needs_ray
 def test_ray_local_instance_writes_the_same_artifacts_as_threads(by_threads, tmp_path):
-    from flows.runners import run_flow
+    from flows.engine.runners import run_flow
 
     data, threads = by_threads
     summary = run_flow(_sampling_flow(), _conf(tmp_path, data, "task_runner.kind=ray", "task_runner.n_workers=2"))
@@ -146,7 +146,7 @@ def _on_two_threads(cache: Path, *, gpu_slots: int | None) -> AugdagConf:
 
 @slow
 def test_gpu_slots_one_creates_the_tag_limit_and_serialises_gpu_tasks(no_gpu_limit, tmp_path):
-    from flows.runners import run_flow
+    from flows.engine.runners import run_flow
 
     two, spans = _two_gpu_tasks()
     run_flow(two, _on_two_threads(tmp_path, gpu_slots=2))
@@ -160,7 +160,7 @@ def test_gpu_slots_one_creates_the_tag_limit_and_serialises_gpu_tasks(no_gpu_lim
 
 @slow
 def test_gpu_slots_none_creates_no_limit(no_gpu_limit, tmp_path):
-    from flows.runners import run_flow
+    from flows.engine.runners import run_flow
 
     two, spans = _two_gpu_tasks()
     run_flow(two, _on_two_threads(tmp_path, gpu_slots=None))
@@ -171,7 +171,7 @@ def test_gpu_slots_none_creates_no_limit(no_gpu_limit, tmp_path):
 def test_ray_runner_without_the_extra_names_the_key_and_the_extra(monkeypatch):
     import builtins
 
-    from flows.runners import make_task_runner
+    from flows.engine.runners import make_task_runner
 
     real_import = builtins.__import__
 
@@ -188,7 +188,7 @@ def test_ray_runner_without_the_extra_names_the_key_and_the_extra(monkeypatch):
 
 
 def test_local_dask_cluster_workers_get_one_core_and_the_given_environment():
-    from flows.runners import make_task_runner
+    from flows.engine.runners import make_task_runner
 
     runner = make_task_runner(TaskRunnerConf(kind="dask", n_workers=3), worker_env={"PREFECT_API_URL": "http://x/api"})
     assert runner.cluster_kwargs == {"n_workers": 3, "threads_per_worker": 1, "processes": True,
@@ -199,7 +199,7 @@ def test_local_dask_cluster_workers_get_one_core_and_the_given_environment():
 
 @needs_ray
 def test_ray_runner_takes_the_address_or_starts_a_local_instance_of_n_workers_cpus():
-    from flows.runners import make_task_runner
+    from flows.engine.runners import make_task_runner
 
     remote = make_task_runner(TaskRunnerConf(kind="ray", address="ray://head:10001"))
     local = make_task_runner(TaskRunnerConf(kind="ray", n_workers=3), worker_env={"PREFECT_API_URL": "http://x/api"})

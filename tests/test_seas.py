@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from conf.errors import InputError
-from tasks.seas import cem, min_max, rem, seas_select
+from tasks.epida.seas import cem, min_max, rem, seas_select
 
 
 def test_rem_is_the_cross_entropy_to_the_one_hot_label_eq_7():

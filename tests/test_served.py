@@ -54,7 +54,7 @@ class prefect_server:
         self.cache, self.logs, self.database = cache, logs, database
 
     def __enter__(self) -> tuple[Path, str]:
-        from flows.server import start_server, state_dir
+        from flows.ops.server import start_server, state_dir
 
         extra = {"PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "2"}
         if self.database:
@@ -74,7 +74,7 @@ class prefect_server:
         return self.cache, url
 
     def __exit__(self, *exc) -> None:
-        from flows.server import forget
+        from flows.ops.server import forget
 
         self.proc.terminate()
         self.proc.wait(timeout=60)
@@ -319,7 +319,7 @@ def test_a_process_worker_runs_the_prefect_yaml_deployment(served, tmp_path):
     d = deployment(url, "nightly")
     assert d["parameters"] == {"profile": "demo", "overrides": overrides, "cache": str(cache)}
     assert d["description"] == f"augdag nightly run of profile 'demo'; cache {cache}; data in {cache}/demo-data"
-    assert (d["entrypoint"], d["work_pool_name"]) == ("flows/nightly.py:nightly_flow", "served-pool")
+    assert (d["entrypoint"], d["work_pool_name"]) == ("flows/engine/nightly.py:nightly_flow", "served-pool")
     worker_cmd = [PREFECT, "worker", "start", "--pool", "served-pool", "--type", "process"]
     with background(worker_cmd, env=env, cwd=REPO, log=tmp_path / "worker.log") as worker:
         t0 = time.monotonic()

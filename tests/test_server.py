@@ -32,7 +32,7 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """`augdag server` for a cache dir: (cache, API URL); the server's SQLite file lives under the cache."""
-    from flows.server import forget, start_server, state_dir
+    from flows.ops.server import forget, start_server, state_dir
 
     cache = tmp_path_factory.mktemp("served") / "cache"
     loop = "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS"  # the scheduler looks for due runs every 2 s, not 60
@@ -184,7 +184,7 @@ def test_prefect_yaml_deploys_the_nightly_with_its_schedule(server, tmp_path):
     assert paused.returncode == 0, paused.stderr
     assert "paused" in next(line for line in paused.stdout.splitlines() if line.startswith("nightly/nightly"))
     assert d["parameters"] == {"profile": "nightly", "overrides": [], "cache": None}
-    assert d["entrypoint"] == "flows/nightly.py:nightly_flow" and d["work_pool_name"] == "augdag"
+    assert d["entrypoint"] == "flows/engine/nightly.py:nightly_flow" and d["work_pool_name"] == "augdag"
 
 
 def chromium() -> str:

@@ -18,8 +18,8 @@ from conf.schema import DatasetConf
 from storage.catalog import Catalog
 from storage.parts import Parts
 from storage.schemas import MONO, with_uid
-from tasks.clean import clean, find_duplicates
-from tasks.sentences import SENTENCES, split_sentences
+from tasks.ingest.clean import clean, find_duplicates
+from tasks.ingest.sentences import SENTENCES, split_sentences
 from tests.conftest import REPO, subprocess_env
 
 PARAGRAPHS = [
@@ -117,7 +117,7 @@ def test_duplicates_and_clean_keep_the_first_occurrence_by_line_then_sentence(tm
 
 
 def test_self_training_scores_and_samples_split_sentences_one_by_one(tmp_path):
-    from tasks.uncertainty import sentence_uncertainty, take_sample
+    from tasks.self_training.uncertainty import sentence_uncertainty, take_sample
 
     part = split_sentences(mono(PARAGRAPHS, [1, 2, 4, 5]))["part"]
     kept = clean(part, find_duplicates(Parts.of_tables([part], tmp_path / "parts")), kind="mono")["part"]
@@ -137,10 +137,10 @@ def test_self_training_scores_and_samples_split_sentences_one_by_one(tmp_path):
 
 
 def test_synthetic_pairs_keep_the_sentence_of_a_split_line_issue_26(monkeypatch):
-    import tasks.nmt
-    from tasks.nmt import translate_mono
+    import tasks.common.nmt
+    from tasks.common.nmt import translate_mono
 
-    monkeypatch.setattr(tasks.nmt, "translate_column", lambda texts, **_: pa.array([t.upper() for t in texts.to_pylist()]))
+    monkeypatch.setattr(tasks.common.nmt, "translate_column", lambda texts, **_: pa.array([t.upper() for t in texts.to_pylist()]))
     part = split_sentences(mono(PARAGRAPHS[2:3], [4]))["part"]  # "Yes. Yes. One sentence only."
     pairs = translate_mono(part, model=None, model_path=None, runtime=None, decode=None, model_fingerprint="fp")
     assert pairs.column_names == ["uid", "src", "tgt", "source", "line", "sentence", "parent_uid", "model"]
@@ -192,7 +192,7 @@ def test_split_sentences_language_the_splitter_lacks_is_a_conf_error_listing_its
 
 
 def test_split_sentences_keys_stay_out_of_the_dump_and_of_the_read_fingerprint():
-    from tasks.ingest import read_params
+    from tasks.ingest.read import read_params
 
     plain = DatasetConf(kind="mono", format="text", path=Path("m.txt"))
     split = plain.model_copy(update={"split_sentences": True, "language": "de"})
@@ -224,7 +224,7 @@ def _data(root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def ingested(prefect_harness, tmp_path_factory):
-    from flows.ingest import ingest_flow
+    from flows.pipelines.ingest import ingest_flow
 
     profile, cache = _data(tmp_path_factory.mktemp("split-data")), tmp_path_factory.mktemp("split-cache")
     return profile, cache, ingest_flow(load_profile(profile, [], cache=cache, environ={}), profile="test")
@@ -252,7 +252,7 @@ def test_ingest_splits_the_flagged_dataset_into_the_mono_view_and_leaves_the_oth
 
 @pytest.mark.slow
 def test_ingest_rerun_of_a_split_dataset_is_cached(ingested):
-    from flows.ingest import ingest_flow
+    from flows.pipelines.ingest import ingest_flow
 
     profile, cache, first = ingested
     again = ingest_flow(load_profile(profile, [], cache=cache, environ={}), profile="test")
@@ -262,7 +262,7 @@ def test_ingest_rerun_of_a_split_dataset_is_cached(ingested):
 
 @pytest.mark.slow
 def test_why_shows_the_sentences_of_a_split_line_and_where_each_went(ingested):
-    from flows.cli_why import describe
+    from flows.cli.why import describe
     from storage.dropped import row_path
 
     _, cache, summary = ingested
@@ -298,8 +298,8 @@ def test_why_cli_prints_a_split_line_sentence_by_sentence(ingested, tmp_path):
 
 @pytest.mark.slow
 def test_turning_split_sentences_off_keeps_the_read_and_why_follows_the_unsplit_line(prefect_harness, tmp_path):
-    from flows.cli_why import describe
-    from flows.ingest import ingest_flow
+    from flows.cli.why import describe
+    from flows.pipelines.ingest import ingest_flow
     from storage.dropped import row_path
 
     profile, cache = _data(tmp_path), tmp_path / "cache"

@@ -1,6 +1,6 @@
 """Held-out test and dev sets are read and validated, never cleaned (issue 26, defect 3): a score on a test set is
-a score on its file as it is. conf/roles.py (what each key uses a dataset for), flows/ingest.py, tasks/clean.py
-(`keep_valid`), conf/cleaning.py (a dataset's own ``clean:``)."""
+a score on its file as it is. conf/roles.py (what each key uses a dataset for), flows/pipelines/ingest.py, tasks/ingest/clean.py
+(`keep_valid`), conf/sections/cleaning.py (a dataset's own ``clean:``)."""
 
 from __future__ import annotations
 
@@ -113,7 +113,7 @@ def test_bleu_and_chrf_on_a_held_out_set_equal_sacrebleu_on_the_raw_reference_li
 
     from storage.artifacts import part_name
     from storage.parts import Parts
-    from tasks import evaluation
+    from tasks.common import evaluation
 
     monkeypatch.setattr(evaluation, "translate_column", lambda src, **_: pa.array([HYP[s] for s in src.to_pylist()]))
     (art,) = _q(ingested, "SELECT path, n_shards FROM artifacts WHERE stage = 'clean' AND dataset = 'test'")

@@ -9,12 +9,12 @@ from pydantic import ValidationError
 
 from conf.errors import InputError
 from conf.loader import load_profile
-from conf.tokenizer import DEFAULT_PATTERN, TokenizerConf
+from conf.sections.tokenizer import DEFAULT_PATTERN, TokenizerConf
 from demo import write_demo
 from models.lexicon import tokenize
 from models.word_tokenizer import word_tokenize
 from storage.catalog import Catalog
-from tasks.tokenize import tokenize_columns
+from tasks.self_training.tokenize import tokenize_columns
 from tests.conftest import REPO
 
 
@@ -148,9 +148,9 @@ def test_moses_without_languages_is_one_line_exit_2_before_any_stage_issue_26(tm
 def _first_half(cache, data, tokenizer: str) -> Catalog:
     from prefect import flow
 
-    from flows.driver import Run
-    from flows.runners import run_flow
-    from flows.self_training import sample_monolingual
+    from flows.engine.driver import Run
+    from flows.engine.runners import run_flow
+    from flows.pipelines.self_training import sample_monolingual
 
     conf = load_profile(REPO / "conf" / "demo.yaml", [
         "shard_size=200", "ingest.clean.max_ratio=10",  # the ratio counts whitespace tokens: raw and tokenised differ
@@ -204,7 +204,7 @@ def test_the_teachers_half_tokenises_the_synthetic_pairs_for_the_target_lm_and_f
                                                                                                 corpora, tmp_path):
     """With moses, the synthetic pairs reach the target-side LM filter and the force alignment tokenised,
     while the `synthetic` view keeps the sentences and translations as they are."""
-    from flows.self_training import self_training_flow
+    from flows.pipelines.self_training import self_training_flow
 
     data = corpora["raw"]
     conf = load_profile(REPO / "conf" / "demo.yaml", [

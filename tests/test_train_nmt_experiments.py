@@ -12,10 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from conf.errors import ConfError
-from conf.experiments import TrainNMTConf
+from conf.sections.experiments import TrainNMTConf
 from storage.parts import Parts
-from tasks.experiments import arm_mix
-from tasks.significance import arm_translations, paired_significance, paired_tests
+from tasks.train_nmt.experiments import arm_mix
+from tasks.train_nmt.significance import arm_translations, paired_significance, paired_tests
 
 
 def _pairs(prefix: str, n: int) -> pa.Table:
@@ -144,7 +144,7 @@ def test_translations_of_other_test_rows_are_refused(tmp_path):
 
 def test_summary_lines_give_the_baseline_and_each_arms_delta_and_p():
     from flows.pipelines import train_nmt_lines
-    from flows.train_nmt_report import arm_summary
+    from flows.reports.train_nmt_report import arm_summary
 
     evaluation = [{"testset": "t", "arm": a, "seed": s, "metric": m, "score": v, "signature": f"sig-{m}"}
                   for a, s, m, v in [("bitext", 1, "BLEU", 30.0), ("bitext", 2, "BLEU", 32.0),
@@ -168,8 +168,8 @@ def test_summary_lines_give_the_baseline_and_each_arms_delta_and_p():
 def test_a_mix_over_a_view_that_does_not_exist_names_the_key_and_the_pipeline_that_makes_it(tmp_path):
     import types
 
-    from flows import registry
-    from flows.train_nmt import select_mix
+    from flows.engine import registry
+    from flows.pipelines.train_nmt import select_mix
     from storage.catalog import Catalog
 
     registry.load()
@@ -208,8 +208,8 @@ def pipeline(prefect_harness, tmp_path_factory):
     """Ingest, then train_nmt with three arms × two seeds × two test sets (in-domain, and another demo seed's)."""
     from conf.loader import load_profile
     from demo import write_demo
-    from flows.ingest import ingest_flow
-    from flows.train_nmt import train_nmt_flow
+    from flows.pipelines.ingest import ingest_flow
+    from flows.pipelines.train_nmt import train_nmt_flow
     from tests.conftest import REPO
 
     data, ood, cache = (tmp_path_factory.mktemp(n) for n in ("nmt-arms-data", "nmt-arms-ood", "nmt-arms-cache"))
@@ -322,7 +322,7 @@ def test_continued_training_starts_from_the_arms_checkpoint_at_its_own_lr(pipeli
 
 def test_continued_training_refuses_a_checkpoint_augdag_did_not_train(tmp_path):
     from conf.errors import ModelError
-    from conf.nmt import NMTTrainConf
+    from conf.sections.nmt import NMTTrainConf
     from models.nmt.fairseq_train import train_fairseq
 
     foreign = tmp_path / "foreign"
@@ -349,7 +349,7 @@ def test_summary_and_report_compare_each_arm_with_the_baseline(pipeline):
 
 @pytest.mark.slow
 def test_a_cached_rerun_retrains_nothing_and_new_copies_retrain_only_that_arm(pipeline):
-    from flows.train_nmt import train_nmt_flow
+    from flows.pipelines.train_nmt import train_nmt_flow
 
     cache, conf, first = pipeline
     again = train_nmt_flow(conf(), profile="test")

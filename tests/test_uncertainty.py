@@ -13,7 +13,7 @@ from conf.errors import InputError
 from models.lexicon import build_lexicon, linked_words, tokenize, word_entropy, word_uncertainty
 from storage.parts import Parts
 from storage.schemas import MONO, with_uid
-from tasks.uncertainty import (
+from tasks.self_training.uncertainty import (
     sample_keys,
     sampling_probability,
     sampling_weight,
@@ -240,7 +240,7 @@ def test_force_align_with_the_stored_models_reproduces_the_training_links(tmp_pa
     gives back exactly the links of its last (decode-only) iteration, so the synthetic pairs' coverage
     (monolingual bins) is measured with the very model that aligned the bitext."""
     from demo import iter_bitext
-    from tasks.alignment import align_bitext, force_align
+    from tasks.self_training.alignment import align_bitext, force_align
     from tests.conftest import bitext
 
     rows = bitext([(s, t) for s, t, _ in iter_bitext(400, seed=3)])
@@ -256,7 +256,7 @@ def test_force_align_with_the_stored_models_reproduces_the_training_links(tmp_pa
 def test_align_over_parts_and_in_row_chunks_equals_one_pass(tmp_path, monkeypatch):
     """`align` encodes part by part and builds its rows ROWS_PER_CHUNK sentences at a time (the thesis' 4.5M
     pairs would otherwise hold every temporary at once): the same rows as one part and one chunk."""
-    import tasks.alignment as alignment
+    import tasks.self_training.alignment as alignment
     from demo import iter_bitext
     from tests.conftest import bitext
 

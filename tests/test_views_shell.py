@@ -1,4 +1,4 @@
-"""`augdag views` and its documentation (storage.views_doc, by pipeline through flows.registry), and the read-only
+"""`augdag views` and its documentation (storage.views.docs, by pipeline through flows.engine.registry), and the read-only
 `augdag sql --shell` (issue 6, item 7)."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-from flows import registry
 from flows.cli import app
-from flows.shell import split_statements
+from flows.cli.shell import split_statements
+from flows.engine import registry
 from storage.catalog import BASE_VIEWS, Catalog
-from storage.views_doc import INGEST_VIEWS, TABLES, UNDOCUMENTED
+from storage.views.docs import INGEST_VIEWS, TABLES, UNDOCUMENTED
 from tests.conftest import REPO
 
 runner = CliRunner()
@@ -51,15 +51,15 @@ def test_views_doc_documents_every_column_of_the_ddl_tables_and_base_views_issue
 def test_views_doc_matches_the_stage_output_schemas_issue_6():
     from models.lexicon import LEXICON, WORD_UNCERTAINTY
     from storage.schemas import BITEXT
-    from tasks.alignment import ALIGNMENT
-    from tasks.classify import PREDICTIONS
-    from tasks.curriculum import CURRICULUM
-    from tasks.epida import AUGMENTED
-    from tasks.experiments import ARM_MIX
-    from tasks.nmt import SCORES
-    from tasks.rejuvenation import REJUVENATED
-    from tasks.significance import TRANSLATIONS
-    from tasks.uncertainty import SAMPLED, SCORED
+    from tasks.common.nmt import SCORES
+    from tasks.epida.feedback import AUGMENTED
+    from tasks.paraphrase.curriculum import CURRICULUM
+    from tasks.rejuvenation.rejuvenate import REJUVENATED
+    from tasks.self_training.alignment import ALIGNMENT
+    from tasks.self_training.uncertainty import SAMPLED, SCORED
+    from tasks.train_classifier.classify import PREDICTIONS
+    from tasks.train_nmt.experiments import ARM_MIX
+    from tasks.train_nmt.significance import TRANSLATIONS
 
     schemas = {"alignments": ALIGNMENT, "lexicon": LEXICON, "word_uncertainty": WORD_UNCERTAINTY, "uncertainty": SCORED,
                "sampled_mono": SAMPLED, "pair_scores": SCORES, "rejuvenated": REJUVENATED, "training_mix": ARM_MIX,
@@ -74,7 +74,7 @@ def test_views_doc_matches_the_stage_output_schemas_issue_6():
 
 
 def test_views_doc_covers_every_view_a_stage_or_flow_declares():
-    declared = {m for f in [*(REPO / "tasks").glob("*.py"), *(REPO / "flows").glob("*.py")]
+    declared = {m for f in [*(REPO / "tasks").rglob("*.py"), *(REPO / "flows").rglob("*.py")]
                 for m in re.findall(r'view="(\w+)"', f.read_text())}
     assert declared | set(BASE_VIEWS) == set(VIEWS)  # a view a stage fills without docs fails here, by name
 

@@ -12,14 +12,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from flows.drop_warnings import drop_warnings, dropped_reasons, stage_warning
+from flows.engine.drop_warnings import drop_warnings, dropped_reasons, stage_warning
 from storage.artifacts import ArtifactRef
 from tests.conftest import REPO, subprocess_env
 
 
 def report(stage: str, dataset: str | None, rows_in: int, part: int, dropped: int, *, status: str = "computed",
            kind: str = "artifact") -> dict:
-    """A stage report as a run's summary keeps it (flows/recording.py StageReport)."""
+    """A stage report as a run's summary keeps it (flows/engine/recording.py StageReport)."""
     return {"stage": stage, "dataset": dataset, "fingerprint": "f" * 32, "status": status, "shards": 1,
             "shards_computed": 1, "rows_in": rows_in, "rows_out": {"part": part, "dropped": dropped}, "seconds": 0.1,
             "error": None, "kind": kind, "failed_shards": [], "shards_known": True}

@@ -51,7 +51,7 @@ from models.nmt.subwords import SentencePiece, one_line
 from models.runtime import loading, seeded, step_seed, torch_threads
 from storage.artifacts import hash_file, hash_inputs
 
-# train_fairseq(_batches) live in models.nmt.fairseq_train; re-exported here only for tasks/nmt.py and
+# train_fairseq(_batches) live in models.nmt.fairseq_train; re-exported here only for tasks/common/nmt.py and
 # bench/nmt_models.py, which import them from models.nmt.fairseq.
 __all__ = ["FairseqModel", "train_fairseq", "train_fairseq_batches"]
 

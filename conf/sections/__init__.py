@@ -1,0 +1,2 @@
+"""The configuration sections a pipeline or a dataset brings: cleaning, decoding, sentences, tokenizer, NMT
+models, experiments, classifiers, slots, MT paraphrases."""

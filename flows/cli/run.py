@@ -1,0 +1,213 @@
+"""Running a pipeline or the nightly from the CLI, and printing what it did (summaries, progress bars).
+
+What is printed follows ``verbosity()`` (flows/cli/app.py): by default progress bars on a terminal, each
+run's stage table, its totals line, its summary lines and report paths; with ``-q`` each run's totals line and
+its summary lines, the nightly's totals and its failures; ``-v`` prints as the default does, the log
+(flows/engine/run_log.py) besides. Counts are rows (flows/engine/recording.py): a stage's rows in, kept and dropped, cached or
+not; a run's total is the rows of the views its stages filled, per view, each artifact once (``view_rows``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from conf.loader import check_inputs, dump_conf
+from conf.schema import AugdagConf
+from flows.cli.app import QUIET, VERBOSE, err, out, verbosity
+from flows.engine import registry
+from flows.engine.counts import view_rows
+from tasks.runtime.progress import reporting
+
+
+class DrainNotice(logging.Filter):
+    """Drops Prefect's "Still processing items: N items remaining..." (a WARNING of ``EventsWorker``, and of
+    ``APILogWorker`` alike): at interpreter exit Prefect drains these queue services
+    (prefect/_internal/concurrency/services.py), which still send every item; the notice only says that it waits,
+    and showed on stderr after about half the default-mode runs (issue 26)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False for Prefect's "Still processing items" notice, True for every other record."""
+        return not str(record.msg).startswith("Still processing items")
+
+
+def quiet_prefect_exit() -> None:
+    """Without ``-v``, the terminal is spared Prefect's notice that it drains its events and log workers at exit."""
+    for name in ("EventsWorker", "APILogWorker"):  # the names Prefect's queue services log under: their classes'
+        worker = logging.getLogger(name)
+        if verbosity() < VERBOSE and not any(isinstance(f, DrainNotice) for f in worker.filters):
+            worker.addFilter(DrainNotice())
+
+
+def prepare(conf: AugdagConf) -> str | None:
+    """Before Prefect is imported: results beside the artifacts, and the cache's server if one runs (its URL)."""
+    from flows.ops.server import connect
+
+    quiet_prefect_exit()
+    # Prefect's persisted task results live beside the artifacts they describe
+    os.environ.setdefault("PREFECT_LOCAL_STORAGE_PATH", str(Path(conf.cache).absolute() / "prefect-results"))
+    if (url := connect(Path(conf.cache))) and verbosity() > QUIET:
+        err.print(f"[dim]reporting to the Prefect server at {url}[/]", highlight=False)
+    return url
+
+
+def replayed(call: Callable[[], dict[str, Any]], conf: AugdagConf, server: str | None) -> dict[str, Any] | None:
+    """A run whose every stage is cached, replayed without starting Prefect (flows/engine/replay.py); None when a
+    stage would compute, or when the cache's server runs (the run then shows in its UI, at no start-up cost)."""
+    from flows.engine.replay import replay
+
+    if server or os.environ.get("AUGDAG_REPLAY", "1") == "0":
+        return None
+    return replay(call, Path(conf.cache))
+
+
+def run_pipeline(pipeline: str, conf: AugdagConf, profile: str) -> dict[str, Any]:
+    """Run ``pipeline`` over ``conf`` under progress bars (replayed without Prefect when every stage is cached);
+    returns its run summary. A missing input file is one line (exit 2) before Prefect starts."""
+    check_inputs(conf)  # a missing input file: one line, exit 2, before Prefect starts
+    server = prepare(conf)
+    from flows.engine.runners import run_flow
+
+    flow = registry.get(pipeline).load_flow()
+    with progress_bars():
+        if (summary := replayed(lambda: flow.fn(conf, profile=profile, config=dump_conf(conf)), conf, server)):
+            return summary
+        return run_flow(flow, conf, profile=profile, config=dump_conf(conf))
+
+
+def run_nightly(conf: AugdagConf, profile: str, *, run_id: str | None = None) -> dict[str, Any]:
+    """The nightly flow over ``conf`` (recorded by ``run_id`` when it is a retry); prints every pipeline's
+    summary and the run's, failed or not. The demo profile's data is written first when missing, and a
+    missing input file is one line (exit 2) before the flow starts."""
+    server = prepare(conf)
+    from flows.engine import nightly
+    from flows.engine.nightly import NightlyFailed, demo_data, nightly_body
+
+    if (data := demo_data(profile, conf)) is not None and verbosity() > QUIET:
+        out.print(f"demo data {'written to' if data[1] else 'in'} {data[0]}", highlight=False)
+    check_inputs(conf)
+    try:
+        with progress_bars():
+            call = lambda: nightly_body(profile=profile, cache=str(conf.cache), config=dump_conf(conf))  # noqa: E731
+            summary = (run_id is None and replayed(call, conf, server)) or nightly.nightly_flow(
+                profile=profile, cache=str(conf.cache), config=dump_conf(conf), run_id=run_id)
+    except NightlyFailed as e:
+        print_nightly(e.summary)
+        raise
+    print_nightly(summary)
+    return summary
+
+
+def print_nightly(summary: dict[str, Any]) -> None:
+    """A nightly run: the summary of each pipeline that ran stages, then the table of its pipelines (only the
+    title with ``-q``), its totals line and its failed shards; only one line when it was skipped."""
+    from flows.engine.nightly import totals
+
+    if summary["status"] == "skipped":
+        out.print(f"[yellow]nightly run skipped:[/] {summary['error']}", highlight=False)
+        return
+    for child in summary["pipelines"]:
+        if child.get("stages"):
+            print_summary(child)
+    title = f"nightly run {summary['run_id']} ({summary['profile']}): {summary['status']}"
+    if verbosity() == QUIET:
+        out.print(title, highlight=False)
+    else:
+        table = Table(title=title, title_justify="left")
+        for col in ("pipeline", "run", "status", "stages computed/cached/failed", "shards computed",
+                    "rows in the views it filled", "seconds"):
+            table.add_column(col, justify="right" if col == "seconds" else "left")
+        for c in summary["pipelines"]:
+            t = totals([c], c["seconds"])  # the run's totals, for one pipeline
+            by = t["stages"]
+            table.add_row(c["pipeline"], c["run_id"] or "-", c["status"],
+                          f"{by.get('computed', 0)}/{by.get('cached', 0)}/{by.get('failed', 0)}",
+                          f"{t['shards_computed']}/{t['shards']}", filled(view_rows(c.get("stages", []))),
+                          f"{c['seconds']:.1f}")
+        out.print(table)
+    t = summary["totals"]
+    views = view_rows([s for c in summary["pipelines"] for s in c.get("stages", [])])
+    out.print(f"{totals_line(t, views)}; {t['seconds']:.1f} s", highlight=False)
+    for f in t["failed_shards"]:
+        what = f"{f['stage']}[{f['dataset']}] shard(s) {f['shards']}: {f['error']}"
+        out.print(f"[red]failed:[/] {escape(what)}", highlight=False)  # [dataset] is no markup tag
+
+
+def totals_line(t: dict[str, Any], views: dict[str, int]) -> str:
+    """Shards computed and cached, rejects and dropped rows of ``flows.engine.nightly.totals`` (each artifact once), and
+    the rows of the views the run filled (``view_rows``: each view's rows from this run, not the stages' outputs
+    added up, which counts a row once per stage it passed), in one line."""
+    return (f"shards: {t['shards_computed']:,} computed, {t['shards_cached']:,} cached of {t['shards']:,}; "
+            f"rows in the views it filled: {filled(views)}; rejects {t['rejects']:,}; dropped {t.get('dropped', 0):,}")
+
+
+def filled(views: dict[str, int]) -> str:
+    """``view_rows`` in words: ``bitext 3, mono 5``."""
+    return ", ".join(f"{v} {n:,}" for v, n in views.items()) or "none"
+
+
+@contextmanager
+def progress_bars() -> Iterator[None]:
+    """Shards done per stage as rich progress bars, when stdout is a terminal (none with ``-q``)."""
+    if not out.is_terminal or verbosity() == QUIET:
+        yield
+        return
+    with Progress(TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=out, transient=False) as bars:
+        ids: dict[str, TaskID] = {}
+
+        def show(label: str, done: int, total: int | None) -> None:
+            if label not in ids:
+                ids[label] = bars.add_task(escape(label), total=total)
+            bars.update(ids[label], completed=done, total=total)
+
+        with reporting(show):
+            yield
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    """A pipeline run: its stage table (not with ``-q``), its line of totals, its pipeline's summary lines (its
+    registry entry) and, unless ``-q``, the paths of its reports."""
+    from flows.engine.nightly import totals
+
+    if verbosity() > QUIET:
+        out.print(stage_table(summary))
+    line = totals_line(totals([summary], 0), view_rows(summary["stages"]))
+    out.print(f"run {summary['run_id']} {summary['status']}: {line}", highlight=False)
+    for line in registry.summary_lines(summary):
+        out.print(line, highlight=False)
+    for line in summary.get("warnings", []):  # e.g. a filter that dropped most of its input (flows/engine/drop_warnings.py)
+        err.print(f"[yellow]warning:[/] {escape(line)}", highlight=False, soft_wrap=True)
+    if verbosity() > QUIET:
+        for name, path in summary.get("reports", {}).items():
+            out.print(f"report {name}: {path}", highlight=False)
+
+
+def stage_table(summary: dict[str, Any]) -> Table:
+    """A run's stages as a table: dataset, status, shards computed, rows in, kept, rejected, dropped and seconds."""
+    table = Table(title=f"run {summary['run_id']}", title_justify="left")
+    for col in ("stage", "dataset", "status", "shards", "rows in", "kept", "rejected", "dropped", "seconds"):
+        table.add_column(col, justify="right" if col not in ("stage", "dataset", "status") else "left")
+    for s in summary["stages"]:  # rows of the stage's input (recording.StageReport), a failed one's as written
+        rows = s["rows_out"]
+        kept, dropped = (rows.get("part", 0), rows.get("dropped", 0)) if s.get("kept") is None else (
+            s["kept"], s["dropped"])
+        table.add_row(escape(s["stage"]), escape(s["dataset"] or ""), s["status"],
+                      f"{s['shards_computed']}/{s['shards']} computed", f"{s['rows_in']:,}", f"{kept:,}",
+                      f"{rows.get('rejects', 0):,}", f"{dropped:,}", f"{s['seconds']:.2f}")
+    return table

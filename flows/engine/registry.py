@@ -1,0 +1,111 @@
+"""The registry of pipelines: every place that lists pipelines reads it.
+
+A ``Pipeline`` is declared once: its name, its flow (``"module:function"``, imported only when it runs:
+each flow pulls in its own model stack), the pipelines whose outputs it reads (the nightly runs it
+after them), the catalog views its stages fill with their documentation, the lines its run summary
+adds under the stage table, and the profile check it needs when enabled. From it come the names a
+profile's ``pipelines:`` accepts (``conf.pipelines``), the CLI's choices, the nightly's order and
+dependencies, the summary printing and `augdag views`.
+
+The built-in pipelines are registered by flows/pipelines/__init__.py. Others (a plug-in, a test) register at
+run time with ``register``, or name their modules in ``AUGDAG_PIPELINES`` (comma-separated module
+names, imported by ``load``), which is how a pipeline outside this repository joins the CLI.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import os
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from conf import pipelines as conf_pipelines
+from conf.errors import ConfError
+from storage.views.docs import Doc
+
+PLUGINS_ENV = "AUGDAG_PIPELINES"
+
+SummaryLines = Callable[[Mapping[str, Any]], list[str]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Pipeline:
+    """One pipeline: see the module docstring."""
+
+    name: str
+    flow: str  # "module:function", a Prefect flow (conf: AugdagConf, profile: str, config: dict) -> summary
+    reads: tuple[str, ...] = ()  # pipelines whose outputs it reads: it runs after them, skipped if one failed
+    views: Mapping[str, Doc] = dataclasses.field(default_factory=dict)  # catalog views its stages fill
+    summary: SummaryLines | None = None  # the lines its summary adds under the stage table
+    check: Callable[[Any], object] | None = None  # AugdagConf -> raises ValueError when the profile cannot run it
+    description: str = ""
+
+    def load_flow(self) -> Any:
+        """Import the flow's module and return the flow that ``flow`` names."""
+        module, _, attr = self.flow.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+
+REGISTRY: dict[str, Pipeline] = {}
+
+
+def register(pipeline: Pipeline) -> Pipeline:
+    """Add (or replace) a pipeline; its dependencies must be registered first (the nightly order follows)."""
+    missing = [r for r in pipeline.reads if r not in REGISTRY and r != pipeline.name]
+    if missing or pipeline.name in pipeline.reads:
+        raise ConfError(f"pipeline {pipeline.name!r}: reads {', '.join(pipeline.reads)}; "
+                        f"{'itself' if not missing else 'unregistered ' + ', '.join(missing)}")
+    REGISTRY[pipeline.name] = pipeline
+    conf_pipelines.declare(pipeline.name, pipeline.check)
+    return pipeline
+
+
+def unregister(name: str) -> None:
+    """Remove pipeline ``name`` and its profile check (nothing when it is not registered)."""
+    REGISTRY.pop(name, None)
+    conf_pipelines.retract(name)
+
+
+def load() -> dict[str, Pipeline]:
+    """The registry with the built-in pipelines and those of the modules named in ``AUGDAG_PIPELINES``."""
+    importlib.import_module("flows.pipelines")
+    for module in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            raise ConfError(f"{PLUGINS_ENV}: cannot import pipeline module {module!r}: {e}") from None
+    return REGISTRY
+
+
+def names() -> tuple[str, ...]:
+    """Registered pipeline names, in registration order (dependencies first)."""
+    return tuple(load())
+
+
+def get(name: str) -> Pipeline:
+    """The registered pipeline ``name``; an unknown name is a ``ConfError`` that lists the known ones."""
+    registry = load()
+    if name not in registry:
+        raise ConfError(f"unknown pipeline {name!r}: expected one of {', '.join(registry)}")
+    return registry[name]
+
+
+def depends(enabled: Iterable[str]) -> dict[str, list[str]]:
+    """For each enabled pipeline, the enabled pipelines it reads (it runs after them)."""
+    enabled = list(dict.fromkeys(enabled))
+    return {p: [d for d in get(p).reads if d in enabled] for p in enabled}
+
+
+def view_docs() -> dict[str, Doc]:
+    """Every registered pipeline's views with their documentation."""
+    return {view: doc for p in load().values() for view, doc in p.views.items()}
+
+
+def summary_lines(summary: Mapping[str, Any]) -> list[str]:
+    """What a pipeline run's summary adds under its stage table (its entry's ``summary``); nothing for a run that
+    did not complete (its pipeline's results never reached the summary: the error line says what happened)."""
+    pipeline = load().get(summary.get("pipeline", ""))
+    if not (pipeline and pipeline.summary) or summary.get("status") != "completed":
+        return []
+    return pipeline.summary(summary)

@@ -1,0 +1,2 @@
+"""Running the product on a machine: the cache's Prefect server, schedules, stopping cleanly, crashed runs, the
+reports over HTTP."""

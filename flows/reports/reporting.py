@@ -1,0 +1,44 @@
+"""Where a pipeline's report goes: `<cache>/reports/<run>/<stem>.{html,png}` and Prefect artifacts on the run."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pyarrow as pa
+
+from flows.engine.driver import Run
+from flows.engine.replay import in_flow_run, run_logger
+from flows.engine.run_artifacts import publish_file_link
+from flows.reports.plots import html_page
+
+
+def publish(run: Run, *, stem: str, title: str, sections: Sequence[tuple[str, str | bytes | pa.Table]],
+            markdown: str, table: pa.Table | None = None, pngs: Mapping[str, bytes] | None = None) -> dict[str, str]:
+    """Write the self-contained HTML page (and PNGs), then publish markdown, table and link artifacts.
+    Returns the paths written, keyed ``<stem>_html`` / ``<stem>_<png name>``."""
+    out = run.root / "reports" / run.run_id
+    out.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for name, png in (pngs or {}).items():
+        (out / f"{name}.png").write_bytes(png)
+        written[f"{name}_png"] = str(out / f"{name}.png")
+    page = out / f"{stem}.html"
+    page.write_text(html_page(title, sections), encoding="utf-8")
+    written[f"{stem}_html"] = str(page)
+    key = stem.replace("_", "-")
+    if not in_flow_run():  # a replayed run (flows/engine/replay.py): no Prefect run to attach artifacts to
+        return written
+    from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+    try:
+        create_markdown_artifact(markdown + f"\nReport: `{page}`\n", key=f"{key}-report", description=title)
+        if table is not None:
+            create_table_artifact(table.to_pylist(), key=f"{key}-table", description=title)
+        # over HTTP while `augdag server` serves the reports (browsers refuse file:// links), else the path
+        publish_file_link(run.root, page, text=f"{title} (HTML)", key=f"{key}-html")
+        for name in pngs or {}:  # every plot of the page, as its own link
+            publish_file_link(run.root, out / f"{name}.png", text=f"{title}: {name} (PNG)",
+                              key=f"{key}-{name}".replace("_", "-").lower())
+    except Exception as e:  # noqa: BLE001 — a report artifact must not fail a finished run
+        run_logger().warning("could not publish the Prefect artifacts of the %s report: %s", stem, e)
+    return written

@@ -1,0 +1,109 @@
+"""train_nmt's comparison of arms: mean ± sd over the seeds, Δ vs the baseline and sacrebleu's paired p per
+test set and metric (``arm_summary``, the run summary's `summary`), and its page (``publish_report``): per test
+set a table and a bar chart (mean ± sd per arm, annotated with Δ and p)."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from flows.engine.driver import Run
+from flows.reports.plots import memoised
+from flows.reports.reporting import publish
+from tasks.common.evaluation import mean_sd
+from tasks.train_nmt.significance import METRICS
+
+
+def arm_summary(evaluation: Sequence[Mapping[str, Any]], significance: Sequence[Mapping[str, Any]], baseline: str,
+                arms: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per test set, metric and arm (in order): seeds, mean, sample sd (``tasks.common.evaluation.mean_sd``), Δ = mean −
+    the baseline's mean, and the paired tests of the seeds' concatenated outputs (p null for the baseline)."""
+    paired = {(s["testset"], s["arm"], s["metric"]): s for s in significance}
+    out = []
+    for test in dict.fromkeys(e["testset"] for e in evaluation):
+        stats = {(r["arm"], r["metric"]): r for r in mean_sd([e for e in evaluation if e["testset"] == test], by="arm")}
+        for metric in METRICS:
+            for arm in arms:
+                r, p = stats[(arm, metric)], paired.get((test, arm, metric), {})
+                out.append({"testset": test, "arm": arm, "label": arms[arm]["label"], "metric": metric,
+                            "seeds": r["seeds"], "mean": r["mean"], "sd": r["sd"],
+                            "delta": r["mean"] - stats[(baseline, metric)]["mean"], "p_value": p.get("p_value"),
+                            "p_ar": p.get("p_ar"), "ci_low": p.get("ci_low"), "ci_high": p.get("ci_high")})
+    return out
+
+
+def p_text(p: float | None) -> str:
+    """A p-value to two significant digits, ``–`` when there is none (the baseline)."""
+    return "–" if p is None else f"{p:.2g}"
+
+
+def comparison_table(rows: Sequence[Mapping[str, Any]]) -> pa.Table:
+    """One row per arm of one test set: each metric's mean ± sd, Δ, p (bootstrap), p (AR) and the 95 % CI."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        row = out.setdefault(r["arm"], {"arm": r["label"], "seeds": r["seeds"]})
+        m = r["metric"]
+        row[f"{m} mean ± sd"] = f"{r['mean']:.2f} ± {r['sd']:.2f}"
+        row[f"Δ {m}"] = "baseline" if r["p_value"] is None else f"{r['delta']:+.2f}"
+        row[f"p {m}"] = p_text(r["p_value"])
+        row[f"p {m} (AR)"] = p_text(r["p_ar"])
+        row[f"{m} 95 % CI"] = "" if r["ci_low"] is None else f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}]"
+    return pa.Table.from_pylist(list(out.values()))
+
+
+@memoised
+def arm_bars(rows: Sequence[Mapping[str, Any]], *, title: str) -> bytes:
+    """One panel per metric: a bar per arm at its mean with the sd over seeds, labelled Δ and p (PNG bytes)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    fig, axes = plt.subplots(1, len(METRICS), figsize=(4.8 * len(METRICS), 4.4), dpi=110, squeeze=False)
+    for ax, metric in zip(axes[0], METRICS):
+        mine = [r for r in rows if r["metric"] == metric]
+        x = list(range(len(mine)))
+        ax.bar(x, [r["mean"] for r in mine], yerr=[r["sd"] for r in mine], capsize=4, linewidth=0.4,
+               color=["#c9c9c9" if r["p_value"] is None else "#8fb3d9" for r in mine], edgecolor="#4a7bb0")
+        for i, r in enumerate(mine):
+            note = "baseline" if r["p_value"] is None else f"{r['delta']:+.2f}\np = {p_text(r['p_value'])}"
+            ax.annotate(note, (i, r["mean"] + r["sd"]), ha="center", va="bottom", fontsize=7,
+                        xytext=(0, 2), textcoords="offset points")
+        ax.set_xticks(x, [r["label"] for r in mine], rotation=15, ha="right", fontsize=8)
+        ax.set_ylabel(f"{metric}, mean ± sd over seeds")
+        ax.margins(y=0.15)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def publish_report(run: Run, result: Mapping[str, Any]) -> dict[str, str]:
+    """The run page (per test set the arms' comparison table and bars, the training data per arm, the scores
+    per seed) and its artifacts; returns the paths written."""
+    from flows.reports.plots import markdown_table
+
+    sections: list[tuple[str, Any]] = []
+    pngs, md = {}, [f"### Students per arm (baseline {result['baseline']})\n"]
+    for test in result["tests"]:
+        rows = [r for r in result["summary"] if r["testset"] == test]
+        table = comparison_table(rows)
+        pngs[f"arms_{test}"] = arm_bars(rows, title=f"students per arm on {test} (Δ and p vs the baseline "
+                                                    f"{result['baseline']})")
+        sections += [(f"{test}: mean ± sd per arm, Δ vs the baseline, paired p", table),
+                     (f"{test}: per arm", pngs[f"arms_{test}"])]
+        md.append(f"\n{test}:\n\n{markdown_table(table)}\n")
+    data = [{"arm": a, "label": v["label"], "seeds": ", ".join(map(str, v["seeds"])),
+             "rows (with copies)": ", ".join(f"{k} {n:,}" for k, n in v["mix_rows"].items()),
+             "continued on": ", ".join(f"{k} {n:,}" for k, n in v["continue_rows"].items()) or "–",
+             "continued lr": v["continue_on"]["lr"] if v["continue_on"] else None} for a, v in result["arms"].items()]
+    sections += [("Training data per arm", pa.Table.from_pylist(data)),
+                 ("Per seed", pa.Table.from_pylist([{k: v for k, v in e.items() if k != "model"}
+                                                    for e in result["evaluation"]]))]
+    return publish(run, stem="train_nmt", title=f"students per arm — {run.run_id}", markdown="".join(md),
+                   table=pa.Table.from_pylist(result["summary"]), pngs=pngs, sections=sections)

@@ -1,0 +1,1 @@
+"""ingest's stages: read a dataset into validated rows and rejects, split paragraphs into sentences, clean."""

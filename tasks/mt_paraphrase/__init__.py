@@ -1,0 +1,1 @@
+"""mt_paraphrase's stages (Hu et al. 2019): constrained paraphrases of one side of a bitext."""

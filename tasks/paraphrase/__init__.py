@@ -1,0 +1,1 @@
+"""paraphrase's stages (PCC, Alg. 2): candidates with bottom-k, their scores, the curriculum of difficulty levels."""

@@ -1,7 +1,7 @@
 """The Moses tokeniser as a mapped stage on worker processes vs a single-process sacremoses loop (issue 18).
 
 Both tokenise the same N raw monolingual sentences (the demo grammar's, capitalised, with commas, full
-stops and question marks attached, as in tests/test_tokenize.py): the baseline is one process looping
+stops and question marks attached, as in tests/pipelines/self_training/test_tokenize.py): the baseline is one process looping
 ``MosesTokenizer.tokenize`` over every line; augdag runs the `tokenize` stage over the ingested shards of
 100k rows through a Prefect flow on ``task_runner.kind: processes`` with ``--workers`` workers, and the
 time is the stage's wall time as the flow run records it: Prefect's task submission, each shard's Parquet

@@ -1,6 +1,6 @@
 """The demo profile at tiny sizes, every pipeline at once: ``--set`` overrides of ``conf/demo.yaml``.
 
-What the served-nightly tests (tests/test_served.py: a served night, and a second one beside it compared byte
+What the served-nightly tests (tests/e2e/test_served.py: a served night, and a second one beside it compared byte
 for byte) and ``bench/chaos.py`` run: every pipeline and stage of the demo, as many side by side as their
 dependencies allow (``nightly.parallel``), on 300 pairs with every fairseq model trained 10 updates (the teacher,
 the identification model and the forward pivot keep one training: same data, same settings), 2 paraphrases per

@@ -60,6 +60,13 @@ def bitext(pairs: list[tuple[str, str]], *, source: str = "t", first_line: int =
     return with_uid(table, "bitext")
 
 
+def catalog_rows(cache: Path, sql: str, params: dict | None = None) -> list[dict]:
+    """The rows of a query over ``cache``'s catalog, as dicts."""
+    from storage.catalog import Catalog
+
+    return Catalog(cache).query(sql, params).to_pylist()
+
+
 def subprocess_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     """The environment of an `augdag` subprocess: its own Prefect home, the repo on the path."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API", "PREFECT_LOCAL_STORAGE"))}

@@ -9,7 +9,7 @@ the half-initialised module, and a stage fails with "partially initialized modul
 
 So before two pipelines first run at once, ``import_ahead`` imports, in the calling thread, every module of
 ``tasks`` and ``models`` (their module-level imports) and ``STACK``: the third-party modules (and lazy
-attributes, ``module:attr``) that stage code imports inside functions. tests/test_imports.py checks that
+attributes, ``module:attr``) that stage code imports inside functions. tests/engine/test_imports.py checks that
 ``STACK`` lists every such import, so a new lazy import cannot bring the race back. Modules not installed
 (an optional backend) are skipped.
 """

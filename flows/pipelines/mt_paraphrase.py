@@ -25,7 +25,7 @@ from tasks.mt_paraphrase.constrained import CONSTRAINED, IDF_STAGE, SELECT
 def paraphrase_bitext(run: Run, conf: AugdagConf) -> dict[str, Any]:
     """Ingest the bitext and paraphrase its ``mt_paraphrase.side`` under the constraints, then select; returns
     the run's ``mt_paraphrase`` summary (generator, decoding, pairs, candidates, paraphrased, dropped by reason)."""
-    m = conf.sections.mt_paraphrase
+    m = conf.mt_paraphrase
     name = conf.mt_paraphrase_bitext()
     rows = ingest_dataset(run, name, conf.datasets[name], conf.ingest, conf.shard_size)
     idf = run_stage(run, IDF_STAGE, inputs=[rows], params={"side": m.side}, n_shards=1)

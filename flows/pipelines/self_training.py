@@ -16,7 +16,7 @@ from typing import Any
 
 from conf.errors import ConfError
 from conf.schema import AugdagConf, SelfTrainingConf
-from conf.sections.tokenizer import TokenizerConf
+from conf.tokenizer import TokenizerConf
 from flows.engine.driver import ModelRef, Run, run_model_stage, run_stage
 from flows.engine.recording import artifact_rows
 from flows.engine.runners import FlowConf, pipeline_flow
@@ -81,7 +81,7 @@ def bitext_uncertainty(run: Run, bitext: ArtifactRef, conf: SelfTrainingConf) ->
     H(word), and score every source sentence with U (Eq. 6.3). Returns (alignment, word uncertainty,
     scored bitext, tokenised bitext)."""
     lc = {"lowercase": conf.lowercase}
-    bitext = tokenized(run, bitext, conf.sections.tokenizer, {"src": "src", "tgt": "tgt"})
+    bitext = tokenized(run, bitext, conf.tokenizer, {"src": "src", "tgt": "tgt"})
     align = run_stage(run, ALIGN, inputs=[bitext], n_shards=1, params={**lc, **conf.aligner.model_dump()})
     run.catalog.register_model(  # the aligner is its artifact: both tables (fwd_table, rev_table) and tensions
         align.fingerprint, name="fast_align", kind="fast_align", path=str(align.dir), run_id=run.run_id,
@@ -138,7 +138,7 @@ def filter_synthetic(run: Run, pairs: ArtifactRef, conf: SelfTrainingConf, targe
     if not use_lm:
         return kept
     lm = {"models": [target_lm.fingerprint], "resources": {"lm_path": target_lm.path}}
-    scores = run_stage(run, lm_tasks.LM_SCORE, inputs=[tokenized(run, kept, conf.sections.tokenizer, {"tgt": "tgt"})],
+    scores = run_stage(run, lm_tasks.LM_SCORE, inputs=[tokenized(run, kept, conf.tokenizer, {"tgt": "tgt"})],
                        params={"column": "tgt", "lowercase": conf.lowercase}, **lm)
     cut = run_stage(run, lm_tasks.LM_CUT, inputs=[scores], n_shards=1, params={"drop_fraction": f.lm_drop})
     return run_stage(run, dataclasses.replace(lm_tasks.LM_FILTER, view=view), inputs=[kept, scores],
@@ -167,7 +167,7 @@ def teach(run: Run, conf: SelfTrainingConf,
                  for name, ref in sampled.sampled.items()}
     # Fig. 6.3 for the monolingual side: coverage from force-aligning each sentence with its translation
     sides = {"src": "src", "tgt": "tgt"}
-    pairs = [tokenized(run, ref, conf.sections.tokenizer, sides) for ref in synthetic.values()]
+    pairs = [tokenized(run, ref, conf.tokenizer, sides) for ref in synthetic.values()]
     aligned = run_stage(run, FORCE_ALIGN, inputs=[*pairs, sampled.alignment], n_shards=1,
                         params={"lowercase": conf.lowercase, "key": "parent_uid"})
     mono_bins = run_stage(run, BINS, inputs=[*sampled.scored_mono, aligned], n_shards=1,

@@ -25,7 +25,7 @@ gradient flows through p_j only: the authors' KL(P_other ‖ Q_current), ``logit
 R_diverse is unbounded below (a KL grows without limit as one output's probability of another's token goes
 to 0). Against the mean NLL, predicting a *wrong* token with margin L where two outputs share a target token
 costs ≈ L per token but gains ≈ 2γL per token in the mean over terms, so for γ > 1/2 the optimum is to
-mispredict every shared token: measured on the 4-cluster toy set (tests/test_c2c_model.py, from scratch,
+mispredict every shared token: measured on the 4-cluster toy set (tests/models/test_c2c_model.py, from scratch,
 lr 1e-3, 600 steps), γ ≤ 0.4 reaches NLL < 0.1, γ = 0.6 ends near 0.9, γ = 1 near 43. (The authors average
 their KL over every position of the padded sequence, prefix included, which scales γ down by the targets'
 share of the positions.)

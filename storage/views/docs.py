@@ -2,7 +2,7 @@
 
 Kept by hand beside the code it describes (the DDL in ``storage.catalog``, the record kinds in
 ``storage.schemas``, the columns each stage returns in ``tasks/``): a new column shows as
-"(undocumented)" until it is described here, and ``tests/test_views_shell.py`` fails on one in the DDL
+"(undocumented)" until it is described here, and ``tests/cli/test_views_shell.py`` fails on one in the DDL
 or the base views. The catalog's own tables are ``TABLES``; each pipeline's views are one dict here
 (``INGEST_VIEWS``, ...) that its entry in the pipeline registry (flows/pipelines/__init__.py) names, so `augdag
 views` documents exactly the registered pipelines' views. The equations are the thesis's (ch. 5

@@ -1,0 +1,209 @@
+"""Scale-out (issue 6): a local Dask cluster writes the artifacts threads write, byte for byte; the `gpu`
+tag limit; the Ray runner's optional extra."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conf.errors import ConfError
+from conf.loader import load_profile
+from conf.schema import AugdagConf, OrchestrationConf, TaskRunnerConf
+from demo import write_demo
+from storage.catalog import Catalog
+from tests.conftest import REPO
+
+slow = pytest.mark.slow
+
+
+def _conf(cache: Path, data: Path, *sets: str) -> AugdagConf:
+    return load_profile(REPO / "conf" / "demo.yaml", ["shard_size=500", *sets], cache=cache,
+                        environ={"AUGDAG_DEMO_DATA": str(data)})
+
+
+def _sampling_flow():
+    """The self-training pipeline up to `sampled_mono`: ingest, alignment, U of every shard, the sample."""
+    from prefect import flow
+
+    from flows.engine.driver import Run
+    from flows.pipelines.self_training import sample_monolingual
+
+    @flow(name="scale_out_sampling")
+    def sampling(conf: AugdagConf) -> dict:
+        with Run.started(conf, pipeline="scale_out_sampling", profile="test", config=None) as run:
+            sample_monolingual(run, conf)
+        return run.finish()
+
+    return sampling
+
+
+def _parts(cache: Path) -> dict[str, dict[str, str]]:
+    """fingerprint -> {file name: sha256} of every artifact the catalog lists."""
+    rows = Catalog(cache).query("SELECT stage, fingerprint FROM artifacts").to_pylist()
+    return {r["fingerprint"]: {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+                               for p in sorted((cache / "artifacts" / r["stage"] / r["fingerprint"]).glob("*.parquet"))}
+            for r in rows}
+
+
+@pytest.fixture(scope="module")
+def by_threads(prefect_harness, tmp_path_factory):
+    """The demo data, and the cache of one run on threads (the reference)."""
+    from flows.engine.runners import run_flow
+
+    data, cache = tmp_path_factory.mktemp("scale-data"), tmp_path_factory.mktemp("scale-threads")
+    write_demo(data, seed=7, bitext_rows=2000, mono_rows=2000, labeled_rows=100, slots_rows=100)
+    summary = run_flow(_sampling_flow(), _conf(cache, data))
+    assert summary["status"] == "completed"
+    assert len(_parts(cache)) == len(summary["stages"])
+    return data, cache
+
+
+@slow
+def test_dask_two_workers_write_the_same_artifacts_as_threads(by_threads, tmp_path):
+    from flows.engine.runners import run_flow
+
+    data, threads = by_threads
+    summary = run_flow(_sampling_flow(), _conf(tmp_path, data, "task_runner.kind=dask", "task_runner.n_workers=2"))
+    assert summary["status"] == "completed"
+    scored = next(s for s in summary["stages"] if (s["stage"], s["dataset"]) == ("uncertainty", "demo_mono"))
+    assert scored["shards"] == scored["shards_computed"] == 4  # 2000 rows, shards of 500
+    # the same fingerprints; every part, rejects and dropped file byte-identical
+    assert _parts(tmp_path) == _parts(threads)
+
+
+needs_ray = pytest.mark.skipif(importlib.util.find_spec("prefect_ray") is None,
+                               reason="no `ray` extra: pip install -e .[ray]")
+
+
+@slow
+@needs_ray
+def test_ray_local_instance_writes_the_same_artifacts_as_threads(by_threads, tmp_path):
+    from flows.engine.runners import run_flow
+
+    data, threads = by_threads
+    summary = run_flow(_sampling_flow(), _conf(tmp_path, data, "task_runner.kind=ray", "task_runner.n_workers=2"))
+    assert summary["status"] == "completed"
+    assert _parts(tmp_path) == _parts(threads)
+
+
+def _gpu_limit() -> int | None:
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    with get_client(sync_client=True) as client:
+        try:
+            return client.read_concurrency_limit_by_tag("gpu").concurrency_limit
+        except ObjectNotFound:
+            return None
+
+
+@pytest.fixture
+def no_gpu_limit(prefect_harness):
+    """No `gpu` tag limit before the test, none left after it (the session's server is shared)."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    def drop():
+        with get_client(sync_client=True) as client, contextlib.suppress(ObjectNotFound):
+            client.delete_concurrency_limit_by_tag("gpu")
+
+    drop()
+    yield
+    drop()
+
+
+def _two_gpu_tasks():
+    """A flow of two `gpu`-tagged tasks on two threads; returns each task's (start, end)."""
+    from prefect import flow, task
+
+    lock, spans = threading.Lock(), []
+
+    @task(tags=["gpu"])
+    def hold(i: int) -> None:
+        t0 = time.monotonic()
+        time.sleep(1.0)
+        with lock:
+            spans.append((t0, time.monotonic()))
+
+    @flow(name="two_gpu_tasks")
+    def two(conf: AugdagConf) -> None:
+        for f in hold.map([0, 1]):
+            f.result()
+
+    return two, spans
+
+
+def _on_two_threads(cache: Path, *, gpu_slots: int | None) -> AugdagConf:
+    return AugdagConf(cache=cache, task_runner=TaskRunnerConf(max_workers=2),
+                      orchestration=OrchestrationConf(gpu_slots=gpu_slots))
+
+
+@slow
+def test_gpu_slots_one_creates_the_tag_limit_and_serialises_gpu_tasks(no_gpu_limit, tmp_path):
+    from flows.engine.runners import run_flow
+
+    two, spans = _two_gpu_tasks()
+    run_flow(two, _on_two_threads(tmp_path, gpu_slots=2))
+    assert _gpu_limit() == 2
+    spans.clear()
+    run_flow(two, _on_two_threads(tmp_path, gpu_slots=1))
+    assert _gpu_limit() == 1  # the same limit, updated
+    (a0, a1), (b0, b1) = sorted(spans)
+    assert a1 <= b0  # one slot: the second task started after the first ended
+
+
+@slow
+def test_gpu_slots_none_creates_no_limit(no_gpu_limit, tmp_path):
+    from flows.engine.runners import run_flow
+
+    two, spans = _two_gpu_tasks()
+    run_flow(two, _on_two_threads(tmp_path, gpu_slots=None))
+    (a0, a1), (b0, b1) = sorted(spans)
+    assert _gpu_limit() is None and b0 < a1  # no limit: the two tasks ran at once
+
+
+def test_ray_runner_without_the_extra_names_the_key_and_the_extra(monkeypatch):
+    import builtins
+
+    from flows.engine.runners import make_task_runner
+
+    real_import = builtins.__import__
+
+    def no_ray(name, *args, **kwargs):
+        if name.split(".")[0] in ("ray", "prefect_ray"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    with pytest.raises(ConfError) as e:
+        make_task_runner(TaskRunnerConf(kind="ray"))
+    assert str(e.value) == ("task_runner.kind ray needs the `ray` extra (prefect_ray is not installed): "
+                            "pip install -e .[ray]")
+
+
+def test_local_dask_cluster_workers_get_one_core_and_the_given_environment():
+    from flows.engine.runners import make_task_runner
+
+    runner = make_task_runner(TaskRunnerConf(kind="dask", n_workers=3), worker_env={"PREFECT_API_URL": "http://x/api"})
+    assert runner.cluster_kwargs == {"n_workers": 3, "threads_per_worker": 1, "processes": True,
+                                      "dashboard_address": None,
+                                      "env": {"NUMBA_NUM_THREADS": "1", "PREFECT_API_URL": "http://x/api"}}
+    assert make_task_runner(TaskRunnerConf(kind="dask", address="tcp://h:8786")).address == "tcp://h:8786"
+
+
+@needs_ray
+def test_ray_runner_takes_the_address_or_starts_a_local_instance_of_n_workers_cpus():
+    from flows.engine.runners import make_task_runner
+
+    remote = make_task_runner(TaskRunnerConf(kind="ray", address="ray://head:10001"))
+    local = make_task_runner(TaskRunnerConf(kind="ray", n_workers=3), worker_env={"PREFECT_API_URL": "http://x/api"})
+    assert (type(remote).__name__, remote.address, local.address) == ("RayTaskRunner", "ray://head:10001", None)
+    assert local.init_kwargs["num_cpus"] == 3
+    env = {"NUMBA_NUM_THREADS": "1", "PREFECT_API_URL": "http://x/api"}
+    assert local.init_kwargs["runtime_env"] == {"env_vars": env}

@@ -1,0 +1,360 @@
+"""train_nmt's experiment arms (issue 17, part 2): mixes with copies, continued training from an arm's
+checkpoint, sacrebleu's paired tests against the baseline, and the pipeline per arm × seed × test set."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from conf.errors import ConfError
+from conf.sections.experiments import TrainNMTConf
+from storage.parts import Parts
+from tasks.train_nmt.experiments import arm_mix
+from tasks.train_nmt.significance import arm_translations, paired_significance, paired_tests
+from tests.conftest import catalog_rows
+
+
+def _pairs(prefix: str, n: int) -> pa.Table:
+    return pa.table({"src": [f"{prefix} source {i}" for i in range(n)], "tgt": [f"{prefix} target {i}" for i in range(n)]})
+
+
+def test_arm_mix_copies_give_exact_row_counts_10_to_1():
+    mix = arm_mix({"bitext": _pairs("b", 7), "paraphrased": _pairs("p", 3)}, {"bitext": 10, "paraphrased": 1},
+                  arm="para_10_1", phase="train")
+    assert mix.num_rows == 10 * 7 + 3
+    counts = {(r["source"], r["copy"]): r["n"] for r in pa.TableGroupBy(mix, ["source", "copy"]).aggregate(
+        [([], "count_all")]).rename_columns(["source", "copy", "n"]).to_pylist()}
+    assert counts == {**{("bitext", c): 7 for c in range(10)}, ("paraphrased", 0): 3}
+    assert set(mix["arm"].to_pylist()) == {"para_10_1"} and set(mix["phase"].to_pylist()) == {"train"}
+    assert mix["line"].to_pylist() == list(range(1, 74))
+    # every copy holds the same pairs: 7 distinct uids repeated 10 times
+    bitext = mix.filter(pa.compute.equal(mix["source"], "bitext"))
+    assert len(set(bitext["uid"].to_pylist())) == 7
+
+
+def test_arm_mix_without_a_copy_count_takes_each_row_once_and_zero_copies_drop_it():
+    mix = arm_mix({"a": _pairs("a", 4), "b": _pairs("b", 2)}, {"b": 0}, arm="x", phase="continue")
+    assert (mix.num_rows, set(mix["source"].to_pylist()), set(mix["phase"].to_pylist())) == (4, {"a"}, {"continue"})
+
+
+def test_conf_test_is_a_one_element_tests_and_mix_is_the_one_arm():
+    tn = TrainNMTConf.model_validate({"test": "t", "mix": {"orig": "SELECT src, tgt FROM bitext"}, "copies": {"orig": 2}})
+    assert (tn.arm_names(), tn.baseline_arm(), tn.arm_seeds("mix")) == (["mix"], "mix", [1])
+    arm = tn.arms({"bitext": "unused"})["mix"]
+    assert (arm.mix, arm.copies, arm.continue_on) == ({"orig": "SELECT src, tgt FROM bitext"}, {"orig": 2}, None)
+    assert TrainNMTConf().arms({"bitext": "SELECT 1"})["mix"].mix == {"bitext": "SELECT 1"}
+
+
+@pytest.mark.parametrize("doc, message", [
+    ({"experiments": {"a": {"mix": {"x": "S"}, "copies": {"y": 2}}}}, "copies names ['y'], not entries of the mix (x)"),
+    ({"experiments": {"a": {"mix": {"x": "S"}}}, "baseline": "b"}, "baseline: 'b' is not an arm (a)"),
+    ({"experiments": {"a": {"mix": {"x": "S"}}}, "mix": {"x": "S"}}, "`mix`/`copies` are the one arm"),
+    ({"experiments": {"a": {"mix": {"x": "S"}, "seeds": [1, 2]}, "b": {"mix": {"x": "S"}}}},
+     "every arm needs as many seeds as the baseline 'a' (2)"),
+    ({"test": "t", "tests": ["t"]}, "set `tests` (a list) or `test` (one), not both"),
+    ({"experiments": {"a": {"mix": {"x": "S"}, "continue_on": {"mix": {"x": "S"}, "copies": {"z": 1}}}}},
+     "copies names ['z']"),
+])
+def test_conf_refuses_arms_that_cannot_be_compared(doc, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        TrainNMTConf.model_validate(doc)
+
+
+# -- paired significance on constructed hypotheses -------------------------------------------------------------
+
+WORDS = ["the", "a", "cat", "dog", "sat", "ran", "on", "under", "mat", "rug", "near", "far", "home", "town", "river", "sea",
+         "black", "white", "small", "big"]
+_R = random.Random(5)
+REFS = [" ".join(_R.choice(WORDS) for _ in range(_R.randint(5, 12))) for _ in range(60)]
+
+
+def _noisy(refs: list[str], share: float, seed: int) -> list[str]:
+    """Each word replaced by a random one with probability ``share`` (seeded)."""
+    r = random.Random(seed)
+    return [" ".join(r.choice(WORDS) if r.random() < share else w for w in ref.split()) for ref in refs]
+
+
+WORSE, BETTER = _noisy(REFS, 0.5, 1), _noisy(REFS, 0.15, 2)  # the baseline, and a system with a third of its errors
+
+
+def test_paired_bootstrap_identical_system_has_p_1_and_a_better_one_p_below_005_seeded():
+    rows = paired_tests({"base": WORSE, "same": list(WORSE), "better": BETTER}, REFS, baseline="base",
+                        resamples=200, ar_trials=200, seed=7)
+    by = {(r["arm"], r["metric"]): r for r in rows}
+    assert [(r["arm"], r["metric"]) for r in rows] == [(a, m) for m in ("BLEU", "chrF") for a in ("base", "same", "better")]
+    for metric in ("BLEU", "chrF"):
+        assert (by[("base", metric)]["p_value"], by[("base", metric)]["p_ar"]) == (None, None)
+        assert (by[("same", metric)]["p_value"], by[("same", metric)]["p_ar"]) == (1.0, 1.0)  # nothing to test
+        better = by[("better", metric)]
+        assert better["p_value"] == pytest.approx(1 / 201) and better["p_ar"] == pytest.approx(1 / 201)  # 1/(R+1)
+        assert better["score"] > by[("base", metric)]["score"]
+        for arm in ("base", "same", "better"):  # each CI holds the system's own corpus score
+            r = by[(arm, metric)]
+            assert r["ci_low"] < r["score"] < r["ci_high"] and r["sentences"] == len(REFS)
+        assert by[("same", metric)]["ci_low"] == by[("base", metric)]["ci_low"]  # the same resamples
+    assert by[("base", "BLEU")]["signature"].startswith("nrefs:1|bs:200|seed:7|case:mixed|eff:no|tok:13a")
+    again = paired_tests({"base": WORSE, "same": list(WORSE), "better": BETTER}, REFS, baseline="base",
+                         resamples=200, ar_trials=200, seed=7)
+    assert again == rows  # seeded: the same resamples, the same numbers
+
+
+def test_paired_bootstrap_sees_a_small_difference_as_chance():
+    one_off = list(WORSE)
+    one_off[0] = REFS[0]  # one sentence of 60 corrected
+    r = {x["metric"]: x for x in paired_tests({"base": WORSE, "one_off": one_off}, REFS, baseline="base",
+                                              resamples=1000, ar_trials=0, seed=7) if x["arm"] == "one_off"}
+    assert r["BLEU"]["p_value"] > 0.05 and r["BLEU"]["p_ar"] is None
+
+
+def _parts(tmp_path, name: str, table: pa.Table) -> Parts:
+    path = tmp_path / f"{name}.parquet"
+    pq.write_table(table, path)
+    return Parts((path,))
+
+
+def _translations(hyps: list[str]) -> pa.Table:
+    return pa.table({"uid": [f"u{i}" for i in range(len(hyps))], "src": ["s"] * len(hyps), "ref": REFS[:len(hyps)],
+                     "hyp": hyps})
+
+
+def test_seeds_are_concatenated_in_order_and_paired_with_the_baselines(tmp_path):
+    n = 30
+    outputs = {("base", 1): WORSE[:n], ("base", 2): REFS[:n], ("arm", 1): BETTER[:n], ("arm", 2): WORSE[:n]}
+    systems = [{"arm": a, "seed": s, "model": f"m-{a}-{s}"} for a, s in outputs]
+    gathered = arm_translations(*(_parts(tmp_path, f"{a}{s}", _translations(h)) for (a, s), h in outputs.items()),
+                                systems=systems, testset="t")
+    assert gathered.num_rows == 4 * n and gathered["seed"].to_pylist()[n - 1:n + 1] == [1, 2]
+    table = paired_significance(_parts(tmp_path, "gathered", gathered), baseline="base", arms=["base", "arm"],
+                                resamples=200, ar_trials=0, seed=3)
+    expected = paired_tests({"base": WORSE[:n] + REFS[:n], "arm": BETTER[:n] + WORSE[:n]}, REFS[:n] * 2,
+                            baseline="base", resamples=200, ar_trials=0, seed=3)
+    assert table.to_pylist() == [{**e, "seeds": 2} for e in expected]
+
+
+def test_translations_of_other_test_rows_are_refused(tmp_path):
+    a, b = _translations(WORSE[:5]), _translations(WORSE[:5]).set_column(0, "uid", pa.array(list("vwxyz")))
+    with pytest.raises(Exception, match="translated other test rows"):
+        arm_translations(_parts(tmp_path, "a", a), _parts(tmp_path, "b", b), testset="t",
+                         systems=[{"arm": "x", "seed": 1, "model": "m"}, {"arm": "y", "seed": 1, "model": "n"}])
+
+
+def test_summary_lines_give_the_baseline_and_each_arms_delta_and_p():
+    from flows.pipelines import train_nmt_lines
+    from flows.reports.train_nmt_report import arm_summary
+
+    evaluation = [{"testset": "t", "arm": a, "seed": s, "metric": m, "score": v, "signature": f"sig-{m}"}
+                  for a, s, m, v in [("bitext", 1, "BLEU", 30.0), ("bitext", 2, "BLEU", 32.0),
+                                     ("bitext", 1, "chrF", 50.0), ("bitext", 2, "chrF", 52.0),
+                                     ("para", 1, "BLEU", 31.0), ("para", 2, "BLEU", 32.2),
+                                     ("para", 1, "chrF", 51.0), ("para", 2, "chrF", 51.0)]]
+    significance = [{"testset": "t", "arm": a, "metric": m, "p_value": p, "p_ar": p, "ci_low": 1.0, "ci_high": 2.0}
+                    for a, m, p in [("bitext", "BLEU", None), ("bitext", "chrF", None), ("para", "BLEU", 0.03),
+                                    ("para", "chrF", 0.5)]]
+    arms = {"bitext": {"label": "bitext", "seeds": [1, 2]}, "para": {"label": "paraphrase 10:1 + CT", "seeds": [1, 2]}}
+    summary = arm_summary(evaluation, significance, "bitext", arms)
+    para = next(r for r in summary if r["arm"] == "para" and r["metric"] == "BLEU")
+    assert (para["mean"], para["delta"], para["sd"]) == pytest.approx((31.6, 0.6, 0.8485281374))
+    lines = train_nmt_lines({"train_nmt": {"tests": ["t"], "baseline": "bitext", "arms": arms, "summary": summary,
+                                           "evaluation": evaluation}})
+    assert lines == ["bitext (baseline): BLEU = 31.00 ± 1.41, chrF = 51.00 ± 1.41 on t (2 seeds)  sig-BLEU",
+                     "paraphrase 10:1 + CT: +0.6 BLEU (p = 0.03), +0.0 chrF (p = 0.5); BLEU = 31.60 ± 0.85, "
+                     "chrF = 51.00 ± 0.00 on t (2 seeds)"]
+
+
+def test_a_mix_over_a_view_that_does_not_exist_names_the_key_and_the_pipeline_that_makes_it(tmp_path):
+    import types
+
+    from flows.engine import registry
+    from flows.pipelines.train_nmt import select_mix
+    from storage.catalog import Catalog
+
+    registry.load()
+    run = types.SimpleNamespace(catalog=Catalog(tmp_path))
+    with pytest.raises(ConfError) as e:
+        select_mix(run, {"rej": "SELECT src, tgt FROM rejuvenated"}, "train_nmt.experiments.r.mix")
+    assert str(e.value).startswith("train_nmt.experiments.r.mix.rej: ")
+    assert "the view `rejuvenated` exists once the rejuvenation pipeline has run" in str(e.value)
+    with pytest.raises(ConfError, match="no pipeline makes a view `no_such_view`"):
+        select_mix(run, {"x": "SELECT src, tgt FROM no_such_view"}, "train_nmt.mix")
+
+
+# -- the pipeline on demo data ----------------------------------------------------------------------------------
+
+BITEXT = "SELECT src, tgt FROM bitext WHERE source = 'demo_bitext'"
+EXPERIMENTS = {  # three arms over the bitext view alone (the demo's rejuvenated and paraphrased views need their runs)
+    "bitext": {"mix": {"bitext": BITEXT}},
+    "even_x2": {"mix": {"even": BITEXT + " AND line % 2 = 0"}, "copies": {"even": 2}},
+    "odd_ct": {"label": "odd + CT", "mix": {"odd": BITEXT + " AND line % 2 = 1"},
+               "continue_on": {"mix": {"bitext": BITEXT}, "lr": 1e-4, "max_update": 1}},
+}
+SEEDS, UPDATES = [1, 2], 20  # a few updates: the arms, seeds and tests are what is checked, not learning
+
+
+def _sets(ood) -> list[str]:
+    return ["shard_size=200", "pipelines=[ingest, train_nmt]", f"train_nmt.student.train.max_update={UPDATES}",
+            "train_nmt.student.train.warmup_updates=10",
+            "train_nmt.experiments=" + json.dumps(EXPERIMENTS), "train_nmt.baseline=bitext", f"train_nmt.seeds={SEEDS}",
+            "train_nmt.tests=[demo_test, demo_ood]", "train_nmt.significance.resamples=200",
+            "train_nmt.significance.ar_trials=200",
+            f"datasets.demo_ood={{kind: bitext, format: text, src: {ood}/test.en, tgt: {ood}/test.de}}"]
+
+
+@pytest.fixture(scope="module")
+def pipeline(prefect_harness, tmp_path_factory):
+    """Ingest, then train_nmt with three arms × two seeds × two test sets (in-domain, and another demo seed's)."""
+    from conf.loader import load_profile
+    from demo import write_demo
+    from flows.pipelines.ingest import ingest_flow
+    from flows.pipelines.train_nmt import train_nmt_flow
+    from tests.conftest import REPO
+
+    data, ood, cache = (tmp_path_factory.mktemp(n) for n in ("nmt-arms-data", "nmt-arms-ood", "nmt-arms-cache"))
+    write_demo(data, seed=3, bitext_rows=300, mono_rows=100, labeled_rows=100, slots_rows=100, test_rows=50)
+    write_demo(ood, seed=11, bitext_rows=100, mono_rows=100, labeled_rows=100, slots_rows=100, test_rows=50)
+
+    def conf(*extra: str):
+        return load_profile(REPO / "conf" / "demo.yaml", [*_sets(ood), *extra], cache=cache,
+                            environ={"AUGDAG_DEMO_DATA": str(data)})
+
+    full = conf()  # ingest the bitext sets alone: the demo's monolingual, labelled and slot sets are no input here
+    ingest_flow(full.model_copy(update={"datasets": {k: d for k, d in full.datasets.items() if d.kind == "bitext"}}),
+                profile="test")
+    return cache, conf, train_nmt_flow(conf(), profile="test")
+
+
+@pytest.mark.slow
+def test_evaluations_per_arm_seed_test_set_and_metric_with_p_null_only_for_the_baseline(pipeline):
+    cache, _, summary = pipeline
+    rows = catalog_rows(cache, "SELECT arm, seed, testset, metric, score, p_value, ci_low, ci_high, sentences, model, "
+                     "meta->>'label' AS label FROM evaluations WHERE model_name = 'student'")
+    keys = sorted((r["arm"], r["seed"], r["testset"], r["metric"]) for r in rows)
+    assert keys == sorted((a, s, t, m) for a in EXPERIMENTS for s in SEEDS for t in ("demo_test", "demo_ood")
+                          for m in ("BLEU", "chrF"))
+    assert {(r["arm"], r["p_value"] is None) for r in rows} == {("bitext", True), ("even_x2", False), ("odd_ct", False)}
+    assert all(0 < r["p_value"] <= 1 for r in rows if r["arm"] != "bitext")
+    sentences = {r["source"]: r["n"] for r in catalog_rows(cache, "SELECT source, count(*) AS n FROM bitext GROUP BY ALL")}
+    assert all(r["ci_low"] < r["ci_high"] and r["sentences"] == sentences[r["testset"]] for r in rows)
+    assert {r["label"] for r in rows if r["arm"] == "odd_ct"} == {"odd + CT"}
+    assert len({r["model"] for r in rows}) == 6  # a student per arm and seed
+    # the same p and CI on each seed's row of an arm: one test of its seeds concatenated
+    tests = {(t["testset"], t["arm"], t["metric"]): t for t in summary["train_nmt"]["significance"]}
+    for r in rows:
+        t = tests[(r["testset"], r["arm"], r["metric"])]
+        assert (r["p_value"], r["ci_low"], r["ci_high"]) == (t["p_value"], t["ci_low"], t["ci_high"])
+        assert t["seeds"] == 2 and t["sentences"] == 2 * sentences[r["testset"]]
+    view = catalog_rows(cache, "SELECT arm, seeds, mean, p_value FROM evaluation_summary WHERE model_name = 'student' "
+                     "AND testset = 'demo_ood' AND metric = 'BLEU' ORDER BY arm")
+    assert [(v["arm"], v["seeds"]) for v in view] == [("bitext", 2), ("even_x2", 2), ("odd_ct", 2)]
+    # every translation of both test sets in the view, per arm and seed
+    per = catalog_rows(cache, "SELECT testset, arm, seed, count(*) AS n FROM test_translations GROUP BY ALL")
+    assert sorted((p["testset"], p["arm"], p["seed"], p["n"]) for p in per) == sorted(
+        (t, a, s, sentences[t]) for t in ("demo_test", "demo_ood") for a in EXPERIMENTS for s in SEEDS)
+
+
+@pytest.mark.slow
+def test_training_mix_rows_per_arm_and_phase_are_exact_copies(pipeline):
+    cache, _, summary = pipeline
+    n = catalog_rows(cache, "SELECT count(*) AS n, count(*) FILTER (line % 2 = 0) AS even FROM bitext "
+                  "WHERE source = 'demo_bitext'")[0]
+    mix = {(r["arm"], r["phase"], r["source"]): r["n"]
+           for r in catalog_rows(cache, "SELECT arm, phase, source, count(*) AS n FROM training_mix GROUP BY ALL")}
+    assert mix == {("bitext", "train", "bitext"): n["n"], ("even_x2", "train", "even"): 2 * n["even"],
+                   ("odd_ct", "train", "odd"): n["n"] - n["even"], ("odd_ct", "continue", "bitext"): n["n"]}
+    arms = summary["train_nmt"]["arms"]
+    assert arms["even_x2"]["mix_rows"] == {"even": 2 * n["even"]} and arms["odd_ct"]["continue_rows"] == {"bitext": n["n"]}
+
+
+@pytest.mark.slow
+def test_every_student_descends_from_its_training_mix(pipeline):
+    cache, _, summary = pipeline
+    for arm, a in summary["train_nmt"]["arms"].items():
+        for student in a["students"]:
+            up = catalog_rows(cache, f"""WITH RECURSIVE up(fp) AS (SELECT '{student}' UNION SELECT l.parent FROM lineage l
+                                                      JOIN up ON l.child = up.fp)
+                               SELECT a.stage, a.dataset FROM up JOIN artifacts a ON a.fingerprint = up.fp""")
+            assert ("training_mix", f"train_nmt.{arm}") in {(u["stage"], u["dataset"]) for u in up}
+            if arm == "odd_ct":  # and from the arm's own first model and its continued-training data
+                assert ("training_mix", "train_nmt.odd_ct.continue") in {(u["stage"], u["dataset"]) for u in up}
+    names = {m["name"]: m["n"] for m in catalog_rows(cache, "SELECT name, count(*) AS n FROM models WHERE kind = 'fairseq' "
+                                                  "GROUP BY name")}
+    assert names == {"student": 6, "student_continued": 2}
+
+
+@pytest.mark.slow
+def test_continued_training_starts_from_the_arms_checkpoint_at_its_own_lr(pipeline):
+    """One update of Adam moves each weight by at most lr (its first step is lr · g / (|g| + ε)): a continued
+    student one update away from its arm's model started from that model's weights, at that lr."""
+    import torch
+
+    from models.nmt.fairseq_checkpoint import allow_listed
+
+    cache, _, summary = pipeline
+
+    def state(fp: str) -> dict:
+        path = catalog_rows(cache, f"SELECT path FROM models WHERE fingerprint = '{fp}'")[0]["path"]
+        with allow_listed():
+            return torch.load(f"{path}/checkpoint.pt", map_location="cpu", weights_only=True)
+
+    for fp in summary["train_nmt"]["arms"]["odd_ct"]["students"]:
+        meta = json.loads(catalog_rows(cache, f"SELECT meta FROM models WHERE fingerprint = '{fp}'")[0]["meta"])
+        continued, base = state(fp), state(meta["params"]["init"])
+        moved = max((continued["model"][k] - w).abs().max().item() for k, w in base["model"].items()
+                    if w.is_floating_point())
+        assert moved == pytest.approx(1e-4, rel=1e-2)
+        assert continued["optimizer_history"][-1]["lr_scheduler_state"] == {"lr": 1e-4}  # fairseq's fixed schedule
+        assert continued["optimizer_history"][-1]["num_updates"] == 1 and continued["cfg"]["optimization"]["lr"] == [1e-4]
+        assert base["optimizer_history"][-1]["num_updates"] == UPDATES
+        continued_dir, base_dir = (Path(catalog_rows(cache, f"SELECT path FROM models WHERE fingerprint = '{f}'")[0]["path"])
+                                   for f in (fp, meta["params"]["init"]))
+        for name in ("spm.model", "dict.src.txt", "dict.tgt.txt"):  # the first model's subwords and dictionary
+            assert (continued_dir / name).read_bytes() == (base_dir / name).read_bytes(), name
+
+
+def test_continued_training_refuses_a_checkpoint_augdag_did_not_train(tmp_path):
+    from conf.errors import ModelError
+    from conf.sections.nmt import NMTTrainConf
+    from models.nmt.fairseq_train import train_fairseq
+
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    for name in ("checkpoint.pt", "spm.model", "dict.src.txt"):
+        (foreign / name).write_bytes(b"not ours")
+    with pytest.raises(ModelError, match="refusing to load this fairseq checkpoint: augdag did not train it"):
+        train_fairseq(["a b"], ["c d"], tmp_path / "out", NMTTrainConf(max_update=1), init=foreign)
+    assert not (tmp_path / "out" / "checkpoint.pt").exists()
+
+
+@pytest.mark.slow
+def test_summary_and_report_compare_each_arm_with_the_baseline(pipeline):
+    from flows.pipelines import train_nmt_lines
+
+    _, _, summary = pipeline
+    lines = train_nmt_lines(summary)
+    assert len(lines) == 6 and lines[0].startswith("bitext (baseline): BLEU = ")
+    assert lines[2].startswith("odd + CT: ") and " BLEU (p = " in lines[2] and lines[5].endswith("on demo_ood (2 seeds)")
+    with open(summary["reports"]["train_nmt_html"], encoding="utf-8") as f:
+        page = f.read()
+    assert page.count("data:image/png;base64,") == 2 and "Δ BLEU" in page and "odd + CT" in page
+
+
+@pytest.mark.slow
+def test_a_cached_rerun_retrains_nothing_and_new_copies_retrain_only_that_arm(pipeline):
+    from flows.pipelines.train_nmt import train_nmt_flow
+
+    cache, conf, first = pipeline
+    again = train_nmt_flow(conf(), profile="test")
+    assert {s["status"] for s in again["stages"] if s["kind"] == "model"} == {"cached"}
+    assert {s["status"] for s in again["stages"]} == {"cached"}
+    assert again["train_nmt"]["evaluation"] == first["train_nmt"]["evaluation"]
+    changed = train_nmt_flow(conf("train_nmt.experiments.even_x2.copies.even=3"), profile="test")
+    trained = [s for s in changed["stages"] if s["kind"] == "model" and s["status"] == "computed"]
+    assert len(trained) == 2  # even_x2's two seeds
+    arms = changed["train_nmt"]["arms"]
+    assert set(arms["even_x2"]["students"]).isdisjoint(first["train_nmt"]["arms"]["even_x2"]["students"])
+    assert arms["odd_ct"]["students"] == first["train_nmt"]["arms"]["odd_ct"]["students"]
+    assert arms["bitext"]["students"] == first["train_nmt"]["arms"]["bitext"]["students"]

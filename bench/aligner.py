@@ -55,9 +55,11 @@ def best_of(repeat: int, fn, *args, **kwargs) -> tuple[object, float]:
 
 def agreement(ours: Alignment, theirs: Alignment) -> tuple[float, float, int]:
     """(share of our links in theirs, share of theirs in ours, links in one but not the other)."""
+
     def keys(al: Alignment) -> np.ndarray:
         sentence = np.repeat(np.arange(len(al)), np.diff(al.offsets))
         return sentence * 1_000_000 + al.src.astype(np.int64) * 1000 + al.tgt
+
     a, b = keys(ours), keys(theirs)
     hits = len(np.intersect1d(a, b))
     return hits / max(len(a), 1), hits / max(len(b), 1), len(a) + len(b) - 2 * hits
@@ -68,8 +70,7 @@ def reference(binary: str, corpus: Path) -> tuple[Alignment, Alignment]:
     """fast_align -d -o -v, then with -r; links as (src, tgt) (the tool prints them so in both directions)."""
     out = []
     for flag in ([], ["-r"]):
-        run = subprocess.run([binary, "-i", str(corpus), "-d", "-o", "-v", *flag], capture_output=True, text=True,
-                             check=True)
+        run = subprocess.run([binary, "-i", str(corpus), "-d", "-o", "-v", *flag], capture_output=True, text=True, check=True)
         out.append(Alignment.from_pharaoh(run.stdout.splitlines()))
     return out[0], out[1]
 
@@ -94,8 +95,16 @@ def naive_digamma(x: np.ndarray) -> np.ndarray:
     return result + np.log(x) + xx2 / 24 - 7 / 960 * xx4 + 31 / 8064 * xx4 * xx2 - 127 / 30720 * xx4 * xx4
 
 
-def naive_direction(e_sents: list[np.ndarray], f_sents: list[np.ndarray], n_e: int, n_f: int,
-                    iterations: int = 5, p0: float = 0.08, alpha: float = 0.01, tension: float = 4.0) -> list:
+def naive_direction(
+    e_sents: list[np.ndarray],
+    f_sents: list[np.ndarray],
+    n_e: int,
+    n_f: int,
+    iterations: int = 5,
+    p0: float = 0.08,
+    alpha: float = 0.01,
+    tension: float = 4.0,
+) -> list:
     """Viterbi source position per generated word (−1 NULL), per sentence; e ids 1-based (0 = NULL)."""
     seen = np.zeros((n_e, n_f), bool)
     for e, f in zip(e_sents, f_sents):
@@ -123,11 +132,9 @@ def naive_direction(e_sents: list[np.ndarray], f_sents: list[np.ndarray], n_e: i
             return best
         if it > 0:
             pm, pn = np.array([k[0] for k in pairs]), np.array([k[1] for k in pairs])
-            tension = optimize_tension(pm, pn, np.array(list(pairs.values()), float), float(tokens), emp / tokens,
-                                        tension)
+            tension = optimize_tension(pm, pn, np.array(list(pairs.values()), float), float(tokens), emp / tokens, tension)
         c = np.where(seen, counts + alpha, 0.0)
-        theta = np.where(seen, np.exp(naive_digamma(np.where(seen, c, 1.0)) - naive_digamma(c.sum(1))[:, None]),
-                         1e-9)
+        theta = np.where(seen, np.exp(naive_digamma(np.where(seen, c, 1.0)) - naive_digamma(c.sum(1))[:, None]), 1e-9)
     return []
 
 
@@ -180,30 +187,38 @@ def main(argv: list[str] | None = None) -> int:
             for name, ours, ref in (("forward", fwd, theirs[0]), ("reverse", rev, theirs[1])):
                 in_theirs, in_ours, differ = agreement(ours, ref)
                 ok &= min(in_theirs, in_ours) >= AGREEMENT_GOAL
-                print(f"fast_align {name} links, {a.pairs:,} {what}: {in_theirs:.3%} of ours in the tool's, "
-                      f"{in_ours:.3%} of the tool's in ours, {differ:,} links differ (goal >= {AGREEMENT_GOAL:.0%})")
+                print(
+                    f"fast_align {name} links, {a.pairs:,} {what}: {in_theirs:.3%} of ours in the tool's, "
+                    f"{in_ours:.3%} of the tool's in ours, {differ:,} links differ (goal >= {AGREEMENT_GOAL:.0%})"
+                )
             _, t_ref = best_of(a.repeat, reference, binary, corpus)
             _, t_ours = best_of(a.repeat, align_both, src, tgt, threads=a.threads)
             ratio = t_ref / t_ours
             ok &= ratio >= SPEED_GOAL
-            print(f"fast_align fwd+rev 5 iterations, {a.pairs:,} {what}: {a.pairs / t_ours:,.0f} pairs/s "
-                  f"({t_ours:.2f} s) vs the C++ tool {a.pairs / t_ref:,.0f} pairs/s ({t_ref:.2f} s): "
-                  f"{ratio:.1f}x (goal >= {SPEED_GOAL:.1f}x)")
+            print(
+                f"fast_align fwd+rev 5 iterations, {a.pairs:,} {what}: {a.pairs / t_ours:,.0f} pairs/s "
+                f"({t_ours:.2f} s) vs the C++ tool {a.pairs / t_ref:,.0f} pairs/s ({t_ref:.2f} s): "
+                f"{ratio:.1f}x (goal >= {SPEED_GOAL:.1f}x)"
+            )
     else:
         k = min(a.pairs, a.naive_pairs)
         naive = naive_both(src[:k], tgt[:k])
         _, _, fwd, rev = align_both(src[:k], tgt[:k], threads=a.threads)
         for name, ours, base in (("forward", fwd, naive[0]), ("reverse", rev, naive[1])):
             in_base, in_ours, differ = agreement(ours, base)
-            print(f"fast_align {name} links, {k:,} {what}: {in_base:.3%} of ours in the numpy loop's, "
-                  f"{in_ours:.3%} of its in ours, {differ:,} links differ")
+            print(
+                f"fast_align {name} links, {k:,} {what}: {in_base:.3%} of ours in the numpy loop's, "
+                f"{in_ours:.3%} of its in ours, {differ:,} links differ"
+            )
         _, t_naive = best_of(1, naive_both, src[:k], tgt[:k])
         _, t_ours = best_of(a.repeat, align_both, src, tgt, threads=a.threads)
         t_naive_scaled = t_naive * a.pairs / k
-        print(f"fast_align fwd+rev 5 iterations, {a.pairs:,} {what}: {a.pairs / t_ours:,.0f} pairs/s "
-              f"({t_ours:.2f} s) vs a per-sentence numpy loop {a.pairs / t_naive_scaled:,.0f} pairs/s "
-              f"({t_naive:.2f} s on {k:,} pairs, scaled): {t_naive_scaled / t_ours:.0f}x "
-              f"(set FAST_ALIGN_BIN for the C++ tool)")
+        print(
+            f"fast_align fwd+rev 5 iterations, {a.pairs:,} {what}: {a.pairs / t_ours:,.0f} pairs/s "
+            f"({t_ours:.2f} s) vs a per-sentence numpy loop {a.pairs / t_naive_scaled:,.0f} pairs/s "
+            f"({t_naive:.2f} s on {k:,} pairs, scaled): {t_naive_scaled / t_ours:.0f}x "
+            f"(set FAST_ALIGN_BIN for the C++ tool)"
+        )
     return 0 if ok else 1
 
 

@@ -66,8 +66,14 @@ def load_rows(path: Path | None) -> pa.Table:
 
         rows = [{"tokens": t, "tags": g} for t, g in iter_slots(4478)]
         source = "demo"
-    table = pa.table({"tokens": [r["tokens"] for r in rows], "tags": [r["tags"] for r in rows],
-                      "source": [source] * len(rows), "line": pa.array(range(1, len(rows) + 1), pa.int64())})
+    table = pa.table(
+        {
+            "tokens": [r["tokens"] for r in rows],
+            "tags": [r["tags"] for r in rows],
+            "source": [source] * len(rows),
+            "line": pa.array(range(1, len(rows) + 1), pa.int64()),
+        }
+    )
     return with_uid(table, "slots")
 
 
@@ -112,14 +118,20 @@ def main() -> None:
     paired = len(set(ours["frame"].to_pylist()))
     clusters = len(set(ours["cluster"].to_pylist()))
     targets = sum(r == "output" for r in ours["role"].to_pylist())
-    print(f"data: {args.data if args.data.exists() else 'demo slots'}: {rows.num_rows:,} rows, {delex.num_rows:,} "
-          f"delexicalised ({t_delex:.2f} s), {frames:,} frames; c = {args.cluster_size}: {paired:,} frames paired, "
-          f"{clusters:,} cluster pairs, {targets:,} output utterances (identical both ways)")
-    print(f"pairing: rapidfuzz {t_ours:.2f} s, pure-Python edit distance {t_base:.2f} s -> {t_base / t_ours:.1f}x "
-          f"(goal >= {GOAL_RATIO:.0f}x: {'met' if t_base / t_ours >= GOAL_RATIO else 'MISSED'}; "
-          f"under {GOAL_SECONDS:.0f} s: {'met' if t_ours + t_delex < GOAL_SECONDS else 'MISSED'})")
-    print(f"  of which the edit-distance matrices: rapidfuzz {d_ours:.3f} s, pure Python {d_base:.2f} s -> "
-          f"{d_base / d_ours:.0f}x; the rest (grouping, FasterPAM, furthest including) {t_ours - d_ours:.3f} s")
+    print(
+        f"data: {args.data if args.data.exists() else 'demo slots'}: {rows.num_rows:,} rows, {delex.num_rows:,} "
+        f"delexicalised ({t_delex:.2f} s), {frames:,} frames; c = {args.cluster_size}: {paired:,} frames paired, "
+        f"{clusters:,} cluster pairs, {targets:,} output utterances (identical both ways)"
+    )
+    print(
+        f"pairing: rapidfuzz {t_ours:.2f} s, pure-Python edit distance {t_base:.2f} s -> {t_base / t_ours:.1f}x "
+        f"(goal >= {GOAL_RATIO:.0f}x: {'met' if t_base / t_ours >= GOAL_RATIO else 'MISSED'}; "
+        f"under {GOAL_SECONDS:.0f} s: {'met' if t_ours + t_delex < GOAL_SECONDS else 'MISSED'})"
+    )
+    print(
+        f"  of which the edit-distance matrices: rapidfuzz {d_ours:.3f} s, pure Python {d_base:.2f} s -> "
+        f"{d_base / d_ours:.0f}x; the rest (grouping, FasterPAM, furthest including) {t_ours - d_ours:.3f} s"
+    )
 
 
 if __name__ == "__main__":

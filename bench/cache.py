@@ -53,8 +53,10 @@ def main(argv: list[str] | None = None) -> int:
                 assert artifact_count(conf.cache) == n_artifacts
                 cached_s.append(seconds)
     ratio = median(cached_s) / cold_s
-    print(f"cache n={a.rows:,}: cold {cold_s:.1f} s, cached {median(cached_s):.2f} s "
-          f"(runs {', '.join(f'{s:.2f}' for s in cached_s)}) = {100 * ratio:.1f} % of cold (goal <= {100 * GOAL:.0f} %)")
+    print(
+        f"cache n={a.rows:,}: cold {cold_s:.1f} s, cached {median(cached_s):.2f} s "
+        f"(runs {', '.join(f'{s:.2f}' for s in cached_s)}) = {100 * ratio:.1f} % of cold (goal <= {100 * GOAL:.0f} %)"
+    )
     return 0 if ratio <= GOAL else 1
 
 

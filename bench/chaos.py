@@ -58,8 +58,14 @@ POLL_S = 0.05  # how often a trial counts its committed files
 GONE_WAIT_S = 10.0  # how long a run's processes may take to disappear after its end or its kill
 RUN_TIMEOUT_S = 6 * 3600  # the reference run; a resume gets max(1800 s, 3 T)
 # the evaluations' identity and score; of a tuple of names, the first one the catalog has
-SCORE_COLUMNS: tuple[tuple[str, ...], ...] = (("model_name",), ("arm",), ("dataset", "testset"), ("metric",),
-                                              ("seed",), ("score",))
+SCORE_COLUMNS: tuple[tuple[str, ...], ...] = (
+    ("model_name",),
+    ("arm",),
+    ("dataset", "testset"),
+    ("metric",),
+    ("seed",),
+    ("score",),
+)
 
 
 @dataclasses.dataclass
@@ -110,11 +116,21 @@ class Readers:
                 self._read()
 
     def _read(self) -> None:
-        cmd = [sys.executable, "-m", "flows.cli", "sql", "SELECT count(*) AS n FROM artifacts", "-f", "csv",
-               "--cache", str(self.cache)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "flows.cli",
+            "sql",
+            "SELECT count(*) AS n FROM artifacts",
+            "-f",
+            "csv",
+            "--cache",
+            str(self.cache),
+        ]
         try:
-            proc = subprocess.run(cmd, env=self.env, cwd=REPO, capture_output=True, text=True, check=False,
-                                  timeout=READ_TIMEOUT_S)
+            proc = subprocess.run(
+                cmd, env=self.env, cwd=REPO, capture_output=True, text=True, check=False, timeout=READ_TIMEOUT_S
+            )
             error = "" if proc.returncode == 0 else f"exit {proc.returncode}: {last_line(proc.stderr + proc.stdout)}"
         except subprocess.TimeoutExpired:
             error = f"no answer in {READ_TIMEOUT_S} s"
@@ -143,15 +159,26 @@ def nightly_env(prefect_home: Path, data: Path) -> dict[str, str]:
 
 
 def nightly_cmd(cache: Path, sets: list[str]) -> list[str]:
-    return [sys.executable, "-m", "flows.cli", "nightly", "--config", "demo",
-            *(a for s in sets for a in ("--set", s)), "--cache", str(cache), "-q"]
+    return [
+        sys.executable,
+        "-m",
+        "flows.cli",
+        "nightly",
+        "--config",
+        "demo",
+        *(a for s in sets for a in ("--set", s)),
+        "--cache",
+        str(cache),
+        "-q",
+    ]
 
 
 def start(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
     """The command in a session of its own (its process group id is its pid), its output appended to ``log``."""
     with log.open("ab") as out:
-        return subprocess.Popen(cmd, env=env, cwd=REPO, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            cmd, env=env, cwd=REPO, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
 
 def family(pid: int) -> list[Owner]:
@@ -179,8 +206,14 @@ def kill_group(proc: subprocess.Popen) -> list[Owner]:
     return owners
 
 
-def run_once(cmd: list[str], env: dict[str, str], log: Path, limit_s: float, readers: Readers | None = None,
-             kill_when: Callable[[], bool] | None = None) -> Outcome:
+def run_once(
+    cmd: list[str],
+    env: dict[str, str],
+    log: Path,
+    limit_s: float,
+    readers: Readers | None = None,
+    kill_when: Callable[[], bool] | None = None,
+) -> Outcome:
     """Run ``cmd`` until it ends, or until ``limit_s`` seconds after its start or ``kill_when()`` (asked every
     POLL_S): then SIGKILL its process group (rc None). ``readers`` read meanwhile and stop at its end."""
     with readers or contextlib.nullcontext():
@@ -252,13 +285,14 @@ def scores(cache: Path) -> tuple[list[tuple], list[tuple]]:
     every distinct one in the catalog (a killed nightly's pipelines that completed recorded theirs too)."""
     with Catalog(cache).read() as con:
         present = {row[0] for row in con.execute("DESCRIBE evaluations").fetchall()}
-        cols = ", ".join(next(c for c in names if c in present) for names in SCORE_COLUMNS
-                         if any(c in present for c in names))
-        last = con.execute("SELECT summary FROM runs WHERE pipeline = 'nightly' AND status = 'completed' "
-                           "ORDER BY finished_at DESC LIMIT 1").fetchone()
+        cols = ", ".join(next(c for c in names if c in present) for names in SCORE_COLUMNS if any(c in present for c in names))
+        last = con.execute(
+            "SELECT summary FROM runs WHERE pipeline = 'nightly' AND status = 'completed' ORDER BY finished_at DESC LIMIT 1"
+        ).fetchone()
         ids = [c["run_id"] for c in json.loads(last[0]).get("pipelines", [])] if last and last[0] else []
-        rows = con.execute(f"SELECT {cols} FROM evaluations WHERE list_contains($ids, run_id) ORDER BY ALL",
-                           {"ids": ids}).fetchall()
+        rows = con.execute(
+            f"SELECT {cols} FROM evaluations WHERE list_contains($ids, run_id) ORDER BY ALL", {"ids": ids}
+        ).fetchall()
         every = con.execute(f"SELECT DISTINCT {cols} FROM evaluations ORDER BY ALL").fetchall()
     exact = [tuple(repr(v) if isinstance(v, float) else v for v in row) for row in rows]
     return exact, sorted({tuple(repr(v) if isinstance(v, float) else v for v in row) for row in every}, key=repr)
@@ -306,8 +340,20 @@ def run_problems(what: str, out: Outcome, log: Path, *, killed: bool = False) ->
     return problems
 
 
-def trial(i: int, n: int, at_s: float, progress: Progress, ref: Snapshot, ref_s: float, root: Path, sets: list[str],
-          data: Path, reader_env: dict[str, str], *, keep: bool) -> bool:
+def trial(
+    i: int,
+    n: int,
+    at_s: float,
+    progress: Progress,
+    ref: Snapshot,
+    ref_s: float,
+    root: Path,
+    sets: list[str],
+    data: Path,
+    reader_env: dict[str, str],
+    *,
+    keep: bool,
+) -> bool:
     """One kill, at the reference's moment ``at_s`` placed on this run's progress, and resume; prints its line
     (and the problems after the first, indented); True if identical."""
     d = root / f"trial-{i:02d}"
@@ -315,8 +361,9 @@ def trial(i: int, n: int, at_s: float, progress: Progress, ref: Snapshot, ref_s:
     cache, env = d / "cache", nightly_env(d / "prefect-home", data)
     cmd = nightly_cmd(cache, sets)
     files, delay_s = progress.kill_point(at_s)
-    first = run_once(cmd, env, d / "run.log", max(1800.0, 3 * ref_s), Readers(cache, reader_env),
-                     kill_when=KillAfter(cache, files, delay_s))
+    first = run_once(
+        cmd, env, d / "run.log", max(1800.0, 3 * ref_s), Readers(cache, reader_env), kill_when=KillAfter(cache, files, delay_s)
+    )
     killed = first.rc is None
     resume = run_once(cmd, env, d / "resume.log", max(1800.0, 3 * ref_s))
     problems = run_problems("killed run" if killed else "first run", first, d / "run.log", killed=killed)
@@ -331,8 +378,9 @@ def trial(i: int, n: int, at_s: float, progress: Progress, ref: Snapshot, ref_s:
         if litter := temp_files(cache):
             problems.append(f"{litter} temporary files left under artifacts/")
     point = f"{delay_s:.1f} s after its parquet file {files} of {len(ref.hashes)} (the reference's {at_s:.1f} s)"
-    when = (f"killed at {first.seconds:.1f} s, {point}" if killed
-            else f"finished in {first.seconds:.1f} s before its kill, {point}")
+    when = (
+        f"killed at {first.seconds:.1f} s, {point}" if killed else f"finished in {first.seconds:.1f} s before its kill, {point}"
+    )
     verdict = problems[0] if problems else f"identical{counts}"
     print(f"trial {i}/{n}: {when}, resumed in {resume.seconds:.1f} s: {verdict}, {first.readers.summary()}", flush=True)
     for p in problems[1:]:
@@ -351,8 +399,14 @@ def chaos(root: Path, a: argparse.Namespace) -> int:
     ref_dir.mkdir(parents=True)
     ref_cache, log = ref_dir / "cache", ref_dir / "run.log"
     progress = Progress(ref_cache)
-    out = run_once(nightly_cmd(ref_cache, sets), nightly_env(ref_dir / "prefect-home", data), log, RUN_TIMEOUT_S,
-                   Readers(ref_cache, reader_env), kill_when=progress.watch)
+    out = run_once(
+        nightly_cmd(ref_cache, sets),
+        nightly_env(ref_dir / "prefect-home", data),
+        log,
+        RUN_TIMEOUT_S,
+        Readers(ref_cache, reader_env),
+        kill_when=progress.watch,
+    )
     problems = run_problems("reference", out, log)
     if not problems and (running := running_runs(ref_cache)):
         problems.append(f"reference: runs shown running: {running}")
@@ -361,11 +415,16 @@ def chaos(root: Path, a: argparse.Namespace) -> int:
         return 1
     ref = snapshot(ref_cache)
     extra = f", {' '.join(a.set)}" if a.set else ""
-    print(f"reference ({a.profile}{extra}): {out.seconds:.1f} s, {len(ref.hashes)} parquet, {len(ref.scores)} scores, "
-          f"{out.readers.summary()}", flush=True)
+    print(
+        f"reference ({a.profile}{extra}): {out.seconds:.1f} s, {len(ref.hashes)} parquet, {len(ref.scores)} scores, "
+        f"{out.readers.summary()}",
+        flush=True,
+    )
     rng = random.Random(a.seed)
-    ok = sum(trial(i, a.trials, rng.uniform(0, out.seconds), progress, ref, out.seconds, root, sets, data, reader_env,
-                   keep=a.keep) for i in range(1, a.trials + 1))
+    ok = sum(
+        trial(i, a.trials, rng.uniform(0, out.seconds), progress, ref, out.seconds, root, sets, data, reader_env, keep=a.keep)
+        for i in range(1, a.trials + 1)
+    )
     if not a.keep:
         shutil.rmtree(ref_dir / "cache", ignore_errors=True)
         shutil.rmtree(ref_dir / "prefect-home", ignore_errors=True)
@@ -376,11 +435,18 @@ def chaos(root: Path, a: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=20)
-    ap.add_argument("--profile", choices=("tiny", "demo"), default="tiny",
-                    help="tiny: the demo with demo/tiny.py's overrides (every pipeline at once); demo: the full demo")
+    ap.add_argument(
+        "--profile",
+        choices=("tiny", "demo"),
+        default="tiny",
+        help="tiny: the demo with demo/tiny.py's overrides (every pipeline at once); demo: the full demo",
+    )
     ap.add_argument("--seed", type=int, default=0, help="seeds the kill moments")
-    ap.add_argument("--workdir", type=Path, help="where the data, caches and logs go (default: a new temporary "
-                                                 "directory, removed at the end unless --keep)")
+    ap.add_argument(
+        "--workdir",
+        type=Path,
+        help="where the data, caches and logs go (default: a new temporary directory, removed at the end unless --keep)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep every cache (else each is removed once compared)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="another override (repeatable)")
     a = ap.parse_args(argv)

@@ -36,16 +36,21 @@ def workdir(prefix: str, *, keep: bool = False) -> Iterator[Path]:
 
 def demo_pairs(root: Path, n: int, *, seed: int = 0) -> DatasetConf:
     """Write ``n`` seeded demo pairs (no planted bad lines) to ``root/train.{en,de}``; their dataset config."""
-    paths, _ = write_demo(root, seed=seed, bitext_rows=n, mono_rows=100, labeled_rows=100, slots_rows=100,
-                          test_rows=100, bad_rows=False)
+    paths, _ = write_demo(
+        root, seed=seed, bitext_rows=n, mono_rows=100, labeled_rows=100, slots_rows=100, test_rows=100, bad_rows=False
+    )
     paths.alignments.unlink()  # not read by ingest; a third of the bytes
     return DatasetConf(kind="bitext", format="text", src=paths.train_src, tgt=paths.train_tgt)
 
 
 def bench_conf(cache: Path, ds: DatasetConf, *, shard_size: int = 100_000, workers: int | None = None) -> AugdagConf:
     """A profile with the one bitext dataset; ``workers`` threads (None: one per core, as `augdag run`)."""
-    return AugdagConf(cache=cache, shard_size=shard_size, datasets={DATASET: ds},
-                      task_runner=TaskRunnerConf(kind="threads", max_workers=workers))
+    return AugdagConf(
+        cache=cache,
+        shard_size=shard_size,
+        datasets={DATASET: ds},
+        task_runner=TaskRunnerConf(kind="threads", max_workers=workers),
+    )
 
 
 @contextmanager

@@ -38,8 +38,14 @@ PROPORTIONS = {"small": ("train_small129.jsonl", 2, 7.99), "medium": ("train_med
 
 def read_slots(path: Path) -> pa.Table:
     rows = [json.loads(line) for line in path.open(encoding="utf-8")]
-    table = pa.table({"tokens": [r["tokens"] for r in rows], "tags": [r["tags"] for r in rows],
-                      "source": [path.stem] * len(rows), "line": pa.array(range(1, len(rows) + 1), pa.int64())})
+    table = pa.table(
+        {
+            "tokens": [r["tokens"] for r in rows],
+            "tags": [r["tags"] for r in rows],
+            "source": [path.stem] * len(rows),
+            "line": pa.array(range(1, len(rows) + 1), pa.int64()),
+        }
+    )
     return with_uid(table, "slots")
 
 
@@ -52,18 +58,32 @@ def c2c_rows(train: pa.Table, *, cluster_size: int, epochs: int, threads: int, r
     delex = delexicalise(train)["part"]
     pairs = cluster_pairs(Parts.of_tables([delex]), cluster_size=cluster_size)
     folds = sorted(set(pairs["fold"].to_pylist()))
-    facts: dict = {"delexicalised": delex.num_rows, "frames": len(set(delex["frame"].to_pylist())),
-                   "frames_paired": len(set(pairs["frame"].to_pylist())),
-                   "pairs": len(set(pairs["cluster"].to_pylist())), "fold_seconds": []}
+    facts: dict = {
+        "delexicalised": delex.num_rows,
+        "frames": len(set(delex["frame"].to_pylist())),
+        "frames_paired": len(set(pairs["frame"].to_pylist())),
+        "pairs": len(set(pairs["cluster"].to_pylist())),
+        "fold_seconds": [],
+    }
     generated = []
     for fold in folds:
         out = root / f"c2c-{cluster_size}-{fold}"
         t0 = time.perf_counter()
         c2c_trainer(pairs, fold=fold, settings={"epochs": epochs, "seed": 42}, device="cpu", threads=threads)(out)
         facts["fold_seconds"].append(time.perf_counter() - t0)
-        generated.append(c2c_generate(Parts.of_tables([pairs]), delexicalised=delex, fold=fold, n_outputs=10,
-                                      source=train["source"][0].as_py(), model=f"fold{fold}", model_path=str(out),
-                                      device="cpu", threads=threads))
+        generated.append(
+            c2c_generate(
+                Parts.of_tables([pairs]),
+                delexicalised=delex,
+                fold=fold,
+                n_outputs=10,
+                source=train["source"][0].as_py(),
+                model=f"fold{fold}",
+                model_path=str(out),
+                device="cpu",
+                threads=threads,
+            )
+        )
     gen_parts = [Parts.of_tables([g]) for g in generated]
     selected = c2c_select(Parts.of_tables([delex]), *gen_parts)
     facts["generated"] = sum(g.num_rows for g in generated)
@@ -72,15 +92,15 @@ def c2c_rows(train: pa.Table, *, cluster_size: int, epochs: int, threads: int, r
     return selected["part"].select(["uid", "tokens", "tags"]), facts
 
 
-def tagger_f1(train: pa.Table, dev: pa.Table, test: pa.Table, *, seed: int, epochs: int, threads: int,
-              out: Path) -> tuple[float, float]:
+def tagger_f1(
+    train: pa.Table, dev: pa.Table, test: pa.Table, *, seed: int, epochs: int, threads: int, out: Path
+) -> tuple[float, float]:
     """(test span F1 at the best dev epoch, seconds) of a Bi-LSTM with the paper's settings."""
     from models.tagger import SlotTagger, TaggerSettings, span_f1, train_tagger
 
     pairs = lambda t: list(zip(t["tokens"].to_pylist(), t["tags"].to_pylist()))  # noqa: E731
     t0 = time.perf_counter()
-    train_tagger(pairs(train), out, TaggerSettings(epochs=epochs, seed=seed), dev=pairs(dev), device="cpu",
-                 threads=threads)
+    train_tagger(pairs(train), out, TaggerSettings(epochs=epochs, seed=seed), dev=pairs(dev), device="cpu", threads=threads)
     seconds = time.perf_counter() - t0
     tagger = SlotTagger.load(out, device="cpu", threads=threads)
     return span_f1(test["tags"].to_pylist(), tagger.predict(test["tokens"].to_pylist())), seconds
@@ -111,27 +131,42 @@ def main() -> None:
             train = read_slots(DATA / file)
             t0 = time.perf_counter()
             new, facts = c2c_rows(train, cluster_size=c, epochs=args.c2c_epochs, threads=args.threads, root=root)
-            print(f"\n== ATIS {name} ({train.num_rows} rows, c = {c}): {facts['frames_paired']} of {facts['frames']} "
-                  f"frames paired, {facts['pairs']} cluster pairs; {facts['generated']} generated, {facts['kept']} "
-                  f"new rows kept ({time.perf_counter() - t0:.0f} s; training per fold "
-                  + ", ".join(f"{s:.1f}" for s in facts["fold_seconds"]) + " s)")
+            print(
+                f"\n== ATIS {name} ({train.num_rows} rows, c = {c}): {facts['frames_paired']} of {facts['frames']} "
+                f"frames paired, {facts['pairs']} cluster pairs; {facts['generated']} generated, {facts['kept']} "
+                f"new rows kept ({time.perf_counter() - t0:.0f} s; training per fold "
+                + ", ".join(f"{s:.1f}" for s in facts["fold_seconds"])
+                + " s)"
+            )
             for d in facts["diversity"]:
-                print(f"   Table 5, {d['level']}: Inter ratio {d['inter_ratio']:.1%}, Inter MED {d['inter_med']:.2f}, "
-                      f"Intra ratio {d['intra_ratio']:.1%}, Intra MED {d['intra_med']:.2f} ({d['generated']} utterances)")
-            arms = {"original": train.select(["uid", "tokens", "tags"]),
-                    "original+c2c": pa.concat_tables([train.select(["uid", "tokens", "tags"]), new])}
+                print(
+                    f"   Table 5, {d['level']}: Inter ratio {d['inter_ratio']:.1%}, Inter MED {d['inter_med']:.2f}, "
+                    f"Intra ratio {d['intra_ratio']:.1%}, Intra MED {d['intra_med']:.2f} ({d['generated']} utterances)"
+                )
+            arms = {
+                "original": train.select(["uid", "tokens", "tags"]),
+                "original+c2c": pa.concat_tables([train.select(["uid", "tokens", "tags"]), new]),
+            }
             f1: dict[str, list[float]] = {a: [] for a in arms}
             for seed in range(args.seeds):
                 for arm, rows in arms.items():
-                    score, seconds = tagger_f1(rows, dev, test, seed=seed, epochs=args.tagger_epochs,
-                                               threads=args.threads, out=root / f"tagger-{name}-{arm}-{seed}")
+                    score, seconds = tagger_f1(
+                        rows,
+                        dev,
+                        test,
+                        seed=seed,
+                        epochs=args.tagger_epochs,
+                        threads=args.threads,
+                        out=root / f"tagger-{name}-{arm}-{seed}",
+                    )
                     f1[arm].append(score)
-                    print(f"   seed {seed} {arm:>13}: F1 {100 * score:.2f} ({rows.num_rows} rows, {seconds:.0f} s)",
-                          flush=True)
+                    print(f"   seed {seed} {arm:>13}: F1 {100 * score:.2f} ({rows.num_rows} rows, {seconds:.0f} s)", flush=True)
             deltas = [b - a for a, b in zip(f1["original"], f1["original+c2c"])]
-            print(f"   F1 original {mean_sd(f1['original'])}, original + c2c {mean_sd(f1['original+c2c'])}; "
-                  f"paired Δ {mean_sd(deltas)} ({sum(d > 0 for d in deltas)} of {len(deltas)} seeds up); "
-                  f"the paper: +{paper:.2f}")
+            print(
+                f"   F1 original {mean_sd(f1['original'])}, original + c2c {mean_sd(f1['original+c2c'])}; "
+                f"paired Δ {mean_sd(deltas)} ({sum(d > 0 for d in deltas)} of {len(deltas)} seeds up); "
+                f"the paper: +{paper:.2f}"
+            )
 
 
 if __name__ == "__main__":

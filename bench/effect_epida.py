@@ -46,18 +46,41 @@ from bench.epida_speed import labelled
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 # arm: (what is added, SEAS mode, online)
-ARMS = {"none": ("none", "", False), "eda": ("eda", "", False), "eda_online": ("eda", "", True),
-        "rem_only": ("epida", "rem_only", False), "cem_only": ("epida", "cem_only", False),
-        "both": ("epida", "both", False), "rem_only_online": ("epida", "rem_only", True),
-        "cem_only_online": ("epida", "cem_only", True), "both_online": ("epida", "both", True)}
+ARMS = {
+    "none": ("none", "", False),
+    "eda": ("eda", "", False),
+    "eda_online": ("eda", "", True),
+    "rem_only": ("epida", "rem_only", False),
+    "cem_only": ("epida", "cem_only", False),
+    "both": ("epida", "both", False),
+    "rem_only_online": ("epida", "rem_only", True),
+    "cem_only_online": ("epida", "cem_only", True),
+    "both_online": ("epida", "both", True),
+}
 QUICK_ARMS = ("none", "eda", "both", "both_online")
 # Table 5, TREC 1 % (macro-F1, CNN, EDA, five runs): the row of each arm; REM/CEM alone and both with PT
-PAPER = {"none": ("1", 0.722), "eda": ("2", 0.736), "eda_online": ("3: OA", 0.723), "rem_only": ("4: PT", 0.729),
-         "cem_only": ("5: PT", 0.723), "both": ("8: PT", 0.740), "both_online": ("9: OA+PT", 0.745)}
+PAPER = {
+    "none": ("1", 0.722),
+    "eda": ("2", 0.736),
+    "eda_online": ("3: OA", 0.723),
+    "rem_only": ("4: PT", 0.729),
+    "cem_only": ("5: PT", 0.723),
+    "both": ("8: PT", 0.740),
+    "both_online": ("9: OA+PT", 0.745),
+}
 # (better, worse): the paper's orderings on TREC 1 %, each a pair of Table 5's rows
-CHECKS = [("eda", "none"), ("both", "eda"), ("both", "none"), ("both", "rem_only"), ("both", "cem_only"),
-          ("rem_only", "cem_only"), ("rem_only", "none"), ("cem_only", "none"), ("both_online", "both"),
-          ("eda", "eda_online")]
+CHECKS = [
+    ("eda", "none"),
+    ("both", "eda"),
+    ("both", "none"),
+    ("both", "rem_only"),
+    ("both", "cem_only"),
+    ("rem_only", "cem_only"),
+    ("rem_only", "none"),
+    ("cem_only", "none"),
+    ("both_online", "both"),
+    ("eda", "eda_online"),
+]
 
 
 def stratified(rows: pa.Table, n: int, seed: int) -> pa.Table:
@@ -66,7 +89,7 @@ def stratified(rows: pa.Table, n: int, seed: int) -> pa.Table:
     classes, counts = np.unique(labels, return_counts=True)
     share = counts / counts.sum() * n
     take = np.maximum(1, np.floor(share)).astype(int)
-    for i in np.argsort(-(share - np.floor(share)), kind="stable")[:max(0, n - int(take.sum()))]:
+    for i in np.argsort(-(share - np.floor(share)), kind="stable")[: max(0, n - int(take.sum()))]:
         take[i] += 1
     rng = np.random.default_rng([seed, 55])
     picked = [rng.choice(np.flatnonzero(labels == c), t, replace=False) for c, t in zip(classes, take)]
@@ -105,16 +128,27 @@ class Bench:
 
         key = (setting, seed, r)
         if key not in self.cands:
-            self.cands[key] = eda_candidates(rows, n_aug=self.args.amplification * self.args.m, alpha=0.1,
-                                             seed=seed, round=r, synonyms=self.synonyms)
+            self.cands[key] = eda_candidates(
+                rows, n_aug=self.args.amplification * self.args.m, alpha=0.1, seed=seed, round=r, synonyms=self.synonyms
+            )
         return self.cands[key]
 
-    def train(self, rows: pa.Table, added: pa.Table | None, *, clf: dict, seed: int, epochs: int, init: Path | None,
-              r: int, out: Path) -> Path:
+    def train(
+        self, rows: pa.Table, added: pa.Table | None, *, clf: dict, seed: int, epochs: int, init: Path | None, r: int, out: Path
+    ) -> Path:
         from tasks.epida.train import train_on
 
-        model, _ = train_on(rows, added, labels=self.labels, classifier=clf, epochs=epochs, seed=seed, round=r,
-                            batch_size=self.args.batch_size, init=str(init) if init else None)
+        model, _ = train_on(
+            rows,
+            added,
+            labels=self.labels,
+            classifier=clf,
+            epochs=epochs,
+            seed=seed,
+            round=r,
+            batch_size=self.args.batch_size,
+            init=str(init) if init else None,
+        )
         model.save(out)
         return out
 
@@ -124,8 +158,7 @@ class Bench:
         model = load_classifier(model_dir, device="cpu", threads=clf["threads"])
         return classification_scores(self.gold, model.predict(self.test_texts), len(self.labels))
 
-    def arms(self, kind: str, clf: dict, setting: str, rows: pa.Table, seed: int, arms: list[str]
-             ) -> dict[str, dict[str, float]]:
+    def arms(self, kind: str, clf: dict, setting: str, rows: pa.Table, seed: int, arms: list[str]) -> dict[str, dict[str, float]]:
         """Every arm's test scores for this seed: PT once, then each arm from PT (module docstring)."""
         from tasks.epida.feedback import seas_score
 
@@ -143,11 +176,22 @@ class Bench:
                 if added_kind == "eda":
                     added = random_pick(self.candidates(setting, rows, seed, r), a.m, seed, r)
                 elif added_kind == "epida":
-                    scored = seas_score(rows, self.candidates(setting, rows, seed, r), m=a.m, alpha=0.5, mode=mode,
-                                        round=r, model_path=str(model), device="cpu", threads=clf["threads"])
+                    scored = seas_score(
+                        rows,
+                        self.candidates(setting, rows, seed, r),
+                        m=a.m,
+                        alpha=0.5,
+                        mode=mode,
+                        round=r,
+                        model_path=str(model),
+                        device="cpu",
+                        threads=clf["threads"],
+                    )
                     added = scored.filter(scored["selected"]).select(["uid", "text", "label"])
-                previous, model = model, self.train(rows, added, clf=clf, seed=seed, epochs=epochs, init=model, r=r,
-                                                    out=tag / f"{arm}-r{r}")
+                previous, model = (
+                    model,
+                    self.train(rows, added, clf=clf, seed=seed, epochs=epochs, init=model, r=r, out=tag / f"{arm}-r{r}"),
+                )
                 if previous != pt:
                     shutil.rmtree(previous)  # a builtin bag is 64 MB on disk: keep PT and the latest only
             out[arm] = self.scores(model, clf)
@@ -158,6 +202,7 @@ class Bench:
 
 def report(results: dict, kinds: list[str], settings: list[str], arms: list[str], seeds: list[int]) -> None:
     """The table (setting × arm) and the paper's orderings against ours, per classifier kind."""
+
     def cell(xs: list[float]) -> str:
         mu, sd = mean_sd(xs)
         return f"{100 * mu:6.2f} ± {100 * sd:5.2f}"
@@ -165,8 +210,10 @@ def report(results: dict, kinds: list[str], settings: list[str], arms: list[str]
     print(f"\nTREC-6 test (500 questions), ×100, mean ± sd over seeds {seeds[0]}..{seeds[-1]}:")
     for kind in kinds:
         print(f"\n  classifier {kind}")
-        print(f"  {'setting':<8} {'arm':<16} {'n':>2}  {'macro-F1':>15}  {'accuracy':>15}  {'ΔF1 vs none':>11}  "
-              "paper Table 5 (row: F1)")
+        print(
+            f"  {'setting':<8} {'arm':<16} {'n':>2}  {'macro-F1':>15}  {'accuracy':>15}  {'ΔF1 vs none':>11}  "
+            "paper Table 5 (row: F1)"
+        )
         for setting in settings:
             none = [results[kind, setting, s]["none"]["macro_f1"] for s in seeds] if "none" in arms else None
             for arm in arms:
@@ -177,18 +224,21 @@ def report(results: dict, kinds: list[str], settings: list[str], arms: list[str]
                 paper = f"{row}: {value:.3f}" if value else "–"
                 print(f"  {setting:<8} {arm:<16} {len(seeds):>2}  {cell(f1):>15}  {cell(acc):>15}  {delta}  {paper}")
 
-    print("\nThe paper's Table 5 (TREC 1 %, macro-F1): both+OA+PT .745 > both+PT .740 > EDA .736 > REM+PT .729 > "
-          "CEM+PT .723 ≈ EDA+OA .723 > none .722.")
-    print("Ours: paired macro-F1 differences (same seed: same rows, PT and candidates), mean ± sd over seeds, "
-          "wins; 'clear' when |mean| > 2 standard errors (3+ seeds).")
+    print(
+        "\nThe paper's Table 5 (TREC 1 %, macro-F1): both+OA+PT .745 > both+PT .740 > EDA .736 > REM+PT .729 > "
+        "CEM+PT .723 ≈ EDA+OA .723 > none .722."
+    )
+    print(
+        "Ours: paired macro-F1 differences (same seed: same rows, PT and candidates), mean ± sd over seeds, "
+        "wins; 'clear' when |mean| > 2 standard errors (3+ seeds)."
+    )
     for kind in kinds:
         for setting in settings:
             checks = [(b, w) for b, w in CHECKS if b in arms and w in arms]
             held = clear = against = 0
             print(f"  {kind} / {setting}:")
             for better, worse in checks:
-                d = [results[kind, setting, s][better]["macro_f1"] - results[kind, setting, s][worse]["macro_f1"]
-                     for s in seeds]
+                d = [results[kind, setting, s][better]["macro_f1"] - results[kind, setting, s][worse]["macro_f1"] for s in seeds]
                 mu, sd = mean_sd(d)
                 sure = len(d) > 2 and abs(mu) > 2 * sd / math.sqrt(len(d))
                 held += mu > 0
@@ -196,10 +246,11 @@ def report(results: dict, kinds: list[str], settings: list[str], arms: list[str]
                 against += sure and mu < 0
                 wins = sum(x > 0 for x in d)
                 verdict = ("follows" if mu > 0 else "does not follow") + (" (clear)" if sure else " (within noise)")
-                print(f"    {better:>12} > {worse:<12} Δ {100 * mu:+6.2f} ± {100 * sd:5.2f}  wins {wins}/{len(d)}  "
-                      f"{verdict}")
-            print(f"    → follows the paper's direction in {held} of {len(checks)} comparisons "
-                  f"({clear} clearly; {against} clearly the other way)")
+                print(f"    {better:>12} > {worse:<12} Δ {100 * mu:+6.2f} ± {100 * sd:5.2f}  wins {wins}/{len(d)}  {verdict}")
+            print(
+                f"    → follows the paper's direction in {held} of {len(checks)} comparisons "
+                f"({clear} clearly; {against} clearly the other way)"
+            )
 
 
 def main() -> None:
@@ -233,23 +284,35 @@ def main() -> None:
 
     kinds = {"builtin": {"kind": "builtin", "lr": args.lr, "device": "cpu", "threads": args.threads}}
     if args.encoder and (args.encoder / "modules.json").is_file():
-        kinds["sentence_embedding"] = {"kind": "sentence_embedding", "model": str(args.encoder.resolve()),
-                                       "device": "cpu", "threads": args.threads}
+        kinds["sentence_embedding"] = {
+            "kind": "sentence_embedding",
+            "model": str(args.encoder.resolve()),
+            "device": "cpu",
+            "threads": args.threads,
+        }
     else:
-        why = (f"{args.encoder} is not a sentence-transformers directory (no modules.json)" if args.encoder else
-               "no --encoder given, and no model can be downloaded here")
+        why = (
+            f"{args.encoder} is not a sentence-transformers directory (no modules.json)"
+            if args.encoder
+            else "no --encoder given, and no model can be downloaded here"
+        )
         print(f"classifier sentence_embedding (MiniLM): skipped: {why}")
     t_start = time.perf_counter()
     train = labelled(trec / "train.tsv", "trec6")
     test = labelled(trec / "test.tsv", "trec6_test")
     ten = labelled(trec / "train_10shot.tsv", "trec6_10shot")
     labels = sorted(set(train["label"].to_pylist()))
-    print(f"TREC-6: train {train.num_rows:,} distinct questions, test {test.num_rows}, 10-shot {ten.num_rows}; "
-          f"labels {', '.join(labels)}")
-    print(f"K = {args.amplification}, m = {args.m}, EDA α = 0.1, SEAS α = 0.5; PT {args.pretrain_epochs} epochs, "
-          f"then {args.epochs} epochs (online: a round every {args.every_epochs}, "
-          f"{math.ceil(args.epochs / args.every_epochs)} rounds); batch {args.batch_size}; builtin lr {args.lr:g}; "
-          f"seeds {seeds[0]}..{seeds[-1]}; arms {', '.join(arms)}", flush=True)
+    print(
+        f"TREC-6: train {train.num_rows:,} distinct questions, test {test.num_rows}, 10-shot {ten.num_rows}; "
+        f"labels {', '.join(labels)}"
+    )
+    print(
+        f"K = {args.amplification}, m = {args.m}, EDA α = 0.1, SEAS α = 0.5; PT {args.pretrain_epochs} epochs, "
+        f"then {args.epochs} epochs (online: a round every {args.every_epochs}, "
+        f"{math.ceil(args.epochs / args.every_epochs)} rounds); batch {args.batch_size}; builtin lr {args.lr:g}; "
+        f"seeds {seeds[0]}..{seeds[-1]}; arms {', '.join(arms)}",
+        flush=True,
+    )
 
     results: dict = {}
     with workdir("epida-effect") as root:
@@ -260,8 +323,11 @@ def main() -> None:
                     rows = stratified(train, args.rows, seed) if setting == "1pct" else ten
                     t0 = time.perf_counter()
                     results[kind, setting, seed] = got = bench.arms(kind, clf, setting, rows, seed, arms)
-                    print(f"{kind} {setting} seed {seed} ({rows.num_rows} rows, {time.perf_counter() - t0:.0f} s): "
-                          + ", ".join(f"{a} {100 * got[a]['macro_f1']:.1f}" for a in arms), flush=True)
+                    print(
+                        f"{kind} {setting} seed {seed} ({rows.num_rows} rows, {time.perf_counter() - t0:.0f} s): "
+                        + ", ".join(f"{a} {100 * got[a]['macro_f1']:.1f}" for a in arms),
+                        flush=True,
+                    )
     report(results, list(kinds), settings, arms, seeds)
     print(f"\ntotal wall time: {time.perf_counter() - t_start:.0f} s")
 

@@ -74,13 +74,19 @@ ARMS = {  # name: (label, mix, copies, continued training)
     "para_5_1": ("paraphrase 5:1", {"bitext": BITEXT, "para": PARA}, {"bitext": 5}, False),
     "para_10_1": ("paraphrase 10:1", {"bitext": BITEXT, "para": PARA}, {"bitext": 10}, False),
     "para_10_1_ct": ("paraphrase 10:1 + CT", {"bitext": BITEXT, "para": PARA}, {"bitext": 10}, True),
-    "rejuvenated": ("rejuvenated", {"rejuvenated": "SELECT src, tgt FROM rejuvenated WHERE source = 'm30k'"}, {},
-                    False),
-    "syn_uncertainty": ("bitext + uncertainty-sampled synthetic",
-                        {"bitext": BITEXT, "synthetic": "SELECT src, tgt FROM bitext WHERE source = 'syn_uncertainty'"},
-                        {}, False),
-    "syn_random": ("bitext + randomly-sampled synthetic",
-                   {"bitext": BITEXT, "synthetic": "SELECT src, tgt FROM bitext WHERE source = 'syn_random'"}, {}, False),
+    "rejuvenated": ("rejuvenated", {"rejuvenated": "SELECT src, tgt FROM rejuvenated WHERE source = 'm30k'"}, {}, False),
+    "syn_uncertainty": (
+        "bitext + uncertainty-sampled synthetic",
+        {"bitext": BITEXT, "synthetic": "SELECT src, tgt FROM bitext WHERE source = 'syn_uncertainty'"},
+        {},
+        False,
+    ),
+    "syn_random": (
+        "bitext + randomly-sampled synthetic",
+        {"bitext": BITEXT, "synthetic": "SELECT src, tgt FROM bitext WHERE source = 'syn_random'"},
+        {},
+        False,
+    ),
 }
 
 
@@ -132,10 +138,18 @@ def main() -> None:
     profile = args.cache / "effect.yaml"
 
     def write(synthetic: str = "") -> None:
-        profile.write_text(PROFILE.format(
-            d=args.data.resolve(), budget=args.budget, train=train, threads=args.threads, share=args.share,
-            seeds=list(range(1, args.seeds + 1)), synthetic=synthetic,
-            arms=arms_yaml(arms, ct_lr=3e-4, ct_updates=max(args.updates // 4, 1))))
+        profile.write_text(
+            PROFILE.format(
+                d=args.data.resolve(),
+                budget=args.budget,
+                train=train,
+                threads=args.threads,
+                share=args.share,
+                seeds=list(range(1, args.seeds + 1)),
+                synthetic=synthetic,
+                arms=arms_yaml(arms, ct_lr=3e-4, ct_updates=max(args.updates // 4, 1)),
+            )
+        )
 
     def run(pipeline: str, flow, *sets: str) -> None:
         conf = load_profile(str(profile), [f"pipelines=[{pipeline}]", *sets], cache=args.cache)
@@ -161,17 +175,24 @@ def main() -> None:
     if any(a.startswith("para") for a in arms):
         run("mt_paraphrase", mt_paraphrase_flow)
     run("train_nmt", train_nmt_flow)
-    rows = Catalog(args.cache).query(
-        "SELECT testset, arm, metric, count(*) AS seeds, round(avg(score), 2) AS mean, round(stddev_samp(score), 2) AS sd, "
-        "max(p_value) AS p FROM evaluations WHERE model_name = 'student' AND run_id = (SELECT max(run_id) FROM "
-        "evaluations WHERE model_name = 'student') GROUP BY ALL ORDER BY testset, metric, arm").to_pylist()
+    rows = (
+        Catalog(args.cache)
+        .query(
+            "SELECT testset, arm, metric, count(*) AS seeds, round(avg(score), 2) AS mean, round(stddev_samp(score), 2) AS sd, "
+            "max(p_value) AS p FROM evaluations WHERE model_name = 'student' AND run_id = (SELECT max(run_id) FROM "
+            "evaluations WHERE model_name = 'student') GROUP BY ALL ORDER BY testset, metric, arm"
+        )
+        .to_pylist()
+    )
     base = {(r["testset"], r["metric"]): r["mean"] for r in rows if r["arm"] == "baseline"}
     print(f"\nstudents: {args.updates} updates, {args.seeds} seed(s); Δ against the baseline, paired bootstrap p")
     for r in rows:
         delta = r["mean"] - base[(r["testset"], r["metric"])]
         p_text = "" if r["p"] is None else f"  p = {r['p']:.3g}"
-        print(f"  {r['testset']:<9} {r['metric']:<5} {ARMS[r['arm']][0]:<42} {r['mean']:6.2f} ± {r['sd'] or 0:.2f}  "
-              f"Δ {delta:+.2f}{p_text}")
+        print(
+            f"  {r['testset']:<9} {r['metric']:<5} {ARMS[r['arm']][0]:<42} {r['mean']:6.2f} ± {r['sd'] or 0:.2f}  "
+            f"Δ {delta:+.2f}{p_text}"
+        )
 
 
 if __name__ == "__main__":

@@ -72,8 +72,11 @@ def main() -> None:
         ("self_training", self_training_flow, ["self_training.sampling.method=random"]),
         ("train_nmt", train_nmt_flow, [f'train_nmt.mix={{baseline: "{original}", random: "SELECT src, tgt FROM synthetic"}}']),
         ("self_training", self_training_flow, ["self_training.sampling.method=uncertainty"]),
-        ("train_nmt", train_nmt_flow,
-         [f'train_nmt.mix={{baseline: "{original}", uncertainty: "SELECT src, tgt FROM synthetic"}}']),
+        (
+            "train_nmt",
+            train_nmt_flow,
+            [f'train_nmt.mix={{baseline: "{original}", uncertainty: "SELECT src, tgt FROM synthetic"}}'],
+        ),
     ]
     for pipeline, flow, sets in runs:
         conf = load_profile(str(profile), [f"pipelines=[{pipeline}]", *sets], cache=args.cache)
@@ -84,7 +87,8 @@ def main() -> None:
         "SELECT string_agg(DISTINCT k, ' + ' ORDER BY k) AS mix, any_value(metric) AS metric, "
         "round(any_value(score), 2) AS score "
         "FROM (SELECT e.run_id, e.metric, e.score, unnest(json_keys(e.meta->'mix')) AS k FROM evaluations e) "
-        "GROUP BY run_id, metric ORDER BY metric, min(run_id)")
+        "GROUP BY run_id, metric ORDER BY metric, min(run_id)"
+    )
     for row in table.to_pylist():
         print(f"  {row['metric']:<5} {row['score']:6.2f}  {row['mix']}")
 

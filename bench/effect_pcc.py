@@ -76,11 +76,12 @@ def minilm() -> str | None:
 
 def show(table, indent: str = "  ", width: int = 70) -> None:
     """A pyarrow table as aligned text (floats with 3 decimals, long strings cut)."""
+
     def cell(v):
         if isinstance(v, float):
             return f"{v:.3f}"
         s = "–" if v is None else str(v)
-        return s if len(s) <= width else s[:width - 1] + "…"
+        return s if len(s) <= width else s[: width - 1] + "…"
 
     rows = [[cell(v) for v in r.values()] for r in table.to_pylist()]
     widths = [max(len(c) for c in col) for col in zip(table.column_names, *rows)]
@@ -94,8 +95,12 @@ def main() -> None:
     p.add_argument("--updates", type=int, default=1000, help="fairseq updates per round-trip model")
     p.add_argument("--embed-dim", type=int, default=128)
     p.add_argument("--ffn-dim", type=int, default=256)
-    p.add_argument("--beta", type=float, default=0.2,
-                   help="Eq. 3's β on the cosine; the paper's 0.5 keeps nothing of these round trips (see the report)")
+    p.add_argument(
+        "--beta",
+        type=float,
+        default=0.2,
+        help="Eq. 3's β on the cosine; the paper's 0.5 keeps nothing of these round trips (see the report)",
+    )
     p.add_argument("--seeds", type=int, default=5, help="classifier seeds 0..N-1 per schedule")
     p.add_argument("--schedules", default="original,none,gradual,cyclic")
     p.add_argument("--kinds", default="sentence_embedding,builtin", help="classifier kinds, main one first")
@@ -105,8 +110,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--cache", type=Path, default=Path("/tmp/augdag-bench-pcc"))
     args = p.parse_args()
-    if not (args.data / "trec6" / "train_10shot.tsv").is_file() or not (
-            args.data / "multi30k_en_de" / "train.en").is_file():
+    if not (args.data / "trec6" / "train_10shot.tsv").is_file() or not (args.data / "multi30k_en_de" / "train.en").is_file():
         sys.exit(f"skipped: {args.data}/trec6 or {args.data}/multi30k_en_de not found (development data, not shipped)")
     from flows.engine.runners import run_flow
     from flows.pipelines.paraphrase import paraphrase_flow
@@ -128,15 +132,30 @@ def main() -> None:
         kinds = [k for k in kinds if k != "sentence_embedding"] or ["builtin"]
     schedules = [s for s in args.schedules.split(",") if s]
     train = f"{{max_update: {args.updates:d}, vocab_size: 8000, embed_dim: {args.embed_dim:d}, ffn_dim: {args.ffn_dim:d}}}"
-    print(f"round trip: fairseq transformer 2+2 layers, {args.embed_dim} dims, ffn {args.ffn_dim}, SentencePiece "
-          f"8000, {args.updates} updates on Multi30k each way (en→de forward, de→en backward)")
+    print(
+        f"round trip: fairseq transformer 2+2 layers, {args.embed_dim} dims, ffn {args.ffn_dim}, SentencePiece "
+        f"8000, {args.updates} updates on Multi30k each way (en→de forward, de→en backward)"
+    )
     levels_c, steps = 5, args.steps_per_level
     total = (levels_c + 1) * args.cycles * steps
-    print(f"classifier training: steps_per_level {steps}, cycles {args.cycles}, batch_size {args.batch_size}, "
-          f"original_share 0.2 → {total} steps for every schedule; seeds 0..{args.seeds - 1}", flush=True)
+    print(
+        f"classifier training: steps_per_level {steps}, cycles {args.cycles}, batch_size {args.batch_size}, "
+        f"original_share 0.2 → {total} steps for every schedule; seeds 0..{args.seeds - 1}",
+        flush=True,
+    )
     profile = args.cache / "effect_pcc.yaml"
-    profile.write_text(PROFILE.format(d=args.data.resolve(), train=train, threads=args.threads, similarity=similarity,
-                                      beta=args.beta, cycles=args.cycles, steps=steps, batch=args.batch_size))
+    profile.write_text(
+        PROFILE.format(
+            d=args.data.resolve(),
+            train=train,
+            threads=args.threads,
+            similarity=similarity,
+            beta=args.beta,
+            cycles=args.cycles,
+            steps=steps,
+            batch=args.batch_size,
+        )
+    )
 
     # 1. the paraphrase curriculum, once (cached by fingerprint on a rerun)
     conf = load_profile(str(profile), ["pipelines=[paraphrase]"], cache=args.cache)
@@ -146,26 +165,36 @@ def main() -> None:
     para = summary["paraphrase"]
     for role, what in para["ran"].items():
         print(f"  ran {role}: {what}")
-    print(f"  candidates {para['candidates']}, dropped by Eq. 3 {para['dropped']}, curriculum rows "
-          f"{para['curriculum']}, sentences short of 20 kept: {para['shortfall']['count']} (repeat)")
+    print(
+        f"  candidates {para['candidates']}, dropped by Eq. 3 {para['dropped']}, curriculum rows "
+        f"{para['curriculum']}, sentences short of 20 kept: {para['shortfall']['count']} (repeat)"
+    )
     if para["shortfall"]["rows"]:
         print(f"  short (first {len(para['shortfall']['rows'])}): {', '.join(para['shortfall']['rows'])}")
     catalog = Catalog(args.cache)
     augmented = catalog.query("SELECT count(*) AS n FROM curriculum WHERE source = 'trec6' AND level > 0")
     if augmented["n"][0].as_py() == 0:
-        print(f"  NOTE: no paraphrase survived Eq. 3 (β = {args.beta}): only the `original` schedule can run "
-              "(train_classifier refuses the others). Hint: more --updates, or a lower --beta")
+        print(
+            f"  NOTE: no paraphrase survived Eq. 3 (β = {args.beta}): only the `original` schedule can run "
+            "(train_classifier refuses the others). Hint: more --updates, or a lower --beta"
+        )
         schedules = [s for s in schedules if s == "original"]
     print("candidates with G ≥ β, for a few β (Eq. 3 without NLI), from `paraphrase_candidates`:")
-    show(catalog.query(
-        "SELECT b.beta, count(c.uid) AS candidates, count(DISTINCT c.parent_uid) AS sentences "
-        "FROM (SELECT unnest([0.1, 0.2, 0.3, 0.4, 0.5]) AS beta) b LEFT JOIN paraphrase_candidates c "
-        "ON c.sim >= b.beta AND c.source = 'trec6' GROUP BY b.beta ORDER BY b.beta"))
+    show(
+        catalog.query(
+            "SELECT b.beta, count(c.uid) AS candidates, count(DISTINCT c.parent_uid) AS sentences "
+            "FROM (SELECT unnest([0.1, 0.2, 0.3, 0.4, 0.5]) AS beta) b LEFT JOIN paraphrase_candidates c "
+            "ON c.sim >= b.beta AND c.source = 'trec6' GROUP BY b.beta ORDER BY b.beta"
+        )
+    )
     print("survivors per level (copy = 0: distinct paraphrases; copies: repeats filling a short bag):")
-    show(catalog.query(
-        "SELECT level, count(*) AS rows, count(*) FILTER (WHERE copy = 0) AS distinct_rows, "
-        "count(*) FILTER (WHERE copy > 0) AS copies, count(DISTINCT parent_uid) AS sentences, "
-        "round(avg(sim), 3) AS mean_sim FROM curriculum WHERE source = 'trec6' GROUP BY level ORDER BY level"))
+    show(
+        catalog.query(
+            "SELECT level, count(*) AS rows, count(*) FILTER (WHERE copy = 0) AS distinct_rows, "
+            "count(*) FILTER (WHERE copy > 0) AS copies, count(DISTINCT parent_uid) AS sentences, "
+            "round(avg(sim), 3) AS mean_sim FROM curriculum WHERE source = 'trec6' GROUP BY level ORDER BY level"
+        )
+    )
     print("curriculum_levels:")
     show(catalog.query("SELECT * FROM curriculum_levels ORDER BY level"))
     print("paraphrase_diversity (Distinct-n and first-token copying per sampler, over all candidates):")
@@ -189,30 +218,41 @@ def main() -> None:
     # 2. the classifiers: every kind × seed × schedule at equal steps
     run_ids: list[str] = []
     for kind in kinds:
-        clf = (f"{{kind: {kind}, model: {encoder}, threads: {args.threads}}}" if kind != "builtin"
-               else f"{{kind: builtin, threads: {args.threads}}}")
+        clf = (
+            f"{{kind: {kind}, model: {encoder}, threads: {args.threads}}}"
+            if kind != "builtin"
+            else f"{{kind: builtin, threads: {args.threads}}}"
+        )
         for seed in range(args.seeds):
             for schedule in schedules:
-                sets = ["pipelines=[train_classifier]", f"train_classifier.classifier={clf}",
-                        f"train_classifier.schedule={schedule}", f"train_classifier.seed={seed}"]
+                sets = [
+                    "pipelines=[train_classifier]",
+                    f"train_classifier.classifier={clf}",
+                    f"train_classifier.schedule={schedule}",
+                    f"train_classifier.seed={seed}",
+                ]
                 conf = load_profile(str(profile), sets, cache=args.cache)
                 t0 = time.perf_counter()
                 s = run_flow(train_classifier_flow, conf, profile="effect_pcc", config=conf.model_dump(mode="json"))
                 run_ids.append(s["run_id"])
                 scores = {e["metric"]: e["score"] for e in s["train_classifier"]["evaluation"]}
-                print(f"train_classifier {kind} {schedule} seed {seed}: {s['status']} in "
-                      f"{time.perf_counter() - t0:.0f} s, accuracy {scores['accuracy']:.4f}, "
-                      f"macro-F1 {scores['macro_f1']:.4f}", flush=True)
+                print(
+                    f"train_classifier {kind} {schedule} seed {seed}: {s['status']} in "
+                    f"{time.perf_counter() - t0:.0f} s, accuracy {scores['accuracy']:.4f}, "
+                    f"macro-F1 {scores['macro_f1']:.4f}",
+                    flush=True,
+                )
 
     table = catalog.query(
         "SELECT e.meta->>'kind' AS kind, e.meta->>'schedule' AS schedule, e.metric, count(*) AS n, "
         "avg(e.score) AS mean, stddev_samp(e.score) AS sd, "
         "string_agg(DISTINCT CAST(r.config->'train_classifier'->>'seed' AS VARCHAR), ',') AS seeds "
         "FROM evaluations e JOIN runs r USING (run_id) WHERE list_contains($ids, e.run_id) "
-        "GROUP BY ALL", {"ids": run_ids}).to_pylist()
+        "GROUP BY ALL",
+        {"ids": run_ids},
+    ).to_pylist()
     cells = {(r["kind"], r["schedule"], r["metric"]): r for r in table}
-    print(f"\nTREC-6, 10 per class (60 train), test 500; {total} steps × batch {args.batch_size}; "
-          f"mean ± sd over seeds:")
+    print(f"\nTREC-6, 10 per class (60 train), test 500; {total} steps × batch {args.batch_size}; mean ± sd over seeds:")
     print(f"  {'classifier':<19} {'schedule':<15} {'n':>2}  {'accuracy':>15}  {'macro-F1':>15}")
     for kind in kinds:
         for schedule in sorted({k[1] for k in cells if k[0] == kind}, key=SCHEDULE_ORDER.index):

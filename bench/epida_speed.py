@@ -43,8 +43,17 @@ def labelled(path: Path, source: str) -> pa.Table:
     from storage.schemas import with_uid
 
     lines = [ln.rstrip("\n").split("\t", 1) for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
-    table = with_uid(pa.table({"text": [t for _, t in lines], "label": [x for x, _ in lines],
-                               "source": [source] * len(lines), "line": list(range(1, len(lines) + 1))}), "labeled")
+    table = with_uid(
+        pa.table(
+            {
+                "text": [t for _, t in lines],
+                "label": [x for x, _ in lines],
+                "source": [source] * len(lines),
+                "line": list(range(1, len(lines) + 1)),
+            }
+        ),
+        "labeled",
+    )
     first = {u: i for i, u in reversed(list(enumerate(table["uid"].to_pylist())))}
     return table.take(sorted(first.values())).select(["uid", "text", "label", "source", "line"])
 
@@ -56,8 +65,9 @@ def bench_rows(n: int, data: Path, root: Path) -> tuple[pa.Table, str]:
         return labelled(trec, "trec6").slice(0, n), f"TREC-6 ({trec})"
     from demo import write_demo
 
-    paths, _ = write_demo(root / "demo", labeled_rows=max(n, 100), bitext_rows=100, mono_rows=100, slots_rows=100,
-                          test_rows=100, bad_rows=False)
+    paths, _ = write_demo(
+        root / "demo", labeled_rows=max(n, 100), bitext_rows=100, mono_rows=100, slots_rows=100, test_rows=100, bad_rows=False
+    )
     return labelled(paths.labeled, "demo").slice(0, n), f"the demo's labelled rows ({trec} not found)"
 
 
@@ -79,30 +89,57 @@ def main() -> None:
     with workdir("epida-speed") as root:
         rows, what = bench_rows(args.rows, args.data, root)
         labels = sorted(set(rows["label"].to_pylist()))
-        print(f"rows: {rows.num_rows:,} of {what}; {len(labels)} labels; K = {k}, m = {m} "
-              f"({k * m} candidates per row scored, {m} kept); CPU: {os.cpu_count()} cores, classifier threads "
-              f"{args.threads}; median of {args.repeats} runs")
+        print(
+            f"rows: {rows.num_rows:,} of {what}; {len(labels)} labels; K = {k}, m = {m} "
+            f"({k * m} candidates per row scored, {m} kept); CPU: {os.cpu_count()} cores, classifier threads "
+            f"{args.threads}; median of {args.repeats} runs"
+        )
 
-        (model, _), train_s = timed(train_on, rows, None, labels=labels, epochs=args.pretrain_epochs, batch_size=16,
-                                    seed=0, classifier={"kind": "builtin", "device": "cpu", "threads": args.threads})
+        (model, _), train_s = timed(
+            train_on,
+            rows,
+            None,
+            labels=labels,
+            epochs=args.pretrain_epochs,
+            batch_size=16,
+            seed=0,
+            classifier={"kind": "builtin", "device": "cpu", "threads": args.threads},
+        )
         model_dir = root / "classifier"
         model.save(model_dir)
-        print(f"classifier: builtin, pre-trained {args.pretrain_epochs} epochs on the rows in {train_s:.1f} s "
-              "(not timed below)")
+        print(f"classifier: builtin, pre-trained {args.pretrain_epochs} epochs on the rows in {train_s:.1f} s (not timed below)")
 
         def epida() -> tuple[pa.Table, float, float]:
             cands, gen_s = timed(eda_source, rows, n_aug=k * m, seed=0)
-            scored, score_s = timed(seas_score, rows, cands, m=m, alpha=0.5, mode="both", model_path=str(model_dir),
-                                    device="cpu", threads=args.threads)
+            scored, score_s = timed(
+                seas_score,
+                rows,
+                cands,
+                m=m,
+                alpha=0.5,
+                mode="both",
+                model_path=str(model_dir),
+                device="cpu",
+                threads=args.threads,
+            )
             return scored, gen_s, score_s
 
         _, wn_s = timed(wordnet)
         warm = rows.slice(0, 50)
-        timed(seas_score, warm, eda_source(warm, n_aug=k * m, seed=0), m=m, model_path=str(model_dir), device="cpu",
-              threads=args.threads)
+        timed(
+            seas_score,
+            warm,
+            eda_source(warm, n_aug=k * m, seed=0),
+            m=m,
+            model_path=str(model_dir),
+            device="cpu",
+            threads=args.threads,
+        )
         _, cold_s = timed(epida)  # the WordNet reader's own caches, over these rows' words
-        print(f"warm-up: WordNet reader loaded in {wn_s:.1f} s; the classifier loaded; one untimed EPiDA run "
-              f"(the first over these rows' words: {cold_s:.2f} s)")
+        print(
+            f"warm-up: WordNet reader loaded in {wn_s:.1f} s; the classifier loaded; one untimed EPiDA run "
+            f"(the first over these rows' words: {cold_s:.2f} s)"
+        )
 
         eda_runs, eda_k_runs, epida_runs, gen_runs, score_runs = [], [], [], [], []
         for _ in range(args.repeats):
@@ -131,10 +168,14 @@ def main() -> None:
     line("  of which seas_score (p(t), p(x), Eq. 7/10/11)", n_cands, score_s, "(candidates scored)")
     line(f"EDA alone, {k * m} per row (reference)", n_cands, median(eda_k_runs))
     print(f"\nEPiDA cost factor at equal output: {factor:.2f}× (EDA {eda_rate:.1f} vs EDA+EPiDA {epida_rate:.1f} samples/s)")
-    print(f"  generating K = {k} times the candidates: {gen_s / median(eda_runs):.2f}×; scoring and selecting "
-          f"them: {score_s / median(eda_runs):.2f}× of EDA alone's time")
-    print(f"  the paper (Table 8, RTX 3090, CNN): EDA {PAPER['eda']} vs +EPiDA {PAPER['epida']} samples/s, "
-          f"{PAPER['eda'] / PAPER['epida']:.1f}×")
+    print(
+        f"  generating K = {k} times the candidates: {gen_s / median(eda_runs):.2f}×; scoring and selecting "
+        f"them: {score_s / median(eda_runs):.2f}× of EDA alone's time"
+    )
+    print(
+        f"  the paper (Table 8, RTX 3090, CNN): EDA {PAPER['eda']} vs +EPiDA {PAPER['epida']} samples/s, "
+        f"{PAPER['eda'] / PAPER['epida']:.1f}×"
+    )
     verdict = "PASS" if factor <= GOAL else "FAIL"
     print(f"goal: EPiDA costs ≤ {GOAL:g}× EDA alone at K = {k} on this CPU: {factor:.2f}× → {verdict}")
 

@@ -103,9 +103,11 @@ def throughput(root: Path, n: int, *, seed: int, shard_size: int, repeat: int) -
         base_s.append(timed(baseline_read, ds)[1])
         ours_s.append(timed(stages_in_memory, ds, root / f"parts-{i}", clean_conf, shard_size=shard_size)[1])
     base, ours = n / min(base_s), n / min(ours_s)
-    print(f"throughput n={n:,}: read_dataset + duplicates + clean {ours:,.0f} pairs/s, pyarrow.csv read of both "
-          f"files {base:,.0f} pairs/s = {ours / base:.2f}x the baseline's rate (best of {repeat}; no goal, "
-          f"{rows['part']:,} kept, {rows['dropped']:,} dropped)")
+    print(
+        f"throughput n={n:,}: read_dataset + duplicates + clean {ours:,.0f} pairs/s, pyarrow.csv read of both "
+        f"files {base:,.0f} pairs/s = {ours / base:.2f}x the baseline's rate (best of {repeat}; no goal, "
+        f"{rows['part']:,} kept, {rows['dropped']:,} dropped)"
+    )
 
 
 # --- overhead -----------------------------------------------------------------------------------------------------
@@ -127,8 +129,7 @@ def stages_direct(ds: DatasetConf, out: Path, conf: AugdagConf) -> dict[str, dic
     rows["duplicates"]["part"] = dups.num_rows
     for i in range(n_shards):
         side = pq.read_table(dups_dir / "part-00000.parquet")  # the flow reads its side input per shard too
-        kept = clean(pq.read_table(read_dir / f"part-{i:05d}.parquet"), side, kind=ds.kind,
-                     **conf.ingest.clean.model_dump())
+        kept = clean(pq.read_table(read_dir / f"part-{i:05d}.parquet"), side, kind=ds.kind, **conf.ingest.clean.model_dump())
         write_part(kept["dropped"], clean_dir / f"dropped-{i:05d}.parquet")
         write_part(kept["part"], clean_dir / f"part-{i:05d}.parquet")
         rows["clean"]["part"] += kept["part"].num_rows
@@ -139,8 +140,7 @@ def stages_direct(ds: DatasetConf, out: Path, conf: AugdagConf) -> dict[str, dic
 def clean_parts_identical(summary: dict, direct: Path) -> bool:
     """The flow's clean parts (by the sha256 in its manifest) are byte-identical to the direct ones."""
     [stage] = [s for s in summary["stages"] if s["stage"] == "clean"]
-    manifest = json.loads((Path(summary["cache"]) / "artifacts" / "clean" / stage["fingerprint"] / "manifest.json")
-                          .read_text())
+    manifest = json.loads((Path(summary["cache"]) / "artifacts" / "clean" / stage["fingerprint"] / "manifest.json").read_text())
     return all(f["sha256"] == hash_file(direct / "clean" / f["file"]) for f in manifest["files"])
 
 
@@ -158,9 +158,11 @@ def overhead(root: Path, n: int, *, seed: int, shard_size: int, workers: int, re
             assert clean_parts_identical(summary, root / f"direct-{i}"), "flow and direct clean parts differ"
             stage_s = {s["stage"]: round(s["seconds"], 2) for s in summary["stages"]}
     ratio = min(flow_s) / min(direct_s) - 1
-    print(f"overhead n={n:,}, shards of {shard_size:,}, {workers} worker(s): ingest_flow {min(flow_s):.2f} s, "
-          f"stage functions alone {min(direct_s):.2f} s = +{100 * ratio:.1f} % (goal <= {100 * OVERHEAD_GOAL:.0f} %; "
-          f"best of {repeat}; flow stages {stage_s})")
+    print(
+        f"overhead n={n:,}, shards of {shard_size:,}, {workers} worker(s): ingest_flow {min(flow_s):.2f} s, "
+        f"stage functions alone {min(direct_s):.2f} s = +{100 * ratio:.1f} % (goal <= {100 * OVERHEAD_GOAL:.0f} %; "
+        f"best of {repeat}; flow stages {stage_s})"
+    )
     return ratio <= OVERHEAD_GOAL
 
 
@@ -186,7 +188,9 @@ def memory(root: Path, n: int, *, seed: int, shard_size: int) -> bool:
     with open(log, "w") as err:
         done = subprocess.run(
             [sys.executable, __file__, "--memory-child", str(root / "data"), str(root / "cache"), str(shard_size)],
-            stdout=subprocess.PIPE, stderr=err, text=True,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
         )
     if done.returncode:
         sys.stderr.write(log.read_text()[-4000:])
@@ -196,16 +200,22 @@ def memory(root: Path, n: int, *, seed: int, shard_size: int) -> bool:
     assert rows["read"]["part"] + rows["read"].get("rejects", 0) == n, rows
     assert rows["clean"]["part"] + rows["clean"]["dropped"] == rows["read"]["part"], rows
     input_gb = sum(p.stat().st_size for p in ds.files()) / 1e9
-    print(f"memory n={n:,} ({input_gb:.2f} GB of input, written in {gen_s:.0f} s): ingest process peak RSS "
-          f"{got['peak_rss'] / 1e9:.2f} GB (goal <= {MEMORY_GOAL_BYTES / 1e9:.1f} GB), Prefect server "
-          f"{got['server_rss'] / 1e9:.2f} GB; run {got['seconds']:.0f} s")
+    print(
+        f"memory n={n:,} ({input_gb:.2f} GB of input, written in {gen_s:.0f} s): ingest process peak RSS "
+        f"{got['peak_rss'] / 1e9:.2f} GB (goal <= {MEMORY_GOAL_BYTES / 1e9:.1f} GB), Prefect server "
+        f"{got['server_rss'] / 1e9:.2f} GB; run {got['seconds']:.0f} s"
+    )
     return got["peak_rss"] <= MEMORY_GOAL_BYTES
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", choices=["throughput", "overhead", "memory"], action="append",
-                    help="run only this part (repeatable); default: all three")
+    ap.add_argument(
+        "--only",
+        choices=["throughput", "overhead", "memory"],
+        action="append",
+        help="run only this part (repeatable); default: all three",
+    )
     ap.add_argument("--rows", type=int, default=1_000_000, help="pairs for throughput and overhead")
     ap.add_argument("--mem-rows", type=int, default=10_000_000, help="pairs for memory")
     ap.add_argument("--shard-size", type=int, default=100_000)

@@ -48,8 +48,14 @@ def fairseq_models(work: Path, *, updates: int = 300, threads: int = 2) -> tuple
     if not (fs / "augdag_nmt.json").is_file():
         pairs = demo_pairs(TRAIN_ROWS)
         t0 = time.perf_counter()
-        train_fairseq([s for s, _ in pairs], [t for _, t in pairs], fs, NMTTrainConf(max_update=updates),
-                      log=lambda line: None, threads=threads)
+        train_fairseq(
+            [s for s, _ in pairs],
+            [t for _, t in pairs],
+            fs,
+            NMTTrainConf(max_update=updates),
+            log=lambda line: None,
+            threads=threads,
+        )
         print(f"  trained fairseq ({updates} updates) in {time.perf_counter() - t0:.0f} s")
     if not (ct2 / "model.bin").is_file():
         FairseqModel.load(fs, device="cpu").to_ctranslate2(ct2)
@@ -90,11 +96,26 @@ def _train_marian(out: Path, pairs: list[tuple[str, str]], *, steps: int, seed: 
 
     tokenizer = _tokenizer(pairs)
     pad, size = tokenizer.pad_token_id, len(tokenizer)
-    config = MarianConfig(vocab_size=size, decoder_vocab_size=size, d_model=64, encoder_layers=2, decoder_layers=2,
-                          encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=128,
-                          decoder_ffn_dim=128, max_position_embeddings=256, pad_token_id=pad, eos_token_id=0,
-                          decoder_start_token_id=pad, forced_eos_token_id=0, scale_embedding=True, dropout=0.0,
-                          attention_dropout=0.0, activation_dropout=0.0)
+    config = MarianConfig(
+        vocab_size=size,
+        decoder_vocab_size=size,
+        d_model=64,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=128,
+        decoder_ffn_dim=128,
+        max_position_embeddings=256,
+        pad_token_id=pad,
+        eos_token_id=0,
+        decoder_start_token_id=pad,
+        forced_eos_token_id=0,
+        scale_embedding=True,
+        dropout=0.0,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+    )
     torch.manual_seed(seed)
     model = MarianMTModel(config)
     model.final_logits_bias[0, pad] = -1e4  # CTranslate2's Marian drops <pad> from the softmax

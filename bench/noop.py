@@ -32,8 +32,13 @@ GOALS = {"ingest": 3.0, "nightly": 5.0}
 def augdag(cache: Path, *args: str) -> float:
     """Run `augdag ARGS --cache CACHE` in a fresh process; its wall time in seconds (exit 0 required)."""
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "flows.cli", *args, "--cache", str(cache)], capture_output=True,
-                          text=True, check=False, env={**os.environ, "AUGDAG_DEMO_DATA": str(cache / "demo-data")})
+    proc = subprocess.run(
+        [sys.executable, "-m", "flows.cli", *args, "--cache", str(cache)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "AUGDAG_DEMO_DATA": str(cache / "demo-data")},
+    )
     seconds = time.perf_counter() - t0
     if proc.returncode != 0:
         sys.exit(f"augdag {' '.join(args)} failed ({proc.returncode}):\n{(proc.stdout + proc.stderr)[-3000:]}")
@@ -46,8 +51,11 @@ def best(repeat: int, cache: Path, *args: str) -> float:
 
 def last_run(cache: Path, pipeline: str) -> dict:
     """The newest run of ``pipeline``: its status and the shards its stages computed."""
-    row = Catalog(cache).query("SELECT run_id, status, summary FROM runs WHERE pipeline = $p ORDER BY started_at "
-                               "DESC LIMIT 1", {"p": pipeline}).to_pylist()[0]
+    row = (
+        Catalog(cache)
+        .query("SELECT run_id, status, summary FROM runs WHERE pipeline = $p ORDER BY started_at DESC LIMIT 1", {"p": pipeline})
+        .to_pylist()[0]
+    )
     summary = json.loads(row["summary"] or "{}")
     stages = [s for child in summary.get("pipelines", [summary]) for s in child.get("stages", [])]
     return {"run_id": row["run_id"], "status": row["status"], "computed": sum(s["shards_computed"] for s in stages)}
@@ -71,13 +79,17 @@ def main(argv: list[str] | None = None) -> int:
             seconds = best(a.repeat, cache, *command, "--config", "demo", *sets, "-q")
             run = last_run(cache, name)  # before the next command's runs (a nightly has an ingest run too)
             if run["status"] != "completed" or run["computed"]:
-                print(f"{name}: run {run['run_id']} is {run['status']} with {run['computed']} shards computed; "
-                      "expected a completed run that computed none")
+                print(
+                    f"{name}: run {run['run_id']} is {run['status']} with {run['computed']} shards computed; "
+                    "expected a completed run that computed none"
+                )
                 ok = False
             ratio = seconds / sql
             ok &= ratio <= GOALS[name]
-            print(f"cached {name} ({a.profile}): {seconds:.2f} s = {ratio:.1f}x `augdag sql \"select 1\"` "
-                  f"({sql:.2f} s; goal <= {GOALS[name]:g}x), recorded as {run['run_id']}")
+            print(
+                f'cached {name} ({a.profile}): {seconds:.2f} s = {ratio:.1f}x `augdag sql "select 1"` '
+                f"({sql:.2f} s; goal <= {GOALS[name]:g}x), recorded as {run['run_id']}"
+            )
     return 0 if ok else 1
 
 

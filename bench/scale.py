@@ -56,8 +56,15 @@ def write_input(root: Path, rows: int, shard: int, *, seed: int = 0) -> tuple[Ar
     for k in range(n_shards):
         start = k * shard
         texts = [next(lines) for _ in range(min(shard, rows - start))]
-        table = pa.table({"uid": pa.nulls(len(texts), pa.string()), "text": texts, "source": ["bench"] * len(texts),
-                          "line": pa.array(range(start + 1, start + len(texts) + 1), pa.int64())}, schema=MONO)
+        table = pa.table(
+            {
+                "uid": pa.nulls(len(texts), pa.string()),
+                "text": texts,
+                "source": ["bench"] * len(texts),
+                "line": pa.array(range(start + 1, start + len(texts) + 1), pa.int64()),
+            },
+            schema=MONO,
+        )
         write_part(with_uid(table, "mono"), mono.path(k))
     words = ArtifactRef(str(root), "word_uncertainty", "bench-lexicon", None, None, 1)
     write_part(lexicon_table(), words.path(0))
@@ -115,8 +122,10 @@ def scoring_flow(conf: AugdagConf, mono: ArtifactRef, words: ArtifactRef) -> dic
     out = run_stage(run, SCORE, inputs=[mono], side={"word_uncertainty": words}, params=PARAMS)
     run.finish()
     report = run.reports[-1]
-    in_tasks = run.catalog.query("SELECT sum(seconds) AS s FROM stage_runs WHERE run_id = $run AND stage = $stage",
-                                 {"run": run.run_id, "stage": SCORE.name})["s"][0].as_py()
+    in_tasks = run.catalog.query(
+        "SELECT sum(seconds) AS s FROM stage_runs WHERE run_id = $run AND stage = $stage",
+        {"run": run.run_id, "stage": SCORE.name},
+    )["s"][0].as_py()
     return {"dir": str(out.dir), "seconds": report.seconds, "in_tasks": in_tasks, "computed": report.shards_computed}
 
 
@@ -163,10 +172,13 @@ def main() -> None:
             "bare, 2 processes": (0, lambda: bare_two_processes(pool, mono, words)),
         }
         for workers in (1, 2):
-            cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                                       dashboard_address=None, env=env))
+            cluster = stack.enter_context(
+                LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None, env=env)
+            )
             paths[f"dask, {workers} worker{'s' * (workers > 1)}"] = (
-                workers, lambda address=cluster.scheduler_address: on_cluster(address, mono, words))
+                workers,
+                lambda address=cluster.scheduler_address: on_cluster(address, mono, words),
+            )
         for name, (workers, run) in paths.items():  # warm-up (imports, numba's cache); the same parts on every path
             run()
             assert digests(output_dir(mono, dask=workers > 0)) == expected, f"{name}: other parts than the bare stage"
@@ -175,8 +187,10 @@ def main() -> None:
             for name, (_, run) in paths.items():
                 best[name] = min(best[name], run())
         load1 = os.getloadavg()[0]
-    print(f"scale: uncertainty scoring, {a.rows:,} rows in {n} shards of {a.shard:,}, best of {a.repeat} "
-          f"interleaved rounds; load average {load0:.1f} -> {load1:.1f} on {os.cpu_count()} cores")
+    print(
+        f"scale: uncertainty scoring, {a.rows:,} rows in {n} shards of {a.shard:,}, best of {a.repeat} "
+        f"interleaved rounds; load average {load0:.1f} -> {load1:.1f} on {os.cpu_count()} cores"
+    )
     print(f"  {'path':<19}{'seconds':>9}{'sentences/s':>13}{'run_shard/shard':>17}{'overhead/shard':>16}")
     one_core = best["bare, one core"][0]
     for name, (workers, _) in paths.items():
@@ -184,8 +198,10 @@ def main() -> None:
         overhead = f"{(seconds * workers - one_core) / n * 1e3:,.0f} ms" if workers else "-"
         print(f"  {name:<19}{seconds:>9.2f}{a.rows / seconds:>13,.0f}{inside / n * 1e3:>14,.0f} ms{overhead:>16}")
     ratio, ceiling = best["dask, 1 worker"][0] / best["dask, 2 workers"][0], one_core / best["bare, 2 processes"][0]
-    print(f"scale: 2 Dask workers = {ratio:.2f}x the throughput of 1 (goal >= {GOAL:g}x); "
-          f"this machine gave 2 bare processes {ceiling:.2f}x of 1")
+    print(
+        f"scale: 2 Dask workers = {ratio:.2f}x the throughput of 1 (goal >= {GOAL:g}x); "
+        f"this machine gave 2 bare processes {ceiling:.2f}x of 1"
+    )
     sys.exit(0 if ratio >= GOAL else 1)
 
 

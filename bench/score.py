@@ -40,10 +40,15 @@ def main() -> None:
     src, tgt = [s for s, _ in pairs], [t for _, t in pairs]
     print(f"{len(src):,} pairs")
 
-    models = {name: load_model(path, backend=backend, device="cpu", threads=args.threads)
-              for name, path, backend in [("fairseq", fs, "fairseq"), ("ctranslate2 (fairseq)", fs_ct2, "ctranslate2"),
-                                          ("transformers", hf, "transformers"),
-                                          ("ctranslate2 (transformers)", hf_ct2, "ctranslate2")]}
+    models = {
+        name: load_model(path, backend=backend, device="cpu", threads=args.threads)
+        for name, path, backend in [
+            ("fairseq", fs, "fairseq"),
+            ("ctranslate2 (fairseq)", fs_ct2, "ctranslate2"),
+            ("transformers", hf, "transformers"),
+            ("ctranslate2 (transformers)", hf_ct2, "ctranslate2"),
+        ]
+    }
     naive = models["fairseq"]
     n = min(args.naive, len(src))
     naive.score(src[:8], tgt[:8])
@@ -56,9 +61,11 @@ def main() -> None:
         scores[name], seconds = timed(model.score, src, tgt)
         rate = len(src) / seconds
         print(f"  {name:<30} {rate:9.0f} pairs/s  ({seconds:5.1f} s)  {rate / naive_rate:6.1f}x the baseline")
-    print("  max |Δ log p| per token: "
-          f"fairseq vs its CTranslate2 {max_diff(scores['fairseq'], scores['ctranslate2 (fairseq)']):.2e}; "
-          f"transformers vs its CTranslate2 {max_diff(scores['transformers'], scores['ctranslate2 (transformers)']):.2e}")
+    print(
+        "  max |Δ log p| per token: "
+        f"fairseq vs its CTranslate2 {max_diff(scores['fairseq'], scores['ctranslate2 (fairseq)']):.2e}; "
+        f"transformers vs its CTranslate2 {max_diff(scores['transformers'], scores['ctranslate2 (transformers)']):.2e}"
+    )
 
 
 if __name__ == "__main__":

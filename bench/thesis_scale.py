@@ -95,12 +95,25 @@ def child(args: argparse.Namespace) -> int:
 
     data = Path(args.data)
     conf = AugdagConf(
-        cache=Path(args.cache), shard_size=args.shard, task_runner=TaskRunnerConf(kind="threads", max_workers=args.workers),
-        datasets={"bitext": DatasetConf(kind="bitext", format="text", src=data / f"bitext-{args.pairs}" / "train.en",
-                                        tgt=data / f"bitext-{args.pairs}" / "train.de"),
-                  "mono": DatasetConf(kind="mono", format="text", path=data / f"mono-{args.mono_rows}" / "mono.en")},
-        self_training={"bitext": "bitext", "mono": ["mono"], "tokenizer": {"kind": "whitespace"},
-                       "sampling": {"budget_ratio": args.budget_ratio}})
+        cache=Path(args.cache),
+        shard_size=args.shard,
+        task_runner=TaskRunnerConf(kind="threads", max_workers=args.workers),
+        datasets={
+            "bitext": DatasetConf(
+                kind="bitext",
+                format="text",
+                src=data / f"bitext-{args.pairs}" / "train.en",
+                tgt=data / f"bitext-{args.pairs}" / "train.de",
+            ),
+            "mono": DatasetConf(kind="mono", format="text", path=data / f"mono-{args.mono_rows}" / "mono.en"),
+        },
+        self_training={
+            "bitext": "bitext",
+            "mono": ["mono"],
+            "tokenizer": {"kind": "whitespace"},
+            "sampling": {"budget_ratio": args.budget_ratio},
+        },
+    )
 
     @flow(name="thesis_scale")
     def sampling(conf: AugdagConf) -> dict:
@@ -119,23 +132,52 @@ def child(args: argparse.Namespace) -> int:
     if summary["status"] != "completed":
         print(json.dumps({"error": summary.get("error")}))
         return 1
-    spans = Catalog(conf.cache).query(
-        "SELECT stage, dataset, min(epoch(started_at)) AS t0, max(epoch(started_at) + seconds) AS t1, count(*) AS shards "
-        "FROM stage_runs WHERE run_id = $run GROUP BY stage, dataset ORDER BY t0", {"run": summary["run_id"]}).to_pylist()
+    spans = (
+        Catalog(conf.cache)
+        .query(
+            "SELECT stage, dataset, min(epoch(started_at)) AS t0, max(epoch(started_at) + seconds) AS t1, count(*) AS shards "
+            "FROM stage_runs WHERE run_id = $run GROUP BY stage, dataset ORDER BY t0",
+            {"run": summary["run_id"]},
+        )
+        .to_pylist()
+    )
     samples = np.array(sampler.samples)
     stages = []
     for s in spans:
         inside = samples[(samples[:, 0] >= s["t0"] - 0.2) & (samples[:, 0] <= s["t1"] + 0.2), 1]
-        stages.append({"stage": s["stage"], "dataset": s["dataset"], "seconds": s["t1"] - s["t0"], "shards": s["shards"],
-                       "peak": float(inside.max()) if len(inside) else None})
+        stages.append(
+            {
+                "stage": s["stage"],
+                "dataset": s["dataset"],
+                "seconds": s["t1"] - s["t0"],
+                "shards": s["shards"],
+                "peak": float(inside.max()) if len(inside) else None,
+            }
+        )
     print(json.dumps({"wall": wall, "peak": float(samples[:, 1].max()), "stages": stages}))
     return 0
 
 
 def run_size(args: argparse.Namespace, root: Path, mono_rows: int) -> dict:
-    cmd = [sys.executable, __file__, "--child", "--data", str(args.data), "--cache", str(root / f"cache-{mono_rows}"),
-           "--pairs", str(args.pairs), "--mono-rows", str(mono_rows), "--shard", str(args.shard),
-           "--workers", str(args.workers), "--budget-ratio", str(args.budget_ratio)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        "--data",
+        str(args.data),
+        "--cache",
+        str(root / f"cache-{mono_rows}"),
+        "--pairs",
+        str(args.pairs),
+        "--mono-rows",
+        str(mono_rows),
+        "--shard",
+        str(args.shard),
+        "--workers",
+        str(args.workers),
+        "--budget-ratio",
+        str(args.budget_ratio),
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True)
     last = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
     if out.returncode != 0 or not last.startswith("{"):
@@ -150,8 +192,12 @@ def main() -> int:
     ap.add_argument("--budget-ratio", type=float, default=0.2, help="the sample: 0.2 of 40M is the thesis' 8M")
     ap.add_argument("--shard", type=int, default=100_000)
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--data", type=Path, default=Path("/tmp/augdag-thesis-scale-data"),
-                    help="where the generated corpora are kept between runs")
+    ap.add_argument(
+        "--data",
+        type=Path,
+        default=Path("/tmp/augdag-thesis-scale-data"),
+        help="where the generated corpora are kept between runs",
+    )
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--cache", help=argparse.SUPPRESS)
     ap.add_argument("--mono-rows", type=int, help=argparse.SUPPRESS)
@@ -168,8 +214,10 @@ def main() -> int:
     with workdir("thesis-scale") as root:
         for m in sizes:
             r = results[m] = run_size(args, root, m)
-            print(f"\n{args.pairs:,} pairs + {m:,} monolingual sentences: wall {r['wall'] / 60:.1f} min, "
-                  f"peak RSS {r['peak'] / 1e9:.2f} GB")
+            print(
+                f"\n{args.pairs:,} pairs + {m:,} monolingual sentences: wall {r['wall'] / 60:.1f} min, "
+                f"peak RSS {r['peak'] / 1e9:.2f} GB"
+            )
             print(f"  {'stage':<18} {'dataset':<8} {'shards':>6} {'seconds':>9} {'peak GB':>8}")
             for s in r["stages"]:
                 peak = f"{s['peak'] / 1e9:.2f}" if s["peak"] is not None else "-"
@@ -177,9 +225,11 @@ def main() -> int:
     peaks = [results[m]["peak"] for m in sizes]
     flat = max(peaks) / min(peaks)
     ok = max(peaks) <= RSS_GOAL and flat <= FLAT_GOAL and max(r["wall"] for r in results.values()) <= WALL_GOAL_S
-    print(f"\npeak RSS {max(peaks) / 1e9:.2f} GB (goal <= {RSS_GOAL / 1e9:.0f}); largest / smallest monolingual size's "
-          f"peak {flat:.2f} (goal <= {FLAT_GOAL}); slowest run {max(r['wall'] for r in results.values()) / 60:.1f} min "
-          f"(goal <= {WALL_GOAL_S / 60:.0f}): {'OK' if ok else 'MISSED'}")
+    print(
+        f"\npeak RSS {max(peaks) / 1e9:.2f} GB (goal <= {RSS_GOAL / 1e9:.0f}); largest / smallest monolingual size's "
+        f"peak {flat:.2f} (goal <= {FLAT_GOAL}); slowest run {max(r['wall'] for r in results.values()) / 60:.1f} min "
+        f"(goal <= {WALL_GOAL_S / 60:.0f}): {'OK' if ok else 'MISSED'}"
+    )
     return 0 if ok else 1
 
 

@@ -88,11 +88,14 @@ def main() -> int:
         t0 = time.perf_counter()
         expected = loop(lines)
         base = time.perf_counter() - t0
-        conf = AugdagConf(cache=root / "cache", shard_size=100_000,
-                          datasets={"bench": DatasetConf(kind="mono", format="text", path=root / "mono.en")},
-                          task_runner=TaskRunnerConf(kind="processes", max_workers=args.workers),
-                          ingest={"clean": {"dedup": False}},
-                          self_training={"tokenizer": {"kind": "moses", "src_lang": "en", "tgt_lang": "de"}})
+        conf = AugdagConf(
+            cache=root / "cache",
+            shard_size=100_000,
+            datasets={"bench": DatasetConf(kind="mono", format="text", path=root / "mono.en")},
+            task_runner=TaskRunnerConf(kind="processes", max_workers=args.workers),
+            ingest={"clean": {"dedup": False}},
+            self_training={"tokenizer": {"kind": "moses", "src_lang": "en", "tgt_lang": "de"}},
+        )
         rows, ours = mapped(conf)
         got = dict(zip(rows["line"].to_pylist(), rows["text"].to_pylist()))
         wrong = [i for i, t in enumerate(expected, 1) if got.get(i) != t]
@@ -100,9 +103,11 @@ def main() -> int:
             print(f"FAIL: {len(wrong)} lines differ from the loop's tokens, first line {wrong[0]}")
             return 1
         ratio = base / ours
-        print(f"{args.rows:,} lines: single-process sacremoses {base:.1f} s ({args.rows / base:,.0f} lines/s); "
-              f"tokenize stage on {args.workers} worker processes {ours:.1f} s ({args.rows / ours:,.0f} lines/s); "
-              f"ratio {ratio:.2f}x (goal >= {GOAL}x)")
+        print(
+            f"{args.rows:,} lines: single-process sacremoses {base:.1f} s ({args.rows / base:,.0f} lines/s); "
+            f"tokenize stage on {args.workers} worker processes {ours:.1f} s ({args.rows / ours:,.0f} lines/s); "
+            f"ratio {ratio:.2f}x (goal >= {GOAL}x)"
+        )
         return 0 if ratio >= GOAL else 1
 
 

@@ -27,8 +27,9 @@ def bleu(hyps: list[str], refs: list[str]) -> float:
     return sacrebleu.corpus_bleu(hyps, [refs]).score
 
 
-def run(name: str, path: Path, backend: str, src: list[str], refs: list[str], beam: int, threads: int,
-        compute_type: str = "default") -> tuple[list[str], float]:
+def run(
+    name: str, path: Path, backend: str, src: list[str], refs: list[str], beam: int, threads: int, compute_type: str = "default"
+) -> tuple[list[str], float]:
     from models.nmt import DecodeOptions, load_model
 
     model = load_model(path, backend=backend, device="cpu", threads=threads, compute_type=compute_type)
@@ -57,15 +58,19 @@ def main() -> None:
     same = sum(a == b for a, b in zip(fs_hyps, ct_hyps)) / len(src)
     gap = abs(bleu(ct_hyps, refs) - bleu(fs_hyps, refs))
     ratio = fs_s / ct_s
-    print(f"  CTranslate2 / fairseq = {ratio:.2f}x (goal >= 3x: {'met' if ratio >= 3 else 'MISSED'}); "
-          f"BLEU gap {gap:.2f} (goal <= 0.5: {'met' if gap <= 0.5 else 'MISSED'}); identical output {same:.1%}; "
-          f"int8 {fs_s / i8_s:.2f}x, identical {sum(a == b for a, b in zip(fs_hyps, i8_hyps)) / len(src):.1%}")
+    print(
+        f"  CTranslate2 / fairseq = {ratio:.2f}x (goal >= 3x: {'met' if ratio >= 3 else 'MISSED'}); "
+        f"BLEU gap {gap:.2f} (goal <= 0.5: {'met' if gap <= 0.5 else 'MISSED'}); identical output {same:.1%}; "
+        f"int8 {fs_s / i8_s:.2f}x, identical {sum(a == b for a, b in zip(fs_hyps, i8_hyps)) / len(src):.1%}"
+    )
 
     print("Marian model:")
     hf_hyps, hf_s = run("transformers generate", hf, "transformers", src, refs, args.beam, args.threads)
     hc_hyps, hc_s = run("CTranslate2 float32", hf_ct2, "ctranslate2", src, refs, args.beam, args.threads)
-    print(f"  CTranslate2 / transformers = {hf_s / hc_s:.2f}x; BLEU gap {abs(bleu(hc_hyps, refs) - bleu(hf_hyps, refs)):.2f}; "
-          f"identical output {sum(a == b for a, b in zip(hf_hyps, hc_hyps)) / len(src):.1%}")
+    print(
+        f"  CTranslate2 / transformers = {hf_s / hc_s:.2f}x; BLEU gap {abs(bleu(hc_hyps, refs) - bleu(hf_hyps, refs)):.2f}; "
+        f"identical output {sum(a == b for a, b in zip(hf_hyps, hc_hyps)) / len(src):.1%}"
+    )
 
 
 if __name__ == "__main__":

@@ -44,8 +44,15 @@ def write_shards(root: Path, n: int, *, seed: int = 0) -> list[Path]:
     parts, lines = [], iter_mono(n, seed=seed)
     for k, start in enumerate(range(0, n, SHARD)):
         texts = [next(lines) for _ in range(min(SHARD, n - start))]
-        table = pa.table({"uid": pa.nulls(len(texts), pa.string()), "text": texts, "source": ["bench"] * len(texts),
-                          "line": pa.array(range(start + 1, start + len(texts) + 1), pa.int64())}, schema=MONO)
+        table = pa.table(
+            {
+                "uid": pa.nulls(len(texts), pa.string()),
+                "text": texts,
+                "source": ["bench"] * len(texts),
+                "line": pa.array(range(start + 1, start + len(texts) + 1), pa.int64()),
+            },
+            schema=MONO,
+        )
         parts.append(root / f"part-{k:05d}.parquet")
         write_part(with_uid(table, "mono"), parts[-1])
     return parts
@@ -90,10 +97,14 @@ def throughput(rows: int, repeat: int) -> bool:
         assert np.allclose(got, expected, rtol=1e-12, atol=1e-15), "sentence_uncertainty differs from the loop"
         ours_s, scan_s = best(repeat, ours, shards, lexicon), best(repeat, scan, parts)
     vs_loop, vs_scan = loop_s / ours_s, (scan_s + ours_s) / scan_s
-    print(f"uncertainty n={rows:,}: ours {rows / ours_s:,.0f} rows/s, loop {rows / loop_s:,.0f} rows/s, "
-          f"scan {rows / scan_s:,.0f} rows/s")
-    print(f"uncertainty n={rows:,}: {vs_loop:.1f}x the per-sentence loop (goal >= {LOOP_GOAL:g}x); "
-          f"read + score costs {vs_scan:.2f}x a bare scan of the text column (goal <= {SCAN_GOAL:g}x)")
+    print(
+        f"uncertainty n={rows:,}: ours {rows / ours_s:,.0f} rows/s, loop {rows / loop_s:,.0f} rows/s, "
+        f"scan {rows / scan_s:,.0f} rows/s"
+    )
+    print(
+        f"uncertainty n={rows:,}: {vs_loop:.1f}x the per-sentence loop (goal >= {LOOP_GOAL:g}x); "
+        f"read + score costs {vs_scan:.2f}x a bare scan of the text column (goal <= {SCAN_GOAL:g}x)"
+    )
     return vs_loop >= LOOP_GOAL and vs_scan <= SCAN_GOAL
 
 
@@ -124,12 +135,15 @@ def memory_child(rows: int, budget: int) -> None:
 
 def memory(rows: int, budget_ratio: float) -> bool:
     budget = int(rows * budget_ratio)
-    proc = subprocess.run([sys.executable, __file__, "--child", str(rows), str(budget)], check=True,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", str(rows), str(budget)], check=True, capture_output=True, text=True
+    )
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    print(f"uncertainty memory n={rows:,} budget={budget:,}: peak RSS {out['peak'] / 1e9:.2f} GB "
-          f"(goal <= {MEMORY_GOAL_BYTES / 1e9:g} GB); score + sample {out['seconds']:.1f} s "
-          f"({rows / out['seconds']:,.0f} rows/s), writing the input {out['write_seconds']:.1f} s")
+    print(
+        f"uncertainty memory n={rows:,} budget={budget:,}: peak RSS {out['peak'] / 1e9:.2f} GB "
+        f"(goal <= {MEMORY_GOAL_BYTES / 1e9:g} GB); score + sample {out['seconds']:.1f} s "
+        f"({rows / out['seconds']:,.0f} rows/s), writing the input {out['write_seconds']:.1f} s"
+    )
     return out["peak"] <= MEMORY_GOAL_BYTES
 
 

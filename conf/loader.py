@@ -92,17 +92,21 @@ def load_profile(
             check_enabled([pipeline], conf)
         except ValueError as e:
             origins = {item.key: f"--set {item.text}" for item in items}
-            raise ConfError(_describe({"loc": (), "type": "value_error", "msg": str(e), "input": {}}, path, lines,
-                                      origins)) from None
+            raise ConfError(
+                _describe({"loc": (), "type": "value_error", "msg": str(e), "input": {}}, path, lines, origins)
+            ) from None
     root = resolve_cache(conf.cache if "cache" in doc else None, cache, environ)
     base = root.absolute() if is_packaged(path) else path.parent.absolute()
-    datasets = {name: ds.resolved(base, [f for f, p in ds.paths().items() if written.get((name, f)) == p])
-                for name, ds in conf.datasets.items()}
+    datasets = {
+        name: ds.resolved(base, [f for f, p in ds.paths().items() if written.get((name, f)) == p])
+        for name, ds in conf.datasets.items()
+    }
     return conf.model_copy(update={"cache": root, "datasets": datasets})
 
 
-def load_recorded(config: Mapping[str, Any], sets: Sequence[str] = (), *, run_id: str | None = None,
-                  cache: Path | None = None) -> AugdagConf:
+def load_recorded(
+    config: Mapping[str, Any], sets: Sequence[str] = (), *, run_id: str | None = None, cache: Path | None = None
+) -> AugdagConf:
     """The configuration a run recorded in the catalog (`augdag retry`), or one handed to the nightly flow,
     with ``--set`` overrides, over ``cache`` (default: the cache it names)."""
     doc = copy.deepcopy(dict(config))
@@ -124,8 +128,12 @@ def is_packaged(path: Path) -> bool:
 def check_inputs(conf: AugdagConf) -> None:
     """``InputError`` (one line) naming the first dataset whose file or directory is missing, of the wrong
     kind or unreadable: ``datasets.<key>: <path>: no such file``. Called before a run starts any stage."""
-    missing = [(name, p, problem) for name, ds in conf.datasets.items() for p in ds.files()
-               if (problem := _input_problem(p, directory=ds.format == "hf"))]
+    missing = [
+        (name, p, problem)
+        for name, ds in conf.datasets.items()
+        for p in ds.files()
+        if (problem := _input_problem(p, directory=ds.format == "hf"))
+    ]
     if missing:
         name, p, problem = missing[0]
         what = "missing" if all(m[2].startswith("no such") for m in missing[1:]) else "missing or unreadable"
@@ -138,8 +146,11 @@ def _input_problem(path: Path, *, directory: bool) -> str | None:
     if not path.exists():
         return f"no such {'directory' if directory else 'file'}"
     if path.is_dir() != directory:
-        return ("is a file; expected the directory of a saved Hugging Face dataset (save_to_disk)" if directory
-                else "is a directory; expected a file. Hint: name the file inside it")
+        return (
+            "is a file; expected the directory of a saved Hugging Face dataset (save_to_disk)"
+            if directory
+            else "is a directory; expected a file. Hint: name the file inside it"
+        )
     try:
         os.listdir(path) if directory else open(path, "rb").close()
     except PermissionError:
@@ -152,8 +163,13 @@ def _dataset_paths(doc: Mapping[str, Any]) -> dict[tuple[str, str], Path]:
     datasets = doc.get("datasets")
     if not isinstance(datasets, Mapping):
         return {}
-    return {(name, f): Path(ds[f]) for name, ds in datasets.items() if isinstance(ds, Mapping)
-            for f in ("path", "src", "tgt") if isinstance(ds.get(f), str)}
+    return {
+        (name, f): Path(ds[f])
+        for name, ds in datasets.items()
+        if isinstance(ds, Mapping)
+        for f in ("path", "src", "tgt")
+        if isinstance(ds.get(f), str)
+    }
 
 
 def _validate(doc: dict, items: Sequence[SetItem], path: Path, lines: dict[str, int]) -> AugdagConf:
@@ -237,14 +253,17 @@ def _interpolate(text: str, key: str, line: int, ctx: _Ctx) -> str:
             return "$"
         name, sep, default = m.group(1).partition(":-")
         if not _NAME.fullmatch(name):
-            raise ConfError(f"{ctx.path}:{line}: {key}: malformed {m.group(0)!r}, expected ${{VAR}} or "
-                            f"${{VAR:-default}} (write $$ for a literal $)")
+            raise ConfError(
+                f"{ctx.path}:{line}: {key}: malformed {m.group(0)!r}, expected ${{VAR}} or "
+                f"${{VAR:-default}} (write $$ for a literal $)"
+            )
         if ctx.environ.get(name) or (name in ctx.environ and not sep):
             return ctx.environ[name]
         if sep:
             return default
-        raise ConfError(f"{ctx.path}:{line}: {key}: environment variable {name} is not set "
-                        f"(use ${{{name}:-default}} for a default)")
+        raise ConfError(
+            f"{ctx.path}:{line}: {key}: environment variable {name} is not set (use ${{{name}:-default}} for a default)"
+        )
 
     return _VAR.sub(substitute, text)
 

@@ -17,19 +17,33 @@ from typing import Any
 
 Uses = dict[str, list[str]]  # dataset -> the dotted keys that use it, in the profile's order
 
-EVALUATION_KEYS = ("train_nmt.test", "train_nmt.tests", "train_classifier.test", "epida.test",
-                   "train_slot_tagger.dev", "train_slot_tagger.test")
-TRAINING_KEYS = ("self_training.bitext", "self_training.mono", "rejuvenation.bitext", "paraphrase.dataset",
-                 "paraphrase.generator.bitext", "mt_paraphrase.bitext", "train_classifier.dataset", "epida.dataset",
-                 "c2c.dataset", "train_slot_tagger.dataset")
+EVALUATION_KEYS = (
+    "train_nmt.test",
+    "train_nmt.tests",
+    "train_classifier.test",
+    "epida.test",
+    "train_slot_tagger.dev",
+    "train_slot_tagger.test",
+)
+TRAINING_KEYS = (
+    "self_training.bitext",
+    "self_training.mono",
+    "rejuvenation.bitext",
+    "paraphrase.dataset",
+    "paraphrase.generator.bitext",
+    "mt_paraphrase.bitext",
+    "train_classifier.dataset",
+    "epida.dataset",
+    "c2c.dataset",
+    "train_slot_tagger.dataset",
+)
 
 Resolved = Callable[[Any], Iterable[tuple[str, str | None]]]  # conf -> (key, dataset) with the defaults applied
 
 
 def _train_nmt_tests(conf: Any) -> Iterable[tuple[str, str | None]]:
     tests = conf.train_nmt_test()
-    return zip([f"train_nmt.tests.{i}" for i in range(len(tests))] if conf.train_nmt.tests else ["train_nmt.test"],
-               tests)
+    return zip([f"train_nmt.tests.{i}" for i in range(len(tests))] if conf.train_nmt.tests else ["train_nmt.test"], tests)
 
 
 def _self_training(conf: Any) -> Iterable[tuple[str, str | None]]:
@@ -43,14 +57,15 @@ EVALUATES: dict[str, Resolved] = {  # pipeline -> its held-out sets, defaults ap
     "train_nmt": _train_nmt_tests,
     "train_classifier": lambda c: [("train_classifier.test", c.classifier_datasets()[1])],
     "epida": lambda c: [("epida.test", c.epida_datasets()[1])],
-    "train_slot_tagger": lambda c: zip(("train_slot_tagger.dev", "train_slot_tagger.test"),
-                                       c.slot_tagger_datasets()[1:]),
+    "train_slot_tagger": lambda c: zip(("train_slot_tagger.dev", "train_slot_tagger.test"), c.slot_tagger_datasets()[1:]),
 }
 TRAINS: dict[str, Resolved] = {  # pipeline -> what it trains on or augments, defaults applied
     "self_training": _self_training,
     "rejuvenation": lambda c: [("rejuvenation.bitext", c.rejuvenation_bitext())],
-    "paraphrase": lambda c: [("paraphrase.dataset", c.paraphrase_dataset()),
-                             ("paraphrase.generator.bitext", c.paraphrase_bitext())],
+    "paraphrase": lambda c: [
+        ("paraphrase.dataset", c.paraphrase_dataset()),
+        ("paraphrase.generator.bitext", c.paraphrase_bitext()),
+    ],
     "mt_paraphrase": lambda c: [("mt_paraphrase.bitext", c.mt_paraphrase_bitext())],
     "train_classifier": lambda c: [("train_classifier.dataset", c.classifier_datasets()[0])],
     "epida": lambda c: [("epida.dataset", c.epida_datasets()[0])],
@@ -74,13 +89,17 @@ def check_dataset_uses(conf: Any) -> None:
     trained = training_datasets(conf)
     for name, keys in evaluation_datasets(conf).items():
         if name in trained:
-            raise ValueError(f"{keys[0]}: dataset {name!r} is held out for evaluation, but {', '.join(trained[name])} "
-                             f"{'trains' if len(trained[name]) == 1 else 'train'} on it: a score on data a model learnt "
-                             f"from is not a held-out score. Hint: evaluate on another dataset, or train on another one")
+            raise ValueError(
+                f"{keys[0]}: dataset {name!r} is held out for evaluation, but {', '.join(trained[name])} "
+                f"{'trains' if len(trained[name]) == 1 else 'train'} on it: a score on data a model learnt "
+                f"from is not a held-out score. Hint: evaluate on another dataset, or train on another one"
+            )
         ds = conf.datasets.get(name)
         if ds is not None and ds.clean not in (None, False):
-            raise ValueError(f"datasets.{name}.clean: {name!r} is held out for evaluation ({keys[0]}) and a held-out "
-                             f"set is never cleaned: its scores are on the file as it is. Hint: remove `clean`")
+            raise ValueError(
+                f"datasets.{name}.clean: {name!r} is held out for evaluation ({keys[0]}) and a held-out "
+                f"set is never cleaned: its scores are on the file as it is. Hint: remove `clean`"
+            )
 
 
 def _uses(conf: Any, keys: Iterable[str], resolved: dict[str, Resolved]) -> Uses:

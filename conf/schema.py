@@ -203,8 +203,9 @@ class ParaphraseConf(ConfModel):
     @model_validator(mode="after")
     def _bottom_k_share(self) -> ParaphraseConf:
         if self.bottom_k_candidates > self.candidates:
-            raise ValueError(f"paraphrase.bottom_k_candidates ({self.bottom_k_candidates}) exceeds "
-                             f"paraphrase.candidates ({self.candidates})")
+            raise ValueError(
+                f"paraphrase.bottom_k_candidates ({self.bottom_k_candidates}) exceeds paraphrase.candidates ({self.candidates})"
+            )
         return self
 
 
@@ -330,10 +331,13 @@ class AugdagConf(ConfModel):
             self.paraphrase_bitext()
         elif g.model is None:
             raise ValueError("paraphrase.generator.model: kind 'hf' needs a model (local path or HF name)")
-        if self.mt_paraphrase.decode == "constrained" and (g.kind != "round_trip" or g.backward.inference != "native"
-                                                           or g.backward.backend != "fairseq"):
-            raise ValueError("mt_paraphrase.decode: 'constrained' needs a round trip whose return model is native "
-                             "fairseq (paraphrase.generator.backward); use decode: sample for other paraphrasers")
+        if self.mt_paraphrase.decode == "constrained" and (
+            g.kind != "round_trip" or g.backward.inference != "native" or g.backward.backend != "fairseq"
+        ):
+            raise ValueError(
+                "mt_paraphrase.decode: 'constrained' needs a round trip whose return model is native "
+                "fairseq (paraphrase.generator.backward); use decode: sample for other paraphrasers"
+            )
         return name
 
     def c2c_dataset(self) -> str:
@@ -349,8 +353,10 @@ class AugdagConf(ConfModel):
             if held == train:
                 raise ValueError(f"train_slot_tagger.{key}: {held!r} is also the training dataset; hold out another")
         if "original+c2c" in t.arms and self.c2c_dataset() != train:
-            raise ValueError(f"train_slot_tagger.arms: 'original+c2c' adds C2C's rows of c2c.dataset "
-                             f"{self.c2c_dataset()!r}, but the tagger trains on {train!r}; make them the same")
+            raise ValueError(
+                f"train_slot_tagger.arms: 'original+c2c' adds C2C's rows of c2c.dataset "
+                f"{self.c2c_dataset()!r}, but the tagger trains on {train!r}; make them the same"
+            )
         return train, dev, test
 
     def dataset_of_kind(self, name: str | None, kind: str, key: str) -> str:
@@ -373,16 +379,16 @@ class AugdagConf(ConfModel):
         """The bitext and the monolingual datasets of the self-training pipeline (named, or the defaults)."""
         st = self.self_training
         bitext = self.dataset_of_kind(st.bitext, "bitext", "self_training.bitext")
-        mono = [self.dataset_of_kind(m, "mono", "self_training.mono")
-                for m in st.mono or [n for n, ds in self.datasets.items() if ds.kind == "mono"]]
+        mono = [
+            self.dataset_of_kind(m, "mono", "self_training.mono")
+            for m in st.mono or [n for n, ds in self.datasets.items() if ds.kind == "mono"]
+        ]
         if not mono:
             raise ValueError("self_training.mono: the profile has no dataset of kind 'mono' to sample from")
         return bitext, mono
 
 
-def resolve_cache(
-    conf_cache: Path | None, cli_cache: Path | None, environ: Mapping[str, str] | None = None
-) -> Path:
+def resolve_cache(conf_cache: Path | None, cli_cache: Path | None, environ: Mapping[str, str] | None = None) -> Path:
     """The cache root: ``--cache`` beats ``AUGDAG_CACHE`` (read from ``environ``, default ``os.environ``)
     beats the profile beats ``.augdag/``."""
     environ = os.environ if environ is None else environ

@@ -15,6 +15,16 @@ from demo.slots import iter_slots
 from demo.writer import DemoPaths, write_demo
 
 __all__ = [
-    "BAD_REASONS", "MAX_LINE_CHARS", "DemoPaths", "ambiguous_words", "bad_lines", "iter_bitext", "iter_labeled",
-    "iter_mono", "iter_slots", "translation_table", "word_entropy", "write_demo",
+    "BAD_REASONS",
+    "MAX_LINE_CHARS",
+    "DemoPaths",
+    "ambiguous_words",
+    "bad_lines",
+    "iter_bitext",
+    "iter_labeled",
+    "iter_mono",
+    "iter_slots",
+    "translation_table",
+    "word_entropy",
+    "write_demo",
 ]

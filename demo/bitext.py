@@ -100,13 +100,13 @@ def bitext_chunks(n: int, seed: int, split: str) -> Iterator[tuple[list[str], li
     """(source lines, target lines, alignment lines) per chunk of `n` pairs of the `split` stream."""
     for u in uniforms(seed, split, n, 1 + 2 * LMAX):
         src, tgt, link = sentence_ids(u)
-        yield tuple(join_lines("\n", table[0][ids[:, 0]], table[1][ids[:, 1:]]) for table, ids in
-                    [(WORDS, src), (_PH_STR, tgt), (_LINK, link)])
+        yield tuple(
+            join_lines("\n", table[0][ids[:, 0]], table[1][ids[:, 1:]])
+            for table, ids in [(WORDS, src), (_PH_STR, tgt), (_LINK, link)]
+        )
 
 
-def iter_bitext(
-    n: int, *, seed: int = 0, split: Literal["train", "test"] = "train"
-) -> Iterator[tuple[str, str, str]]:
+def iter_bitext(n: int, *, seed: int = 0, split: Literal["train", "test"] = "train") -> Iterator[tuple[str, str, str]]:
     """`n` pairs (src, tgt, Pharaoh alignment); `split="test"` is the held-out stream of the same grammar."""
     for chunk in bitext_chunks(n, seed, split):
         yield from zip(*chunk)

@@ -66,7 +66,10 @@ def corrupt(line: str, reason: str) -> str:
         reps = 1
         while len(line) <= MAX_LINE_CHARS:
             reps *= 2
-            line = label + tab + " ".join([text] * reps) if row is None else json.dumps(
-                {"tokens": row["tokens"] * reps, "tags": row["tags"] * reps}, ensure_ascii=False)
+            line = (
+                label + tab + " ".join([text] * reps)
+                if row is None
+                else json.dumps({"tokens": row["tokens"] * reps, "tags": row["tags"] * reps}, ensure_ascii=False)
+            )
         return line
     raise AssertionError(reason)

@@ -33,8 +33,10 @@ def uniforms(seed: int, stream: str, n: int, k: int) -> Iterator[np.ndarray]:
         ConfError: `n` or `seed` is negative.
     """
     if n < 0 or seed < 0:
-        msg = (f"demo corpus: n = {n}, seed = {seed}; both must be >= 0. "
-               "Hint: set demo.seed and the demo.*_rows counts (augdag demo --set demo.<key>=N) to 0 or more")
+        msg = (
+            f"demo corpus: n = {n}, seed = {seed}; both must be >= 0. "
+            "Hint: set demo.seed and the demo.*_rows counts (augdag demo --set demo.<key>=N) to 0 or more"
+        )
         raise ConfError(msg)
     for c in range(math.ceil(n / CHUNK_ROWS)):
         yield np.random.default_rng([seed, STREAMS[stream], c]).random((min(CHUNK_ROWS, n - c * CHUNK_ROWS), k))

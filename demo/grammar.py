@@ -21,10 +21,14 @@ from demo.draws import fragments
 
 # the planted ambiguous words: source word -> {translation: probability}
 AMBIGUOUS: dict[str, dict[str, float]] = {
-    "bank": {"bank": 0.5, "ufer": 0.5}, "light": {"hell": 0.6, "leicht": 0.4},
-    "spring": {"frühling": 0.5, "feder": 0.3, "quelle": 0.2}, "date": {"datum": 0.5, "termin": 0.3, "dattel": 0.2},
-    "runs": {"läuft": 0.4, "rennt": 0.3, "leitet": 0.2, "betreibt": 0.1}, "ball": {"ball": 0.7, "fest": 0.3},
-    "fair": {"gerecht": 0.7, "blond": 0.3}, "on": {"auf": 0.6, "am": 0.4},
+    "bank": {"bank": 0.5, "ufer": 0.5},
+    "light": {"hell": 0.6, "leicht": 0.4},
+    "spring": {"frühling": 0.5, "feder": 0.3, "quelle": 0.2},
+    "date": {"datum": 0.5, "termin": 0.3, "dattel": 0.2},
+    "runs": {"läuft": 0.4, "rennt": 0.3, "leitet": 0.2, "betreibt": 0.1},
+    "ball": {"ball": 0.7, "fest": 0.3},
+    "fair": {"gerecht": 0.7, "blond": 0.3},
+    "on": {"auf": 0.6, "am": 0.4},
 }
 # class -> "en:de" items (no ":" keeps the word, an empty de is the null translation); a function word is its
 # own class
@@ -75,8 +79,10 @@ CLASSES = {
     "F": """tea:tee coffee:kaffee water:wasser milk:milch bread:brot cheese:käse rice:reis soup:suppe wine:wein
         juice:saft sugar:zucker cake:kuchen fruit:obst butter:butter honey:honig salt:salz""",
     "K": "anna peter maria thomas lukas sophie jonas lena paul clara felix emma david sarah tom",  # names: kept
-    **{w.partition(":")[0]: w for w in ["that:dass", "because:weil", "will:wird", "wants:will", "of:von", "does:tut",
-                                        "really:", "to:"]},
+    **{
+        w.partition(":")[0]: w
+        for w in ["that:dass", "because:weil", "will:wird", "wants:will", "of:von", "does:tut", "really:", "to:"]
+    },
 }
 # (weight, source classes, target order as source slot indexes)
 TEMPLATES = [

@@ -24,10 +24,9 @@ LABEL_NOUNS = {  # topic -> nouns of the N class, each in one topic; the other N
     "food": "apple egg cook baker kitchen market farm farmer",
     "travel": "car train bus ship plane station airport harbour ticket map boat bicycle driver pilot hotel road",
     "family": "man woman child friend brother sister mother father girl boy guest neighbour",
-    "nature": "tree garden river mountain lake sea forest field flower stone island sun moon star cloud snow wind "
-              "storm",
+    "nature": "tree garden river mountain lake sea forest field flower stone island sun moon star cloud snow wind storm",
     "buildings": "house city village school church hospital office museum library factory castle tower shop door "
-                 "window wall roof room",
+    "window wall roof room",
 }
 _LAB_FOOD_ONLY = "K V D M of F"  # its M and F slots are food words
 _LAB_SHARE = 0.3  # the probability that a noun slot takes a noun shared by all topics
@@ -50,14 +49,21 @@ def _labeled_tables():
 
     templates = []
     for c in LABELS:
-        ts = [t for t, (_, classes, _) in enumerate(TEMPLATES)
-              if "N" in classes.split() or (c == "food" and classes == _LAB_FOOD_ONLY)]
+        ts = [
+            t
+            for t, (_, classes, _) in enumerate(TEMPLATES)
+            if "N" in classes.split() or (c == "food" and classes == _LAB_FOOD_ONLY)
+        ]
         templates.append((ts, [TEMPLATES[t][0] for t in ts]))
     noun = []
     for c in LABELS:
         own = LABEL_NOUNS[c].split()
-        noun.append(([WORD_ID[w] for w in own + shared],
-                      [(1 - _LAB_SHARE) / len(own)] * len(own) + [_LAB_SHARE / len(shared)] * len(shared)))
+        noun.append(
+            (
+                [WORD_ID[w] for w in own + shared],
+                [(1 - _LAB_SHARE) / len(own)] * len(own) + [_LAB_SHARE / len(shared)] * len(shared),
+            )
+        )
     return table(templates), table(noun)
 
 

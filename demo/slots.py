@@ -20,8 +20,13 @@ _CITY = """boston denver dallas atlanta chicago seattle berlin paris munich rome
     los_angeles las_vegas salt_lake_city washington miami toronto london"""  # `_` joins a multi-word value
 _DATE = "today tomorrow monday friday next_tuesday next_week this_weekend july_third may_fifth december_twenty_first"
 _SLOT_VALUES = {
-    "fromloc.city_name": _CITY, "toloc.city_name": _CITY, "city_name": _CITY, "depart_date": _DATE, "date": _DATE,
-    "depart_time": "noon midnight 7_pm 8_am 6_30_pm half_past_nine ten_am", "time": "noon 7_pm 8_am 6_30_pm nine_am",
+    "fromloc.city_name": _CITY,
+    "toloc.city_name": _CITY,
+    "city_name": _CITY,
+    "depart_date": _DATE,
+    "date": _DATE,
+    "depart_time": "noon midnight 7_pm 8_am 6_30_pm half_past_nine ten_am",
+    "time": "noon 7_pm 8_am 6_30_pm nine_am",
     "airline_name": "delta united lufthansa american_airlines air_france british_airways klm",
     "cuisine": "italian thai mexican chinese indian french japanese greek vegetarian korean",
     "party_size": "two three four five six eight ten",

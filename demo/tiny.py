@@ -18,14 +18,32 @@ _REJUVENATED = "SELECT src, tgt FROM rejuvenated WHERE source = 'demo_bitext'"
 
 TINY_SETS: list[str] = [
     "nightly.parallel=10",  # every pipeline whose upstreams are done runs at once
-    "demo.bitext_rows=300", "demo.mono_rows=200", "demo.labeled_rows=100", "demo.slots_rows=100", "demo.test_rows=50",
-    *(f"{m}.train.max_update=10" for m in ("self_training.teacher", "rejuvenation.identification",
-                                           "paraphrase.generator.forward", "paraphrase.generator.backward",
-                                           "train_nmt.student")),
+    "demo.bitext_rows=300",
+    "demo.mono_rows=200",
+    "demo.labeled_rows=100",
+    "demo.slots_rows=100",
+    "demo.test_rows=50",
+    *(
+        f"{m}.train.max_update=10"
+        for m in (
+            "self_training.teacher",
+            "rejuvenation.identification",
+            "paraphrase.generator.forward",
+            "paraphrase.generator.backward",
+            "train_nmt.student",
+        )
+    ),
     f'train_nmt.experiments={{bitext: {{mix: {{bitext: "{_BITEXT}"}}}}, '
     f'rejuvenated: {{mix: {{rejuvenated: "{_REJUVENATED}"}}}}}}',
-    "self_training.aligner.iterations=2", "paraphrase.candidates=2", "paraphrase.bottom_k_candidates=1",
-    "paraphrase.beta=0", "train_classifier.steps_per_level=2", "train_classifier.cycles=1",
-    "c2c.cluster_size=2", "c2c.model.epochs=1", "train_slot_tagger.tagger.epochs=1", "mt_paraphrase.n=2",
+    "self_training.aligner.iterations=2",
+    "paraphrase.candidates=2",
+    "paraphrase.bottom_k_candidates=1",
+    "paraphrase.beta=0",
+    "train_classifier.steps_per_level=2",
+    "train_classifier.cycles=1",
+    "c2c.cluster_size=2",
+    "c2c.model.epochs=1",
+    "train_slot_tagger.tagger.epochs=1",
+    "mt_paraphrase.n=2",
 ]
 TINY_DEMO = {"seed": 0, "bitext_rows": 300, "mono_rows": 200, "labeled_rows": 100, "slots_rows": 100, "test_rows": 50}

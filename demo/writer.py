@@ -41,8 +41,19 @@ class DemoPaths:
 
     @classmethod
     def at(cls, root: Path) -> DemoPaths:
-        names = ["train.en", "train.de", "train.align", "test.en", "test.de", "mono.en", "labeled.tsv", "slots.jsonl",
-                 "lexicon.tsv", "labeled_test.tsv", "slots_test.jsonl"]
+        names = [
+            "train.en",
+            "train.de",
+            "train.align",
+            "test.en",
+            "test.de",
+            "mono.en",
+            "labeled.tsv",
+            "slots.jsonl",
+            "lexicon.tsv",
+            "labeled_test.tsv",
+            "slots_test.jsonl",
+        ]
         return cls(Path(root), *(Path(root) / name for name in names))
 
 
@@ -75,9 +86,15 @@ def _write(paths: list[Path], chunks, bad: dict[int, str]) -> None:
 
 
 def write_demo(
-    root: Path, *, seed: int = _DEFAULT.seed, bitext_rows: int = _DEFAULT.bitext_rows,
-    mono_rows: int = _DEFAULT.mono_rows, labeled_rows: int = _DEFAULT.labeled_rows,
-    slots_rows: int = _DEFAULT.slots_rows, test_rows: int = _DEFAULT.test_rows, bad_rows: bool = True,
+    root: Path,
+    *,
+    seed: int = _DEFAULT.seed,
+    bitext_rows: int = _DEFAULT.bitext_rows,
+    mono_rows: int = _DEFAULT.mono_rows,
+    labeled_rows: int = _DEFAULT.labeled_rows,
+    slots_rows: int = _DEFAULT.slots_rows,
+    test_rows: int = _DEFAULT.test_rows,
+    bad_rows: bool = True,
 ) -> tuple[DemoPaths, dict[str, dict[int, str]]]:
     """Write every demo corpus under `root`; the same arguments write the same bytes.
 

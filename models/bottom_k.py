@@ -39,8 +39,9 @@ class BottomKLogitsProcessor(LogitsProcessor):
     def __init__(self, k: int = 2, steps: int = 1, *, start: int = 1):
         for key, value in (("bottom_k", k), ("bottom_k_steps", steps)):
             if value < 0:
-                raise ConfError(f"{key} = {value}: must be >= 0 (k and N of PCC Eq. 2 bottom-k; "
-                                f"got bottom_k={k}, bottom_k_steps={steps})")
+                raise ConfError(
+                    f"{key} = {value}: must be >= 0 (k and N of PCC Eq. 2 bottom-k; got bottom_k={k}, bottom_k_steps={steps})"
+                )
         self.k, self.steps, self.start = k, steps, start
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:

@@ -29,15 +29,25 @@ class Sampler:
     seed: int = 0
 
     def decode_options(self) -> DecodeOptions:
-        return DecodeOptions(sampling=True, topk=self.top_k, topp=self.top_p, temperature=self.temperature,
-                             seed=self.seed, bottom_k=self.bottom_k, bottom_k_steps=self.bottom_k_steps)
+        return DecodeOptions(
+            sampling=True,
+            topk=self.top_k,
+            topp=self.top_p,
+            temperature=self.temperature,
+            seed=self.seed,
+            bottom_k=self.bottom_k,
+            bottom_k_steps=self.bottom_k_steps,
+        )
 
 
-def pcc_samplers(*, top_k: int = 120, top_p: float = 0.95, bottom_k: int = 2, bottom_k_steps: int = 1,
-                 seed: int = 0) -> tuple[Sampler, Sampler]:
+def pcc_samplers(
+    *, top_k: int = 120, top_p: float = 0.95, bottom_k: int = 2, bottom_k_steps: int = 1, seed: int = 0
+) -> tuple[Sampler, Sampler]:
     """The paper's two samplers: easy (top-k + top-p) and hard (bottom-k for N steps, then top-k + top-p)."""
-    return (Sampler(TOP_K_TOP_P, top_k, top_p, seed=seed),
-            Sampler(BOTTOM_K, top_k, top_p, bottom_k=bottom_k, bottom_k_steps=bottom_k_steps, seed=seed + 1))
+    return (
+        Sampler(TOP_K_TOP_P, top_k, top_p, seed=seed),
+        Sampler(BOTTOM_K, top_k, top_p, bottom_k=bottom_k, bottom_k_steps=bottom_k_steps, seed=seed + 1),
+    )
 
 
 Plan = Sequence[tuple[Sampler, int]]  # (sampler, samples per sentence)
@@ -59,12 +69,13 @@ def candidate_bag(text: str, samples: Mapping[str, Sequence[str]]) -> list[tuple
 
 def distinct_n(texts: Sequence[str], n: int) -> float:
     """Distinct-n (Li et al. 2016): distinct n-grams / n-grams over all ``texts`` (whitespace tokens); 0 if none."""
-    grams = [tuple(toks[i:i + n]) for t in texts for toks in [t.split()] for i in range(len(toks) - n + 1)]
+    grams = [tuple(toks[i : i + n]) for t in texts for toks in [t.split()] for i in range(len(toks) - n + 1)]
     return len(set(grams)) / len(grams) if grams else 0.0
 
 
 def copies_first_token(texts: Sequence[str], candidates: Sequence[str]) -> np.ndarray:
     """Per candidate: does it start with its input's first token (case-insensitive)? Appendix F's copying."""
+
     def first(s: str) -> str:
         return (s.split() or [""])[0].lower()
 

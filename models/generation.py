@@ -49,8 +49,7 @@ class HFParaphraser:
                 tokenizer.pad_token = tokenizer.eos_token
 
     @classmethod
-    def load(cls, name_or_path: str | Path, *, device: str = "auto", threads: int = 0,
-             prompt: str = "{text}") -> HFParaphraser:
+    def load(cls, name_or_path: str | Path, *, device: str = "auto", threads: int = 0, prompt: str = "{text}") -> HFParaphraser:
         """Load by local path or Hugging Face name (offline: the local cache), seq2seq or causal."""
         from transformers import (
             AutoConfig,
@@ -71,16 +70,26 @@ class HFParaphraser:
                 model = auto.from_pretrained(str(name_or_path))
                 tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
         except (OSError, ValueError) as e:
-            raise ModelError(f"{name_or_path}: no seq2seq or causal transformers model found offline by this name "
-                             f"or path: {e}. Hint: a directory written by save_pretrained, or a model in the "
-                             "Hugging Face cache") from e
+            raise ModelError(
+                f"{name_or_path}: no seq2seq or causal transformers model found offline by this name "
+                f"or path: {e}. Hint: a directory written by save_pretrained, or a model in the "
+                "Hugging Face cache"
+            ) from e
         return cls(model.to(device).eval(), tokenizer, path=name_or_path, device=device, prompt=prompt)
 
     def fingerprint(self) -> str:
         return fingerprint("hf-paraphraser", "1", {"prompt": self.prompt}, [hash_inputs([local_files(self.path)])])
 
-    def generate(self, texts: Sequence[str], plan: Plan, *, max_tokens: int = 4096, max_len_a: float = 1.5,
-                 max_len_b: int = 10, banned: Sequence[Sequence[str]] | None = None) -> dict[str, list[list[str]]]:
+    def generate(
+        self,
+        texts: Sequence[str],
+        plan: Plan,
+        *,
+        max_tokens: int = 4096,
+        max_len_a: float = 1.5,
+        max_len_b: int = 10,
+        banned: Sequence[Sequence[str]] | None = None,
+    ) -> dict[str, list[list[str]]]:
         """``n`` samples per text for each (sampler, n) of ``plan``, in input order; ``banned``: words per text
         that its samples must not start a token with (``models.banned``)."""
         from models.banned import banned_token_ids
@@ -90,8 +99,16 @@ class HFParaphraser:
         bans = [banned_token_ids(self.tokenizer, words) for words in banned] if banned is not None else None
         return {s.name: self._sample(ids, s, n, max_tokens, max_len_a, max_len_b, bans) for s, n in plan}
 
-    def _sample(self, ids: list[list[int]], sampler: Sampler, n: int, max_tokens: int, a: float,
-                b: int, bans: list[list[int]] | None = None) -> list[list[str]]:
+    def _sample(
+        self,
+        ids: list[list[int]],
+        sampler: Sampler,
+        n: int,
+        max_tokens: int,
+        a: float,
+        b: int,
+        bans: list[list[int]] | None = None,
+    ) -> list[list[str]]:
         import torch
         from transformers import LogitsProcessorList
 
@@ -104,20 +121,26 @@ class HFParaphraser:
                 inputs = self.tokenizer.pad({"input_ids": rows}, return_tensors="pt").to(self.device)
                 width = inputs["input_ids"].shape[1]
                 start = 1 if self.encoder_decoder else width
-                processors = LogitsProcessorList([BottomKLogitsProcessor(sampler.bottom_k, sampler.bottom_k_steps,
-                                                                         start=start)])
+                processors = LogitsProcessorList([BottomKLogitsProcessor(sampler.bottom_k, sampler.bottom_k_steps, start=start)])
                 if bans is not None:
                     processors.append(BannedTokensLogitsProcessor([bans[i] for i in batch], n=n))
                 with seeded(step_seed(sampler.seed, k)):  # torch's generator, owned one batch at a time
                     generated = self.model.generate(
-                        **inputs, do_sample=True, num_beams=1, num_return_sequences=n, top_k=sampler.top_k,
-                        top_p=sampler.top_p, temperature=sampler.temperature, logits_processor=processors,
-                        max_new_tokens=int(a * max(map(len, rows)) + b))
+                        **inputs,
+                        do_sample=True,
+                        num_beams=1,
+                        num_return_sequences=n,
+                        top_k=sampler.top_k,
+                        top_p=sampler.top_p,
+                        temperature=sampler.temperature,
+                        logits_processor=processors,
+                        max_new_tokens=int(a * max(map(len, rows)) + b),
+                    )
                 if not self.encoder_decoder:
                     generated = generated[:, width:]
                 texts = self.tokenizer.batch_decode(generated, skip_special_tokens=True)
                 for j, i in enumerate(batch):
-                    out[i] = [t.strip() for t in texts[j * n:(j + 1) * n]]
+                    out[i] = [t.strip() for t in texts[j * n : (j + 1) * n]]
         return out
 
 
@@ -129,32 +152,44 @@ class RoundTripParaphraser:
         self.forward, self.backward, self.pivot_beam = forward, backward, pivot_beam
 
     def fingerprint(self) -> str:
-        return fingerprint("round-trip", "1", {"pivot_beam": self.pivot_beam},
-                           [self.forward.fingerprint(), self.backward.fingerprint()])
+        return fingerprint(
+            "round-trip", "1", {"pivot_beam": self.pivot_beam}, [self.forward.fingerprint(), self.backward.fingerprint()]
+        )
 
     def pivots(self, texts: Sequence[str], *, max_tokens: int = 4096) -> list[str]:
         return self.forward.translate(list(texts), DecodeOptions(beam=self.pivot_beam), max_tokens=max_tokens)
 
-    def generate(self, texts: Sequence[str], plan: Plan, *, max_tokens: int = 4096,
-                 pivots: Sequence[str] | None = None) -> dict[str, list[list[str]]]:
+    def generate(
+        self, texts: Sequence[str], plan: Plan, *, max_tokens: int = 4096, pivots: Sequence[str] | None = None
+    ) -> dict[str, list[list[str]]]:
         pivots = self.pivots(texts, max_tokens=max_tokens) if pivots is None else pivots
         out = {}
         for sampler, n in plan:
             repeated = [p for p in pivots for _ in range(n)]
             back = self.backward.translate(repeated, sampler.decode_options(), max_tokens=max_tokens) if n else []
-            out[sampler.name] = [back[i * n:(i + 1) * n] for i in range(len(pivots))]
+            out[sampler.name] = [back[i * n : (i + 1) * n] for i in range(len(pivots))]
         return out
 
-    def generate_constrained(self, texts: Sequence[str], *, n: int, banned: Sequence[Sequence[str]],
-                             required: Sequence[Sequence[str]], max_tokens: int = 4096) -> list[list[str]]:
+    def generate_constrained(
+        self,
+        texts: Sequence[str],
+        *,
+        n: int,
+        banned: Sequence[Sequence[str]],
+        required: Sequence[Sequence[str]],
+        max_tokens: int = 4096,
+    ) -> list[list[str]]:
         """Up to ``n`` paraphrases per text under lexical constraints: the pivot by beam search, then the
         return decoder's ``n`` best (beam ``n``) without the ``banned`` words and, where ``required`` has
         words, with each of them (fairseq's lexically constrained beam search). Needs a native fairseq
         return model; the others have no per-sentence constraints here."""
         if not hasattr(self.backward, "translate_constrained"):
-            raise ModelError(f"round trip: the return model {self.backward.fingerprint()[:12]} has no lexically "
-                             "constrained decoding (a native fairseq model has). Hint: paraphrase.generator.backward"
-                             ".inference: native with backend fairseq, or mt_paraphrase.decode: sample")
+            raise ModelError(
+                f"round trip: the return model {self.backward.fingerprint()[:12]} has no lexically "
+                "constrained decoding (a native fairseq model has). Hint: paraphrase.generator.backward"
+                ".inference: native with backend fairseq, or mt_paraphrase.decode: sample"
+            )
         pivots = self.pivots(texts, max_tokens=max_tokens)
-        return self.backward.translate_constrained(pivots, banned=banned, required=required, beam=n, nbest=n,
-                                                   max_tokens=max_tokens)
+        return self.backward.translate_constrained(
+            pivots, banned=banned, required=required, beam=n, nbest=n, max_tokens=max_tokens
+        )

@@ -23,9 +23,7 @@ from conf.errors import InputError
 
 LEXICON = pa.schema([("src", pa.string()), ("tgt", pa.string()), ("count", pa.int64()), ("p", pa.float64())])
 # H: entropy of p(· | src) (0 for a word never linked); links: its linked tokens; freq: its tokens in the bitext source
-WORD_UNCERTAINTY = pa.schema(
-    [("src", pa.string()), ("H", pa.float64()), ("links", pa.int64()), ("freq", pa.int64())]
-)
+WORD_UNCERTAINTY = pa.schema([("src", pa.string()), ("H", pa.float64()), ("links", pa.int64()), ("freq", pa.int64())])
 
 
 def tokenize(texts: pa.Array | pa.ChunkedArray, *, lowercase: bool = False) -> pa.ListArray:
@@ -58,9 +56,11 @@ def linked_words(src: pa.ListArray, tgt: pa.ListArray, offsets: np.ndarray, i: n
         past = np.flatnonzero((i >= src_len[sentence]) | (j >= tgt_len[sentence]))
         if len(past):
             k, row = past[0], sentence[past[0]]
-            raise InputError(f"row {row} (0-based) of the bitext: link {i[k]}-{j[k]} points past the end of its "
-                             f"sentence ({src_len[row]} source, {tgt_len[row]} target tokens): alignment and text "
-                             f"do not match ({len(past)} of {len(i)} links past their sentence). Hint: align this bitext again")
+            raise InputError(
+                f"row {row} (0-based) of the bitext: link {i[k]}-{j[k]} points past the end of its "
+                f"sentence ({src_len[row]} source, {tgt_len[row]} target tokens): alignment and text "
+                f"do not match ({len(past)} of {len(i)} links past their sentence). Hint: align this bitext again"
+            )
     return pa.table({"src": src.flatten().take(pa.array(s)), "tgt": tgt.flatten().take(pa.array(t))})
 
 
@@ -111,8 +111,9 @@ def word_frequencies(src_tokens: pa.ListArray | pa.Array) -> pa.Table:
     return pa.table({"src": flat}).group_by("src", use_threads=False).aggregate([([], "count_all")])
 
 
-def word_uncertainty(lexicon: pa.Table, src_tokens: pa.ListArray | pa.Array | None = None, *,
-                     freq: pa.Table | None = None) -> pa.Table:
+def word_uncertainty(
+    lexicon: pa.Table, src_tokens: pa.ListArray | pa.Array | None = None, *, freq: pa.Table | None = None
+) -> pa.Table:
     """Every source word of the bitext with its entropy H (0 if never linked), links and frequency.
 
     ``src_tokens`` are the tokenised source sentences (or their flattened tokens); or ``freq``, the
@@ -223,8 +224,24 @@ def _score_rows(data, offsets, classes, slots, hashes, wdata, woff, mask, H, R, 
     n_rows = len(offsets) - 1
     blocks = min(n_rows, 64)
     for blk in prange(blocks):  # rows are independent: contiguous blocks over the threads
-        _score_block(data, offsets, classes, slots, hashes, wdata, woff, mask, H, R, unknown_r, tokens, u, r,
-                     blk * n_rows // blocks, (blk + 1) * n_rows // blocks)
+        _score_block(
+            data,
+            offsets,
+            classes,
+            slots,
+            hashes,
+            wdata,
+            woff,
+            mask,
+            H,
+            R,
+            unknown_r,
+            tokens,
+            u,
+            r,
+            blk * n_rows // blocks,
+            (blk + 1) * n_rows // blocks,
+        )
 
 
 @njit(inline="always")
@@ -258,7 +275,7 @@ def _utf8(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     if arr.null_count:
         arr = pc.fill_null(arr, "")
     wide = pa.types.is_large_string(arr.type)
-    offsets = np.frombuffer(arr.buffers()[1], np.int64 if wide else np.int32)[arr.offset:arr.offset + len(arr) + 1]
+    offsets = np.frombuffer(arr.buffers()[1], np.int64 if wide else np.int32)[arr.offset : arr.offset + len(arr) + 1]
     data = np.frombuffer(arr.buffers()[2], np.uint8) if arr.buffers()[2] is not None else np.zeros(0, np.uint8)
     return data, offsets.astype(np.int64)
 
@@ -270,7 +287,7 @@ class WordScores:
     def __init__(self, table: pa.Table) -> None:
         words = table["src"].combine_chunks().cast(pa.string())
         self._wdata, self._woff = _utf8(words)
-        self._wdata = self._wdata[self._woff[0]:self._woff[-1]].copy()
+        self._wdata = self._wdata[self._woff[0] : self._woff[-1]].copy()
         self._woff = self._woff - self._woff[0]
         self._mask = np.int64((1 << max(4, int(2 * max(len(words), 1)).bit_length())) - 1)
         self._slots, self._hashes = _build_slots(self._wdata, self._woff, self._mask)
@@ -289,8 +306,22 @@ class WordScores:
             data, offsets = _utf8(arr)
             n = len(offsets) - 1
             tokens, u, r = np.zeros(n, np.int32), np.zeros(n), np.zeros(n)
-            _score_rows(data, offsets, _BYTE_CLASS, self._slots, self._hashes, self._wdata, self._woff, self._mask, self._H,
-                        self._R, self.unknown_rarity, tokens, u, r)
+            _score_rows(
+                data,
+                offsets,
+                _BYTE_CLASS,
+                self._slots,
+                self._hashes,
+                self._wdata,
+                self._woff,
+                self._mask,
+                self._H,
+                self._R,
+                self.unknown_rarity,
+                tokens,
+                u,
+                r,
+            )
             outs.append((tokens, u, r))
         if not outs:
             return np.zeros(0, np.int32), np.zeros(0), np.zeros(0)

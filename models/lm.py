@@ -35,8 +35,9 @@ from storage.artifacts import commit_file, hash_file, temp_path
 
 log = logging.getLogger(__name__)
 
-SCORES = pa.schema([("log10_prob", pa.float64()), ("tokens", pa.int64()),
-                    ("cross_entropy", pa.float64()), ("perplexity", pa.float64())])
+SCORES = pa.schema(
+    [("log10_prob", pa.float64()), ("tokens", pa.int64()), ("cross_entropy", pa.float64()), ("perplexity", pa.float64())]
+)
 LMPLZ_HINT = "Hint: `make kenlm` (or scripts/build_kenlm.sh .venv/bin), or set AUGDAG_LMPLZ to an lmplz binary"
 _NOT_QUERY_SPACE = r"[\x00\t\n\r\v\f]"  # lmplz splits words on \0 \t \n \r space only; kenlm queries on all
 _LN10 = math.log(10.0)
@@ -61,8 +62,10 @@ def _find_tool(name: str) -> Path:
         return beside
     if found := shutil.which(name):
         return Path(found)
-    raise ModelError(f"{name}: not found beside the interpreter ({beside.parent}) nor on PATH, and AUGDAG_LMPLZ is "
-                     f"unset (KenLM's trainer is on no registry). {LMPLZ_HINT}")
+    raise ModelError(
+        f"{name}: not found beside the interpreter ({beside.parent}) nor on PATH, and AUGDAG_LMPLZ is "
+        f"unset (KenLM's trainer is on no registry). {LMPLZ_HINT}"
+    )
 
 
 def train_arpa(
@@ -103,11 +106,15 @@ def train_arpa(
     """
     path = Path(path)
     if not 1 <= order <= MAX_ORDER:
-        raise ModelError(f"train_arpa: order = {order}, must be in [1, {MAX_ORDER}]: the kenlm module (KENLM_MAX_ORDER="
-                         f"{MAX_ORDER}) cannot load a higher order")
+        raise ModelError(
+            f"train_arpa: order = {order}, must be in [1, {MAX_ORDER}]: the kenlm module (KENLM_MAX_ORDER="
+            f"{MAX_ORDER}) cannot load a higher order"
+        )
     if prune is not None and (not prune or prune[0] != 0 or any(a > b for a, b in itertools.pairwise(prune))):
-        raise ModelError(f"train_arpa: prune = {list(prune)}: expected non-decreasing thresholds starting "
-                         "with 0 (lmplz does not prune unigrams), e.g. (0, 0, 1)")
+        raise ModelError(
+            f"train_arpa: prune = {list(prune)}: expected non-decreasing thresholds starting "
+            "with 0 (lmplz does not prune unigrams), e.g. (0, 0, 1)"
+        )
     lmplz = find_lmplz()
     path.parent.mkdir(parents=True, exist_ok=True)
     arpa_tmp = temp_path(path)
@@ -130,14 +137,21 @@ def train_arpa(
                 rc = proc.wait()
             err = stderr_path.read_text(errors="replace")
             if rc != 0:
-                hint = ("\nHint: discount_fallback=None or True for a tiny or artificial corpus"
-                        if "BadDiscountException" in err else "")
+                hint = (
+                    "\nHint: discount_fallback=None or True for a tiny or artificial corpus"
+                    if "BadDiscountException" in err
+                    else ""
+                )
                 raise ModelError(f"{path}: lmplz -o {order} failed (exit {rc}):\n{_tail(err)}{hint}")
             fallback = [int(m) + 1 for m in re.findall(r"Substituting fallback discounts for order (\d+)", err)]
             if discount_fallback is None and fallback:
-                log.warning("%s: too few distinct counts to estimate modified Kneser-Ney discounts for the "
-                            "%s-grams; lmplz used its fallback D1=0.5 D2=1 D3+=1.5 there (a tiny or "
-                            "artificial corpus?)", path, ", ".join(map(str, fallback)))
+                log.warning(
+                    "%s: too few distinct counts to estimate modified Kneser-Ney discounts for the "
+                    "%s-grams; lmplz used its fallback D1=0.5 D2=1 D3+=1.5 there (a tiny or "
+                    "artificial corpus?)",
+                    path,
+                    ", ".join(map(str, fallback)),
+                )
             commit_file(arpa_tmp, path)
         finally:
             arpa_tmp.unlink(missing_ok=True)
@@ -152,8 +166,7 @@ def build_binary(arpa: Path, out: Path) -> Path:
     try:
         done = subprocess.run([str(tool), "probing", str(arpa), str(tmp)], capture_output=True, text=True, check=False)
         if done.returncode != 0:
-            raise ModelError(f"{arpa}: build_binary failed (exit {done.returncode}):\n"
-                             f"{_tail(done.stderr + done.stdout)}")
+            raise ModelError(f"{arpa}: build_binary failed (exit {done.returncode}):\n{_tail(done.stderr + done.stdout)}")
         commit_file(tmp, Path(out))
     finally:
         tmp.unlink(missing_ok=True)
@@ -229,11 +242,16 @@ class NgramLM:
         utf8 = pc.fill_null(arr, "").cast(pa.large_binary()).to_pylist()  # bytes: kenlm skips an encode
         log10_prob = np.fromiter(map(self.model.score, utf8), np.float64, count=len(utf8))  # bos, eos
         trimmed = pc.ascii_trim_whitespace(arr)  # kenlm splits on ASCII whitespace, as these do
-        words = pc.if_else(pc.equal(pc.binary_length(trimmed), 0), 0,
-                           pc.list_value_length(pc.ascii_split_whitespace(trimmed)))
+        words = pc.if_else(pc.equal(pc.binary_length(trimmed), 0), 0, pc.list_value_length(pc.ascii_split_whitespace(trimmed)))
         tokens = pc.fill_null(words, 0).to_numpy().astype(np.int64) + 1
         per_token = -log10_prob / tokens
         mask = pc.is_null(arr).to_numpy(zero_copy_only=False) if arr.null_count else None
-        return pa.table([pa.array(log10_prob, mask=mask), pa.array(tokens, mask=mask),
-                         pa.array(per_token * _LN10, mask=mask), pa.array(10.0 ** per_token, mask=mask)],
-                        schema=SCORES)
+        return pa.table(
+            [
+                pa.array(log10_prob, mask=mask),
+                pa.array(tokens, mask=mask),
+                pa.array(per_token * _LN10, mask=mask),
+                pa.array(10.0**per_token, mask=mask),
+            ],
+            schema=SCORES,
+        )

@@ -25,8 +25,10 @@ from conf.errors import ModelError
 from models.nmt.base import pick_device
 from models.runtime import loading, torch_threads
 
-OFFLINE_HINT = ("Hint: pass a local directory written by save_pretrained (model and tokenizer), or download "
-                "the model on a connected machine and copy its Hugging Face cache here")
+OFFLINE_HINT = (
+    "Hint: pass a local directory written by save_pretrained (model and tokenizer), or download "
+    "the model on a connected machine and copy its Hugging Face cache here"
+)
 
 
 def whole_words(tokenizer: Any) -> tuple[np.ndarray, list[str]]:
@@ -66,12 +68,20 @@ class MaskedLM:
                 net = AutoModelForMaskedLM.from_pretrained(str(model))
                 tokenizer = AutoTokenizer.from_pretrained(str(model))
         except (OSError, ValueError) as e:
-            raise ModelError(f"{model}: no Hugging Face masked LM with its tokenizer found, looked up by this name "
-                             f"or path (local directory, else the Hugging Face cache): {e}. {OFFLINE_HINT}") from e
+            raise ModelError(
+                f"{model}: no Hugging Face masked LM with its tokenizer found, looked up by this name "
+                f"or path (local directory, else the Hugging Face cache): {e}. {OFFLINE_HINT}"
+            ) from e
         return cls(net.to(device).eval(), tokenizer, device, str(model))
 
-    def substitutions(self, sentences: Sequence[Sequence[str]], positions: Sequence[Sequence[int]], *,
-                      temperature: float = 1.0, batch_size: int = 64) -> list[np.ndarray]:
+    def substitutions(
+        self,
+        sentences: Sequence[Sequence[str]],
+        positions: Sequence[Sequence[int]],
+        *,
+        temperature: float = 1.0,
+        batch_size: int = 64,
+    ) -> list[np.ndarray]:
         """For each sentence (a list of words) and each of its ``positions``, in order: the distribution
         over ``self.words`` at that word's mask (float64, rows sum to 1), as an array (len(positions) × V)."""
         import torch
@@ -81,9 +91,8 @@ class MaskedLM:
         mask = self.tokenizer.mask_token
         with torch.inference_mode():
             for start in range(0, len(order), batch_size):
-                rows = order[start:start + batch_size]
-                masked = [" ".join(mask if j in set(positions[i]) else w for j, w in enumerate(sentences[i]))
-                          for i in rows]
+                rows = order[start : start + batch_size]
+                masked = [" ".join(mask if j in set(positions[i]) else w for j, w in enumerate(sentences[i])) for i in rows]
                 enc = self.tokenizer(masked, padding=True, truncation=True, return_tensors="pt").to(self.device)
                 logits = self.model(**enc).logits.double()
                 where = enc["input_ids"] == self.tokenizer.mask_token_id

@@ -51,16 +51,14 @@ class MutualImplication:
 class NLIModel:
     """A sequence-pair NLI classifier with its tokenizer and the index of its entailment class."""
 
-    def __init__(self, model: Any, tokenizer: Any, *, path: str | Path, device: str,
-                 entailment_label: str | None = None):
+    def __init__(self, model: Any, tokenizer: Any, *, path: str | Path, device: str, entailment_label: str | None = None):
         self.model, self.tokenizer, self.path, self.device = model, tokenizer, path, device
         self.labels: list[str] = labels_of(model.config)
         self.entailment_index: int = find_entailment(self.labels, path, entailment_label)
         self.max_length: int | None = max_length(model.config, tokenizer)
 
     @classmethod
-    def load(cls, model: str | Path, *, device: str = "auto", threads: int = 0,
-             entailment_label: str | None = None) -> NLIModel:
+    def load(cls, model: str | Path, *, device: str = "auto", threads: int = 0, entailment_label: str | None = None) -> NLIModel:
         """Load an NLI classifier by local path or by a name in the Hugging Face cache, never over the network.
 
         Args:
@@ -77,33 +75,45 @@ class NLIModel:
     def entailment_label(self) -> str:
         return self.labels[self.entailment_index]
 
-    def entailment(self, premises: Sequence[str], hypotheses: Sequence[str], *,
-                   max_tokens: int = 4096) -> tuple[np.ndarray, np.ndarray]:
+    def entailment(
+        self, premises: Sequence[str], hypotheses: Sequence[str], *, max_tokens: int = 4096
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Per (premise, hypothesis) pair: whether entailment is the argmax class (bool), and P(entailment),
         the softmax of the logits (float64). In input order; batching does not change the results
         beyond float rounding of padded batches."""
-        logits = pair_logits(self.model, self.tokenizer, premises, hypotheses, device=self.device,
-                             max_length=self.max_length, max_tokens=max_tokens, path=self.path)
+        logits = pair_logits(
+            self.model,
+            self.tokenizer,
+            premises,
+            hypotheses,
+            device=self.device,
+            max_length=self.max_length,
+            max_tokens=max_tokens,
+            path=self.path,
+        )
         return logits.argmax(axis=1) == self.entailment_index, softmax(logits)[:, self.entailment_index]
 
     def mutual_implication(self, x: Sequence[str], xbar: Sequence[str], *, max_tokens: int = 4096) -> MutualImplication:
         """M(x, x̄) per pair: both directions in one batched pass over the 2n pairs (x ⇒ x̄, then x̄ ⇒ x)."""
         if len(x) != len(xbar):
-            raise ModelError(f"{self.path}: mutual_implication got {len(x)} sentences but {len(xbar)} "
-                             "paraphrases; expected one paraphrase per sentence")
+            raise ModelError(
+                f"{self.path}: mutual_implication got {len(x)} sentences but {len(xbar)} "
+                "paraphrases; expected one paraphrase per sentence"
+            )
         n = len(x)
         entails, p = self.entailment([*x, *xbar], [*xbar, *x], max_tokens=max_tokens)
         forward, backward = entails[:n], entails[n:]
-        return MutualImplication(mi=forward & backward, p_forward=p[:n], p_backward=p[n:],
-                                 forward=forward, backward=backward)
+        return MutualImplication(mi=forward & backward, p_forward=p[:n], p_backward=p[n:], forward=forward, backward=backward)
 
     def fingerprint(self) -> str:
         """A content hash of the model directory for a local path; the name for a Hugging Face name."""
         return model_fingerprint(self.path)
 
     def describe(self) -> str:
-        return (f"nli:{self.path} on {self.device} (entailment = {self.entailment_label!r}, "
-                f"class {self.entailment_index} of {self.labels})")
+        return (
+            f"nli:{self.path} on {self.device} (entailment = {self.entailment_label!r}, "
+            f"class {self.entailment_index} of {self.labels})"
+        )
 
 
 def labels_of(config: Any) -> list[str]:
@@ -118,9 +128,11 @@ def find_entailment(labels: Sequence[str], path: str | Path, entailment_label: s
     if entailment_label is not None:
         found = [i for i, label in enumerate(labels) if label == entailment_label]
         if len(found) != 1:
-            raise ModelError(f"{path}: entailment_label={entailment_label!r} given, but the model's labels "
-                             f"(config.id2label) are {list(labels)}. Hint: entailment_label must be one of them, "
-                             "exactly")
+            raise ModelError(
+                f"{path}: entailment_label={entailment_label!r} given, but the model's labels "
+                f"(config.id2label) are {list(labels)}. Hint: entailment_label must be one of them, "
+                "exactly"
+            )
         return found[0]
     found = [i for i, label in enumerate(labels) if "entail" in label.lower()]
     exact = [i for i in found if labels[i].lower() == "entailment"]
@@ -128,9 +140,11 @@ def find_entailment(labels: Sequence[str], path: str | Path, entailment_label: s
         found = exact
     if len(found) != 1:
         what = "no label names" if not found else f"{len(found)} labels name"
-        raise ModelError(f"{path}: {what} the entailment class among the model's labels (config.id2label) "
-                         f"{list(labels)}; expected exactly one containing 'entail'. Hint: set entailment_label "
-                         "to the name of the entailment class, if this is an NLI model")
+        raise ModelError(
+            f"{path}: {what} the entailment class among the model's labels (config.id2label) "
+            f"{list(labels)}; expected exactly one containing 'entail'. Hint: set entailment_label "
+            "to the name of the entailment class, if this is an NLI model"
+        )
     return found[0]
 
 

@@ -23,12 +23,15 @@ from models.nmt.base import length_batches, pick_device
 from models.runtime import loading, torch_threads
 from storage.artifacts import hash_inputs
 
-OFFLINE_HINT = ("Hint: pass a local directory written by save_pretrained (model and tokenizer), or download "
-                "the model on a connected machine and copy its Hugging Face cache here")
+OFFLINE_HINT = (
+    "Hint: pass a local directory written by save_pretrained (model and tokenizer), or download "
+    "the model on a connected machine and copy its Hugging Face cache here"
+)
 
 
-def load_pair_classifier(model: str | Path, *, device: str = "auto", threads: int = 0,
-                         what: str = "sequence-pair") -> tuple[Any, Any, str]:
+def load_pair_classifier(
+    model: str | Path, *, device: str = "auto", threads: int = 0, what: str = "sequence-pair"
+) -> tuple[Any, Any, str]:
     """``AutoModelForSequenceClassification`` and ``AutoTokenizer`` of ``model``, offline, in eval mode on
     the device ``pick_device`` chooses; CPU threads set to ``cpu_threads(threads)`` on the CPU."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
@@ -40,16 +43,20 @@ def load_pair_classifier(model: str | Path, *, device: str = "auto", threads: in
         with loading():
             loaded = AutoModelForSequenceClassification.from_pretrained(str(model))
     except (OSError, ValueError) as e:
-        raise ModelError(f"{model}: no {what} classifier (AutoModelForSequenceClassification) found, looked up "
-                         f"offline by this name or path (local directory, else the Hugging Face cache): {e}. "
-                         f"{OFFLINE_HINT}") from e
+        raise ModelError(
+            f"{model}: no {what} classifier (AutoModelForSequenceClassification) found, looked up "
+            f"offline by this name or path (local directory, else the Hugging Face cache): {e}. "
+            f"{OFFLINE_HINT}"
+        ) from e
     try:
         with loading():
             tokenizer = AutoTokenizer.from_pretrained(str(model))
     except (OSError, ValueError) as e:
-        raise ModelError(f"{model}: no Hugging Face tokenizer found, looked up offline (local directory, else the "
-                         f"Hugging Face cache): {e}. Hint: save the tokenizer with the model "
-                         "(tokenizer.save_pretrained)") from e
+        raise ModelError(
+            f"{model}: no Hugging Face tokenizer found, looked up offline (local directory, else the "
+            f"Hugging Face cache): {e}. Hint: save the tokenizer with the model "
+            "(tokenizer.save_pretrained)"
+        ) from e
     return loaded.to(device).eval(), tokenizer, device
 
 
@@ -61,8 +68,17 @@ def max_length(config: Any, tokenizer: Any) -> int | None:
     return min(limits) if limits else None
 
 
-def pair_logits(model: Any, tokenizer: Any, firsts: Sequence[str], seconds: Sequence[str], *, device: str,
-                max_length: int | None, max_tokens: int = 4096, path: str | Path = "") -> np.ndarray:
+def pair_logits(
+    model: Any,
+    tokenizer: Any,
+    firsts: Sequence[str],
+    seconds: Sequence[str],
+    *,
+    device: str,
+    max_length: int | None,
+    max_tokens: int = 4096,
+    path: str | Path = "",
+) -> np.ndarray:
     """The logits (float64, n × num_labels) of each (first, second) sentence pair, in input order.
 
     Pairs are tokenised by the tokenizer's pair template, truncated (longest side first) to ``max_length``,
@@ -79,8 +95,10 @@ def pair_logits(model: Any, tokenizer: Any, firsts: Sequence[str], seconds: Sequ
     keys = [k for k in ("input_ids", "token_type_ids", "attention_mask") if k in encoded]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else model.config.pad_token_id
     if pad is None:
-        raise ModelError(f"{path}: the tokenizer has no padding token and the model config no pad_token_id. "
-                         "Hint: set tokenizer.pad_token and save the tokenizer again")
+        raise ModelError(
+            f"{path}: the tokenizer has no padding token and the model config no pad_token_id. "
+            "Hint: set tokenizer.pad_token and save the tokenizer again"
+        )
     ids = encoded["input_ids"]
     for batch in length_batches([len(x) for x in ids], max_tokens=max_tokens):
         width = max(len(ids[i]) for i in batch)

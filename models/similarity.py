@@ -60,8 +60,9 @@ class Similarity(abc.ABC):
 
 def check_pairs(name: str, references: Sequence[str], candidates: Sequence[str]) -> None:
     if len(references) != len(candidates):
-        raise ModelError(f"{name}: {len(references)} references but {len(candidates)} candidates; "
-                         "expected one candidate per reference")
+        raise ModelError(
+            f"{name}: {len(references)} references but {len(candidates)} candidates; expected one candidate per reference"
+        )
 
 
 class ChrF(Similarity):
@@ -75,12 +76,16 @@ class ChrF(Similarity):
         self.metric = CHRF()
 
     def fingerprint(self) -> str:
-        """"chrf-" + sacrebleu's signature, e.g. ``chrf-nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:2.6.0``
+        """ "chrf-" + sacrebleu's signature, e.g. ``chrf-nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:2.6.0``
         (sacrebleu knows the number of references only after a score, hence the one on a fresh metric)."""
         from sacrebleu.metrics import CHRF
 
-        metric = CHRF(**{k: getattr(self.metric, k) for k in ("char_order", "word_order", "beta", "lowercase",
-                                                              "whitespace", "eps_smoothing")})
+        metric = CHRF(
+            **{
+                k: getattr(self.metric, k)
+                for k in ("char_order", "word_order", "beta", "lowercase", "whitespace", "eps_smoothing")
+            }
+        )
         metric.sentence_score("a", ["a"])
         return "chrf-" + metric.get_signature().format()
 
@@ -88,8 +93,9 @@ class ChrF(Similarity):
         """``max_tokens`` is accepted for the interface; chrF has no batches. Note that sacrebleu scores an
         empty candidate (and an empty pair) 0."""
         check_pairs(self.name, references, candidates)
-        return np.array([self.metric.sentence_score(c, [r]).score / 100.0 for r, c in zip(references, candidates)],
-                        dtype=np.float64)
+        return np.array(
+            [self.metric.sentence_score(c, [r]).score / 100.0 for r, c in zip(references, candidates)], dtype=np.float64
+        )
 
 
 class CrossEncoderSimilarity(Similarity):
@@ -97,18 +103,19 @@ class CrossEncoderSimilarity(Similarity):
 
     def __init__(self, model: Any, tokenizer: Any, *, path: str | Path, device: str):
         if model.config.num_labels != 1:
-            raise ModelError(f"{path}: a cross-encoder similarity needs a regression head with one output "
-                             f"(num_labels = 1), but the model has num_labels = {model.config.num_labels} "
-                             f"(labels {list(model.config.id2label.values())}). Hint: use a BLEURT-style "
-                             "regression checkpoint; an NLI classifier belongs in models.nli")
+            raise ModelError(
+                f"{path}: a cross-encoder similarity needs a regression head with one output "
+                f"(num_labels = 1), but the model has num_labels = {model.config.num_labels} "
+                f"(labels {list(model.config.id2label.values())}). Hint: use a BLEURT-style "
+                "regression checkpoint; an NLI classifier belongs in models.nli"
+            )
         self.model, self.tokenizer, self.path, self.device = model, tokenizer, path, device
         self.max_length = max_length(model.config, tokenizer)
         self.name = f"cross_encoder:{path}"
 
     @classmethod
     def load(cls, model: str | Path, *, device: str = "auto", threads: int = 0) -> CrossEncoderSimilarity:
-        loaded, tokenizer, device = load_pair_classifier(model, device=device, threads=threads,
-                                                         what="cross-encoder regression")
+        loaded, tokenizer, device = load_pair_classifier(model, device=device, threads=threads, what="cross-encoder regression")
         return cls(loaded, tokenizer, path=model, device=device)
 
     def fingerprint(self) -> str:
@@ -116,8 +123,16 @@ class CrossEncoderSimilarity(Similarity):
 
     def score(self, references: Sequence[str], candidates: Sequence[str], *, max_tokens: int = 4096) -> np.ndarray:
         check_pairs(self.name, references, candidates)
-        logits = pair_logits(self.model, self.tokenizer, references, candidates, device=self.device,
-                             max_length=self.max_length, max_tokens=max_tokens, path=self.path)
+        logits = pair_logits(
+            self.model,
+            self.tokenizer,
+            references,
+            candidates,
+            device=self.device,
+            max_length=self.max_length,
+            max_tokens=max_tokens,
+            path=self.path,
+        )
         return logits[:, 0].copy()
 
     def describe(self) -> str:
@@ -143,10 +158,12 @@ class EmbeddingSimilarity(Similarity):
             with loading():
                 loaded = SentenceTransformer(str(model), device=device, local_files_only=True)
         except (OSError, ValueError) as e:
-            raise ModelError(f"{model}: no sentence-transformers model found, looked up offline by this name or "
-                             f"path (local directory, else the Hugging Face cache): {e}. Hint: pass a local "
-                             "directory written by SentenceTransformer.save, or download the model on a "
-                             "connected machine and copy its Hugging Face cache here") from e
+            raise ModelError(
+                f"{model}: no sentence-transformers model found, looked up offline by this name or "
+                f"path (local directory, else the Hugging Face cache): {e}. Hint: pass a local "
+                "directory written by SentenceTransformer.save, or download the model on a "
+                "connected machine and copy its Hugging Face cache here"
+            ) from e
         return cls(loaded.eval(), path=model, device=device)
 
     def fingerprint(self) -> str:
@@ -161,8 +178,9 @@ class EmbeddingSimilarity(Similarity):
         texts = sorted(set(references) | set(candidates))
         row = {t: i for i, t in enumerate(texts)}
         longest = getattr(self.model, "max_seq_length", None) or 128
-        embeddings = self.model.encode(texts, batch_size=max(1, max_tokens // longest), convert_to_numpy=True,
-                                       show_progress_bar=False).astype(np.float64)
+        embeddings = self.model.encode(
+            texts, batch_size=max(1, max_tokens // longest), convert_to_numpy=True, show_progress_bar=False
+        ).astype(np.float64)
         norms = np.linalg.norm(embeddings, axis=1, keepdims=True)
         embeddings = np.divide(embeddings, norms, out=np.zeros_like(embeddings), where=norms > 0)  # 0 vector: G = 0
         ref = embeddings[[row[t] for t in references]]
@@ -173,16 +191,17 @@ class EmbeddingSimilarity(Similarity):
         return f"{self.name} on {self.device}"
 
 
-def load_similarity(kind: str, model: str | Path | None = None, *, device: str = "auto",
-                    threads: int = 0) -> Similarity:
+def load_similarity(kind: str, model: str | Path | None = None, *, device: str = "auto", threads: int = 0) -> Similarity:
     """A ``Similarity`` by kind: "chrf" (no model), "cross_encoder" or "embedding" (a model path or name)."""
     if kind not in KINDS:
         raise ModelError(f"similarity kind {kind!r}: expected one of {', '.join(KINDS)}")
     if kind == "chrf":
         return ChrF()
     if model is None or not str(model):
-        raise ModelError(f"similarity kind {kind!r} needs a model (a local directory or a Hugging Face name), "
-                         "but none was given. Hint: set the model, or use kind 'chrf', which needs none")
+        raise ModelError(
+            f"similarity kind {kind!r} needs a model (a local directory or a Hugging Face name), "
+            "but none was given. Hint: set the model, or use kind 'chrf', which needs none"
+        )
     if kind == "cross_encoder":
         return CrossEncoderSimilarity.load(model, device=device, threads=threads)
     return EmbeddingSimilarity.load(model, device=device, threads=threads)

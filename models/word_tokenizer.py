@@ -31,13 +31,22 @@ def moses(lang: str):
     from sacremoses.corpus import NonbreakingPrefixes
 
     if lang not in NonbreakingPrefixes().available_langs:  # the Perl tokenizer warns the same way and goes on
-        log.warning("moses tokenizer: no non-breaking prefixes for language %r; abbreviations such as 'Mr.' "
-                    "lose their full stop as a token of their own", lang)
+        log.warning(
+            "moses tokenizer: no non-breaking prefixes for language %r; abbreviations such as 'Mr.' "
+            "lose their full stop as a token of their own",
+            lang,
+        )
     return MosesTokenizer(lang=lang)
 
 
-def word_tokenize(texts: pa.Array | pa.ChunkedArray, *, kind: Kind = "moses", lang: str = "en",
-                  aggressive_dash_splits: bool = False, pattern: str | None = None) -> pa.Array:
+def word_tokenize(
+    texts: pa.Array | pa.ChunkedArray,
+    *,
+    kind: Kind = "moses",
+    lang: str = "en",
+    aggressive_dash_splits: bool = False,
+    pattern: str | None = None,
+) -> pa.Array:
     """The tokens of every row joined by single spaces (a null row stays null, an empty row is "")."""
     arr = texts.combine_chunks() if isinstance(texts, pa.ChunkedArray) else texts
     if kind == "whitespace":

@@ -24,8 +24,10 @@ from conf.errors import ModelError
 
 DEBIAN_WORDNET = Path("/usr/share/wordnet")
 LEXNAMES_MAN = Path("/usr/share/man/man5/lexnames.5WN.gz")
-INSTALL_HINT = ("Hint: apt-get install wordnet-base wordnet-sense-index (Debian/Ubuntu; `make install` does it), "
-                "or set AUGDAG_WORDNET to a directory holding the WordNet 3.0 database files")
+INSTALL_HINT = (
+    "Hint: apt-get install wordnet-base wordnet-sense-index (Debian/Ubuntu; `make install` does it), "
+    "or set AUGDAG_WORDNET to a directory holding the WordNet 3.0 database files"
+)
 _READING = threading.Lock()
 CATEGORY = {"noun": 1, "verb": 2, "adj": 3, "adv": 4}  # the lexnames file's third column
 

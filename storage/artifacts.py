@@ -206,7 +206,8 @@ def write_part(table: pa.Table, path: Path, *, recorded: str | None = None, what
                 f"differ: recorded sha256 {recorded}, new {new}. A fingerprint must name its bytes: the stage "
                 "read something its fingerprint does not cover (process-global random or thread state, the "
                 "clock, another stage's output), or its code changed without a new version. The recorded file "
-                "is kept. Hint: bump the stage's version if its code changed")
+                "is kept. Hint: bump the stage's version if its code changed"
+            )
         commit_file(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
@@ -240,19 +241,34 @@ def write_manifest(
         meta = pq.read_metadata(path)
         schemas.setdefault(role, meta.schema.to_arrow_schema().to_string(show_schema_metadata=False))
         files.append(
-            {"file": path.name, "role": role, "shard": int(shard), "rows": meta.num_rows,
-             "bytes": path.stat().st_size, "sha256": hash_file(path)}
+            {
+                "file": path.name,
+                "role": role,
+                "shard": int(shard),
+                "rows": meta.num_rows,
+                "bytes": path.stat().st_size,
+                "sha256": hash_file(path),
+            }
         )
     main = [f for f in files if f["role"] == MAIN]
     if len(main) != ref.n_shards or {f["shard"] for f in main} != set(range(ref.n_shards)):
         found = sorted(f["shard"] for f in main)
         raise ArtifactError(f"{ref.dir}: expected {ref.n_shards} main parts, found shards {found}")
     manifest = {
-        "stage": ref.stage, "version": version, "fingerprint": ref.fingerprint, "view": ref.view,
-        "dataset": ref.dataset, "n_shards": ref.n_shards, "params": json.loads(canonical(params)),
-        "inputs": list(inputs), "models": list(models),
-        "rows": sum(f["rows"] for f in main), "bytes": sum(f["bytes"] for f in files),
-        "files": files, "schema": schemas, "extra": dict(extra or {}),
+        "stage": ref.stage,
+        "version": version,
+        "fingerprint": ref.fingerprint,
+        "view": ref.view,
+        "dataset": ref.dataset,
+        "n_shards": ref.n_shards,
+        "params": json.loads(canonical(params)),
+        "inputs": list(inputs),
+        "models": list(models),
+        "rows": sum(f["rows"] for f in main),
+        "bytes": sum(f["bytes"] for f in files),
+        "files": files,
+        "schema": schemas,
+        "extra": dict(extra or {}),
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     write_text(json.dumps(manifest, indent=1, sort_keys=True), ref.dir / MANIFEST)

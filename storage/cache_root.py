@@ -57,8 +57,7 @@ def files_sql(paths: Sequence[str]) -> str:
     absolute = [p for p in paths if Path(p).is_absolute()]
     parts = []
     if relative_:
-        parts.append(f"[coalesce(getvariable('{VARIABLE}'), '.') || '/' || p FOR p IN "
-                     f"[{', '.join(map(_lit, relative_))}]]")
+        parts.append(f"[coalesce(getvariable('{VARIABLE}'), '.') || '/' || p FOR p IN [{', '.join(map(_lit, relative_))}]]")
     if absolute:
         parts.append(f"[{', '.join(map(_lit, absolute))}]")
     return " || ".join(parts) or "[]"

@@ -34,8 +34,8 @@ from storage.artifacts import ArtifactRef, part_name, write_part
 from storage.cache_root import ABSOLUTE_PATHS, RELATIVE_PATHS, files_sql, relative, resolve, set_root
 from storage.dropped import VIEW as DROPPED_VIEW
 from storage.dropped import dropped_view_sql, has_drops
-from storage.processes import Owner, current_owner, owner_alive
 from storage.registration import Registration, flush_deferred, insert_lineage
+from storage.run_records import RunRecords
 from storage.schemas import VIEW_SCHEMAS, has_schema, insert_stage_runs
 from storage.sql_guard import check_read_only, outside_cache, query_error
 
@@ -86,7 +86,7 @@ CREATE OR REPLACE VIEW evaluation_summary AS
 _MISSING_PATH = re.compile(r"Table with name (\S*[/\\.]\S*) does not exist")
 
 
-class Catalog:
+class Catalog(RunRecords):
     """The catalog of one cache root. Cheap to construct; connections are opened per use."""
 
     def __init__(self, root: Path, *, lock_timeout_s: float = 600.0) -> None:
@@ -135,8 +135,9 @@ class Catalog:
                 if created or not self._schema_checked:
                     con.execute(DDL)  # idempotent; once per process and catalog
                     self._schema_checked = True
-                    stale = not con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = $v",
-                                            {"v": DROPPED_VIEW}).fetchone()[0]  # a catalog older than the view
+                    stale = not con.execute(
+                        "SELECT count(*) FROM information_schema.tables WHERE table_name = $v", {"v": DROPPED_VIEW}
+                    ).fetchone()[0]  # a catalog older than the view
                     stale |= con.execute(RELATIVE_PATHS).fetchone()[0] > 0  # a catalog of absolute paths
                 con.execute("BEGIN TRANSACTION")
                 self._views_stale = stale or set()
@@ -183,8 +184,7 @@ class Catalog:
         with self._locked(fcntl.LOCK_SH), duckdb.connect(str(self.path), read_only=True, config=DUCKDB_CONFIG) as con:
             return con.execute(ABSOLUTE_PATHS).fetchone()[0] > 0
 
-    def query(self, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None, *,
-              sandbox: bool = False) -> pa.Table:
+    def query(self, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None, *, sandbox: bool = False) -> pa.Table:
         """The result of ``sql`` as an Arrow table; ``sandbox`` for a user's SQL (see ``read``), where a
         file access outside the cache is a ``CatalogError`` (exit 2) naming the cache."""
         if self.deferred:  # this run's registrations first: what it reads must include them
@@ -206,70 +206,21 @@ class Catalog:
 
     # -- writes (the flow driver only) ---------------------------------------------------------------
 
-    def start_run(self, run_id: str, *, pipeline: str, profile: str, config: Mapping[str, Any], flow_run_id: str | None,
-                  owner: Owner | None = None) -> None:
-        """Record a run as running, owned by ``owner`` (default: this process) until ``finish_run``."""
-        owner = owner or current_owner()
-        self._write_or_defer(lambda con: con.execute(
-            "INSERT INTO runs (run_id, pipeline, profile, status, started_at, flow_run_id, config, host, pid,"
-            " pid_started) VALUES ($id, $p, $prof, 'running', now(), $fr, $cfg, $host, $pid, $started)",
-            {"id": run_id, "p": pipeline, "prof": profile, "fr": flow_run_id, "cfg": json.dumps(config),
-             "host": owner.host, "pid": owner.pid, "started": owner.started}))
-
-    def finish_run(self, run_id: str, *, status: str, summary: Mapping[str, Any]) -> None:
-        """Close the run (in ``deferred`` mode: with the replay's one write, ``flush``)."""
-        update = {"s": status, "sum": json.dumps(summary, default=str), "id": run_id}
-        self._write_or_defer(lambda con: con.execute(
-            "UPDATE runs SET status = $s, finished_at = now(), summary = $sum WHERE run_id = $id", update))
-
     def flush(self) -> None:
         """Write what ``deferred`` mode held back (a replay's runs and registrations), in one transaction."""
         if self.deferred:
             with self.write() as con:
                 self._flush(con)
 
-    def discard_runs(self, run_ids: Sequence[str]) -> None:
-        """Forget runs that were only a replay's attempt (flows/engine/replay.py): their rows in runs, stage_runs, evaluations."""
-        with self.write() as con:
-            for table in ("stage_runs", "evaluations", "runs"):
-                con.execute(f"DELETE FROM {table} WHERE list_contains($ids, run_id)", {"ids": list(run_ids)})
-
-    def reap_crashed(self) -> list[dict[str, Any]]:
-        """Mark ``crashed`` every running run whose process is certainly gone (``storage.processes.owner_alive``:
-        same host, and the pid free, a zombie or reused); returns those rows (run_id, pipeline, flow_run_id,
-        error). A run of another host, or one recorded without an owner, stays running: it cannot be checked."""
-        with self.write() as con:  # a write: it also adds the owner columns to an older catalog
-            running = con.execute(
-                "SELECT run_id, pipeline, flow_run_id, host, pid, pid_started FROM runs"
-                " WHERE status = 'running' AND pid IS NOT NULL").fetchall()
-            gone = [{"run_id": r, "pipeline": p, "flow_run_id": fr, "error": f"process {pid} on {host} is gone"}
-                    for r, p, fr, host, pid, started in running if not owner_alive(Owner(host, pid, started))]
-            for g in gone:
-                summary = {"run_id": g["run_id"], "pipeline": g["pipeline"], "cache": str(self.root),
-                           "status": "crashed", "error": g["error"], "stages": []}
-                con.execute(
-                    "UPDATE runs SET status = 'crashed', finished_at = now(), crash_reported = false,"
-                    " summary = coalesce(summary, $sum) WHERE run_id = $id AND status = 'running'",
-                    {"id": g["run_id"], "sum": json.dumps(summary)})
-        return gone
-
-    def unreported_crashes(self, limit: int = 20) -> list[dict[str, Any]]:
-        """The ``limit`` latest crashed runs whose Prefect flow run was not yet set Crashed (run_id,
-        flow_run_id, error): a flow run no API reached stays here, but costs one request per call at most."""
-        with self.write() as con:  # a write, as reap_crashed: an older catalog gains the columns first
-            rows = con.execute(
-                "SELECT run_id, flow_run_id, json_extract_string(summary, '$.error') FROM runs WHERE status = 'crashed'"
-                " AND crash_reported = false AND flow_run_id IS NOT NULL ORDER BY started_at DESC LIMIT $n",
-                {"n": limit}).fetchall()
-        return [{"run_id": r, "flow_run_id": fr, "error": e} for r, fr, e in rows]
-
-    def mark_crash_reported(self, run_ids: Sequence[str]) -> None:
-        if run_ids:
-            with self.write() as con:
-                con.execute("UPDATE runs SET crash_reported = true WHERE list_contains($ids, run_id)", {"ids": list(run_ids)})
-
-    def register(self, ref: ArtifactRef, manifest: Mapping[str, Any], *, run_id: str, parents: Sequence[str] = (),
-                 stage_runs: Sequence[Mapping[str, Any]] = ()) -> bool:
+    def register(
+        self,
+        ref: ArtifactRef,
+        manifest: Mapping[str, Any],
+        *,
+        run_id: str,
+        parents: Sequence[str] = (),
+        stage_runs: Sequence[Mapping[str, Any]] = (),
+    ) -> bool:
         """Record a completed artifact, its lineage, its rejects and the stage's shard runs. Returns True when the
         artifact is new to the catalog (a cached re-run only marks it used; False when deferred)."""
         return self._write_or_defer(Registration(ref, manifest, run_id, parents, stage_runs), False)
@@ -287,8 +238,13 @@ class Catalog:
         """The deferred writes in order (storage/registration.py); their shard runs as one INSERT at the end."""
         self._stage_runs: list[Mapping[str, Any]] | None = []
         try:
-            flush_deferred(con, self.deferred or [], one=functools.partial(self._register, con), stale=self._stale,
-                           stage_runs=self._stage_runs)
+            flush_deferred(
+                con,
+                self.deferred or [],
+                one=functools.partial(self._register, con),
+                stale=self._stale,
+                stage_runs=self._stage_runs,
+            )
             insert_stage_runs(con, self._stage_runs)
         finally:
             self._stage_runs = None
@@ -301,16 +257,27 @@ class Catalog:
             "SELECT (SELECT count(*) FROM artifacts WHERE fingerprint = $f), (SELECT fingerprint FROM artifacts WHERE "
             "view IS NOT DISTINCT FROM $v AND stage = $s AND dataset IS NOT DISTINCT FROM $d "
             "ORDER BY last_used_at DESC, created_at DESC LIMIT 1)",
-            {"f": ref.fingerprint, "v": ref.view, "s": ref.stage, "d": ref.dataset}).fetchone()
+            {"f": ref.fingerprint, "v": ref.view, "s": ref.stage, "d": ref.dataset},
+        ).fetchone()
         if new := known == 0:
             self._stale(ref, manifest, True)
             con.execute(
                 "INSERT INTO artifacts VALUES ($f, $st, $v, $view, $ds, $path, $n, $rows, $bytes, $params, $m,"
                 " $run, now(), $run, now())",
-                {"f": ref.fingerprint, "st": ref.stage, "v": manifest["version"], "view": ref.view,
-                 "ds": ref.dataset, "path": relative(self.root, ref.dir), "n": ref.n_shards, "rows": manifest["rows"],
-                 "bytes": manifest["bytes"], "params": json.dumps(manifest["params"]), "m": json.dumps(manifest),
-                 "run": run_id},
+                {
+                    "f": ref.fingerprint,
+                    "st": ref.stage,
+                    "v": manifest["version"],
+                    "view": ref.view,
+                    "ds": ref.dataset,
+                    "path": relative(self.root, ref.dir),
+                    "n": ref.n_shards,
+                    "rows": manifest["rows"],
+                    "bytes": manifest["bytes"],
+                    "params": json.dumps(manifest["params"]),
+                    "m": json.dumps(manifest),
+                    "run": run_id,
+                },
             )
             if parents:
                 insert_lineage(con, ref.fingerprint, parents)
@@ -346,23 +313,49 @@ class Catalog:
             )
             if meta.get("inputs"):  # a model descends from its training data, as an artifact from its inputs
                 insert_lineage(con, fingerprint, meta["inputs"])
+
         self._write_or_defer(write)
 
-    def register_evaluation(self, *, run_id: str, model: str, model_name: str, testset: str,
-                            scores: Sequence[Mapping[str, Any]], meta: Mapping[str, Any], arm: str | None = None,
-                            seed: int | None = None) -> None:
+    def register_evaluation(
+        self,
+        *,
+        run_id: str,
+        model: str,
+        model_name: str,
+        testset: str,
+        scores: Sequence[Mapping[str, Any]],
+        meta: Mapping[str, Any],
+        arm: str | None = None,
+        seed: int | None = None,
+    ) -> None:
         """One row per metric (BLEU, chrF, ...) of a model on a test set, with its sacrebleu signature; ``arm``
         (what the model was trained on, e.g. an augmentation) and ``seed`` when a run compares several; a
         score's ``p_value``, ``ci_low`` and ``ci_high`` when its arm was tested against a baseline."""
+
         def write(con: duckdb.DuckDBPyConnection) -> None:
             for s in scores:
                 con.execute(
                     "INSERT INTO evaluations (run_id, model, model_name, testset, metric, score, signature, sentences, "
                     "created_at, meta, arm, seed, p_value, ci_low, ci_high) VALUES ($r, $m, $n, $t, $metric, $score, "
                     "$sig, $sent, now(), $meta, $arm, $seed, $p, $lo, $hi)",
-                    {"r": run_id, "m": model, "n": model_name, "t": testset, "metric": s["metric"], "score": s["score"],
-                     "sig": s["signature"], "sent": s["sentences"], "meta": json.dumps(meta), "arm": arm,
-                     "seed": seed, "p": s.get("p_value"), "lo": s.get("ci_low"), "hi": s.get("ci_high")})
+                    {
+                        "r": run_id,
+                        "m": model,
+                        "n": model_name,
+                        "t": testset,
+                        "metric": s["metric"],
+                        "score": s["score"],
+                        "sig": s["signature"],
+                        "sent": s["sentences"],
+                        "meta": json.dumps(meta),
+                        "arm": arm,
+                        "seed": seed,
+                        "p": s.get("p_value"),
+                        "lo": s.get("ci_low"),
+                        "hi": s.get("ci_high"),
+                    },
+                )
+
         self._write_or_defer(write)
 
     def _empty_part(self, view: str) -> Path:
@@ -389,10 +382,12 @@ class Catalog:
             files.setdefault(view, []).extend(f"{path}/{part_name(i)}" for i in range(n_shards))
         for view, paths in ((v, p) for v, p in files.items() if only is None or v in only):
             paths = [p for p in paths if resolve(self.root, p).exists()] + (  # a kind's empty part: its every column
-                [relative(self.root, self._empty_part(view))] if view in VIEW_SCHEMAS else [])
+                [relative(self.root, self._empty_part(view))] if view in VIEW_SCHEMAS else []
+            )
             if not paths:
                 continue
-            con.execute(f'CREATE OR REPLACE VIEW "{view}" AS SELECT * FROM read_parquet({files_sql(paths)}, '
-                        "union_by_name = true)")
+            con.execute(
+                f'CREATE OR REPLACE VIEW "{view}" AS SELECT * FROM read_parquet({files_sql(paths)}, union_by_name = true)'
+            )
         if only is None or DROPPED_VIEW in only:
             con.execute(dropped_view_sql(con, self.root))

@@ -36,8 +36,18 @@ if TYPE_CHECKING:
 
 VIEW = "dropped"
 ROLE = "dropped"
-COLUMNS = {"stage": "VARCHAR", "reason": "VARCHAR", "detail": "VARCHAR", "source": "VARCHAR", "line": "BIGINT",
-           "sentence": "INTEGER", "uid": "VARCHAR", "parent_uid": "VARCHAR", "run": "VARCHAR", "fingerprint": "VARCHAR"}
+COLUMNS = {
+    "stage": "VARCHAR",
+    "reason": "VARCHAR",
+    "detail": "VARCHAR",
+    "source": "VARCHAR",
+    "line": "BIGINT",
+    "sentence": "INTEGER",
+    "uid": "VARCHAR",
+    "parent_uid": "VARCHAR",
+    "run": "VARCHAR",
+    "fingerprint": "VARCHAR",
+}
 _FROM_PART = ("reason", "source", "line", "sentence", "uid", "parent_uid")  # taken from the part when it has the column
 MEASURES = ("lm_cross_entropy", "jaccard", "mi", "sim")  # the value a filter cut on, shown as detail
 # the current artifacts (the views' rule) and their dropped parts with rows, from the manifests
@@ -125,29 +135,42 @@ def row_path(catalog: Catalog, source: str, line: int) -> RowPath:
     never = f"{source}:{line}: the catalog has never seen this row"
     read = catalog.query(
         "SELECT fingerprint, path, n_shards, rows, created_run FROM artifacts WHERE stage = 'read' AND dataset = $s "
-        "ORDER BY last_used_at DESC, created_at DESC LIMIT 1", {"s": source}).to_pylist()
+        "ORDER BY last_used_at DESC, created_at DESC LIMIT 1",
+        {"s": source},
+    ).to_pylist()
     if not read:
         known = catalog.query("SELECT DISTINCT dataset FROM artifacts WHERE stage = 'read' ORDER BY ALL")["dataset"]
-        raise InputError(f"{never}: no dataset {source!r} was read; the datasets read are "
-                         f"{', '.join(known.to_pylist()) or 'none (run `augdag run ingest` first)'}")
+        raise InputError(
+            f"{never}: no dataset {source!r} was read; the datasets read are "
+            f"{', '.join(known.to_pylist()) or 'none (run `augdag run ingest` first)'}"
+        )
     read = read[0]
-    rejected = catalog.query("SELECT file, reason, detail FROM rejects WHERE fingerprint = $f AND source = $s "
-                             "AND line = $l LIMIT 1", {"f": read["fingerprint"], "s": source, "l": line}).to_pylist()
+    rejected = catalog.query(
+        "SELECT file, reason, detail FROM rejects WHERE fingerprint = $f AND source = $s AND line = $l LIMIT 1",
+        {"f": read["fingerprint"], "s": source, "l": line},
+    ).to_pylist()
     if rejected:
         return RowPath(source, line, read["created_run"], rejected=rejected[0])
     found = _rows_at(catalog, read, line, "uid")
     if not found:
-        n = read["rows"] + catalog.query("SELECT count(*) AS n FROM rejects WHERE fingerprint = $f",
-                                         {"f": read["fingerprint"]})["n"][0].as_py()
-        raise InputError(f"{never}: the current read of {source!r} (run {read['created_run']}) has no line {line} "
-                         f"in its {n:,} input rows")
+        n = (
+            read["rows"]
+            + catalog.query("SELECT count(*) AS n FROM rejects WHERE fingerprint = $f", {"f": read["fingerprint"]})["n"][
+                0
+            ].as_py()
+        )
+        raise InputError(
+            f"{never}: the current read of {source!r} (run {read['created_run']}) has no line {line} in its {n:,} input rows"
+        )
     here = RowPath(source, line, read["created_run"], uid=found[0]["uid"])
     split = _current_split(catalog, source)
     if split is None:
         return _fate(catalog, here)
     sentences = _rows_at(catalog, split, line, "sentence, uid", order="sentence")
-    return dataclasses.replace(_fate(catalog, here, kept_here=False), sentences=tuple(
-        _fate(catalog, dataclasses.replace(here, uid=s["uid"], sentence=s["sentence"])) for s in sentences))
+    return dataclasses.replace(
+        _fate(catalog, here, kept_here=False),
+        sentences=tuple(_fate(catalog, dataclasses.replace(here, uid=s["uid"], sentence=s["sentence"])) for s in sentences),
+    )
 
 
 def _rows_at(catalog: Catalog, artifact: dict[str, Any], line: int, columns: str, order: str = "") -> list[dict]:
@@ -161,7 +184,9 @@ def _current_split(catalog: Catalog, source: str) -> dict[str, Any] | None:
     rows = catalog.query(
         "SELECT a.path, a.n_shards FROM artifacts a JOIN lineage l ON l.parent = a.fingerprint WHERE a.stage = "
         "'split_sentences' AND l.child = (SELECT fingerprint FROM artifacts WHERE stage = 'clean' AND dataset = $s "
-        "ORDER BY last_used_at DESC, created_at DESC LIMIT 1)", {"s": source}).to_pylist()
+        "ORDER BY last_used_at DESC, created_at DESC LIMIT 1)",
+        {"s": source},
+    ).to_pylist()
     return rows[0] if rows else None
 
 
@@ -172,7 +197,9 @@ def _fate(catalog: Catalog, p: RowPath, *, kept_here: bool = True) -> RowPath:
     drops = catalog.query(
         "SELECT d.stage, d.reason, d.detail, d.run, d.fingerprint FROM dropped d JOIN artifacts a USING (fingerprint) "
         "WHERE d.source = $s AND d.line = $l AND d.uid = $u AND d.parent_uid IS NULL AND d.sentence IS NOT DISTINCT "
-        "FROM $n ORDER BY a.created_at", key).to_pylist()
+        "FROM $n ORDER BY a.created_at",
+        key,
+    ).to_pylist()
     for d in drops:
         if d["reason"] == "duplicate" and d["detail"] is None and (first := _first_copy(catalog, p)):
             d["detail"] = f"the same {'row' if p.sentence is None else 'sentence'} as {first}, which is kept"
@@ -183,38 +210,54 @@ def _fate(catalog: Catalog, p: RowPath, *, kept_here: bool = True) -> RowPath:
     if p.sentence is not None and not kept:  # nor its views (a copy in the same line: only `mono` tells them apart)
         views = {}
     derived = _counts(catalog, "parent_uid = $u", {"u": p.uid}, ("parent_uid",)) if kept else {}
-    derived_drops = {(r["stage"], r["reason"]): r["n"] for r in catalog.query(
-        "SELECT stage, reason, count(*) AS n FROM dropped WHERE parent_uid = $u GROUP BY ALL ORDER BY ALL",
-        {"u": p.uid}).to_pylist()} if kept else {}
+    derived_drops = (
+        {
+            (r["stage"], r["reason"]): r["n"]
+            for r in catalog.query(
+                "SELECT stage, reason, count(*) AS n FROM dropped WHERE parent_uid = $u GROUP BY ALL ORDER BY ALL", {"u": p.uid}
+            ).to_pylist()
+        }
+        if kept
+        else {}
+    )
     return dataclasses.replace(p, drops=tuple(drops), views=views, derived=derived, derived_drops=derived_drops)
 
 
 def _first_copy(catalog: Catalog, p: RowPath) -> str | None:
     """Where the kept copy of a duplicate is: its uid in the record kind's view (``line 3``, ``line 3 sentence 2``)."""
     if p.sentence is not None:  # split rows are mono
-        rows = catalog.query('SELECT line, sentence FROM "mono" WHERE uid = $u AND source = $s ORDER BY line, sentence '
-                             "LIMIT 1", {"u": p.uid, "s": p.source}).to_pylist()
+        rows = catalog.query(
+            'SELECT line, sentence FROM "mono" WHERE uid = $u AND source = $s ORDER BY line, sentence LIMIT 1',
+            {"u": p.uid, "s": p.source},
+        ).to_pylist()
         return f"line {rows[0]['line']} sentence {rows[0]['sentence']}" if rows else None
     union = " UNION ALL ".join(f'SELECT line FROM "{v}" WHERE uid = $u AND source = $s' for v in SCHEMAS)
     rows = catalog.query(f"SELECT min(line) AS line FROM ({union})", {"u": p.uid, "s": p.source}).to_pylist()
     return f"line {rows[0]['line']}" if rows and rows[0]["line"] is not None else None
 
 
-def _counts(catalog: Catalog, where: str, params: dict[str, Any], needs: tuple[str, ...], *,
-            sentence: bool = False) -> dict[str, int]:
+def _counts(
+    catalog: Catalog, where: str, params: dict[str, Any], needs: tuple[str, ...], *, sentence: bool = False
+) -> dict[str, int]:
     """Rows matching ``where`` per view that has every column of ``needs`` (`dropped` aside), non-zero only.
     ``sentence``: in a view with a `sentence` column, only the rows whose sentence is ``params["n"]`` (NULL: a
     row that was not split)."""
-    names = [(r["name"], r["split"]) for r in catalog.query(
-        "SELECT table_name AS name, bool_or(column_name = 'sentence') AS split FROM information_schema.columns "
-        "WHERE table_schema = 'main' AND table_name IN "
-        "(SELECT table_name FROM information_schema.tables WHERE table_type = 'VIEW') AND table_name <> $d "
-        "GROUP BY table_name HAVING count(*) FILTER (list_contains($needs, column_name)) = $n ORDER BY table_name",
-        {"d": VIEW, "needs": list(needs), "n": len(needs)}).to_pylist()]
+    names = [
+        (r["name"], r["split"])
+        for r in catalog.query(
+            "SELECT table_name AS name, bool_or(column_name = 'sentence') AS split FROM information_schema.columns "
+            "WHERE table_schema = 'main' AND table_name IN "
+            "(SELECT table_name FROM information_schema.tables WHERE table_type = 'VIEW') AND table_name <> $d "
+            "GROUP BY table_name HAVING count(*) FILTER (list_contains($needs, column_name)) = $n ORDER BY table_name",
+            {"d": VIEW, "needs": list(needs), "n": len(needs)},
+        ).to_pylist()
+    ]
     if not names:
         return {}
     by_sentence = " AND sentence IS NOT DISTINCT FROM $n"
-    union = " UNION ALL ".join(f"SELECT {_lit(n)} AS name, count(*) AS n FROM \"{n}\" WHERE {where}"
-                               + (by_sentence if sentence and split else "") for n, split in names)
+    union = " UNION ALL ".join(
+        f'SELECT {_lit(n)} AS name, count(*) AS n FROM "{n}" WHERE {where}' + (by_sentence if sentence and split else "")
+        for n, split in names
+    )
     params = {k: v for k, v in params.items() if k != "n" or by_sentence in union}
     return {r["name"]: r["n"] for r in catalog.query(union, params).to_pylist() if r["n"]}

@@ -57,8 +57,9 @@ def _as_lines(batch: pa.RecordBatch, column: str) -> pa.Array:
     return values
 
 
-def export_view(catalog: Catalog, view: str, out: Path, *, fmt: str | None, where: str | None = None,
-                force: bool = False) -> Exported:
+def export_view(
+    catalog: Catalog, view: str, out: Path, *, fmt: str | None, where: str | None = None, force: bool = False
+) -> Exported:
     """Write ``SELECT * FROM view [WHERE ...]`` to ``out`` in ``fmt`` (None: from its extension); returns the
     files written and the rows. The format, the view, the condition and the targets are checked before any
     file or directory is made; the files replace their targets together (storage/output.py)."""

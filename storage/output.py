@@ -60,14 +60,18 @@ def output_format(path: Path, fmt: str | None, choices: Sequence[str]) -> str:
     by_ext = FORMAT_OF.get(path.suffix.lower())
     if fmt is None:
         if by_ext is None or by_ext not in {ALIASES.get(c, c) for c in choices}:
-            raise ConfError(f"{path}: cannot tell the format from the extension {path.suffix or '(none)'!r}; "
-                            f"expected one of {', '.join(e for e, f in FORMAT_OF.items() if f in _canon(choices))}. "
-                            f"Hint: --format {'|'.join(choices)}")
+            raise ConfError(
+                f"{path}: cannot tell the format from the extension {path.suffix or '(none)'!r}; "
+                f"expected one of {', '.join(e for e, f in FORMAT_OF.items() if f in _canon(choices))}. "
+                f"Hint: --format {'|'.join(choices)}"
+            )
         return by_ext
     canon = ALIASES.get(fmt, fmt)
     if by_ext is not None and by_ext != canon:
-        raise ConfError(f"{path}: --format {fmt} but the extension {path.suffix!r} says {by_ext}. "
-                        f"Hint: name the file *.{canon} or drop --format")
+        raise ConfError(
+            f"{path}: --format {fmt} but the extension {path.suffix!r} says {by_ext}. "
+            f"Hint: name the file *.{canon} or drop --format"
+        )
     return canon
 
 
@@ -76,9 +80,13 @@ def _canon(choices: Sequence[str]) -> set[str]:
 
 
 def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket")):
+    for test, name in (
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISFIFO, "a named pipe (FIFO)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
         if test(mode):
             return name
     return "not a regular file"
@@ -99,13 +107,16 @@ def check_target(path: Path, *, force: bool = False, cache: Path | None = None) 
         what = _kind(st.st_mode)
         if stat.S_ISLNK(st.st_mode):
             what += f" (to {os.readlink(path)})"
-        raise ConfError(f"{path}: is {what}; expected a regular file or a new name. Hint: another name, or "
-                        "--force to replace it (a link is replaced itself, never written through)")
+        raise ConfError(
+            f"{path}: is {what}; expected a regular file or a new name. Hint: another name, or "
+            "--force to replace it (a link is replaced itself, never written through)"
+        )
     if st is not None and cache is not None:
         real, root = Path(os.path.realpath(path.parent)) / path.name, Path(os.path.realpath(cache))
         if real == root or root in real.parents:
-            raise ConfError(f"{path}: is a file of the cache {cache}; augdag never replaces its cache's files. "
-                            "Hint: another name")
+            raise ConfError(
+                f"{path}: is a file of the cache {cache}; augdag never replaces its cache's files. Hint: another name"
+            )
     parent = _existing_ancestor(path.parent)
     if not parent.is_dir():
         raise ConfError(f"{parent}: is not a directory, so {path} cannot be written")
@@ -176,8 +187,10 @@ def flat_for_csv(table: pa.Table | pa.RecordBatch) -> pa.Table | pa.RecordBatch:
     for i, field in enumerate(table.schema):
         if pa.types.is_nested(field.type):
             as_dict = pa.types.is_map(field.type)  # a map's rows come as (key, value) pairs
-            values = [None if v is None else json.dumps(dict(v) if as_dict else v, ensure_ascii=False, default=str)
-                      for v in table.column(i).to_pylist()]
+            values = [
+                None if v is None else json.dumps(dict(v) if as_dict else v, ensure_ascii=False, default=str)
+                for v in table.column(i).to_pylist()
+            ]
             table = table.set_column(i, pa.field(field.name, pa.string()), pa.array(values, pa.string()))
     return table
 

@@ -31,7 +31,7 @@ def stat_fields(pid: int) -> list[str] | None:
         raw = (PROC / str(pid) / "stat").read_text()
     except (OSError, ValueError):
         return None
-    return raw[raw.rindex(")") + 2:].split()  # the name, in parentheses, may hold spaces and ')'
+    return raw[raw.rindex(")") + 2 :].split()  # the name, in parentheses, may hold spaces and ')'
 
 
 def boot_id() -> str:

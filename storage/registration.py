@@ -30,9 +30,14 @@ class Registration:
     stage_runs: Sequence[Mapping[str, Any]] = ()
 
 
-def flush_deferred(con: duckdb.DuckDBPyConnection, deferred: list[Any], *, one: Callable[[Registration], Any],
-                   stale: Callable[[ArtifactRef, Mapping[str, Any], bool], None],
-                   stage_runs: list[Mapping[str, Any]]) -> None:
+def flush_deferred(
+    con: duckdb.DuckDBPyConnection,
+    deferred: list[Any],
+    *,
+    one: Callable[[Registration], Any],
+    stale: Callable[[ArtifactRef, Mapping[str, Any], bool], None],
+    stage_runs: list[Mapping[str, Any]],
+) -> None:
     """Run ``deferred`` (emptying it) in order: each write ``w(con)`` as it is, each run of consecutive
     ``Registration`` s as one ``register_batch``."""
     while deferred:
@@ -52,22 +57,35 @@ def key(ref: ArtifactRef) -> Key:
     return ref.view, ref.stage, ref.dataset
 
 
-def register_batch(con: duckdb.DuckDBPyConnection, batch: Sequence[Registration], *,
-                   one: Callable[[Registration], Any], stale: Callable[[ArtifactRef, Mapping[str, Any], bool], None],
-                   stage_runs: list[Mapping[str, Any]]) -> None:
+def register_batch(
+    con: duckdb.DuckDBPyConnection,
+    batch: Sequence[Registration],
+    *,
+    one: Callable[[Registration], Any],
+    stale: Callable[[ArtifactRef, Mapping[str, Any], bool], None],
+    stage_runs: list[Mapping[str, Any]],
+) -> None:
     """Register ``batch`` in order inside the caller's transaction: ``one`` registers a single one (the catalog's
     own way), ``stale`` marks the views a registration moves, ``stage_runs`` collects the shard runs to insert."""
     fingerprints = [r.ref.fingerprint for r in batch]
-    known = {f for (f,) in con.execute("SELECT fingerprint FROM artifacts WHERE list_contains($f, fingerprint)",
-                                       {"f": fingerprints}).fetchall()}
+    known = {
+        f
+        for (f,) in con.execute(
+            "SELECT fingerprint FROM artifacts WHERE list_contains($f, fingerprint)", {"f": fingerprints}
+        ).fetchall()
+    }
     if len(known) < len(set(fingerprints)):
         for r in batch:
             one(r)
         return
-    current: dict[Key, str] = {(v, s, d): f for v, s, d, f in con.execute(
-        "SELECT view, stage, dataset, fingerprint FROM artifacts WHERE list_contains($s, stage) QUALIFY row_number() "
-        "OVER (PARTITION BY view, stage, dataset ORDER BY last_used_at DESC, created_at DESC) = 1",
-        {"s": sorted({r.ref.stage for r in batch})}).fetchall()}
+    current: dict[Key, str] = {
+        (v, s, d): f
+        for v, s, d, f in con.execute(
+            "SELECT view, stage, dataset, fingerprint FROM artifacts WHERE list_contains($s, stage) QUALIFY row_number() "
+            "OVER (PARTITION BY view, stage, dataset ORDER BY last_used_at DESC, created_at DESC) = 1",
+            {"s": sorted({r.ref.stage for r in batch})},
+        ).fetchall()
+    }
     for r in batch:
         stale(r.ref, r.manifest, current.get(key(r.ref)) != r.ref.fingerprint)
         current[key(r.ref)] = r.ref.fingerprint
@@ -75,12 +93,13 @@ def register_batch(con: duckdb.DuckDBPyConnection, batch: Sequence[Registration]
     last = {r.ref.fingerprint: (i, r.run_id) for i, r in enumerate(batch)}  # an artifact's last use in the batch
     # used in order: one transaction's now() is one instant, so the i-th use is i microseconds after it, and the
     # view (the last used of its stage and dataset) is the one registered last, as with a write each
-    con.execute("UPDATE artifacts SET last_run = u.run, last_used_at = now() + to_microseconds(u.i) FROM (SELECT "
-                "unnest($f) AS f, unnest($r) AS run, unnest($i) AS i) AS u WHERE artifacts.fingerprint = u.f",
-                {"f": list(last), "r": [run for _, run in last.values()], "i": [i for i, _ in last.values()]})
+    con.execute(
+        "UPDATE artifacts SET last_run = u.run, last_used_at = now() + to_microseconds(u.i) FROM (SELECT "
+        "unnest($f) AS f, unnest($r) AS run, unnest($i) AS i) AS u WHERE artifacts.fingerprint = u.f",
+        {"f": list(last), "r": [run for _, run in last.values()], "i": [i for i, _ in last.values()]},
+    )
 
 
 def insert_lineage(con: duckdb.DuckDBPyConnection, child: str, parents: Sequence[str]) -> None:
     """``child``'s edges to each of ``parents``, in one statement (executemany is a statement per row)."""
-    con.execute("INSERT OR IGNORE INTO lineage SELECT DISTINCT * FROM (SELECT $c, unnest($p))",
-                {"c": child, "p": list(parents)})
+    con.execute("INSERT OR IGNORE INTO lineage SELECT DISTINCT * FROM (SELECT $c, unnest($p))", {"c": child, "p": list(parents)})

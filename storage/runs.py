@@ -24,19 +24,23 @@ def load_run(catalog: Catalog, run_id: str) -> dict[str, Any]:
         return row
     recent = catalog.query("SELECT run_id FROM runs ORDER BY started_at DESC LIMIT $n", {"n": RECENT})
     listed = ", ".join(recent["run_id"].to_pylist()) or "none (the catalog has no runs)"
-    raise CatalogError(f"{catalog.path}: no run {run_id!r}; the most recent runs: {listed}. "
-                       "Hint: `augdag runs` lists them")
+    raise CatalogError(f"{catalog.path}: no run {run_id!r}; the most recent runs: {listed}. Hint: `augdag runs` lists them")
 
 
 def find_run(catalog: Catalog, run_id: str) -> dict[str, Any] | None:
     """The `runs` row of ``run_id`` with its config and summary parsed, or None."""
-    rows = catalog.query("SELECT run_id, pipeline, profile, status, started_at, finished_at, config, summary FROM runs "
-                         "WHERE run_id = $r", {"r": run_id}).to_pylist()
+    rows = catalog.query(
+        "SELECT run_id, pipeline, profile, status, started_at, finished_at, config, summary FROM runs WHERE run_id = $r",
+        {"r": run_id},
+    ).to_pylist()
     if not rows:
         return None
     row = rows[0]
-    return {**row, "config": json.loads(row["config"]) if row["config"] else {},
-            "summary": json.loads(row["summary"]) if row["summary"] else {}}
+    return {
+        **row,
+        "config": json.loads(row["config"]) if row["config"] else {},
+        "summary": json.loads(row["summary"]) if row["summary"] else {},
+    }
 
 
 def older_first(catalog: Catalog, run_a: str, run_b: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -57,13 +61,26 @@ def pipeline_runs(catalog: Catalog, run: Mapping[str, Any]) -> list[dict[str, An
         children = run["summary"].get("pipelines", [])
     out = []
     for child in children:
-        row = run if child.get("run_id") == run["run_id"] else (
-            find_run(catalog, child["run_id"]) if child.get("run_id") else None)
-        stages = child.get("stages") or (row and row["summary"].get("stages")) or (
-            stages_from_stage_runs(catalog, child["run_id"]) if child.get("run_id") else [])
+        row = (
+            run if child.get("run_id") == run["run_id"] else (find_run(catalog, child["run_id"]) if child.get("run_id") else None)
+        )
+        stages = (
+            child.get("stages")
+            or (row and row["summary"].get("stages"))
+            or (stages_from_stage_runs(catalog, child["run_id"]) if child.get("run_id") else [])
+        )
         seconds = child.get("seconds", duration(row))
-        out.append({"pipeline": child["pipeline"], "run_id": child.get("run_id"), "status": child["status"],
-                    "error": child.get("error"), "seconds": seconds, "stages": stages, "row": row})
+        out.append(
+            {
+                "pipeline": child["pipeline"],
+                "run_id": child.get("run_id"),
+                "status": child["status"],
+                "error": child.get("error"),
+                "seconds": seconds,
+                "stages": stages,
+                "row": row,
+            }
+        )
     return out
 
 
@@ -73,12 +90,24 @@ def stages_from_stage_runs(catalog: Catalog, run_id: str) -> list[dict[str, Any]
         "SELECT stage, dataset, fingerprint, count(*) AS shards, count(*) FILTER (status = 'computed') AS computed,"
         " count(*) FILTER (status = 'failed') AS failed, sum(rows_in) AS rows_in, sum(rows_out) AS rows_out,"
         " sum(seconds) AS seconds, max(error) AS error FROM stage_runs WHERE run_id = $r GROUP BY ALL"
-        " ORDER BY min(started_at) NULLS LAST, stage, dataset", {"r": run_id}).to_pylist()
-    return [{"stage": r["stage"], "dataset": r["dataset"], "fingerprint": r["fingerprint"],
-             "status": "failed" if r["failed"] else "computed" if r["computed"] else "cached",
-             "shards": r["shards"], "shards_computed": r["computed"], "rows_in": r["rows_in"] or 0,
-             "rows_out": {} if r["failed"] else {"part": r["rows_out"] or 0}, "seconds": r["seconds"] or 0.0,
-             "error": r["error"]} for r in rows]
+        " ORDER BY min(started_at) NULLS LAST, stage, dataset",
+        {"r": run_id},
+    ).to_pylist()
+    return [
+        {
+            "stage": r["stage"],
+            "dataset": r["dataset"],
+            "fingerprint": r["fingerprint"],
+            "status": "failed" if r["failed"] else "computed" if r["computed"] else "cached",
+            "shards": r["shards"],
+            "shards_computed": r["computed"],
+            "rows_in": r["rows_in"] or 0,
+            "rows_out": {} if r["failed"] else {"part": r["rows_out"] or 0},
+            "seconds": r["seconds"] or 0.0,
+            "error": r["error"],
+        }
+        for r in rows
+    ]
 
 
 def evaluations(catalog: Catalog, run_ids: Sequence[str]) -> list[dict[str, Any]]:
@@ -86,7 +115,8 @@ def evaluations(catalog: Catalog, run_ids: Sequence[str]) -> list[dict[str, Any]
     return catalog.query(
         "SELECT run_id, model_name, testset, metric, score, sentences, signature, model FROM evaluations"
         " WHERE list_contains($ids, run_id) ORDER BY created_at, model_name, testset, metric",
-        {"ids": list(run_ids)}).to_pylist()
+        {"ids": list(run_ids)},
+    ).to_pylist()
 
 
 def view_parts(catalog: Catalog, run_ids: Sequence[str]) -> dict[str, dict[str, list[str]]]:
@@ -94,7 +124,9 @@ def view_parts(catalog: Catalog, run_ids: Sequence[str]) -> dict[str, dict[str, 
     rows = catalog.query(
         "SELECT view, fingerprint, path, manifest FROM artifacts WHERE view IS NOT NULL AND fingerprint IN "
         "(SELECT fingerprint FROM stage_runs WHERE list_contains($ids, run_id) AND status <> 'failed') "
-        "ORDER BY view, fingerprint", {"ids": list(run_ids)}).to_pylist()
+        "ORDER BY view, fingerprint",
+        {"ids": list(run_ids)},
+    ).to_pylist()
     out: dict[str, dict[str, list[str]]] = {}
     for r in rows:
         files = [catalog.root / r["path"] / f["file"] for f in json.loads(r["manifest"])["files"] if f["role"] == "part"]

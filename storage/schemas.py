@@ -38,8 +38,14 @@ TEXT_FIELDS: dict[str, tuple[str, ...]] = {"bitext": ("src", "tgt"), "mono": ("t
 # a row the reader refused: `reason` is a word of storage.readers.dataset.REASONS, `detail` the human sentence
 # ("expected 2 tab-separated fields (src, tgt), found 3"), `content` the offending input, shortened
 REJECTS = pa.schema(
-    [("source", pa.string()), ("file", pa.string()), ("line", pa.int64()), ("reason", pa.string()),
-     ("detail", pa.string()), ("content", pa.string())]
+    [
+        ("source", pa.string()),
+        ("file", pa.string()),
+        ("line", pa.int64()),
+        ("reason", pa.string()),
+        ("detail", pa.string()),
+        ("content", pa.string()),
+    ]
 )
 DROPPED_EXTRA = [("reason", pa.string())]  # a filter's drops: the input schema plus `reason`
 
@@ -92,10 +98,21 @@ def has_schema(path: os.PathLike, schema: pa.Schema) -> bool:
 
 
 # the catalog's stage_runs rows as a write brings them, in Arrow (started_at an ISO string, cast by the INSERT as before)
-STAGE_RUNS = pa.schema([("run_id", pa.string()), ("stage", pa.string()), ("dataset", pa.string()),
-                        ("fingerprint", pa.string()), ("shard", pa.int32()), ("status", pa.string()),
-                        ("started_at", pa.string()), ("seconds", pa.float64()), ("rows_in", pa.int64()),
-                        ("rows_out", pa.int64()), ("error", pa.string())])
+STAGE_RUNS = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("stage", pa.string()),
+        ("dataset", pa.string()),
+        ("fingerprint", pa.string()),
+        ("shard", pa.int32()),
+        ("status", pa.string()),
+        ("started_at", pa.string()),
+        ("seconds", pa.float64()),
+        ("rows_in", pa.int64()),
+        ("rows_out", pa.int64()),
+        ("error", pa.string()),
+    ]
+)
 
 
 def insert_stage_runs(con: duckdb.DuckDBPyConnection, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -103,5 +120,6 @@ def insert_stage_runs(con: duckdb.DuckDBPyConnection, rows: Sequence[Mapping[str
     row: ~1 s of a cached demo nightly)."""
     if rows:
         new_stage_runs = pa.Table.from_pylist(  # noqa: F841 — DuckDB scans the local by its name
-            [{c: r.get(c) for c in STAGE_RUNS.names} for r in rows], STAGE_RUNS)
+            [{c: r.get(c) for c in STAGE_RUNS.names} for r in rows], STAGE_RUNS
+        )
         con.execute(f"INSERT INTO stage_runs ({', '.join(STAGE_RUNS.names)}) SELECT * FROM new_stage_runs")

@@ -32,12 +32,42 @@ _CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": F
 QUERY_NODES = {"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"}
 # table functions that only read (files under the cache, the catalog's own metadata, generated rows)
 READING_FUNCTIONS = {
-    "read_parquet", "parquet_scan", "read_csv", "read_csv_auto", "read_json", "read_json_auto", "read_json_objects",
-    "read_json_objects_auto", "read_ndjson", "read_ndjson_auto", "read_ndjson_objects", "read_text", "read_blob",
-    "parquet_metadata", "parquet_file_metadata", "parquet_full_metadata", "parquet_kv_metadata", "parquet_schema",
-    "parquet_bloom_probe", "sniff_csv", "glob", "range", "generate_series", "unnest", "repeat", "repeat_row",
-    "json_each", "json_tree", "histogram", "histogram_values", "summary", "icu_calendar_names", "pg_timezone_names",
-    "test_all_types", "test_vector_types", "which_secret",
+    "read_parquet",
+    "parquet_scan",
+    "read_csv",
+    "read_csv_auto",
+    "read_json",
+    "read_json_auto",
+    "read_json_objects",
+    "read_json_objects_auto",
+    "read_ndjson",
+    "read_ndjson_auto",
+    "read_ndjson_objects",
+    "read_text",
+    "read_blob",
+    "parquet_metadata",
+    "parquet_file_metadata",
+    "parquet_full_metadata",
+    "parquet_kv_metadata",
+    "parquet_schema",
+    "parquet_bloom_probe",
+    "sniff_csv",
+    "glob",
+    "range",
+    "generate_series",
+    "unnest",
+    "repeat",
+    "repeat_row",
+    "json_each",
+    "json_tree",
+    "histogram",
+    "histogram_values",
+    "summary",
+    "icu_calendar_names",
+    "pg_timezone_names",
+    "test_all_types",
+    "test_vector_types",
+    "which_secret",
 }
 LISTING_PREFIXES = ("duckdb_", "pragma_")  # the catalog's metadata: duckdb_tables(), pragma_table_info(), ...
 _QUERY_WORDS = {"SELECT", "WITH", "FROM", "VALUES", "(", "TABLE"}  # a statement of another type that starts so
@@ -50,8 +80,12 @@ def denied_functions() -> frozenset[str]:
     """Every table function DuckDB knows but ``READING_FUNCTIONS`` (checkpoint, enable_logging, query, ...), and
     the scalar functions that write (a sequence's ``setval``/``nextval``, ``write_log``)."""
     with duckdb.connect(config=_CONFIG) as con:
-        tables = {r[0] for r in con.execute("SELECT DISTINCT function_name FROM duckdb_functions() "
-                                            "WHERE function_type IN ('table', 'table_macro')").fetchall()}
+        tables = {
+            r[0]
+            for r in con.execute(
+                "SELECT DISTINCT function_name FROM duckdb_functions() WHERE function_type IN ('table', 'table_macro')"
+            ).fetchall()
+        }
     reading = {name for name in tables if name in READING_FUNCTIONS or name.startswith(LISTING_PREFIXES)}
     return frozenset(tables - reading | {"setval", "nextval", "write_log"})
 
@@ -59,22 +93,22 @@ def denied_functions() -> frozenset[str]:
 def _one_line(e: Exception) -> str:
     """A DuckDB error without its ``LINE 1: ...`` excerpt and caret, on one line."""
     lines = str(e).splitlines()
-    kept = lines[:next((i for i, line in enumerate(lines) if re.match(r"LINE \d+:", line)), len(lines))]
+    kept = lines[: next((i for i, line in enumerate(lines) if re.match(r"LINE \d+:", line)), len(lines))]
     return " ".join(s.strip() for s in kept if s.strip())
 
 
 def _refuse(word: str, text: str) -> CatalogError:
     article = "an" if word[:1] in "AEIOU" and not word.startswith("US") else "a"
-    return CatalogError(f"refused: `augdag sql` is read-only and this is {article} {word} statement: "
-                        f"{' '.join(text.split())[:80]!r}. {_HINT}")
+    return CatalogError(
+        f"refused: `augdag sql` is read-only and this is {article} {word} statement: {' '.join(text.split())[:80]!r}. {_HINT}"
+    )
 
 
 def _words(sql: str) -> list[tuple[int, str]]:
     """The tokens of ``sql`` as (offset, text), comments left out."""
     tokens = duckdb.tokenize(sql)
     ends = [t[0] for t in tokens[1:]] + [len(sql)]
-    return [(start, sql[start:end].strip()) for (start, kind), end in zip(tokens, ends)
-            if kind != duckdb.token_type.comment]
+    return [(start, sql[start:end].strip()) for (start, kind), end in zip(tokens, ends) if kind != duckdb.token_type.comment]
 
 
 def _type(statement: Any) -> str:
@@ -136,16 +170,20 @@ def _check_tree(tree: dict[str, Any], text: str) -> None:
             raise _refuse(str(node["info_type"]).removesuffix("_INFO"), text)
         name = node.get("function_name")
         if isinstance(name, str) and name.lower() in denied_functions():
-            raise CatalogError(f"refused: `augdag sql` is read-only and {name}() may write, change a setting or run "
-                               f"other SQL: {' '.join(text.split())[:80]!r}. {_HINT}")
+            raise CatalogError(
+                f"refused: `augdag sql` is read-only and {name}() may write, change a setting or run "
+                f"other SQL: {' '.join(text.split())[:80]!r}. {_HINT}"
+            )
 
 
 def _check_query(con: duckdb.DuckDBPyConnection, query: str) -> None:
     tree = _tree(con, query)
     if tree is None:
-        raise CatalogError(f"refused: `augdag sql` runs only queries it can check, and DuckDB's parser cannot show "
-                           f"this one's parts (a PIVOT?): {' '.join(query.split())[:80]!r}. Hint: write it "
-                           "with GROUP BY and FILTER")
+        raise CatalogError(
+            f"refused: `augdag sql` runs only queries it can check, and DuckDB's parser cannot show "
+            f"this one's parts (a PIVOT?): {' '.join(query.split())[:80]!r}. Hint: write it "
+            "with GROUP BY and FILTER"
+        )
     _check_tree(tree, query)
 
 
@@ -164,7 +202,7 @@ def _explained(con: duckdb.DuckDBPyConnection, statement: str) -> str | None:
                 starts.append(i + 1)
                 break
     for start in starts:
-        rest = statement[words[start][0]:] if start < len(words) else ""
+        rest = statement[words[start][0] :] if start < len(words) else ""
         try:
             inner = con.extract_statements(rest)
         except duckdb.Error:
@@ -185,8 +223,9 @@ def check_read_only(sql: str) -> None:
     with duckdb.connect(config=_CONFIG) as con:
         statements = _statements(con, sql)
         if not statements:
-            raise CatalogError("no statement: the SQL is empty (only spaces, `;` or comments). "
-                               "Hint: augdag sql \"SELECT count(*) FROM bitext\"")
+            raise CatalogError(
+                'no statement: the SQL is empty (only spaces, `;` or comments). Hint: augdag sql "SELECT count(*) FROM bitext"'
+            )
         for st in statements:
             query = st.query if _type(st) == "SELECT" else _explained(con, st.query) if _type(st) == "EXPLAIN" else None
             if query is None:
@@ -221,16 +260,20 @@ def check_condition(view: str, where: str) -> str:
         tree = _tree(con, statements[0].query) if len(statements) == 1 else None
         bare = _tree(con, f'SELECT * FROM "{view}"')
     node = tree["statements"][0]["node"] if tree and len(tree["statements"]) == 1 else None
-    if node is None or node.get("where_clause") is None or \
-            _shape({**node, "where_clause": None}) != _shape(bare["statements"][0]["node"]):
-        raise CatalogError(f"--where takes one condition on the rows of {view}, found more: {where!r}. "
-                           "Hint: --where \"source = 'wmt22' AND length(src) < 200\" (no `;`, ORDER BY or LIMIT)")
+    if (
+        node is None
+        or node.get("where_clause") is None
+        or _shape({**node, "where_clause": None}) != _shape(bare["statements"][0]["node"])
+    ):
+        raise CatalogError(
+            f"--where takes one condition on the rows of {view}, found more: {where!r}. "
+            "Hint: --where \"source = 'wmt22' AND length(src) < 200\" (no `;`, ORDER BY or LIMIT)"
+        )
     check_read_only(sql)
     return sql
 
 
-def query_error(e: duckdb.Error, *, view: str | None = None, columns: Sequence[str] = (),
-                place: str = "query") -> CatalogError:
+def query_error(e: duckdb.Error, *, view: str | None = None, columns: Sequence[str] = (), place: str = "query") -> CatalogError:
     """A DuckDB error in a user's query as one line (``query failed: ...``). ``place`` names where the SQL came from
     (``--where``); with ``view`` and its ``columns``, an unknown column is named with the columns it may have meant."""
     message = _one_line(e)
@@ -239,8 +282,11 @@ def query_error(e: duckdb.Error, *, view: str | None = None, columns: Sequence[s
         return CatalogError(f"{place}: no column {missing[1]!r} in view {view}; its columns: {', '.join(columns)}")
     return CatalogError(f"{place} failed: {message}")
 
+
 def outside_cache(root: Path, error: Exception) -> str:
     """The refusal of a sandboxed query that tried to open a file or URL outside the cache ``root``."""
     detail = str(error).removeprefix("Permission Error: ").split(" - ")[0]
-    return (f"refused: `augdag sql` reads only the catalog and files under the cache {root}: {detail}. "
-            "Hint: query the views (`augdag views` lists them); bring other files in with `augdag run ingest`.")
+    return (
+        f"refused: `augdag sql` reads only the catalog and files under the cache {root}: {detail}. "
+        "Hint: query the views (`augdag views` lists them); bring other files in with `augdag run ingest`."
+    )

@@ -21,8 +21,17 @@ REPO = Path(__file__).resolve().parents[1]
 # The server-side loops that only act on deployments, schedules, automations and old rows: the harness serves flows
 # called in-process, which use none of them. Off, its start costs ~14 CPU-s instead of ~19 and it idles at ~1.1 CPU-s
 # a minute instead of ~1.4 (measured on a bare harness, 2 cores).
-HARNESS_SERVICES_OFF = ("SCHEDULER", "LATE_RUNS", "FOREMAN", "PAUSE_EXPIRATIONS", "CANCELLATION_CLEANUP", "TRIGGERS",
-                        "REPOSSESSOR", "CLEANUP_RECONCILER", "EVENT_LOGGER")
+HARNESS_SERVICES_OFF = (
+    "SCHEDULER",
+    "LATE_RUNS",
+    "FOREMAN",
+    "PAUSE_EXPIRATIONS",
+    "CANCELLATION_CLEANUP",
+    "TRIGGERS",
+    "REPOSSESSOR",
+    "CLEANUP_RECONCILER",
+    "EVENT_LOGGER",
+)
 
 
 @pytest.fixture(scope="session")
@@ -53,8 +62,13 @@ def bitext(pairs: list[tuple[str, str]], *, source: str = "t", first_line: int =
     """A bitext table with uids, ``line`` counting from ``first_line``."""
     n = len(pairs)
     table = pa.table(
-        {"uid": pa.nulls(n, pa.string()), "src": [s for s, _ in pairs], "tgt": [t for _, t in pairs],
-         "source": [source] * n, "line": pa.array(range(first_line, first_line + n), pa.int64())},
+        {
+            "uid": pa.nulls(n, pa.string()),
+            "src": [s for s, _ in pairs],
+            "tgt": [t for _, t in pairs],
+            "source": [source] * n,
+            "line": pa.array(range(first_line, first_line + n), pa.int64()),
+        },
         schema=BITEXT,
     )
     return with_uid(table, "bitext")
@@ -82,8 +96,9 @@ def apt_install(package: str) -> None:
     t0 = time.monotonic()
     with FileLock("/tmp/augdag-tests-apt.lock"):
         for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "--no-install-recommends", package]):
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
-                                  env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+            proc = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=600, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+            )
             if proc.returncode != 0:
                 pytest.skip(f"could not install {package} ({' '.join(cmd)}): {proc.stderr[-500:]}")
     print(f"installed {package} in {time.monotonic() - t0:.0f} s")

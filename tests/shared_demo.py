@@ -61,8 +61,9 @@ def start(root: Path) -> subprocess.Popen | None:
     # the exit code lands in `rc` once the output files are complete (a rename: the waiter never reads half)
     wrapped = ["timeout", "-s", "KILL", str(TIMEOUT_S), *cmd]
     script = '"$@" >stdout 2>stderr; echo $? >rc.tmp && mv rc.tmp rc'
-    return subprocess.Popen(["sh", "-c", script, "sh", *wrapped], cwd=root, start_new_session=True,
-                            env=subprocess_env(root, COLUMNS="200"))
+    return subprocess.Popen(
+        ["sh", "-c", script, "sh", *wrapped], cwd=root, start_new_session=True, env=subprocess_env(root, COLUMNS="200")
+    )
 
 
 def wait(root: Path) -> DemoRun:
@@ -72,8 +73,13 @@ def wait(root: Path) -> DemoRun:
         if time.monotonic() > deadline:
             raise TimeoutError(f"`augdag demo` under {root} did not finish in {TIMEOUT_S + 60} s")
         time.sleep(1)
-    return DemoRun(int((root / "rc").read_text()), (root / "stdout").read_text(), (root / "stderr").read_text(),
-                   root / "cache", (root / "offline").exists())
+    return DemoRun(
+        int((root / "rc").read_text()),
+        (root / "stdout").read_text(),
+        (root / "stderr").read_text(),
+        root / "cache",
+        (root / "offline").exists(),
+    )
 
 
 def stop(proc: subprocess.Popen) -> None:

@@ -32,14 +32,16 @@ def test_no_private_name_is_imported_from_another_module():
     for path in _modules():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in PACKAGES:
-                found += [f"{path.relative_to(REPO)}:{node.lineno}: {node.module}.{a.name}"
-                          for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+                found += [
+                    f"{path.relative_to(REPO)}:{node.lineno}: {node.module}.{a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                ]
     assert found == []
 
 
 def test_no_module_is_over_400_lines():
-    long = {str(p.relative_to(REPO)): n for p in _modules()
-            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    long = {str(p.relative_to(REPO)): n for p in _modules() if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert long == {}
 
 
@@ -60,7 +62,10 @@ def test_every_public_function_of_flows_and_tasks_says_what_it_does():
             scopes = [tree, *(n for n in tree.body if isinstance(n, ast.ClassDef))]
             for scope in scopes:
                 for node in scope.body:
-                    if (isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not node.name.startswith("_")
-                            and ast.get_docstring(node) is None):
+                    if (
+                        isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+                        and not node.name.startswith("_")
+                        and ast.get_docstring(node) is None
+                    ):
                         missing.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name}")
     assert missing == []

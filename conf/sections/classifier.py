@@ -99,8 +99,7 @@ class EpidaConf(ConfModel):
     @model_validator(mode="after")
     def _sources(self) -> EpidaConf:
         if not self.sources or len(set(self.sources)) != len(self.sources):
-            raise ValueError(f"epida.sources: {self.sources}; expected distinct algorithms among eda, cwe, "
-                             "back_translation")
+            raise ValueError(f"epida.sources: {self.sources}; expected distinct algorithms among eda, cwe, back_translation")
         if "cwe" in self.sources and self.cwe.model is None:
             raise ValueError("epida.cwe.model: source 'cwe' needs a masked LM (a Hugging Face name or local path)")
         return self

@@ -40,13 +40,15 @@ def _false_or_mapping(value: Any, validate: ValidatorFunctionWrapHandler) -> Any
         return value
     if value is None or isinstance(value, (dict, CleanOverride)):
         return validate(value)
-    raise ValueError(f"expected false (no cleaning) or a mapping of ingest.clean's keys "
-                     f"({', '.join(CleanConf.model_fields)})")
+    raise ValueError(f"expected false (no cleaning) or a mapping of ingest.clean's keys ({', '.join(CleanConf.model_fields)})")
 
 
 # typed as the mapping (the loader's error messages list its keys); false passes the validator as it is
-DatasetClean = Annotated[CleanOverride | None, WrapValidator(_false_or_mapping),
-                         WrapSerializer(lambda value, dump: value if value is False else dump(value))]
+DatasetClean = Annotated[
+    CleanOverride | None,
+    WrapValidator(_false_or_mapping),
+    WrapSerializer(lambda value, dump: value if value is False else dump(value)),
+]
 
 
 def dataset_clean(section: CleanConf, own: CleanOverride | Literal[False] | None) -> CleanConf | None:

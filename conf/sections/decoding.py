@@ -30,8 +30,13 @@ from pydantic import (
 
 from conf.base import ConfModel
 
-DEFAULTS = {"encoding": "utf-8", "on_decode_error": "reject", "split_sentences": False, "language": "en",
-            "clean": None}  # clean: conf/sections/cleaning.py
+DEFAULTS = {
+    "encoding": "utf-8",
+    "on_decode_error": "reject",
+    "split_sentences": False,
+    "language": "en",
+    "clean": None,
+}  # clean: conf/sections/cleaning.py
 SIDES = ("src", "tgt")
 
 
@@ -44,8 +49,10 @@ def canonical_encoding(name: str) -> str:
     except (LookupError, UnicodeError):
         raise ValueError("unknown encoding; expected a Python codec name (utf-8, latin-1, cp1252, ...)") from None
     if not ascii_controls:  # UTF-16/32, or a codec that writes a BOM first (utf-8-sig)
-        raise ValueError("expected an encoding that writes tab and newline as single ASCII bytes (lines are split on "
-                         "the byte 0x0A; recode UTF-16 or UTF-32 to UTF-8 with iconv)")
+        raise ValueError(
+            "expected an encoding that writes tab and newline as single ASCII bytes (lines are split on "
+            "the byte 0x0A; recode UTF-16 or UTF-32 to UTF-8 with iconv)"
+        )
     return canonical
 
 
@@ -77,10 +84,16 @@ def _shape(value: Any) -> str:
     return "[per side]" if isinstance(value, (dict, SideEncodings, SideErrors)) else "[one value]"
 
 
-Encodings = Annotated[Annotated[Encoding, Tag("[one value]")] | Annotated[SideEncodings, Tag("[per side]")],
-                      Discriminator(_shape), AfterValidator(_one_if_equal)]
-DecodeErrors = Annotated[Annotated[DecodeError, Tag("[one value]")] | Annotated[SideErrors, Tag("[per side]")],
-                         Discriminator(_shape), AfterValidator(_one_if_equal)]
+Encodings = Annotated[
+    Annotated[Encoding, Tag("[one value]")] | Annotated[SideEncodings, Tag("[per side]")],
+    Discriminator(_shape),
+    AfterValidator(_one_if_equal),
+]
+DecodeErrors = Annotated[
+    Annotated[DecodeError, Tag("[one value]")] | Annotated[SideErrors, Tag("[per side]")],
+    Discriminator(_shape),
+    AfterValidator(_one_if_equal),
+]
 
 
 class InputConf(ConfModel):
@@ -109,12 +122,15 @@ class InputConf(ConfModel):
             if isinstance(getattr(self, key, None), str):
                 continue
             if kind != "bitext":
-                raise ValueError(f"{key}: {{src: ..., tgt: ...}} is for a bitext's two sides; this dataset is kind "
-                                 f"{kind!r}: give one value")
+                raise ValueError(
+                    f"{key}: {{src: ..., tgt: ...}} is for a bitext's two sides; this dataset is kind {kind!r}: give one value"
+                )
             if fmt == "jsonl":
-                raise ValueError(f"{key}: {{src: ..., tgt: ...}} cannot apply to jsonl, where a line is one JSON "
-                                 "document holding both sides, decoded as a whole. Hint: give one value, or recode "
-                                 "one side with iconv")
+                raise ValueError(
+                    f"{key}: {{src: ..., tgt: ...}} cannot apply to jsonl, where a line is one JSON "
+                    "document holding both sides, decoded as a whole. Hint: give one value, or recode "
+                    "one side with iconv"
+                )
         return self
 
     @model_serializer(mode="wrap")

@@ -92,8 +92,10 @@ class TrainNMTConf(ConfModel):
         if len(set(self.tests)) != len(self.tests):
             raise ValueError(f"tests: listed twice: {sorted({t for t in self.tests if self.tests.count(t) > 1})}")
         if self.experiments and (self.mix or self.copies):
-            raise ValueError("`mix`/`copies` are the one arm of a run without `experiments`; with `experiments`, "
-                             "give each arm its own `mix` and `copies`")
+            raise ValueError(
+                "`mix`/`copies` are the one arm of a run without `experiments`; with `experiments`, "
+                "give each arm its own `mix` and `copies`"
+            )
         check_copies(self.mix or {"bitext": ""}, self.copies)
         for name in self.experiments:
             if not name.replace("_", "").replace("-", "").isalnum():
@@ -102,8 +104,10 @@ class TrainNMTConf(ConfModel):
             raise ValueError(f"baseline: {self.baseline!r} is not an arm ({', '.join(self.arm_names())})")
         n = len(self.arm_seeds(self.baseline_arm()))
         if uneven := {a: s for a in self.arm_names() if len(s := self.arm_seeds(a)) != n}:
-            raise ValueError(f"every arm needs as many seeds as the baseline {self.baseline_arm()!r} ({n}): the paired "
-                             f"test matches their outputs seed by seed; found {uneven}")
+            raise ValueError(
+                f"every arm needs as many seeds as the baseline {self.baseline_arm()!r} ({n}): the paired "
+                f"test matches their outputs seed by seed; found {uneven}"
+            )
         return self
 
     def arm_names(self) -> list[str]:

@@ -29,8 +29,10 @@ def check_language(language: str) -> str:
     try:
         SentenceSplitter(language=language)
     except SentenceSplitterException:
-        raise ValueError(f"the sentence splitter has no non-breaking prefixes for this language; expected one of "
-                         f"{', '.join(splitter_languages())}") from None
+        raise ValueError(
+            f"the sentence splitter has no non-breaking prefixes for this language; expected one of "
+            f"{', '.join(splitter_languages())}"
+        ) from None
     return language
 
 

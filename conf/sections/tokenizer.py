@@ -37,8 +37,10 @@ class TokenizerConf(ConfModel):
         kind ignores them: en where unset, as they were before they became required (its fingerprints stand)."""
         missing = [k for k in ("src_lang", "tgt_lang") if getattr(self, k) is None]
         if self.kind == "moses" and missing:
-            raise ValueError(f"self_training.tokenizer.{missing[0]}: kind moses needs the language of each side "
-                             "(its rules differ per language); expected e.g. {kind: moses, src_lang: en, tgt_lang: de}")
+            raise ValueError(
+                f"self_training.tokenizer.{missing[0]}: kind moses needs the language of each side "
+                "(its rules differ per language); expected e.g. {kind: moses, src_lang: en, tgt_lang: de}"
+            )
         return {"src": self.src_lang or "en", "tgt": self.tgt_lang or "en"}
 
     @field_validator("pattern")

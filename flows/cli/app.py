@@ -50,13 +50,25 @@ def _set_verbosity(level: int) -> Callable[[bool], None]:
     return callback
 
 
-VerboseOpt = Annotated[bool, typer.Option(
-    "--verbose", "-v", callback=_set_verbosity(VERBOSE),
-    help="show Prefect's log, fairseq's training log and tracebacks on the terminal too (a run's log file, "
-         "<cache>/logs/<run id>.log, always has them; `augdag logs RUN` prints it)")]
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", callback=_set_verbosity(QUIET),
-                                        help="print the final summary lines and errors only (no stage tables, "
-                                             "no progress)")]
+VerboseOpt = Annotated[
+    bool,
+    typer.Option(
+        "--verbose",
+        "-v",
+        callback=_set_verbosity(VERBOSE),
+        help="show Prefect's log, fairseq's training log and tracebacks on the terminal too (a run's log file, "
+        "<cache>/logs/<run id>.log, always has them; `augdag logs RUN` prints it)",
+    ),
+]
+QuietOpt = Annotated[
+    bool,
+    typer.Option(
+        "--quiet",
+        "-q",
+        callback=_set_verbosity(QUIET),
+        help="print the final summary lines and errors only (no stage tables, no progress)",
+    ),
+]
 
 
 def _command_flags() -> list[Any]:
@@ -90,8 +102,9 @@ class AugdagGroup(typer.core.TyperGroup):
         return cmd
 
 
-app = typer.Typer(cls=AugdagGroup, add_completion=False, no_args_is_help=True,
-                  help="augdag: offline data augmentation as a Prefect DAG")
+app = typer.Typer(
+    cls=AugdagGroup, add_completion=False, no_args_is_help=True, help="augdag: offline data augmentation as a Prefect DAG"
+)
 out = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
 
@@ -103,8 +116,12 @@ def _global_cache(ctx: typer.Context, value: Path | None) -> Path | None:
     return value
 
 
-CacheOpt = Annotated[Path | None, typer.Option("--cache", callback=_global_cache, help="cache root (default: "
-                                               "`augdag --cache DIR`, else $AUGDAG_CACHE, else ./.augdag)")]
+CacheOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--cache", callback=_global_cache, help="cache root (default: `augdag --cache DIR`, else $AUGDAG_CACHE, else ./.augdag)"
+    ),
+]
 SetOpt = Annotated[list[str], typer.Option("--set", help="override a profile key: a.b=value (repeatable)")]
 ConfigOpt = Annotated[str, typer.Option("--config", "-c", help="a profile: a YAML path or a packaged name")]
 
@@ -117,13 +134,17 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _options(
-    cache: Annotated[Path | None, typer.Option(
-        "--cache", help="cache root of every command (a command's own --cache wins; default: $AUGDAG_CACHE, "
-                        "else ./.augdag)")] = None,
+    cache: Annotated[
+        Path | None,
+        typer.Option(
+            "--cache", help="cache root of every command (a command's own --cache wins; default: $AUGDAG_CACHE, else ./.augdag)"
+        ),
+    ] = None,
     verbose: VerboseOpt = False,
     quiet: QuietOpt = False,
-    version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_version,
-                                          help="print augdag's version and exit")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", is_eager=True, callback=_version, help="print augdag's version and exit")
+    ] = False,
 ) -> None:
     """The options before the command hold for it (its commands read ``cache`` with ``_global_cache``);
     -v and -q are taken after it too, and its own --cache wins over this one."""

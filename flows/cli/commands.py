@@ -67,33 +67,39 @@ def demo(
     c = f" --cache {cache}" if cache else ""
     out.print(f"\nartifacts: {Path(conf.cache).absolute() / 'artifacts'}\ncatalog:   {Catalog(conf.cache).path}\n")
     out.print("Try:")
-    for q in ("SELECT source, count(*) AS pairs FROM bitext GROUP BY source",
-              "SELECT source, reason, count(*) AS n FROM rejects GROUP BY ALL ORDER BY n DESC",
-              "SELECT label, count(*) AS n FROM labeled GROUP BY label ORDER BY n DESC",
-              "SELECT src, round(H, 3) AS H, links FROM word_uncertainty ORDER BY H DESC LIMIT 10",
-              "SELECT text, round(uncertainty, 3) AS u FROM sampled_mono ORDER BY uncertainty DESC LIMIT 10",
-              "SELECT src, tgt, round(prob, 3) AS p FROM inactive ORDER BY prob LIMIT 10",
-              "SELECT origin, count(*) AS n, round(avg(coalesce(rejuvenated_prob, prob)), 3) AS p FROM rejuvenated "
-              "GROUP BY origin",
-              "SELECT src, tgt, model FROM synthetic LIMIT 10",
-              "SELECT level, count(*) AS n, round(avg(sim), 3) AS sim, round(avg(CASE WHEN sampler = 'bottom_k' "
-              "THEN 1 ELSE 0 END), 2) AS bottom_k FROM curriculum GROUP BY level ORDER BY level",
-              "SELECT c.level, o.text AS original, c.text AS paraphrase FROM curriculum c JOIN curriculum o ON "
-              "o.uid = c.parent_uid AND o.level = 0 WHERE c.level = 5 LIMIT 10",
-              "SELECT * FROM paraphrase_diversity",
-              "SELECT parent_cluster, rank, delex, array_to_string(tokens, ' ') AS utterance, med_train FROM "
-              "c2c_generated ORDER BY med_train DESC LIMIT 10",
-              "SELECT * FROM c2c_diversity",
-              "SELECT run_id, model_name, testset, metric, round(score, 4) AS score, signature FROM evaluations "
-              "ORDER BY created_at"):
-        out.print(f"  augdag sql{c} \"{q}\"", highlight=False, soft_wrap=True)  # one line: copy-pastable
+    for q in (
+        "SELECT source, count(*) AS pairs FROM bitext GROUP BY source",
+        "SELECT source, reason, count(*) AS n FROM rejects GROUP BY ALL ORDER BY n DESC",
+        "SELECT label, count(*) AS n FROM labeled GROUP BY label ORDER BY n DESC",
+        "SELECT src, round(H, 3) AS H, links FROM word_uncertainty ORDER BY H DESC LIMIT 10",
+        "SELECT text, round(uncertainty, 3) AS u FROM sampled_mono ORDER BY uncertainty DESC LIMIT 10",
+        "SELECT src, tgt, round(prob, 3) AS p FROM inactive ORDER BY prob LIMIT 10",
+        "SELECT origin, count(*) AS n, round(avg(coalesce(rejuvenated_prob, prob)), 3) AS p FROM rejuvenated GROUP BY origin",
+        "SELECT src, tgt, model FROM synthetic LIMIT 10",
+        "SELECT level, count(*) AS n, round(avg(sim), 3) AS sim, round(avg(CASE WHEN sampler = 'bottom_k' "
+        "THEN 1 ELSE 0 END), 2) AS bottom_k FROM curriculum GROUP BY level ORDER BY level",
+        "SELECT c.level, o.text AS original, c.text AS paraphrase FROM curriculum c JOIN curriculum o ON "
+        "o.uid = c.parent_uid AND o.level = 0 WHERE c.level = 5 LIMIT 10",
+        "SELECT * FROM paraphrase_diversity",
+        "SELECT parent_cluster, rank, delex, array_to_string(tokens, ' ') AS utterance, med_train FROM "
+        "c2c_generated ORDER BY med_train DESC LIMIT 10",
+        "SELECT * FROM c2c_diversity",
+        "SELECT run_id, model_name, testset, metric, round(score, 4) AS score, signature FROM evaluations ORDER BY created_at",
+    ):
+        out.print(f'  augdag sql{c} "{q}"', highlight=False, soft_wrap=True)  # one line: copy-pastable
 
 
 SQL_FORMATS = ("table", "csv", "tsv", "json", "parquet")
-FILE_HELP = (f"its format from its extension (.csv .tsv .json .jsonl .parquet) unless --format; {MISSING_DIRS}; "
-             "an existing regular file is replaced, a link, FIFO or device only with --force, a directory never")
-ForceOpt = Annotated[bool, typer.Option("--force", help="replace a symbolic link, FIFO or device at --output (the "
-                                        "link itself, never the file it points to)")]
+FILE_HELP = (
+    f"its format from its extension (.csv .tsv .json .jsonl .parquet) unless --format; {MISSING_DIRS}; "
+    "an existing regular file is replaced, a link, FIFO or device only with --force, a directory never"
+)
+ForceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--force", help="replace a symbolic link, FIFO or device at --output (the link itself, never the file it points to)"
+    ),
+]
 
 
 def warn_empty(why: str) -> None:
@@ -103,15 +109,23 @@ def warn_empty(why: str) -> None:
 
 @app.command()
 def sql(
-    query: Annotated[str | None, typer.Argument(help="a read-only SQL query over the catalog's tables and views "
-                                                   "(none with --shell)")] = None,
-    fmt: Annotated[str | None, typer.Option("--format", "-f", help="table | csv | tsv | json | parquet (default: "
-                                            "table, or with --output the file's extension)")] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="write the result to this file instead of "
-                                                f"the terminal: {FILE_HELP}")] = None,
+    query: Annotated[
+        str | None, typer.Argument(help="a read-only SQL query over the catalog's tables and views (none with --shell)")
+    ] = None,
+    fmt: Annotated[
+        str | None,
+        typer.Option(
+            "--format", "-f", help="table | csv | tsv | json | parquet (default: table, or with --output the file's extension)"
+        ),
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help=f"write the result to this file instead of the terminal: {FILE_HELP}")
+    ] = None,
     force: ForceOpt = False,
-    shell: Annotated[bool, typer.Option("--shell", help="an interactive read-only loop: statements end with ;, "
-                                        ".views, .schema NAME, .help, .quit")] = False,
+    shell: Annotated[
+        bool,
+        typer.Option("--shell", help="an interactive read-only loop: statements end with ;, .views, .schema NAME, .help, .quit"),
+    ] = False,
     cache: CacheOpt = None,
 ) -> None:
     """Query the catalog (read-only: DDL, DML, ATTACH, COPY, INSTALL/LOAD and SET are refused, exit 2).
@@ -125,8 +139,11 @@ def sql(
             fail(ConfError("--shell reads its statements from the terminal: give no QUERY and no --output"))
         from flows.cli.shell import sql_shell
 
-        sql_shell(existing_catalog_at(cache), show=lambda result: print_table(result, fmt or "table"),
-                  error=lambda msg: err.print(f"[bold red]error:[/] {escape(msg)}", soft_wrap=True))
+        sql_shell(
+            existing_catalog_at(cache),
+            show=lambda result: print_table(result, fmt or "table"),
+            error=lambda msg: err.print(f"[bold red]error:[/] {escape(msg)}", soft_wrap=True),
+        )
         return
     if query is None:
         fail(ConfError("augdag sql: give a QUERY, or --shell for an interactive loop"))
@@ -163,8 +180,9 @@ def sql(
 @app.command()
 def views(
     name: Annotated[str | None, typer.Argument(help="a table or view: show its columns")] = None,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table | json (json: one line per column, of NAME "
-                                     "or of every table and view)")] = "table",
+    fmt: Annotated[
+        str, typer.Option("--format", "-f", help="table | json (json: one line per column, of NAME or of every table and view)")
+    ] = "table",
     cache: CacheOpt = None,
 ) -> None:
     """The catalog's tables and views with what they hold and their row counts; with NAME, its columns."""
@@ -187,9 +205,15 @@ def views(
 @app.command()
 def runs(
     limit: Annotated[int, typer.Option(help="how many recent runs")] = 10,
-    stages: Annotated[bool, typer.Option("--stages", help="each run's stages too: per stage (and dataset, per "
-                                         "fingerprint) its shards written (computed or cached) and failed, rows out, "
-                                         "seconds")] = False,
+    stages: Annotated[
+        bool,
+        typer.Option(
+            "--stages",
+            help="each run's stages too: per stage (and dataset, per "
+            "fingerprint) its shards written (computed or cached) and failed, rows out, "
+            "seconds",
+        ),
+    ] = False,
     cache: CacheOpt = None,
 ) -> None:
     """Recent runs, one line each: run id, pipeline, profile, status, start, duration, stages done and failed,
@@ -199,8 +223,9 @@ def runs(
     catalog = existing_catalog_at(cache)
     reap_for_listing(catalog)  # a running run whose process is gone becomes crashed (flows/ops/liveness.py)
     recent = catalog.query(
-        "SELECT run_id, pipeline, profile, status, started_at, finished_at, summary FROM runs "
-        "ORDER BY started_at DESC LIMIT $n", {"n": limit}).to_pylist()
+        "SELECT run_id, pipeline, profile, status, started_at, finished_at, summary FROM runs ORDER BY started_at DESC LIMIT $n",
+        {"n": limit},
+    ).to_pylist()
     if not recent:
         out.print(f"no runs in {escape(str(catalog.path))}", highlight=False, soft_wrap=True)
         return
@@ -209,10 +234,14 @@ def runs(
         " count(*) FILTER (status = 'computed') AS computed, count(*) FILTER (status = 'cached') AS cached,"
         " count(*) FILTER (status = 'failed') AS failed, sum(rows_out) AS rows_out, round(sum(seconds), 2) AS seconds "
         "FROM stage_runs WHERE run_id IN (SELECT run_id FROM runs ORDER BY started_at DESC LIMIT $n) "
-        "GROUP BY run_id, stage, dataset, fingerprint ORDER BY run_id, min(rowid)", {"n": limit}).to_pylist()
+        "GROUP BY run_id, stage, dataset, fingerprint ORDER BY run_id, min(rowid)",
+        {"n": limit},
+    ).to_pylist()
     retried_by: dict[str, list[str]] = {}
-    for row in catalog.query("SELECT run_id, json_extract_string(summary, '$.retry_of') AS retry_of FROM runs "
-                             "WHERE json_extract_string(summary, '$.retry_of') IS NOT NULL ORDER BY started_at").to_pylist():
+    for row in catalog.query(
+        "SELECT run_id, json_extract_string(summary, '$.retry_of') AS retry_of FROM runs "
+        "WHERE json_extract_string(summary, '$.retry_of') IS NOT NULL ORDER BY started_at"
+    ).to_pylist():
         retried_by.setdefault(row["retry_of"], []).append(row["run_id"])
     for line in (stage_lines if stages else run_lines)(recent, shards, retried_by):
         out.print(line, highlight=False, soft_wrap=True)  # plain text: no value is read as markup
@@ -221,10 +250,13 @@ def runs(
 @app.command()
 def export(
     view: Annotated[str, typer.Argument(help="a catalog view: bitext, mono, labeled, slots, ...")],
-    output: Annotated[Path, typer.Option("--output", "-o", help=f"output file (text: a prefix, one file per "
-                                         f"column): {FILE_HELP}")],
-    fmt: Annotated[str | None, typer.Option("--format", "-f", help="parquet | jsonl | csv | tsv | text (default: "
-                                            "the --output file's extension)")] = None,
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help=f"output file (text: a prefix, one file per column): {FILE_HELP}")
+    ],
+    fmt: Annotated[
+        str | None,
+        typer.Option("--format", "-f", help="parquet | jsonl | csv | tsv | text (default: the --output file's extension)"),
+    ] = None,
     where: Annotated[str | None, typer.Option(help="an SQL condition on the view's rows")] = None,
     force: ForceOpt = False,
     cache: CacheOpt = None,
@@ -270,4 +302,3 @@ def main() -> None:
         err.print(f"error: {escape(message)}{escape(where)}", highlight=False, soft_wrap=True)
         raise SystemExit(getattr(e, "exit_code", 2)) from None
     raise SystemExit(code if isinstance(code, int) else 0)
-

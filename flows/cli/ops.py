@@ -39,10 +39,15 @@ def nightly(config: ConfigOpt = "nightly", set_: SetOpt = [], cache: CacheOpt = 
 @app.command()
 def retry(
     run_id: Annotated[str, typer.Argument(help="a run id from `augdag runs` (a pipeline or a nightly run)")],
-    stage: Annotated[str | None, typer.Option("--stage", help="recompute this stage (S or S[dataset]) although "
-                                                 "its output exists")] = None,
-    start: Annotated[str | None, typer.Option("--from", help="recompute this stage (S or S[dataset]) and what "
-                                                 "descends from it in the lineage, nothing else")] = None,
+    stage: Annotated[
+        str | None, typer.Option("--stage", help="recompute this stage (S or S[dataset]) although its output exists")
+    ] = None,
+    start: Annotated[
+        str | None,
+        typer.Option(
+            "--from", help="recompute this stage (S or S[dataset]) and what descends from it in the lineage, nothing else"
+        ),
+    ] = None,
     set_: SetOpt = [],  # noqa: B006 — typer's default, never mutated
     cache: CacheOpt = None,
 ) -> None:
@@ -89,8 +94,9 @@ def _record_retry(catalog: Catalog, new_run: str | None, retry_of: str) -> None:
 def server(
     host: Annotated[str, typer.Option(help="address to listen on (0.0.0.0 exposes the UI to the network)")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port of the API and UI")] = 4200,
-    reports_port: Annotated[int | None, typer.Option(help="port of <cache>/reports over HTTP, on 127.0.0.1 "
-                                                        "(default: --port + 1)")] = None,
+    reports_port: Annotated[
+        int | None, typer.Option(help="port of <cache>/reports over HTTP, on 127.0.0.1 (default: --port + 1)")
+    ] = None,
     cache: CacheOpt = None,
 ) -> None:
     """Start the Prefect server and UI for this cache (SQLite under <cache>/server), and serve its reports
@@ -102,10 +108,12 @@ def server(
         err.print(f"[yellow]warning:[/] listening on {host}: the UI and API have no authentication", highlight=False)
 
     def ready(url: str, reports: str) -> None:
-        out.print(f"Prefect server and UI: {url.removesuffix('/api')}  (database {state_dir(root) / 'prefect.db'})\n"
-                  f"reports: {reports}/  (read-only, {root / 'reports'})\n"
-                  f"augdag commands with --cache {root} report to it; other clients: export PREFECT_API_URL={url}",
-                  highlight=False)
+        out.print(
+            f"Prefect server and UI: {url.removesuffix('/api')}  (database {state_dir(root) / 'prefect.db'})\n"
+            f"reports: {reports}/  (read-only, {root / 'reports'})\n"
+            f"augdag commands with --cache {root} report to it; other clients: export PREFECT_API_URL={url}",
+            highlight=False,
+        )
 
     try:
         code = run_server(root, host=host, port=port, reports_port=reports_port, on_ready=ready)
@@ -138,11 +146,14 @@ def serve(
         from flows.engine.schedules import deployment_parameters, describe, serve_nightly
 
         parameters = deployment_parameters(conf, profile=config, overrides=set_)
-        out.print(f"serving nightly/{name}: {describe(conf, parameters)}\n"
-                  f"schedule {cron or conf.nightly.cron} ({conf.nightly.timezone}){' paused' if paused else ''}; "
-                  f"Ctrl-C stops serving. Run it now:\n"
-                  f"  PREFECT_API_URL={url} {Path(sys.executable).parent / 'prefect'} deployment run nightly/{name}",
-                  highlight=False, soft_wrap=True)
+        out.print(
+            f"serving nightly/{name}: {describe(conf, parameters)}\n"
+            f"schedule {cron or conf.nightly.cron} ({conf.nightly.timezone}){' paused' if paused else ''}; "
+            f"Ctrl-C stops serving. Run it now:\n"
+            f"  PREFECT_API_URL={url} {Path(sys.executable).parent / 'prefect'} deployment run nightly/{name}",
+            highlight=False,
+            soft_wrap=True,
+        )
         serve_nightly(conf, parameters=parameters, name=name, cron=cron, paused=paused)
     except AugdagError as e:
         fail(e)
@@ -152,8 +163,10 @@ def serve(
 def deploy(
     pool: Annotated[str, typer.Option(help="the work pool whose workers run the deployments")] = "augdag",
     prefect_file: Annotated[Path, typer.Option(help="deployment definitions")] = REPO / "prefect.yaml",
-    config: Annotated[str | None, typer.Option("--config", "-c", help="record this profile (resolved here) "
-                                                  "instead of prefect.yaml's parameters")] = None,
+    config: Annotated[
+        str | None,
+        typer.Option("--config", "-c", help="record this profile (resolved here) instead of prefect.yaml's parameters"),
+    ] = None,
     set_: SetOpt = [],  # noqa: B006 — typer's default, never mutated
     cache: CacheOpt = None,
 ) -> None:
@@ -164,8 +177,16 @@ def deploy(
     absolute paths, and the data directories in its description."""
     if not os.environ.get("PREFECT_API_URL"):
         fail(ConfError("deploy needs PREFECT_API_URL (a Prefect server; `augdag server` starts one)"))
-    cmd = [str(Path(sys.executable).parent / "prefect"), "--no-prompt", "deploy", "--all",
-           "--prefect-file", str(prefect_file), "--pool", pool]
+    cmd = [
+        str(Path(sys.executable).parent / "prefect"),
+        "--no-prompt",
+        "deploy",
+        "--all",
+        "--prefect-file",
+        str(prefect_file),
+        "--pool",
+        pool,
+    ]
     if config is not None or set_ or cache is not None:
         from flows.engine.schedules import deployment_parameters, describe
 
@@ -202,8 +223,17 @@ def schedules(
         out.print("no deployments")
         return
     table = [("deployment", "cron", "timezone", "state", "next run", "concurrency")]
-    table += [(r["deployment"], r["cron"] or "-", r["timezone"] or "-", "active" if r["active"] else "paused",
-               _when(r["next_run"], r["timezone"]), r["concurrency"]) for r in rows]
+    table += [
+        (
+            r["deployment"],
+            r["cron"] or "-",
+            r["timezone"] or "-",
+            "active" if r["active"] else "paused",
+            _when(r["next_run"], r["timezone"]),
+            r["concurrency"],
+        )
+        for r in rows
+    ]
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
     for row in table:
         out.print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1], highlight=False)

@@ -17,12 +17,22 @@ from flows.engine.run_log import log_path, log_records, record_stages, stage_rec
 @app.command()
 def report(
     run_id: Annotated[str, typer.Argument(help="a run id (see `augdag runs`); a nightly run covers its pipelines")],
-    compare: Annotated[str | None, typer.Option("--compare", help="another run id: a page of what changed "
-                                                   "(counts, distributions, evaluation scores), older run first")] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="the HTML file (default: "
-                                                   "<cache>/reports/RUN/run.html or compare-A-vs-B.html)")] = None,
-    force: Annotated[bool, typer.Option("--force", help="replace a symbolic link or FIFO at --output (the link "
-                                        "itself, never the file it points to)")] = False,
+    compare: Annotated[
+        str | None,
+        typer.Option(
+            "--compare", help="another run id: a page of what changed (counts, distributions, evaluation scores), older run first"
+        ),
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="the HTML file (default: <cache>/reports/RUN/run.html or compare-A-vs-B.html)"),
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="replace a symbolic link or FIFO at --output (the link itself, never the file it points to)"
+        ),
+    ] = False,
     cache: CacheOpt = None,
 ) -> None:
     """Write a run's report (stages, failures, scores, every plot) as one HTML page that needs no network."""
@@ -38,8 +48,12 @@ def report(
 @app.command()
 def logs(
     run_id: Annotated[str, typer.Argument(help="a run id (see `augdag runs`); a nightly run's log has its pipelines'")],
-    stage: Annotated[str | None, typer.Option("--stage", help="only the lines of this stage or model (its shards, "
-                                                 "e.g. clean-00003, or a training: --stage student)")] = None,
+    stage: Annotated[
+        str | None,
+        typer.Option(
+            "--stage", help="only the lines of this stage or model (its shards, e.g. clean-00003, or a training: --stage student)"
+        ),
+    ] = None,
     cache: CacheOpt = None,
 ) -> None:
     """Print a run's log (<cache>/logs/RUN.log): Prefect's records, fairseq's training output and tracebacks,

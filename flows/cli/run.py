@@ -85,7 +85,7 @@ def run_pipeline(pipeline: str, conf: AugdagConf, profile: str) -> dict[str, Any
 
     flow = registry.get(pipeline).load_flow()
     with progress_bars():
-        if (summary := replayed(lambda: flow.fn(conf, profile=profile, config=dump_conf(conf)), conf, server)):
+        if summary := replayed(lambda: flow.fn(conf, profile=profile, config=dump_conf(conf)), conf, server):
             return summary
         return run_flow(flow, conf, profile=profile, config=dump_conf(conf))
 
@@ -105,7 +105,8 @@ def run_nightly(conf: AugdagConf, profile: str, *, run_id: str | None = None) ->
         with progress_bars():
             call = lambda: nightly_body(profile=profile, cache=str(conf.cache), config=dump_conf(conf))  # noqa: E731
             summary = (run_id is None and replayed(call, conf, server)) or nightly.nightly_flow(
-                profile=profile, cache=str(conf.cache), config=dump_conf(conf), run_id=run_id)
+                profile=profile, cache=str(conf.cache), config=dump_conf(conf), run_id=run_id
+            )
     except NightlyFailed as e:
         print_nightly(e.summary)
         raise
@@ -129,16 +130,28 @@ def print_nightly(summary: dict[str, Any]) -> None:
         out.print(title, highlight=False)
     else:
         table = Table(title=title, title_justify="left")
-        for col in ("pipeline", "run", "status", "stages computed/cached/failed", "shards computed",
-                    "rows in the views it filled", "seconds"):
+        for col in (
+            "pipeline",
+            "run",
+            "status",
+            "stages computed/cached/failed",
+            "shards computed",
+            "rows in the views it filled",
+            "seconds",
+        ):
             table.add_column(col, justify="right" if col == "seconds" else "left")
         for c in summary["pipelines"]:
             t = totals([c], c["seconds"])  # the run's totals, for one pipeline
             by = t["stages"]
-            table.add_row(c["pipeline"], c["run_id"] or "-", c["status"],
-                          f"{by.get('computed', 0)}/{by.get('cached', 0)}/{by.get('failed', 0)}",
-                          f"{t['shards_computed']}/{t['shards']}", filled(view_rows(c.get("stages", []))),
-                          f"{c['seconds']:.1f}")
+            table.add_row(
+                c["pipeline"],
+                c["run_id"] or "-",
+                c["status"],
+                f"{by.get('computed', 0)}/{by.get('cached', 0)}/{by.get('failed', 0)}",
+                f"{t['shards_computed']}/{t['shards']}",
+                filled(view_rows(c.get("stages", []))),
+                f"{c['seconds']:.1f}",
+            )
         out.print(table)
     t = summary["totals"]
     views = view_rows([s for c in summary["pipelines"] for s in c.get("stages", [])])
@@ -152,8 +165,10 @@ def totals_line(t: dict[str, Any], views: dict[str, int]) -> str:
     """Shards computed and cached, rejects and dropped rows of ``flows.engine.nightly.totals`` (each artifact once), and
     the rows of the views the run filled (``view_rows``: each view's rows from this run, not the stages' outputs
     added up, which counts a row once per stage it passed), in one line."""
-    return (f"shards: {t['shards_computed']:,} computed, {t['shards_cached']:,} cached of {t['shards']:,}; "
-            f"rows in the views it filled: {filled(views)}; rejects {t['rejects']:,}; dropped {t.get('dropped', 0):,}")
+    return (
+        f"shards: {t['shards_computed']:,} computed, {t['shards_cached']:,} cached of {t['shards']:,}; "
+        f"rows in the views it filled: {filled(views)}; rejects {t['rejects']:,}; dropped {t.get('dropped', 0):,}"
+    )
 
 
 def filled(views: dict[str, int]) -> str:
@@ -167,8 +182,9 @@ def progress_bars() -> Iterator[None]:
     if not out.is_terminal or verbosity() == QUIET:
         yield
         return
-    with Progress(TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=out, transient=False) as bars:
+    with Progress(
+        TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=out, transient=False
+    ) as bars:
         ids: dict[str, TaskID] = {}
 
         def show(label: str, done: int, total: int | None) -> None:
@@ -205,9 +221,16 @@ def stage_table(summary: dict[str, Any]) -> Table:
         table.add_column(col, justify="right" if col not in ("stage", "dataset", "status") else "left")
     for s in summary["stages"]:  # rows of the stage's input (recording.StageReport), a failed one's as written
         rows = s["rows_out"]
-        kept, dropped = (rows.get("part", 0), rows.get("dropped", 0)) if s.get("kept") is None else (
-            s["kept"], s["dropped"])
-        table.add_row(escape(s["stage"]), escape(s["dataset"] or ""), s["status"],
-                      f"{s['shards_computed']}/{s['shards']} computed", f"{s['rows_in']:,}", f"{kept:,}",
-                      f"{rows.get('rejects', 0):,}", f"{dropped:,}", f"{s['seconds']:.2f}")
+        kept, dropped = (rows.get("part", 0), rows.get("dropped", 0)) if s.get("kept") is None else (s["kept"], s["dropped"])
+        table.add_row(
+            escape(s["stage"]),
+            escape(s["dataset"] or ""),
+            s["status"],
+            f"{s['shards_computed']}/{s['shards']} computed",
+            f"{s['rows_in']:,}",
+            f"{kept:,}",
+            f"{rows.get('rejects', 0):,}",
+            f"{dropped:,}",
+            f"{s['seconds']:.2f}",
+        )
     return table

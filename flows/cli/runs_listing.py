@@ -59,8 +59,9 @@ def _status_style(status: str) -> str:
 
 def _chain(run: Row, retried_by: Mapping[str, Sequence[str]]) -> str:
     retry_of = _summary(run).get("retry_of")
-    return "  ".join([*([f"retry of {retry_of}"] if retry_of else []),
-                      *(f"retried by {x}" for x in retried_by.get(run["run_id"], []))])
+    return "  ".join(
+        [*([f"retry of {retry_of}"] if retry_of else []), *(f"retried by {x}" for x in retried_by.get(run["run_id"], []))]
+    )
 
 
 def _error(run: Row) -> str | None:
@@ -77,17 +78,26 @@ def run_lines(runs: Sequence[Row], shards: Sequence[Row], retried_by: Mapping[st
     table = []
     for r in runs:
         done, failed = stage_counts(r, shards)
-        table.append((r["run_id"], r["pipeline"] or "", r["profile"] or "", r["status"] or "",
-                      _when(r["started_at"]), took(r["started_at"], r["finished_at"]),
-                      f"{done} done" + (f", {failed} failed" if failed else "")))
+        table.append(
+            (
+                r["run_id"],
+                r["pipeline"] or "",
+                r["profile"] or "",
+                r["status"] or "",
+                _when(r["started_at"]),
+                took(r["started_at"], r["finished_at"]),
+                f"{done} done" + (f", {failed} failed" if failed else ""),
+            )
+        )
     widths = [max(len(row[i]) for row in [HEADER, *table]) for i in range(len(HEADER))]
     lines = [Text("  ".join(h.ljust(w) for h, w in zip(HEADER, widths)).rstrip(), style="bold")]
     for r, row in zip(runs, table):
         line = Text()
         for i, (cell, w) in enumerate(zip(row, widths)):
             last = i == len(row) - 1
-            line.append(cell if last else cell.ljust(w) + "  ",
-                        style=_status_style(cell) if i == 3 else ("bold" if i == 0 else ""))
+            line.append(
+                cell if last else cell.ljust(w) + "  ", style=_status_style(cell) if i == 3 else ("bold" if i == 0 else "")
+            )
         if chain := _chain(r, retried_by):
             line.append(f"  {chain}")
         if (error := _error(r)) is not None:
@@ -105,9 +115,13 @@ def stage_lines(runs: Sequence[Row], shards: Sequence[Row], retried_by: Mapping[
     lines = []
     for r in runs:
         summary, chain = _summary(r), _chain(r, retried_by)
-        line = Text.assemble((r["run_id"], "bold"), f"  {r['pipeline']}  profile={r['profile'] or ''}  ",
-                             (r["status"], _status_style(r["status"])),
-                             f"  {r['started_at']} -> {r['finished_at'] or '…'}", f"  {chain}" if chain else "")
+        line = Text.assemble(
+            (r["run_id"], "bold"),
+            f"  {r['pipeline']}  profile={r['profile'] or ''}  ",
+            (r["status"], _status_style(r["status"])),
+            f"  {r['started_at']} -> {r['finished_at'] or '…'}",
+            f"  {chain}" if chain else "",
+        )
         lines.append(line)
         if (error := _error(r)) is not None:
             lines.append(Text.assemble("    ", ("error:", "red"), f" {error}"))
@@ -117,8 +131,11 @@ def stage_lines(runs: Sequence[Row], shards: Sequence[Row], retried_by: Mapping[
             n = rep.get("shards", s["shards"])
             of = str(n) if rep.get("shards_known", True) else f"at least {n}"
             written, failed = s["computed"] + s["cached"], f", {s['failed']} failed" if s["failed"] else ""
-            lines.append(Text(
-                f"    {s['stage']:<{width_stage}} {s['dataset'] or '':<{width_dataset}} {s['fingerprint'][:12]}  "
-                f"shards {written} of {of} written ({s['computed']} computed, {s['cached']} cached){failed}"
-                f"  rows out {s['rows_out'] or 0:,}  {s['seconds'] or 0:.2f} s"))
+            lines.append(
+                Text(
+                    f"    {s['stage']:<{width_stage}} {s['dataset'] or '':<{width_dataset}} {s['fingerprint'][:12]}  "
+                    f"shards {written} of {of} written ({s['computed']} computed, {s['cached']} cached){failed}"
+                    f"  rows out {s['rows_out'] or 0:,}  {s['seconds'] or 0:.2f} s"
+                )
+            )
     return lines

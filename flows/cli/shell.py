@@ -44,7 +44,7 @@ def split_statements(text: str) -> tuple[list[str], str]:
     done, start, i = [], 0, 0
     open_, code = None, False  # open_: the quote or comment we are inside; code: seen SQL since `start`
     while i < len(text):
-        c, two = text[i], text[i:i + 2]
+        c, two = text[i], text[i : i + 2]
         if open_ is None:
             if two in ("--", "/*"):
                 open_, i = two, i + 1

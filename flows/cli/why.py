@@ -40,17 +40,27 @@ def row_text(catalog: Catalog, source: str, line: int) -> dict[str, Any]:
     """The row as the current read of ``source`` holds it at ``line``: its columns but uid, source and line
     (bitext: src, tgt; mono: text; labeled: label, text; slots: tokens, tags); a rejected row's ``content``
     (as the read kept it, shortened); {} if it has neither."""
-    read = catalog.query("SELECT fingerprint, path, n_shards FROM artifacts WHERE stage = 'read' AND dataset = $s "
-                         "ORDER BY last_used_at DESC, created_at DESC LIMIT 1", {"s": source}).to_pylist()
+    read = catalog.query(
+        "SELECT fingerprint, path, n_shards FROM artifacts WHERE stage = 'read' AND dataset = $s "
+        "ORDER BY last_used_at DESC, created_at DESC LIMIT 1",
+        {"s": source},
+    ).to_pylist()
     if not read:
         return {}
     parts = [str(Path(catalog.root, read[0]["path"], part_name(i))) for i in range(read[0]["n_shards"] or 0)]
-    rows = catalog.query("SELECT * FROM read_parquet($p, union_by_name = true) WHERE line = $l LIMIT 1",
-                         {"p": parts, "l": line}).to_pylist() if parts else []
+    rows = (
+        catalog.query(
+            "SELECT * FROM read_parquet($p, union_by_name = true) WHERE line = $l LIMIT 1", {"p": parts, "l": line}
+        ).to_pylist()
+        if parts
+        else []
+    )
     if rows:
         return {k: v for k, v in rows[0].items() if k not in ("uid", "source", "line")}
-    rejected = catalog.query("SELECT content FROM rejects WHERE fingerprint = $f AND source = $s AND line = $l LIMIT 1",
-                             {"f": read[0]["fingerprint"], "s": source, "l": line}).to_pylist()
+    rejected = catalog.query(
+        "SELECT content FROM rejects WHERE fingerprint = $f AND source = $s AND line = $l LIMIT 1",
+        {"f": read[0]["fingerprint"], "s": source, "l": line},
+    ).to_pylist()
     return {"content": rejected[0]["content"]} if rejected and rejected[0]["content"] is not None else {}
 
 
@@ -58,12 +68,16 @@ def describe(p: RowPath, text: dict[str, Any] | None = None) -> list[str]:
     """The lines `augdag why` prints (rich markup, the values escaped): the row's text (``text``: column -> value;
     a rejected row's content), then its path."""
     head = f"[bold]{escape(p.source)}:{p.line}[/]"
-    shown = [f"  {escape(k)}: {escape(' '.join(map(str, v)) if isinstance(v, list) else str(v))}"
-             for k, v in (text or {}).items()]
+    shown = [
+        f"  {escape(k)}: {escape(' '.join(map(str, v)) if isinstance(v, list) else str(v))}" for k, v in (text or {}).items()
+    ]
     if p.rejected:
         r = p.rejected
-        return [f"{head}  ({escape(r['file'])})", *shown,
-                f"  read: [red]rejected[/], {escape(r['reason'])}: {escape(r['detail'] or '')}  (run {p.read_run})"]
+        return [
+            f"{head}  ({escape(r['file'])})",
+            *shown,
+            f"  read: [red]rejected[/], {escape(r['reason'])}: {escape(r['detail'] or '')}  (run {p.read_run})",
+        ]
     lines = [f"{head}  uid {p.uid}", *shown, f"  read: kept  (run {p.read_run})"]
     if not p.sentences:
         return lines + _fate(p, "  ")
@@ -86,6 +100,8 @@ def _fate(p: RowPath, indent: str) -> list[str]:
     if p.derived:
         lines.append(f"{indent}derived rows: " + ", ".join(f"{escape(v)} {n:,}" for v, n in p.derived.items()))
     if p.derived_drops:
-        lines.append(f"{indent}derived rows dropped: " + ", ".join(f"{escape(s)} {escape(r)} {n:,}"
-                                                                  for (s, r), n in p.derived_drops.items()))
+        lines.append(
+            f"{indent}derived rows dropped: "
+            + ", ".join(f"{escape(s)} {escape(r)} {n:,}" for (s, r), n in p.derived_drops.items())
+        )
     return lines

@@ -84,8 +84,7 @@ class Run:
         root = Path(conf.cache).absolute()
         catalog = replay_catalog() or Catalog(root)  # a replay's runs share one catalog, written once at its end
         catalog.lock_timeout_s = conf.orchestration.lock_timeout_s
-        run = cls(f"{pipeline}-{stamp}-{uuid.uuid4().hex[:6]}", pipeline, root, catalog, conf.orchestration,
-                  force=forced_now())
+        run = cls(f"{pipeline}-{stamp}-{uuid.uuid4().hex[:6]}", pipeline, root, catalog, conf.orchestration, force=forced_now())
         fix_torch_threads(conf.orchestration.torch_threads)  # before any stage: one count for the process
         FIGURE_MEMO.set(root / "reports" / "figures")  # a report's figure drawn before is read back (flows/reports/plots.py)
         ctx = flow_run_context()
@@ -97,8 +96,7 @@ class Run:
 
     @classmethod
     @contextlib.contextmanager
-    def started(cls, conf: AugdagConf, *, pipeline: str, profile: str,
-                config: Mapping[str, Any] | None) -> Iterator[Run]:
+    def started(cls, conf: AugdagConf, *, pipeline: str, profile: str, config: Mapping[str, Any] | None) -> Iterator[Run]:
         """``start``, and on any exception inside the block ``finish`` the run as failed before re-raising."""
         run = cls.start(conf, pipeline=pipeline, profile=profile, config=config or conf.model_dump(mode="json"))
         try:
@@ -112,10 +110,13 @@ class Run:
     def finish(self, *, error: BaseException | None = None, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Close the run in the catalog; ``extra`` (e.g. report paths, U_max) joins the summary."""
         summary = {
-            "run_id": self.run_id, "pipeline": self.pipeline, "cache": str(self.root),
+            "run_id": self.run_id,
+            "pipeline": self.pipeline,
+            "cache": str(self.root),
             "status": "failed" if error else "completed",
             "error": (str(error) or f"interrupted ({type(error).__name__})") if error else None,
-            "stages": [dataclasses.asdict(r) for r in self.reports], **(extra or {}),
+            "stages": [dataclasses.asdict(r) for r in self.reports],
+            **(extra or {}),
         }
         summary["warnings"] = [*self.warnings, *summary.get("warnings", []), *run_warnings(self.root, summary["stages"])]
         self.catalog.finish_run(self.run_id, status=summary["status"], summary=summary)
@@ -128,17 +129,21 @@ class Run:
         retried on transient errors only (``retry_transient``), and ``tags``."""
         delays = [self.orchestration.retry_delay_s * 2**i for i in range(self.orchestration.retries)]
         return {
-            "retries": self.orchestration.retries, "retry_delay_seconds": delays or 0,
+            "retries": self.orchestration.retries,
+            "retry_delay_seconds": delays or 0,
             "retry_condition_fn": retry_transient,
             # only real tags (gpu, ...): any tag makes Prefect ask the server for concurrency slots per task
             "tags": list(tags),
         }
 
+
 def record_retry(cache: Path, run_id: str, retry_of: str) -> None:
     """Note in the summary of run ``run_id`` that it retried run ``retry_of`` (`augdag runs` shows the chain)."""
     with Catalog(cache).write() as con:
-        con.execute("UPDATE runs SET summary = json_merge_patch(coalesce(summary, '{}'), $patch) WHERE run_id = $r",
-                    {"patch": json.dumps({"retry_of": retry_of}), "r": run_id})
+        con.execute(
+            "UPDATE runs SET summary = json_merge_patch(coalesce(summary, '{}'), $patch) WHERE run_id = $r",
+            {"patch": json.dumps({"retry_of": retry_of}), "r": run_id},
+        )
 
 
 def run_stage(
@@ -188,10 +193,19 @@ def run_stage(
     futures = []
     for refresh, shards in ((False, present), (True, missing)):
         if shards:
-            futures += zip(shards, task.with_options(refresh_cache=refresh).map(
-                stage=unmapped(stage), out=unmapped(out), shard=shards, inputs=unmapped(tuple(inputs)),
-                side=unmapped(side), params=unmapped(call), resources=unmapped(dict(resources or {})),
-                force=unmapped(force)))
+            futures += zip(
+                shards,
+                task.with_options(refresh_cache=refresh).map(
+                    stage=unmapped(stage),
+                    out=unmapped(out),
+                    shard=shards,
+                    inputs=unmapped(tuple(inputs)),
+                    side=unmapped(side),
+                    params=unmapped(call),
+                    resources=unmapped(dict(resources or {})),
+                    force=unmapped(force),
+                ),
+            )
     results, failed = [], {}
     shard_of = {id(f): shard for shard, f in futures}
     progress = ShardProgress(f"{stage.name}[{dataset}]", n_shards)
@@ -208,12 +222,14 @@ def run_stage(
     results.sort(key=lambda r: r.shard)
     if failed:
         first = inputs[0] if inputs else None
-        raise record_failure(run, out, failed, t0, written=results, inputs=lambda i: first and str(
-            first.dir if stage.reduce else first.path(i)))
+        raise record_failure(
+            run, out, failed, t0, written=results, inputs=lambda i: first and str(first.dir if stage.reduce else first.path(i))
+        )
     if force:
         run.force.done.add(fp)
-    return record_computed(run, out, results, version=stage.version, params=params, inputs=parents, models=models, t0=t0,
-                           counts=stage.counts)
+    return record_computed(
+        run, out, results, version=stage.version, params=params, inputs=parents, models=models, t0=t0, counts=stage.counts
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -261,8 +277,11 @@ def run_model_stage(
                 task(path=ref.path, build=build)
             except Exception as e:
                 msg = f"model {name!r} ({key or name} {fp[:12]}) failed to train: {explain(run, e)}"
-                run.reports.append(StageReport(name, None, fp, "failed", 1, 0, 0, {}, time.perf_counter() - t0,
-                                               msg, kind="model", failed_shards=[0]))
+                run.reports.append(
+                    StageReport(
+                        name, None, fp, "failed", 1, 0, 0, {}, time.perf_counter() - t0, msg, kind="model", failed_shards=[0]
+                    )
+                )
                 run_logger().error("%s", msg, exc_info=e)
                 error = StageError(msg)
                 error.exit_code = e.exit_code if isinstance(e, AugdagError) else 1
@@ -270,10 +289,28 @@ def run_model_stage(
                 raise error from e
             if forced:
                 run.force.done.add(fp)
-    run.catalog.register_model(fp, name=name, kind=kind, path=str(ref.path), run_id=run.run_id,
-                               meta={"version": version, "params": dict(params), "inputs": parents})
-    run.reports.append(StageReport(name, None, fp, "cached" if cached else "computed", 1, 0 if cached else 1, 0, {},
-                                   time.perf_counter() - t0, kind="model"))
+    run.catalog.register_model(
+        fp,
+        name=name,
+        kind=kind,
+        path=str(ref.path),
+        run_id=run.run_id,
+        meta={"version": version, "params": dict(params), "inputs": parents},
+    )
+    run.reports.append(
+        StageReport(
+            name,
+            None,
+            fp,
+            "cached" if cached else "computed",
+            1,
+            0 if cached else 1,
+            0,
+            {},
+            time.perf_counter() - t0,
+            kind="model",
+        )
+    )
     run_logger().info("%s %s: %s (%s)", name, fp[:12], "cached" if cached else "trained", ref.path)
     return ref
 
@@ -313,8 +350,9 @@ def run_source_stage(
         raise record_failure(run, out, {failed: e}, t0, written=written, shards_known=False) from e
     if force:
         run.force.done.add(fp)
-    return record_computed(run, out.with_shards(len(results)), results, version=version, params=params,
-                         inputs=[input_fingerprint], models=(), t0=t0)
+    return record_computed(
+        run, out.with_shards(len(results)), results, version=version, params=params, inputs=[input_fingerprint], models=(), t0=t0
+    )
 
 
 def _parts_on_disk(out: ArtifactRef) -> dict[int, int]:
@@ -327,5 +365,4 @@ def _written(out: ArtifactRef, shard: int, status: str) -> ShardResult:
     import pyarrow.parquet as pq
 
     rows = pq.ParquetFile(out.path(shard)).metadata.num_rows
-    return ShardResult(shard, status, datetime.now(UTC).isoformat(timespec="milliseconds"), 0.0, 0,
-                       {"part": rows})
+    return ShardResult(shard, status, datetime.now(UTC).isoformat(timespec="milliseconds"), 0.0, 0, {"part": rows})

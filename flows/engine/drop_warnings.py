@@ -21,8 +21,10 @@ SHARE = 0.5  # more than this share of a stage's input dropped: a warning
 QUOTA_REASONS = frozenset({"inactive", "lm_score", "over_keep"})
 # what a stage's input is where it is a model's output, and what a large drop says about that model
 MODEL_OUTPUTS = {
-    "synthetic_clean": ("the teacher's translations",
-                        "the teacher may be too weak (its BLEU is above; self_training.teacher.train)"),
+    "synthetic_clean": (
+        "the teacher's translations",
+        "the teacher may be too weak (its BLEU is above; self_training.teacher.train)",
+    ),
     "curriculum": ("the generator's paraphrases", "the paraphrase generator may be too weak (paraphrase.generator)"),
     "paraphrased_bitext": ("the generator's paraphrases", "the generator may be too weak (mt_paraphrase.generator)"),
     "c2c_select": ("the generator's rows", "the generator may be too weak, or repeat its training data (c2c)"),
@@ -62,17 +64,22 @@ def stage_warning(stage: Mapping[str, Any], reasons: Mapping[str, int]) -> str |
     dropped = sum(n for n, _ in counted)
     if not rows or dropped <= SHARE * rows:
         return None
-    what, hint = MODEL_OUTPUTS.get(stage["stage"], (
-        f"`{stage['dataset']}`" if stage["dataset"] else "its input",
-        (f"check the data and the filter's settings (augdag sql \"SELECT reason, detail, count(*) FROM dropped "
-         f"WHERE stage = '{stage['stage']}' GROUP BY ALL\")")))
+    what, hint = MODEL_OUTPUTS.get(
+        stage["stage"],
+        (
+            f"`{stage['dataset']}`" if stage["dataset"] else "its input",
+            (
+                f"check the data and the filter's settings (augdag sql \"SELECT reason, detail, count(*) FROM dropped "
+                f"WHERE stage = '{stage['stage']}' GROUP BY ALL\")"
+            ),
+        ),
+    )
     by = counted[0][1] if len(counted) == 1 else " and ".join(f"{r} ({n:,})" for n, r in counted)
     where = stage["stage"] + (f"[{stage['dataset']}]" if stage["dataset"] else "")
     return f"{by} dropped {100 * dropped // rows} % of {what} ({dropped:,} of {rows:,} rows in {where}): {hint}"
 
 
-def drop_warnings(stages: Iterable[Mapping[str, Any]],
-                  reasons_of: Callable[[Mapping[str, Any]], Mapping[str, int]]) -> list[str]:
+def drop_warnings(stages: Iterable[Mapping[str, Any]], reasons_of: Callable[[Mapping[str, Any]], Mapping[str, int]]) -> list[str]:
     """The warnings of a run's stage reports, in stage order; ``reasons_of`` (e.g. ``dropped_reasons``) is
     asked only for a completed artifact stage that dropped more than ``SHARE`` of its input."""
     lines = []
@@ -90,6 +97,7 @@ def drop_warnings(stages: Iterable[Mapping[str, Any]],
 def run_warnings(root: Path | str, stages: Iterable[Mapping[str, Any]]) -> list[str]:
     """``drop_warnings`` of a run's stage reports, the reasons read from the cache at ``root``; a stage whose
     parts cannot be read gives no warning rather than failing the run."""
+
     def reasons(stage: Mapping[str, Any]) -> Mapping[str, int]:
         try:
             return dropped_reasons(root, stage)

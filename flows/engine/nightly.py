@@ -69,8 +69,10 @@ def totals(children: Sequence[Mapping[str, Any]], seconds: float) -> dict[str, A
     too would count its rows twice (``once``)."""
     stages = once([s for c in children for s in c.get("stages", [])])
     done = [s for s in stages if s["status"] != "failed"]
+
     def count(items, key):
         return {k: sum(i[key] == k for i in items) for k in sorted({i[key] for i in items})}
+
     return {
         "pipelines": count(children, "status"),
         "stages": count(stages, "status"),
@@ -81,8 +83,11 @@ def totals(children: Sequence[Mapping[str, Any]], seconds: float) -> dict[str, A
         "rows_out": sum(s["rows_out"].get("part", 0) for s in done),
         "rejects": sum(s["rows_out"].get("rejects", 0) for s in done),
         "dropped": sum(s["rows_out"].get("dropped", 0) for s in done),
-        "failed_shards": [{"stage": s["stage"], "dataset": s["dataset"], "shards": s["failed_shards"],
-                           "error": s["error"]} for s in stages if s["status"] == "failed"],
+        "failed_shards": [
+            {"stage": s["stage"], "dataset": s["dataset"], "shards": s["failed_shards"], "error": s["error"]}
+            for s in stages
+            if s["status"] == "failed"
+        ],
         "seconds": round(seconds, 3),
     }
 
@@ -102,22 +107,32 @@ def import_stack() -> None:
     """``import_ahead`` (flows/engine/imports.py), timed in the run log."""
     t = time.perf_counter()
     missing = import_ahead()
-    run_logger().info("imported the model stack in %.1f s before running pipelines side by side%s",
-                      time.perf_counter() - t, f" (not installed: {', '.join(missing)})" if missing else "")
+    run_logger().info(
+        "imported the model stack in %.1f s before running pipelines side by side%s",
+        time.perf_counter() - t,
+        f" (not installed: {', '.join(missing)})" if missing else "",
+    )
 
 
 def _failed_child(run: Run, name: str, since: datetime, error: BaseException) -> dict[str, Any]:
     """What a failed pipeline recorded before it raised (its run finishes itself as failed)."""
     rows = run.catalog.query(
         "SELECT run_id, summary FROM runs WHERE pipeline = $p AND started_at >= $t ORDER BY started_at DESC LIMIT 1",
-        {"p": name, "t": since.replace(tzinfo=None)}).to_pylist()
+        {"p": name, "t": since.replace(tzinfo=None)},
+    ).to_pylist()
     recorded = json.loads(rows[0]["summary"]) if rows and rows[0]["summary"] else {}
-    return {"run_id": rows[0]["run_id"] if rows else None, "stages": [], **recorded,
-            "status": "failed", "error": f"{type(error).__name__}: {error}"}
+    return {
+        "run_id": rows[0]["run_id"] if rows else None,
+        "stages": [],
+        **recorded,
+        "status": "failed",
+        "error": f"{type(error).__name__}: {error}",
+    }
 
 
-def run_pipelines(pipelines: Sequence[str], parallel: int, run_one: Callable[[str], dict[str, Any]],
-                  prepare: Callable[[], object] | None = None) -> list[dict[str, Any]]:
+def run_pipelines(
+    pipelines: Sequence[str], parallel: int, run_one: Callable[[str], dict[str, Any]], prepare: Callable[[], object] | None = None
+) -> list[dict[str, Any]]:
     """Every pipeline once, each after those of ``pipelines`` it depends on, ``parallel`` at once.
     Returns their summaries in the given order (``status`` skipped when an upstream did not complete).
     ``prepare`` is called once, in this thread, before two pipelines first run at once (not at all when
@@ -134,8 +149,14 @@ def run_pipelines(pipelines: Sequence[str], parallel: int, run_one: Callable[[st
                     continue
                 blocked = [d for d in deps[p] if d in results and results[d]["status"] != "completed"]
                 if blocked:
-                    results[p] = {"pipeline": p, "run_id": None, "status": "skipped", "seconds": 0.0, "stages": [],
-                                  "error": f"upstream pipeline(s) {', '.join(blocked)} did not complete"}
+                    results[p] = {
+                        "pipeline": p,
+                        "run_id": None,
+                        "status": "skipped",
+                        "seconds": 0.0,
+                        "stages": [],
+                        "error": f"upstream pipeline(s) {', '.join(blocked)} did not complete",
+                    }
                 elif all(d in results for d in deps[p]):
                     ready.append(p)
             if prepare is not None and parallel > 1 and len(running) + len(ready) > 1:
@@ -165,16 +186,26 @@ def nightly(conf: AugdagConf, *, profile: str, config: Mapping[str, Any] | None 
         except Timeout:
             if conf.nightly.overlap != "wait":
                 raise
-            logger.info("waiting up to %.0f s for the previous nightly run to release %s (nightly.overlap: wait)",
-                        wait_s, lock_path)
+            logger.info(
+                "waiting up to %.0f s for the previous nightly run to release %s (nightly.overlap: wait)", wait_s, lock_path
+            )
             lock.acquire(timeout=wait_s)
     except Timeout:
         if conf.nightly.overlap == "skip":
             logger.warning("skipped: the previous nightly run still holds %s (nightly.overlap: skip)", lock_path)
-            return {"run_id": None, "pipeline": "nightly", "profile": profile, "status": "skipped",
-                    "error": f"the previous run still holds {lock_path}", "pipelines": [], "stages": []}
-        raise StageError(f"nightly: waited {wait_s:.0f} s for the previous run to release {lock_path} "
-                         "(nightly.wait_timeout_s); nothing was run") from None
+            return {
+                "run_id": None,
+                "pipeline": "nightly",
+                "profile": profile,
+                "status": "skipped",
+                "error": f"the previous run still holds {lock_path}",
+                "pipelines": [],
+                "stages": [],
+            }
+        raise StageError(
+            f"nightly: waited {wait_s:.0f} s for the previous run to release {lock_path} "
+            "(nightly.wait_timeout_s); nothing was run"
+        ) from None
     try:
         t0 = time.perf_counter()
         config = dict(config or dump_conf(conf))
@@ -189,20 +220,25 @@ def nightly(conf: AugdagConf, *, profile: str, config: Mapping[str, Any] | None 
                 except Exception as e:  # noqa: BLE001 — recorded, and the nightly fails at the end
                     logger.error("pipeline %s failed: %s", name, e)
                     child = _failed_child(run, name, since, e)
-                models = [{"name": s["stage"], "fingerprint": s["fingerprint"], "status": s["status"]}
-                          for s in child.get("stages", []) if s.get("kind") == "model"]
+                models = [
+                    {"name": s["stage"], "fingerprint": s["fingerprint"], "status": s["status"]}
+                    for s in child.get("stages", [])
+                    if s.get("kind") == "model"
+                ]
                 return {**child, "pipeline": name, "seconds": round(time.perf_counter() - t, 3), "models": models}
 
             for name in conf.pipelines:  # imported here, one after another: two threads importing modules that
-                pipeline_flow(name)       # import each other can see one half-initialised (ImportError)
-            children = run_pipelines(conf.pipelines, conf.nightly.parallel, run_one,
-                                     prepare=None if REPLAY.get() is not None else import_stack)
+                pipeline_flow(name)  # import each other can see one half-initialised (ImportError)
+            children = run_pipelines(
+                conf.pipelines, conf.nightly.parallel, run_one, prepare=None if REPLAY.get() is not None else import_stack
+            )
         failed = [c for c in children if c["status"] != "completed"]
         error = None
         if failed:
             error = StageError("; ".join(f"{c['pipeline']} {c['status']}: {c['error']}" for c in failed))
-        summary = run.finish(error=error, extra={"profile": profile, "pipelines": children,
-                                                 "totals": totals(children, time.perf_counter() - t0)})
+        summary = run.finish(
+            error=error, extra={"profile": profile, "pipelines": children, "totals": totals(children, time.perf_counter() - t0)}
+        )
     finally:
         lock.release()
     if error is not None:
@@ -246,8 +282,13 @@ def _record_load_failure(error: AugdagError, cache: Path, *, profile: str, param
         run_logger().warning("could not record the failed run in %s: %s", cache, e)
 
 
-def nightly_body(profile: str = "nightly", overrides: list[str] | None = None, cache: str | None = None,
-                 config: dict | None = None, run_id: str | None = None) -> dict:
+def nightly_body(
+    profile: str = "nightly",
+    overrides: list[str] | None = None,
+    cache: str | None = None,
+    config: dict | None = None,
+    run_id: str | None = None,
+) -> dict:
     """Every pipeline of ``profile`` (a packaged name or a YAML path) with ``overrides`` ("a.b=value"),
     over ``cache``; or, when ``config`` is given, over that configuration (a run's recorded one, for
     `augdag retry` of run ``run_id``, or the one `augdag nightly` loaded). Parameters are plain JSON:

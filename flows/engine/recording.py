@@ -85,9 +85,13 @@ def recorded_rows_in(run: Run, fingerprint: str, shards: Sequence[int]) -> int:
         known = _recorded.get(run.catalog.path)
         if known is None or any((fingerprint, s) not in known for s in shards):
             with run.catalog.read() as con:  # not query(): a replay's deferred registrations stay deferred
-                known = {(f, s): n for f, s, n in con.execute(
-                    "SELECT fingerprint, shard, arg_max(rows_in, started_at) FROM stage_runs WHERE status = 'computed'"
-                    " AND rows_in IS NOT NULL GROUP BY ALL").fetchall()}
+                known = {
+                    (f, s): n
+                    for f, s, n in con.execute(
+                        "SELECT fingerprint, shard, arg_max(rows_in, started_at) FROM stage_runs WHERE status = 'computed'"
+                        " AND rows_in IS NOT NULL GROUP BY ALL"
+                    ).fetchall()
+                }
             _recorded[run.catalog.path] = known
             while len(_recorded) > 32:  # a server runs many caches' runs: keep the latest
                 _recorded.pop(next(iter(_recorded)))
@@ -95,36 +99,77 @@ def recorded_rows_in(run: Run, fingerprint: str, shards: Sequence[int]) -> int:
 
 
 def record_computed(
-    run: Run, out: ArtifactRef, results: list[ShardResult], *, version: str, params: Mapping[str, Any],
-    inputs: Sequence[str], models: Sequence[str], t0: float, counts: Counts | None = None,
+    run: Run,
+    out: ArtifactRef,
+    results: list[ShardResult],
+    *,
+    version: str,
+    params: Mapping[str, Any],
+    inputs: Sequence[str],
+    models: Sequence[str],
+    t0: float,
+    counts: Counts | None = None,
 ) -> ArtifactRef:
     """Every shard succeeded: write the manifest, register the artifact with its lineage and shard runs."""
     manifest = write_manifest(out, version=version, params=params, inputs=inputs, models=models)
     computed = [r for r in results if r.status == "computed"]
     before = [r.shard for r in results if r.status != "computed"]  # on disk before this run: their own record
     rows_in = sum(r.rows_in for r in computed) + (recorded_rows_in(run, out.fingerprint, before) if before else 0)
-    run.catalog.register(out, manifest, run_id=run.run_id, parents=[*inputs, *models],
-                         stage_runs=shard_rows(run, out, results))
+    run.catalog.register(out, manifest, run_id=run.run_id, parents=[*inputs, *models], stage_runs=shard_rows(run, out, results))
     rows_out = rows_by_role(manifest)
     kept, dropped = kept_dropped(out, rows_in, rows_out, counts)
-    run.reports.append(StageReport(
-        out.stage, out.dataset, out.fingerprint, "computed" if computed else "cached", out.n_shards,
-        len(computed), rows_in, rows_out, time.perf_counter() - t0, view=out.view, kept=kept, dropped=dropped))
+    run.reports.append(
+        StageReport(
+            out.stage,
+            out.dataset,
+            out.fingerprint,
+            "computed" if computed else "cached",
+            out.n_shards,
+            len(computed),
+            rows_in,
+            rows_out,
+            time.perf_counter() - t0,
+            view=out.view,
+            kept=kept,
+            dropped=dropped,
+        )
+    )
     run_logger().info(
-        "%s[%s] %s: %d/%d shards computed, rows %s -> %s", out.stage, out.dataset, out.fingerprint[:12],
-        len(computed), out.n_shards, rows_in, rows_out)
+        "%s[%s] %s: %d/%d shards computed, rows %s -> %s",
+        out.stage,
+        out.dataset,
+        out.fingerprint[:12],
+        len(computed),
+        out.n_shards,
+        rows_in,
+        rows_out,
+    )
     return out
 
 
 def shard_rows(run: Run, out: ArtifactRef, results: Sequence[ShardResult]) -> list[dict[str, Any]]:
     """`stage_runs` rows of the shards that were written (computed, or cached: already on disk)."""
-    return [{"run_id": run.run_id, "stage": out.stage, "dataset": out.dataset, "fingerprint": out.fingerprint,
-             "shard": r.shard, "status": r.status, "started_at": r.started_at, "seconds": r.seconds,
-             "rows_in": r.rows_in, "rows_out": r.rows_out.get("part", 0), "error": None} for r in results]
+    return [
+        {
+            "run_id": run.run_id,
+            "stage": out.stage,
+            "dataset": out.dataset,
+            "fingerprint": out.fingerprint,
+            "shard": r.shard,
+            "status": r.status,
+            "started_at": r.started_at,
+            "seconds": r.seconds,
+            "rows_in": r.rows_in,
+            "rows_out": r.rows_out.get("part", 0),
+            "error": None,
+        }
+        for r in results
+    ]
 
 
-def record_cached(run: Run, out: ArtifactRef, manifest: Mapping[str, Any], parents: Sequence[str],
-                  t0: float, counts: Counts | None = None) -> ArtifactRef:
+def record_cached(
+    run: Run, out: ArtifactRef, manifest: Mapping[str, Any], parents: Sequence[str], t0: float, counts: Counts | None = None
+) -> ArtifactRef:
     """A complete artifact found: registered for this run, every shard shown as cached; its rows in are those
     recorded when its shards were computed."""
     rows_out = rows_by_role(manifest)
@@ -132,18 +177,50 @@ def record_cached(run: Run, out: ArtifactRef, manifest: Mapping[str, Any], paren
     rows_in = recorded_rows_in(run, out.fingerprint, shards)
     kept, dropped = kept_dropped(out, rows_in, rows_out, counts)
     cached = [  # every shard of a cached stage shows in `stage_runs` as cached, as in the UI
-        {"run_id": run.run_id, "stage": out.stage, "dataset": out.dataset, "fingerprint": out.fingerprint,
-         "shard": f["shard"], "status": "cached", "seconds": 0.0, "rows_in": 0, "rows_out": f["rows"]}
-        for f in manifest["files"] if f["role"] == "part"]
+        {
+            "run_id": run.run_id,
+            "stage": out.stage,
+            "dataset": out.dataset,
+            "fingerprint": out.fingerprint,
+            "shard": f["shard"],
+            "status": "cached",
+            "seconds": 0.0,
+            "rows_in": 0,
+            "rows_out": f["rows"],
+        }
+        for f in manifest["files"]
+        if f["role"] == "part"
+    ]
     run.catalog.register(out, manifest, run_id=run.run_id, parents=parents, stage_runs=cached)
-    run.reports.append(StageReport(out.stage, out.dataset, out.fingerprint, "cached", out.n_shards, 0, rows_in,
-                                    rows_out, time.perf_counter() - t0, view=out.view, kept=kept, dropped=dropped))
+    run.reports.append(
+        StageReport(
+            out.stage,
+            out.dataset,
+            out.fingerprint,
+            "cached",
+            out.n_shards,
+            0,
+            rows_in,
+            rows_out,
+            time.perf_counter() - t0,
+            view=out.view,
+            kept=kept,
+            dropped=dropped,
+        )
+    )
     run_logger().info("%s[%s] %s: cached (%d shards)", out.stage, out.dataset, out.fingerprint[:12], out.n_shards)
     return out
 
+
 def record_failure(
-    run: Run, out: ArtifactRef, failed: Mapping[int, BaseException], t0: float, *, written: Sequence[ShardResult] = (),
-    inputs: Callable[[int], str | None] = lambda _shard: None, shards_known: bool = True,
+    run: Run,
+    out: ArtifactRef,
+    failed: Mapping[int, BaseException],
+    t0: float,
+    *,
+    written: Sequence[ShardResult] = (),
+    inputs: Callable[[int], str | None] = lambda _shard: None,
+    shards_known: bool = True,
 ) -> StageError:
     """Record a failed stage in `stage_runs` (its written shards, computed or cached, and its failed ones)
     and return the error that says it in one line: what failed (stage, dataset, shard i of N, the input
@@ -151,26 +228,49 @@ def record_failure(
     CLI prints the command that resumes). ``shards_known`` False: N is a lower bound (a reader)."""
     now = datetime.now(UTC).isoformat(timespec="milliseconds")
     rows = shard_rows(run, out, written)
-    rows += [{"run_id": run.run_id, "stage": out.stage, "dataset": out.dataset, "fingerprint": out.fingerprint,
-              "shard": shard, "status": "failed", "started_at": now, "error": f"{type(e).__name__}: {one_line(e)}"}
-             for shard, e in sorted(failed.items())]
+    rows += [
+        {
+            "run_id": run.run_id,
+            "stage": out.stage,
+            "dataset": out.dataset,
+            "fingerprint": out.fingerprint,
+            "shard": shard,
+            "status": "failed",
+            "started_at": now,
+            "error": f"{type(e).__name__}: {one_line(e)}",
+        }
+        for shard, e in sorted(failed.items())
+    ]
     run.catalog.register_failures(rows)
     n = out.n_shards if shards_known else max([*failed, *(r.shard for r in written)]) + 1
     first_shard, first = min(failed.items())
-    which = (f"shard {first_shard}" if len(failed) == 1 else
-             f"shards {', '.join(map(str, sorted(failed)))}; shard {first_shard}")
+    which = f"shard {first_shard}" if len(failed) == 1 else f"shards {', '.join(map(str, sorted(failed)))}; shard {first_shard}"
     where = f", input {source}" if (source := inputs(first_shard)) else ""
     kept = f" {len(written)} written shard(s) are kept." if written else ""
-    msg = (f"stage {out.stage!r} (dataset {out.dataset}) failed on {which} {'of' if shards_known else '(of at least'}"
-           f" {n}{'' if shards_known else ')'}{where}: {explain(run, first)}.{kept}")
+    msg = (
+        f"stage {out.stage!r} (dataset {out.dataset}) failed on {which} {'of' if shards_known else '(of at least'}"
+        f" {n}{'' if shards_known else ')'}{where}: {explain(run, first)}.{kept}"
+    )
     rows_out: dict[str, int] = {}
     for r in written:
         for role, k in r.rows_out.items():
             rows_out[role] = rows_out.get(role, 0) + k
-    run.reports.append(StageReport(
-        out.stage, out.dataset, out.fingerprint, "failed", n, sum(r.status == "computed" for r in written),
-        sum(r.rows_in for r in written), rows_out, time.perf_counter() - t0, msg, failed_shards=sorted(failed),
-        shards_known=shards_known))
+    run.reports.append(
+        StageReport(
+            out.stage,
+            out.dataset,
+            out.fingerprint,
+            "failed",
+            n,
+            sum(r.status == "computed" for r in written),
+            sum(r.rows_in for r in written),
+            rows_out,
+            time.perf_counter() - t0,
+            msg,
+            failed_shards=sorted(failed),
+            shards_known=shards_known,
+        )
+    )
     logger = run_logger()
     for shard, e in sorted(failed.items()):  # the tracebacks, for the run's log (Prefect logs none when
         logger.error("%s[%s] shard %d failed:", out.stage, out.dataset, shard, exc_info=e)  # it did not retry)
@@ -180,6 +280,7 @@ def record_failure(
         error.exit_code = 2  # the input or configuration is wrong, not the run: bad usage
     error.run_id, error.cache, error.log = run.run_id, run.root, run.log
     return error
+
 
 def explain(run: Run, error: BaseException) -> str:
     """An error in words: augdag's own message (it starts with the place), else the type and message,

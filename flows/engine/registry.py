@@ -54,8 +54,10 @@ def register(pipeline: Pipeline) -> Pipeline:
     """Add (or replace) a pipeline; its dependencies must be registered first (the nightly order follows)."""
     missing = [r for r in pipeline.reads if r not in REGISTRY and r != pipeline.name]
     if missing or pipeline.name in pipeline.reads:
-        raise ConfError(f"pipeline {pipeline.name!r}: reads {', '.join(pipeline.reads)}; "
-                        f"{'itself' if not missing else 'unregistered ' + ', '.join(missing)}")
+        raise ConfError(
+            f"pipeline {pipeline.name!r}: reads {', '.join(pipeline.reads)}; "
+            f"{'itself' if not missing else 'unregistered ' + ', '.join(missing)}"
+        )
     REGISTRY[pipeline.name] = pipeline
     conf_pipelines.declare(pipeline.name, pipeline.check)
     return pipeline

@@ -95,8 +95,7 @@ def replay(fn: Callable[[], T], cache: Path) -> T | None:
 _print = builtins.print
 
 
-def print_as_log(*args: Any, sep: str | None = " ", end: str | None = "\n", file: Any = None,
-                 flush: bool = False) -> None:
+def print_as_log(*args: Any, sep: str | None = " ", end: str | None = "\n", file: Any = None, flush: bool = False) -> None:
     """``print`` during a replay: to the ``augdag.run`` logger (a print to another file goes there). A module-level
     function, as Prefect's own: libraries that look ``print`` up by its module and name (numba, at import) find it."""
     if file not in (None, sys.stdout):

@@ -83,9 +83,11 @@ def forced_artifacts(catalog: Catalog, run: dict[str, Any], *, stage: str | None
         seeds = [fp for fp, s in recorded.items() if name in (s["stage"], label(s))]
         if not seeds:
             names = sorted({s["stage"] for s in stages})
-            raise ConfError(f"run {run['run_id']} has no stage {name!r}; its stages and models: {', '.join(names)}"
-                            f". Hint: S or S[dataset], e.g. {label(stages[0]) if stages else 'clean[a]'}")
-        for fp in (downstream(catalog, seeds) if closure else seeds):
+            raise ConfError(
+                f"run {run['run_id']} has no stage {name!r}; its stages and models: {', '.join(names)}"
+                f". Hint: S or S[dataset], e.g. {label(stages[0]) if stages else 'clean[a]'}"
+            )
+        for fp in downstream(catalog, seeds) if closure else seeds:
             if fp in recorded:
                 forced[fp] = label(recorded[fp])
     order = list(recorded)
@@ -96,7 +98,13 @@ def downstream(catalog: Catalog, fingerprints: Sequence[str]) -> list[str]:
     """``fingerprints`` and every artifact and model that descends from them (the lineage's closure)."""
     if not fingerprints:
         return []
-    return catalog.query(
-        "WITH RECURSIVE down(fp) AS (SELECT unnest($seeds) UNION SELECT l.child FROM lineage l JOIN down d ON l.parent = d.fp) "
-        "SELECT fp FROM down", {"seeds": list(fingerprints)}).column("fp").to_pylist()
-
+    return (
+        catalog.query(
+            "WITH RECURSIVE down(fp) AS (SELECT unnest($seeds) UNION "
+            "SELECT l.child FROM lineage l JOIN down d ON l.parent = d.fp) "
+            "SELECT fp FROM down",
+            {"seeds": list(fingerprints)},
+        )
+        .column("fp")
+        .to_pylist()
+    )

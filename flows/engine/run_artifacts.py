@@ -34,25 +34,39 @@ def stage_rows(summary: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     for child in pipeline_summaries(summary):
         for s in child.get("stages") or []:
             rows = s["rows_out"]
-            yield {"pipeline": child["pipeline"], "stage": s["stage"], "dataset": s["dataset"] or "",
-                   "status": s["status"], "shards": s["shards"], "computed": s["shards_computed"],
-                   "rows_in": s["rows_in"], "rows_out": rows.get("part", 0), "rejects": rows.get("rejects", 0),
-                   "dropped": rows.get("dropped", 0), "seconds": round(s["seconds"], 3),
-                   "fingerprint": s["fingerprint"][:12]}
+            yield {
+                "pipeline": child["pipeline"],
+                "stage": s["stage"],
+                "dataset": s["dataset"] or "",
+                "status": s["status"],
+                "shards": s["shards"],
+                "computed": s["shards_computed"],
+                "rows_in": s["rows_in"],
+                "rows_out": rows.get("part", 0),
+                "rejects": rows.get("rejects", 0),
+                "dropped": rows.get("dropped", 0),
+                "seconds": round(s["seconds"], 3),
+                "fingerprint": s["fingerprint"][:12],
+            }
 
 
 def summary_markdown(summary: Mapping[str, Any]) -> str:
     """The run in a few lines: status, stages and shards computed vs cached, failures with their error."""
     rows = list(stage_rows(summary))
     by_status = {k: sum(r["status"] == k for r in rows) for k in ("computed", "cached", "failed")}
-    lines = [f"# {summary['pipeline']} run `{summary['run_id']}`: **{summary['status']}**", "",
-             f"- stages: {by_status['computed']} computed, {by_status['cached']} cached, {by_status['failed']} failed",
-             f"- shards computed: {sum(r['computed'] for r in rows):,} of {sum(r['shards'] for r in rows):,}",
-             f"- rows out: {sum(r['rows_out'] for r in rows):,}; rejects: {sum(r['rejects'] for r in rows):,}",
-             f"- cache: `{summary['cache']}`"]
+    lines = [
+        f"# {summary['pipeline']} run `{summary['run_id']}`: **{summary['status']}**",
+        "",
+        f"- stages: {by_status['computed']} computed, {by_status['cached']} cached, {by_status['failed']} failed",
+        f"- shards computed: {sum(r['computed'] for r in rows):,} of {sum(r['shards'] for r in rows):,}",
+        f"- rows out: {sum(r['rows_out'] for r in rows):,}; rejects: {sum(r['rejects'] for r in rows):,}",
+        f"- cache: `{summary['cache']}`",
+    ]
     for child in summary.get("pipelines") or []:
-        lines.append(f"- pipeline **{child['pipeline']}** `{child['run_id'] or '-'}`: {child['status']}, "
-                     f"{child['seconds']:.1f} s" + (f": {child['error']}" if child.get("error") else ""))
+        lines.append(
+            f"- pipeline **{child['pipeline']}** `{child['run_id'] or '-'}`: {child['status']}, "
+            f"{child['seconds']:.1f} s" + (f": {child['error']}" if child.get("error") else "")
+        )
     if summary.get("error"):
         lines += ["", "## Error", "", "```", str(summary["error"]), "```"]
     return "\n".join(lines) + "\n"
@@ -70,19 +84,21 @@ def publish_run_artifacts(summary: Mapping[str, Any]) -> None:
 
     key = artifact_key(summary["pipeline"])
     try:
-        create_table_artifact(list(stage_rows(summary)), key=f"{key}-stages",
-                              description=f"stage counts and timings of {summary['run_id']}")
-        create_markdown_artifact(summary_markdown(summary), key=f"{key}-summary",
-                                 description=f"summary of {summary['run_id']}")
+        create_table_artifact(
+            list(stage_rows(summary)), key=f"{key}-stages", description=f"stage counts and timings of {summary['run_id']}"
+        )
+        create_markdown_artifact(summary_markdown(summary), key=f"{key}-summary", description=f"summary of {summary['run_id']}")
     except Exception as e:  # noqa: BLE001 — see the module docstring
         log.warning("could not publish the Prefect artifacts of run %s: %s", summary["run_id"], e)
 
 
 def file_link_markdown(cache: Path, path: Path, text: str) -> str:
     """What the UI shows for a report file when no server serves the reports: its path, and the hint."""
-    return (f"**{text}**: `{Path(path).absolute()}`\n\nA file on the machine that ran the flow; the UI can "
-            f"link it over HTTP while `augdag server --cache {Path(cache).absolute()}` runs (it serves "
-            f"`{Path(cache).absolute() / 'reports'}` read-only on 127.0.0.1).\n")
+    return (
+        f"**{text}**: `{Path(path).absolute()}`\n\nA file on the machine that ran the flow; the UI can "
+        f"link it over HTTP while `augdag server --cache {Path(cache).absolute()}` runs (it serves "
+        f"`{Path(cache).absolute() / 'reports'}` read-only on 127.0.0.1).\n"
+    )
 
 
 def publish_file_link(cache: Path, path: Path, *, text: str, key: str, description: str | None = None) -> str | None:

@@ -146,8 +146,10 @@ def configure_console(verbose: bool, quiet: bool = False) -> None:
     logging.getLogger("augdag").setLevel(logging.INFO)
 
 
-_RECORD = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} \| \w+ *\| \S+ - "
-                     r"(?:Task run '(?P<task>[^']*)'(?: \((?P<task_name>[^)]*)\))? - |Flow run '[^']*' - )?(?P<msg>.*)")
+_RECORD = re.compile(
+    r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} \| \w+ *\| \S+ - "
+    r"(?:Task run '(?P<task>[^']*)'(?: \((?P<task_name>[^)]*)\))? - |Flow run '[^']*' - )?(?P<msg>.*)"
+)
 # the flow driver's lines about a stage: "clean[pair] 27c002798868: ...", "student 3b2a1c0d9e8f: trained (...)",
 # "stage 'clean' (dataset pair) failed ...", "model 'student' (fairseq ...) failed to train ..."
 _STAGE_MESSAGE = re.compile(r"(?:(?:stage|model) '(?P<quoted>[^']+)'|(?P<stage>[A-Za-z_][\w.]*)(?:\[| [0-9a-f]{12}:))")

@@ -144,17 +144,30 @@ def make_task_runner(conf: TaskRunnerConf, *, worker_env: Mapping[str, str] | No
 
     if conf.address:
         return DaskTaskRunner(address=conf.address)
-    return DaskTaskRunner(cluster_kwargs={"n_workers": conf.n_workers, "threads_per_worker": 1, "processes": True,
-                                          "dashboard_address": None, "env": {**ONE_CORE_ENV, **(worker_env or {})}})
+    return DaskTaskRunner(
+        cluster_kwargs={
+            "n_workers": conf.n_workers,
+            "threads_per_worker": 1,
+            "processes": True,
+            "dashboard_address": None,
+            "env": {**ONE_CORE_ENV, **(worker_env or {})},
+        }
+    )
 
 
 def _ray_task_runner(conf: TaskRunnerConf, worker_env: Mapping[str, str] | None) -> TaskRunner:
     try:
         from prefect_ray import RayTaskRunner
     except ImportError as e:
-        raise ConfError(f"task_runner.kind ray needs the `ray` extra ({e.name or 'prefect_ray'} is not installed): "
-                        "pip install -e .[ray]") from None
+        raise ConfError(
+            f"task_runner.kind ray needs the `ray` extra ({e.name or 'prefect_ray'} is not installed): pip install -e .[ray]"
+        ) from None
     if conf.address:
         return RayTaskRunner(address=conf.address)
-    return RayTaskRunner(init_kwargs={"num_cpus": conf.n_workers, "include_dashboard": False,
-                                      "runtime_env": {"env_vars": {**ONE_CORE_ENV, **(worker_env or {})}}})
+    return RayTaskRunner(
+        init_kwargs={
+            "num_cpus": conf.n_workers,
+            "include_dashboard": False,
+            "runtime_env": {"env_vars": {**ONE_CORE_ENV, **(worker_env or {})}},
+        }
+    )

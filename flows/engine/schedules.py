@@ -34,9 +34,11 @@ def deployment_parameters(conf: AugdagConf, *, profile: str, overrides: Sequence
     """The nightly flow's parameters as a deployment records them: nothing left to the working directory
     of whoever runs it (a profile file and the cache as absolute paths)."""
     path = Path(profile)
-    return {"profile": str(path.absolute()) if path.is_file() else profile,
-            "overrides": [_absolute_path_set(item) for item in parse_sets(overrides)],
-            "cache": str(Path(conf.cache).absolute())}
+    return {
+        "profile": str(path.absolute()) if path.is_file() else profile,
+        "overrides": [_absolute_path_set(item) for item in parse_sets(overrides)],
+        "cache": str(Path(conf.cache).absolute()),
+    }
 
 
 def _absolute_path_set(item: SetItem) -> str:
@@ -51,21 +53,27 @@ def _absolute_path_set(item: SetItem) -> str:
 def describe(conf: AugdagConf, parameters: dict[str, Any]) -> str:
     """What a deployment's runs read and write, resolved: the cache and the directories of the datasets."""
     data = sorted({str(p.parent) for ds in conf.datasets.values() for p in ds.files()})
-    return (f"augdag nightly run of profile {parameters['profile']!r}; cache {parameters['cache']}; "
-            f"data in {', '.join(data) or '(no datasets)'}")
+    return (
+        f"augdag nightly run of profile {parameters['profile']!r}; cache {parameters['cache']}; "
+        f"data in {', '.join(data) or '(no datasets)'}"
+    )
 
 
-def serve_nightly(conf: AugdagConf, *, parameters: dict[str, Any], name: str, cron: str | None,
-                  paused: bool) -> None:
+def serve_nightly(conf: AugdagConf, *, parameters: dict[str, Any], name: str, cron: str | None, paused: bool) -> None:
     """Serve the nightly flow from this process with its cron schedule (blocks until interrupted)."""
     from prefect.client.schemas.schedules import CronSchedule
 
     from flows.engine.nightly import nightly_flow
 
     nightly_flow.serve(
-        name=name, schedules=[CronSchedule(cron=cron or conf.nightly.cron, timezone=conf.nightly.timezone)],
-        paused=paused, global_limit=concurrency(conf), parameters=parameters,
-        description=describe(conf, parameters), tags=["augdag", "nightly"], print_starting_message=False,
+        name=name,
+        schedules=[CronSchedule(cron=cron or conf.nightly.cron, timezone=conf.nightly.timezone)],
+        paused=paused,
+        global_limit=concurrency(conf),
+        parameters=parameters,
+        description=describe(conf, parameters),
+        tags=["augdag", "nightly"],
+        print_starting_message=False,
     )
 
 
@@ -79,14 +87,22 @@ def list_schedules() -> list[dict[str, Any]]:
         for d in client.read_deployments():
             limit = d.global_concurrency_limit.limit if d.global_concurrency_limit else d.concurrency_limit
             strategy = d.concurrency_options.collision_strategy.value if d.concurrency_options else None
-            base = {"deployment": f"{_flow_name(client, d.flow_id)}/{d.name}", "id": str(d.id),
-                    "concurrency": f"{limit or 'unlimited'}" + (f" ({strategy})" if strategy else ""),
-                    "next_run": _next_run(client, d.id)}
+            base = {
+                "deployment": f"{_flow_name(client, d.flow_id)}/{d.name}",
+                "id": str(d.id),
+                "concurrency": f"{limit or 'unlimited'}" + (f" ({strategy})" if strategy else ""),
+                "next_run": _next_run(client, d.id),
+            }
             for s in d.schedules or [None]:
-                rows.append({**base, "schedule_id": str(s.id) if s else None,
-                             "cron": getattr(s.schedule, "cron", None) if s else None,
-                             "timezone": getattr(s.schedule, "timezone", None) if s else None,
-                             "active": bool(s and s.active and not d.paused)})
+                rows.append(
+                    {
+                        **base,
+                        "schedule_id": str(s.id) if s else None,
+                        "cron": getattr(s.schedule, "cron", None) if s else None,
+                        "timezone": getattr(s.schedule, "timezone", None) if s else None,
+                        "active": bool(s and s.active and not d.paused),
+                    }
+                )
     return rows
 
 
@@ -105,7 +121,9 @@ def _next_run(client: Any, deployment_id: Any) -> datetime | None:
     runs = client.read_flow_runs(
         deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment_id])),
         flow_run_filter=FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.SCHEDULED]))),
-        sort=FlowRunSort.EXPECTED_START_TIME_ASC, limit=1)
+        sort=FlowRunSort.EXPECTED_START_TIME_ASC,
+        limit=1,
+    )
     return runs[0].expected_start_time if runs else None
 
 

@@ -171,7 +171,8 @@ def supervise_in_own_group(*, grace_s: float | None = None) -> None:
     if os.environ.pop(SUPERVISED, None):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # blocked by the parent across the start
         return
-    if Path(sys.argv[0]).name not in ("augdag", "cli.py"):
+    command = Path(sys.argv[0])
+    if command.name != "augdag" and command.parts[-2:] != ("cli", "__main__.py"):  # not `augdag`, `python -m flows.cli`
         return
     grace_s = stop_grace_s() if grace_s is None else grace_s  # a bad $AUGDAG_STOP_GRACE_S fails before any start
     sys.stdout.flush()

@@ -78,8 +78,7 @@ def crash_flow_runs(rows: Sequence[dict[str, Any]], *, api_url: str | None = Non
     with settings, get_client(sync_client=True) as client:
         for row in rows:
             try:
-                client.set_flow_run_state(row["flow_run_id"], Crashed(message=row["error"] or "the process is gone"),
-                                          force=True)
+                client.set_flow_run_state(row["flow_run_id"], Crashed(message=row["error"] or "the process is gone"), force=True)
                 done.append(row["run_id"])
             except Exception as e:  # noqa: BLE001
                 log.info("flow run %s of crashed run %s not set Crashed: %s", row["flow_run_id"], row["run_id"], e)

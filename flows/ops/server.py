@@ -84,8 +84,9 @@ def server_env(cache: Path, host: str, port: int) -> dict[str, str]:
     return env
 
 
-def start_server(cache: Path, *, host: str = "127.0.0.1", port: int = 4200, timeout_s: float = 120,
-                 log: Path | None = None) -> tuple[subprocess.Popen, str]:
+def start_server(
+    cache: Path, *, host: str = "127.0.0.1", port: int = 4200, timeout_s: float = 120, log: Path | None = None
+) -> tuple[subprocess.Popen, str]:
     """Start the server in the background in a process group of its own, wait until it answers, record it;
     returns (process, API URL). ``stop_group(proc.pid)`` stops it and whatever it started."""
     url = api_url(host, port)
@@ -95,8 +96,7 @@ def start_server(cache: Path, *, host: str = "127.0.0.1", port: int = 4200, time
     if log:
         log.parent.mkdir(parents=True, exist_ok=True)
     out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 — the child keeps it
-    proc = spawn_group(server_command(host, port), env=env, stdout=out, stderr=subprocess.STDOUT,
-                       stdin=subprocess.DEVNULL)
+    proc = spawn_group(server_command(host, port), env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
         wait_healthy(url, timeout_s, proc)
     except BaseException:
@@ -106,8 +106,15 @@ def start_server(cache: Path, *, host: str = "127.0.0.1", port: int = 4200, time
     return proc, url
 
 
-def run_server(cache: Path, *, host: str, port: int, reports_port: int | None = None,
-               on_ready: Callable[[str, str], None] = lambda url, reports: None, grace_s: float | None = None) -> int:
+def run_server(
+    cache: Path,
+    *,
+    host: str,
+    port: int,
+    reports_port: int | None = None,
+    on_ready: Callable[[str, str], None] = lambda url, reports: None,
+    grace_s: float | None = None,
+) -> int:
     """`augdag server`: the Prefect server and the reports over HTTP until Ctrl-C, SIGTERM or SIGHUP (or
     the server's own exit); then the server's process group is stopped, and server.json removed.
     ``on_ready(API URL, reports URL)`` is called once both answer. Returns 0 when stopped by a signal,

@@ -1,13 +1,13 @@
 """The C2C-GenDA pipeline (cluster-to-cluster generation of slot-filling data), one line per step:
 
-    ingest the slots dataset
-      → delexicalise: spans → <slot> tokens, frames, value pools (malformed BIO rejected, no slots dropped)
-      → cluster_pairs: per frame K-Medoids over token edit distance, furthest including (Alg. 1), folds
-      → per fold f: a generator trained on the other folds' pairs (models.c2c) → c2c_generate from fold f's
-        input clusters, relexicalised from the training value pool (cross expansion)
-      → c2c_select: new rows only (`c2c_generated`, slots rows with lineage to the cluster and the model)
-      → c2c_diversity: Table 5 (Inter/Intra ratio and MED, delexicalised and relexicalised)
-    report: the diversity table, the histogram of MED to the training set (Fig. 4), counts per frame.
+ingest the slots dataset
+  → delexicalise: spans → <slot> tokens, frames, value pools (malformed BIO rejected, no slots dropped)
+  → cluster_pairs: per frame K-Medoids over token edit distance, furthest including (Alg. 1), folds
+  → per fold f: a generator trained on the other folds' pairs (models.c2c) → c2c_generate from fold f's
+    input clusters, relexicalised from the training value pool (cross expansion)
+  → c2c_select: new rows only (`c2c_generated`, slots rows with lineage to the cluster and the model)
+  → c2c_diversity: Table 5 (Inter/Intra ratio and MED, delexicalised and relexicalised)
+report: the diversity table, the histogram of MED to the training set (Fig. 4), counts per frame.
 """
 
 from __future__ import annotations
@@ -32,9 +32,18 @@ GENERATOR_VERSION = "2"  # 2: dropout seeded per step under models.runtime.seede
 def model_settings(conf: AugdagConf) -> dict[str, Any]:
     """The generator's settings (models.c2c.C2CSettings) from the c2c section."""
     c, m = conf.c2c, conf.c2c.model
-    return {"layers": m.layers, "d_model": m.d_model, "heads": m.heads, "lam": m.lam, "gamma": m.gamma,
-            "epochs": m.epochs, "max_outputs": c.max_outputs, "seed": c.seed, "init": m.init,
-            **({"lr": m.lr} if m.lr is not None else {})}
+    return {
+        "layers": m.layers,
+        "d_model": m.d_model,
+        "heads": m.heads,
+        "lam": m.lam,
+        "gamma": m.gamma,
+        "epochs": m.epochs,
+        "max_outputs": c.max_outputs,
+        "seed": c.seed,
+        "init": m.init,
+        **({"lr": m.lr} if m.lr is not None else {}),
+    }
 
 
 def train_fold(run: Run, conf: AugdagConf, pairs: ArtifactRef, fold: int) -> ModelRef:
@@ -42,9 +51,17 @@ def train_fold(run: Run, conf: AugdagConf, pairs: ArtifactRef, fold: int) -> Mod
     m = conf.c2c.model
     settings = model_settings(conf)
     build = c2c_trainer(pairs.parts().table(), fold=fold, settings=settings, device=m.device, threads=m.threads)
-    return run_model_stage(run, name=f"c2c_fold_{fold}", key="c2c_generator", version=GENERATOR_VERSION, kind="c2c",
-                           filename="model", inputs=[pairs], build=build,
-                           params={"fold": fold, "folds": conf.c2c.folds, **settings})
+    return run_model_stage(
+        run,
+        name=f"c2c_fold_{fold}",
+        key="c2c_generator",
+        version=GENERATOR_VERSION,
+        kind="c2c",
+        filename="model",
+        inputs=[pairs],
+        build=build,
+        params={"fold": fold, "folds": conf.c2c.folds, **settings},
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,27 +81,52 @@ def generate(run: Run, conf: AugdagConf) -> Generated:
     c = conf.c2c
     name = conf.c2c_dataset()
     rows = ingest_dataset(run, name, conf.datasets[name], conf.ingest, conf.shard_size)
-    delex = run_stage(run, DELEXICALISE, inputs=[rows], params={},
-                      resources={"file": str(conf.datasets[name].files()[0])})
-    pairs = run_stage(run, CLUSTER_PAIRS, inputs=[delex], params={
-        "cluster_size": c.cluster_size, "max_outputs": c.max_outputs, "min_distance": c.min_distance,
-        "folds": c.folds, "seed": c.seed}, n_shards=1)
+    delex = run_stage(run, DELEXICALISE, inputs=[rows], params={}, resources={"file": str(conf.datasets[name].files()[0])})
+    pairs = run_stage(
+        run,
+        CLUSTER_PAIRS,
+        inputs=[delex],
+        params={
+            "cluster_size": c.cluster_size,
+            "max_outputs": c.max_outputs,
+            "min_distance": c.min_distance,
+            "folds": c.folds,
+            "seed": c.seed,
+        },
+        n_shards=1,
+    )
     if artifact_rows(pairs) == 0:
-        raise InputError(f"c2c.dataset: {name!r} has no frame with at least 2·c = {2 * c.cluster_size} distinct "
-                         "delexicalised utterances, so no cluster pairs. Hint: lower c2c.cluster_size (the authors use "
-                         "2 for 129 utterances) or add data")
+        raise InputError(
+            f"c2c.dataset: {name!r} has no frame with at least 2·c = {2 * c.cluster_size} distinct "
+            "delexicalised utterances, so no cluster pairs. Hint: lower c2c.cluster_size (the authors use "
+            "2 for 129 utterances) or add data"
+        )
     folds = sorted(set(pairs.parts().table(["fold"])["fold"].to_pylist()))
     models, generated = [], []
     for fold in folds:
         model = train_fold(run, conf, pairs, fold)
         models.append(model)
-        generated.append(run_stage(run, C2C_GENERATE, inputs=[pairs], side={"delexicalised": delex},
-                                   models=[model.fingerprint], n_shards=1, params={
-                                       "fold": fold, "n_outputs": c.n_outputs, "max_tokens": c.max_tokens,
-                                       "temperature": c.temperature, "fills": c.fills, "seed": c.seed,
-                                       "model": model.fingerprint, "source": name},
-                                   resources={"model_path": str(model.path), "device": c.model.device,
-                                              "threads": c.model.threads}))
+        generated.append(
+            run_stage(
+                run,
+                C2C_GENERATE,
+                inputs=[pairs],
+                side={"delexicalised": delex},
+                models=[model.fingerprint],
+                n_shards=1,
+                params={
+                    "fold": fold,
+                    "n_outputs": c.n_outputs,
+                    "max_tokens": c.max_tokens,
+                    "temperature": c.temperature,
+                    "fills": c.fills,
+                    "seed": c.seed,
+                    "model": model.fingerprint,
+                    "source": name,
+                },
+                resources={"model_path": str(model.path), "device": c.model.device, "threads": c.model.threads},
+            )
+        )
     selected = run_stage(run, C2C_SELECT, inputs=[delex, *generated], params={}, n_shards=1)
     diversity = run_stage(run, C2C_DIVERSITY, inputs=[delex, *generated], params={"source": name}, n_shards=1)
     return Generated(name, delex, pairs, models, generated, selected, diversity)

@@ -1,14 +1,14 @@
 """The EPiDA pipeline (Alg. 1 with Table 5's PT and OA), one line per step of the method:
 
-    ingest the labelled dataset
-      → PT: a classifier trained on the originals (Eq. 12; `pretrain_epochs`, 0 = none)
-      → per round r (one-time: r = 0 only; online: one per `every_epochs` epochs):
-          K·m candidates per row from each DA algorithm T (eda, cwe, back_translation), seeded by round
-          → seas: the current classifier's p(t), p(x) → REM (Eq. 7), CEM (Eq. 10) → Eq. 11 → m kept
-          → the classifier goes on training on originals + the round's selection (Eq. 14)
-      → `augmented`: every candidate of every round, `selected` marked; lineage to the originals
-      → the final classifier on the held-out set (`epida.test`), accuracy and macro-F1 in `evaluations`
-    report: s_div/s_qua per method with the selected marked, Distinct-n of selected vs all, the scores.
+ingest the labelled dataset
+  → PT: a classifier trained on the originals (Eq. 12; `pretrain_epochs`, 0 = none)
+  → per round r (one-time: r = 0 only; online: one per `every_epochs` epochs):
+      K·m candidates per row from each DA algorithm T (eda, cwe, back_translation), seeded by round
+      → seas: the current classifier's p(t), p(x) → REM (Eq. 7), CEM (Eq. 10) → Eq. 11 → m kept
+      → the classifier goes on training on originals + the round's selection (Eq. 14)
+  → `augmented`: every candidate of every round, `selected` marked; lineage to the originals
+  → the final classifier on the held-out set (`epida.test`), accuracy and macro-F1 in `evaluations`
+report: s_div/s_qua per method with the selected marked, Distinct-n of selected vs all, the scores.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ CLASSIFIER_VERSION = "1"
 
 def round_seed(seed: int, r: int) -> int:
     """The sampler seed of round ``r`` (a generator's draws differ between rounds, not between runs)."""
-    return int(np.random.SeedSequence([seed, r]).generate_state(1)[0] % 2 ** 31)
+    return int(np.random.SeedSequence([seed, r]).generate_state(1)[0] % 2**31)
 
 
 def candidate_sources(run: Run, conf: AugdagConf, rows: ArtifactRef, r: int) -> list[ArtifactRef]:
@@ -48,19 +48,44 @@ def candidate_sources(run: Run, conf: AugdagConf, rows: ArtifactRef, r: int) -> 
             from models.wordnet import database_fingerprint, wordnet_root
 
             root = wordnet_root()
-            out.append(run_stage(run, EDA, inputs=[rows], resources={"wordnet_root": str(root)}, params={
-                "n_aug": n_aug, "alpha": e.eda.alpha, "seed": e.seed, "round": r,
-                "wordnet": database_fingerprint(root)}))
+            out.append(
+                run_stage(
+                    run,
+                    EDA,
+                    inputs=[rows],
+                    resources={"wordnet_root": str(root)},
+                    params={
+                        "n_aug": n_aug,
+                        "alpha": e.eda.alpha,
+                        "seed": e.seed,
+                        "round": r,
+                        "wordnet": database_fingerprint(root),
+                    },
+                )
+            )
         elif source == "cwe":
             from flows.pipelines.nmt import configured_model
             from tasks.epida.feedback import cwe_stage
 
             ref = configured_model(run, e.cwe.model, name="cwe", kind="masked_lm")
             c = e.cwe
-            out.append(run_stage(run, cwe_stage(), inputs=[rows], models=[ref.fingerprint], params={
-                "n_aug": n_aug, "alpha": c.alpha, "seed": e.seed, "round": r, "temperature": c.temperature,
-                "top_k": c.top_k}, resources={"model_path": str(ref.path), "device": c.device, "threads": c.threads,
-                                              "batch_size": c.batch_size}))
+            out.append(
+                run_stage(
+                    run,
+                    cwe_stage(),
+                    inputs=[rows],
+                    models=[ref.fingerprint],
+                    params={
+                        "n_aug": n_aug,
+                        "alpha": c.alpha,
+                        "seed": e.seed,
+                        "round": r,
+                        "temperature": c.temperature,
+                        "top_k": c.top_k,
+                    },
+                    resources={"model_path": str(ref.path), "device": c.device, "threads": c.threads, "batch_size": c.batch_size},
+                )
+            )
         else:
             out.append(back_translation(run, conf, rows, r, n_aug))
     return out
@@ -74,38 +99,84 @@ def back_translation(run: Run, conf: AugdagConf, rows: ArtifactRef, r: int, n_au
 
     pc_ = conf.paraphrase
     gen = paraphraser(run, conf)
-    plan = sampling_plan(candidates=n_aug, bottom_k_candidates=0, oversample=1.0, top_k=pc_.top_k, top_p=pc_.top_p,
-                         bottom_k=pc_.bottom_k, bottom_k_steps=pc_.bottom_k_steps, temperature=pc_.temperature,
-                         seed=round_seed(conf.epida.seed, r))
-    drawn = run_stage(run, GENERATE, inputs=[rows], models=list(gen.models.values()),
-                      resources={**gen.resources, "max_tokens": pc_.generator.max_tokens},
-                      params={"generator": gen.params, "generator_fingerprint": gen.fingerprint,
-                              "plan": [{"sampler": dataclasses.asdict(s), "n": n} for s, n in plan if n]})
+    plan = sampling_plan(
+        candidates=n_aug,
+        bottom_k_candidates=0,
+        oversample=1.0,
+        top_k=pc_.top_k,
+        top_p=pc_.top_p,
+        bottom_k=pc_.bottom_k,
+        bottom_k_steps=pc_.bottom_k_steps,
+        temperature=pc_.temperature,
+        seed=round_seed(conf.epida.seed, r),
+    )
+    drawn = run_stage(
+        run,
+        GENERATE,
+        inputs=[rows],
+        models=list(gen.models.values()),
+        resources={**gen.resources, "max_tokens": pc_.generator.max_tokens},
+        params={
+            "generator": gen.params,
+            "generator_fingerprint": gen.fingerprint,
+            "plan": [{"sampler": dataclasses.asdict(s), "n": n} for s, n in plan if n],
+        },
+    )
     return run_stage(run, BACK_TRANSLATION, inputs=[drawn], params={"n_aug": n_aug})
 
 
 def classifier_options(conf: AugdagConf, labels: list[str]) -> dict[str, Any]:
     """The feedback classifier's training options over ``labels`` (batch size, seed, kind, model, learning rate)."""
     e, c = conf.epida, conf.epida.classifier
-    return {"labels": labels, "batch_size": e.batch_size, "seed": e.seed,
-            "classifier": {"kind": c.kind, "model": c.model, "lr": c.lr}}
+    return {
+        "labels": labels,
+        "batch_size": e.batch_size,
+        "seed": e.seed,
+        "classifier": {"kind": c.kind, "model": c.model, "lr": c.lr},
+    }
 
 
-def train_round(run: Run, conf: AugdagConf, originals: pa.Table, selected: pa.Table | None, *, r: int, epochs: int,
-                init: ModelRef | None, inputs: list[ArtifactRef]) -> ModelRef:
+def train_round(
+    run: Run,
+    conf: AugdagConf,
+    originals: pa.Table,
+    selected: pa.Table | None,
+    *,
+    r: int,
+    epochs: int,
+    init: ModelRef | None,
+    inputs: list[ArtifactRef],
+) -> ModelRef:
     """The classifier after round ``r`` (r = -1: the pre-training on the originals alone), trained on
     ``inputs`` (the cleaned rows, and the round's scored candidates: its lineage)."""
     c = conf.epida.classifier
     options = {**classifier_options(conf, sorted(set(originals["label"].to_pylist()))), "epochs": epochs}
     runtime = {"device": c.device, "threads": c.threads}
-    params = {**options, "round": r, "init": init.fingerprint if init else None,
-              "originals": content_hash(originals, ("uid",)),
-              "selected": content_hash(selected, ("uid",)) if selected is not None else None}
-    build = trainer(originals, selected, **{**options, "classifier": {**options["classifier"], **runtime}},
-                    init=str(init.path) if init else None, round=max(r, 0))
-    return run_model_stage(run, name="epida_pretrain" if r < 0 else f"epida_round_{r}", key="epida_classifier",
-                           version=CLASSIFIER_VERSION, kind=f"classifier:{c.kind}", filename="model", inputs=inputs,
-                           build=build, params=params)
+    params = {
+        **options,
+        "round": r,
+        "init": init.fingerprint if init else None,
+        "originals": content_hash(originals, ("uid",)),
+        "selected": content_hash(selected, ("uid",)) if selected is not None else None,
+    }
+    build = trainer(
+        originals,
+        selected,
+        **{**options, "classifier": {**options["classifier"], **runtime}},
+        init=str(init.path) if init else None,
+        round=max(r, 0),
+    )
+    return run_model_stage(
+        run,
+        name="epida_pretrain" if r < 0 else f"epida_round_{r}",
+        key="epida_classifier",
+        version=CLASSIFIER_VERSION,
+        kind=f"classifier:{c.kind}",
+        filename="model",
+        inputs=inputs,
+        build=build,
+        params=params,
+    )
 
 
 def selected_of(scored: ArtifactRef) -> pa.Table:
@@ -138,23 +209,41 @@ def augment(run: Run, conf: AugdagConf) -> Augmented:
     c = e.classifier
     for r in range(e.rounds()):
         cands = candidate_sources(run, conf, rows, r)
-        scored = run_stage(run, SEAS, inputs=[rows, *cands], models=[model.fingerprint], params={
-            "m": e.m, "alpha": e.alpha, "mode": e.mode, "normalise": e.normalise, "round": r,
-            "classifier": model.fingerprint}, resources={"model_path": str(model.path), "device": c.device,
-                                                         "threads": c.threads})
+        scored = run_stage(
+            run,
+            SEAS,
+            inputs=[rows, *cands],
+            models=[model.fingerprint],
+            params={
+                "m": e.m,
+                "alpha": e.alpha,
+                "mode": e.mode,
+                "normalise": e.normalise,
+                "round": r,
+                "classifier": model.fingerprint,
+            },
+            resources={"model_path": str(model.path), "device": c.device, "threads": c.threads},
+        )
         rounds.append(scored)
-        model = train_round(run, conf, originals, selected_of(scored), r=r, epochs=e.round_epochs(r), init=model,
-                            inputs=[rows, scored])
+        model = train_round(
+            run, conf, originals, selected_of(scored), r=r, epochs=e.round_epochs(r), init=model, inputs=[rows, scored]
+        )
         models.append(model)
     augmented = run_stage(run, AUGMENTED_VIEW, inputs=rounds, params={})
     evaluation: list[dict[str, Any]] = []
     if test_name is not None:
-        test = ingest_dataset(run, test_name, conf.datasets[test_name], conf.ingest, conf.shard_size,
-                              held_out=True)
-        evaluation = evaluate_classifier(run, model, test, labels=sorted(set(originals["label"].to_pylist())), conf=c,
-                                         meta={"dataset": name, "mode": e.mode, "online": e.online,
-                                               "sources": list(e.sources)}, arm=f"epida_{e.mode}{'_online' if e.online else ''}",
-                                         seed=e.seed, model_name="feedback_classifier")
+        test = ingest_dataset(run, test_name, conf.datasets[test_name], conf.ingest, conf.shard_size, held_out=True)
+        evaluation = evaluate_classifier(
+            run,
+            model,
+            test,
+            labels=sorted(set(originals["label"].to_pylist())),
+            conf=c,
+            meta={"dataset": name, "mode": e.mode, "online": e.online, "sources": list(e.sources)},
+            arm=f"epida_{e.mode}{'_online' if e.online else ''}",
+            seed=e.seed,
+            model_name="feedback_classifier",
+        )
     return Augmented(name, rows, augmented, models, evaluation, test_name)
 
 
@@ -168,8 +257,17 @@ def epida_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | None 
         per_method = augmented_counts(result.augmented.parts()).to_pylist()
         reports = publish_report(run, result, conf.epida, per_method)
     e = conf.epida
-    summary = {"dataset": result.dataset, "mode": e.mode, "online": e.online, "rounds": e.rounds(),
-               "sources": list(e.sources), "amplification": e.amplification, "m": e.m, "counts": per_method,
-               "classifier": result.models[-1].fingerprint, "testset": result.testset,
-               "evaluation": result.evaluation}
+    summary = {
+        "dataset": result.dataset,
+        "mode": e.mode,
+        "online": e.online,
+        "rounds": e.rounds(),
+        "sources": list(e.sources),
+        "amplification": e.amplification,
+        "m": e.m,
+        "counts": per_method,
+        "classifier": result.models[-1].fingerprint,
+        "testset": result.testset,
+        "evaluation": result.evaluation,
+    }
     return run.finish(extra={"epida": summary, "reports": reports})

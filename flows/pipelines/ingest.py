@@ -22,13 +22,17 @@ from tasks.ingest.read import READ_VERSION, decode_warnings, read_params, reader
 from tasks.ingest.sentences import SPLIT_SENTENCES
 
 
-def ingest_dataset(run: Run, name: str, ds: DatasetConf, conf: IngestConf, shard_size: int, *,
-                   held_out: bool = False) -> ArtifactRef:
+def ingest_dataset(
+    run: Run, name: str, ds: DatasetConf, conf: IngestConf, shard_size: int, *, held_out: bool = False
+) -> ArtifactRef:
     """One dataset through the pipeline; returns the cleaned artifact (view = the record kind). A mono dataset
     with ``split_sentences`` is split after the read: duplicates and clean then see one row per sentence.
     ``held_out`` (a test or dev set): every validated row is kept, as with the dataset's ``clean: false``."""
     read = run_source_stage(
-        run, name="read", version=READ_VERSION, dataset=name,
+        run,
+        name="read",
+        version=READ_VERSION,
+        dataset=name,
         produce=reader(name, ds, max_line_chars=conf.max_line_chars, shard_size=shard_size),
         params=read_params(name, ds, max_line_chars=conf.max_line_chars, shard_size=shard_size),
         input_fingerprint=hash_inputs(ds.files(), memo=run.root / "input-hashes"),
@@ -44,8 +48,13 @@ def ingest_dataset(run: Run, name: str, ds: DatasetConf, conf: IngestConf, shard
     if settings is None:
         return run_stage(run, dataclasses.replace(KEEP_VALID, view=ds.kind), inputs=[rows], params={"cleans": False})
     dups = run_stage(run, DUPLICATES, inputs=[rows], params={}, n_shards=1)
-    return run_stage(run, dataclasses.replace(CLEAN, view=ds.kind), inputs=[rows], side={"duplicates": dups},
-                     params=CleanParams.of(settings, ds.kind))
+    return run_stage(
+        run,
+        dataclasses.replace(CLEAN, view=ds.kind),
+        inputs=[rows],
+        side={"duplicates": dups},
+        params=CleanParams.of(settings, ds.kind),
+    )
 
 
 @pipeline_flow("ingest")

@@ -22,8 +22,18 @@ if TYPE_CHECKING:  # the CLI imports model_line (flows/pipelines/__init__.py) be
 SAMPLE_SIZE = 200  # pairs: enough for a corpus BLEU that tells 2 from 20, seconds to translate on a CPU
 
 
-def validate_nmt(run: Run, model: ModelRef, conf: NMTConf, data: ArtifactRef, *, role: str, beam: int,
-                 lenpen: float, label: str | None = None, size: int = SAMPLE_SIZE) -> dict[str, Any]:
+def validate_nmt(
+    run: Run,
+    model: ModelRef,
+    conf: NMTConf,
+    data: ArtifactRef,
+    *,
+    role: str,
+    beam: int,
+    lenpen: float,
+    label: str | None = None,
+    size: int = SAMPLE_SIZE,
+) -> dict[str, Any]:
     """``model``'s BLEU and chrF on ``size`` pairs of ``data`` (src → tgt, shown as ``label``, default its
     dataset), translated as the pipeline translates (``beam``, ``lenpen``); ``role`` names it (teacher, ...)."""
     from flows.engine.driver import run_stage
@@ -32,38 +42,78 @@ def validate_nmt(run: Run, model: ModelRef, conf: NMTConf, data: ArtifactRef, *,
     from tasks.common.validation import TRANSLATE_VALIDATION, VALIDATION_SAMPLE
 
     sample = run_stage(run, VALIDATION_SAMPLE, inputs=[data], n_shards=1, params={"size": size})
-    hyps = run_stage(run, TRANSLATE_VALIDATION, inputs=[sample], models=[model.fingerprint],
-                     resources={"model_path": model.path, "runtime": runtime(conf)},
-                     params={"model": loading(conf), "decode": decode_options(beam=beam, lenpen=lenpen)})
+    hyps = run_stage(
+        run,
+        TRANSLATE_VALIDATION,
+        inputs=[sample],
+        models=[model.fingerprint],
+        resources={"model_path": model.path, "runtime": runtime(conf)},
+        params={"model": loading(conf), "decode": decode_options(beam=beam, lenpen=lenpen)},
+    )
     evaluated = run_stage(run, EVALUATE, inputs=[hyps], n_shards=1, params={})
     scores = {s["metric"]: s for s in evaluated.read(0).to_pylist()}
     trained = conf.model is None  # trained here, on these pairs among others
     dataset = label or data.dataset or data.stage
-    run.catalog.register_evaluation(run_id=run.run_id, model=model.fingerprint, model_name=role,
-                                    testset=f"{dataset} (validation sample)", scores=list(scores.values()),
-                                    meta={"sample": size, "trained_on_it": trained})
-    return {"model": role, "fingerprint": model.fingerprint, "dataset": dataset,
-            "sentences": scores["BLEU"]["sentences"], "trained_on_it": trained,
-            "BLEU": scores["BLEU"]["score"], "chrF": scores["chrF"]["score"], "signature": scores["BLEU"]["signature"]}
+    run.catalog.register_evaluation(
+        run_id=run.run_id,
+        model=model.fingerprint,
+        model_name=role,
+        testset=f"{dataset} (validation sample)",
+        scores=list(scores.values()),
+        meta={"sample": size, "trained_on_it": trained},
+    )
+    return {
+        "model": role,
+        "fingerprint": model.fingerprint,
+        "dataset": dataset,
+        "sentences": scores["BLEU"]["sentences"],
+        "trained_on_it": trained,
+        "BLEU": scores["BLEU"]["score"],
+        "chrF": scores["chrF"]["score"],
+        "signature": scores["BLEU"]["signature"],
+    }
 
 
 def model_line(v: dict[str, Any]) -> str:
     """``teacher: BLEU = 3.12, chrF = 21.40 on 200 pairs of `train` (its training data: an upper bound)``."""
-    return (f"{v['model']}: BLEU = {v['BLEU']:.2f}, chrF = {v['chrF']:.2f} on {v['sentences']:,} pairs of "
-            f"`{v['dataset']}`" + (" (its training data: an upper bound)" if v["trained_on_it"] else ""))
+    return f"{v['model']}: BLEU = {v['BLEU']:.2f}, chrF = {v['chrF']:.2f} on {v['sentences']:,} pairs of `{v['dataset']}`" + (
+        " (its training data: an upper bound)" if v["trained_on_it"] else ""
+    )
 
 
-def evaluate_classifier(run: Run, model: ModelRef, test: ArtifactRef, *, labels: Sequence[str], conf: ClassifierConf,
-                        meta: Mapping[str, Any], arm: str | None = None, seed: int | None = None,
-                        model_name: str = "classifier") -> list[dict[str, Any]]:
+def evaluate_classifier(
+    run: Run,
+    model: ModelRef,
+    test: ArtifactRef,
+    *,
+    labels: Sequence[str],
+    conf: ClassifierConf,
+    meta: Mapping[str, Any],
+    arm: str | None = None,
+    seed: int | None = None,
+    model_name: str = "classifier",
+) -> list[dict[str, Any]]:
     """Score ``model`` on ``test`` and register the scores; returns them (metric, score, signature, sentences)."""
     from flows.engine.driver import run_stage
     from tasks.train_classifier.classify import PREDICT, SCORE_PREDICTIONS
 
-    preds = run_stage(run, PREDICT, inputs=[test], models=[model.fingerprint], params={},
-                      resources={"model_path": str(model.path), "device": conf.device, "threads": conf.threads})
-    scores = run_stage(run, SCORE_PREDICTIONS, inputs=[preds], n_shards=1, params={"labels": list(labels)}
-                       ).read(0).to_pylist()
-    run.catalog.register_evaluation(run_id=run.run_id, model=model.fingerprint, model_name=model_name,
-                                    testset=test.dataset or "", scores=scores, meta=dict(meta), arm=arm, seed=seed)
+    preds = run_stage(
+        run,
+        PREDICT,
+        inputs=[test],
+        models=[model.fingerprint],
+        params={},
+        resources={"model_path": str(model.path), "device": conf.device, "threads": conf.threads},
+    )
+    scores = run_stage(run, SCORE_PREDICTIONS, inputs=[preds], n_shards=1, params={"labels": list(labels)}).read(0).to_pylist()
+    run.catalog.register_evaluation(
+        run_id=run.run_id,
+        model=model.fingerprint,
+        model_name=model_name,
+        testset=test.dataset or "",
+        scores=scores,
+        meta=dict(meta),
+        arm=arm,
+        seed=seed,
+    )
     return scores

@@ -1,12 +1,12 @@
 """The MT paraphrase-augmentation pipeline (Hu et al. 2019, appendix C), one line per step:
 
-    ingest the bitext
-      → side_idf: idf of every token of the paraphrased side (the negative constraints' weights)
-      → constrained_paraphrases: per pair, the top-IDF word(s) forbidden and the names and numbers kept,
-        n paraphrases of that side from the product's paraphraser (paraphrase.generator)
-      → paraphrased_bitext: constraints checked, unique, token Jaccard < 0.65, each paired with the other
-        side of its original pair (lineage: parent_uid, the paraphraser's fingerprint)
-    train_nmt then mixes them, e.g. {bitext: 10, paraphrased: 1} and continued training (Table 6).
+ingest the bitext
+  → side_idf: idf of every token of the paraphrased side (the negative constraints' weights)
+  → constrained_paraphrases: per pair, the top-IDF word(s) forbidden and the names and numbers kept,
+    n paraphrases of that side from the product's paraphraser (paraphrase.generator)
+  → paraphrased_bitext: constraints checked, unique, token Jaccard < 0.65, each paired with the other
+    side of its original pair (lineage: parent_uid, the paraphraser's fingerprint)
+train_nmt then mixes them, e.g. {bitext: 10, paraphrased: 1} and continued training (Table 6).
 """
 
 from __future__ import annotations
@@ -31,20 +31,45 @@ def paraphrase_bitext(run: Run, conf: AugdagConf) -> dict[str, Any]:
     idf = run_stage(run, IDF_STAGE, inputs=[rows], params={"side": m.side}, n_shards=1)
     gen = paraphraser(run, conf)
     sampler = {"top_k": m.top_k, "top_p": m.top_p, "temperature": m.temperature, "seed": m.seed}
-    cands = run_stage(run, CONSTRAINED, inputs=[rows], side={"idf": idf}, models=list(gen.models.values()),
-                      resources={**gen.resources}, params={
-                          "side": m.side, "n": m.n, "negative_top": m.negative_top, "positive": m.positive,
-                          "decode": m.decode, "sampler": sampler if m.decode == "sample" else None, "share": m.share,
-                          "generator": gen.params, "generator_fingerprint": gen.fingerprint,
-                          "max_tokens": conf.paraphrase.generator.max_tokens})
+    cands = run_stage(
+        run,
+        CONSTRAINED,
+        inputs=[rows],
+        side={"idf": idf},
+        models=list(gen.models.values()),
+        resources={**gen.resources},
+        params={
+            "side": m.side,
+            "n": m.n,
+            "negative_top": m.negative_top,
+            "positive": m.positive,
+            "decode": m.decode,
+            "sampler": sampler if m.decode == "sample" else None,
+            "share": m.share,
+            "generator": gen.params,
+            "generator_fingerprint": gen.fingerprint,
+            "max_tokens": conf.paraphrase.generator.max_tokens,
+        },
+    )
     kept = run_stage(run, SELECT, inputs=[cands], params={"max_jaccard": m.max_jaccard, "keep": m.keep})
     reasons: dict[str, int] = {}
     for why in kept.parts("dropped").table(["reason"])["reason"].to_pylist():
         reasons[why] = reasons.get(why, 0) + 1
-    decode = (f"the return model's {m.n} best under fairseq's lexically constrained beam search" if m.decode ==
-              "constrained" else f"{m.n} top-k/top-p samples (k {m.top_k}, p {m.top_p})")
-    return {"bitext": name, "side": m.side, "generator": gen.described, "decode": decode, "pairs": artifact_rows(rows),
-            "candidates": artifact_rows(cands), "paraphrased": artifact_rows(kept), "dropped": dict(sorted(reasons.items()))}
+    decode = (
+        f"the return model's {m.n} best under fairseq's lexically constrained beam search"
+        if m.decode == "constrained"
+        else f"{m.n} top-k/top-p samples (k {m.top_k}, p {m.top_p})"
+    )
+    return {
+        "bitext": name,
+        "side": m.side,
+        "generator": gen.described,
+        "decode": decode,
+        "pairs": artifact_rows(rows),
+        "candidates": artifact_rows(cands),
+        "paraphrased": artifact_rows(kept),
+        "dropped": dict(sorted(reasons.items())),
+    }
 
 
 @pipeline_flow("mt_paraphrase")

@@ -18,22 +18,32 @@ from storage.artifacts import ArtifactRef, fingerprint, hash_inputs
 from tasks.common.nmt import NMT_VERSION, fairseq_builder
 
 
-def nmt_model(run: Run, conf: NMTConf, *, name: str, train_on: ArtifactRef | None = None, role: str = "part",
-              reverse: bool = False) -> ModelRef:
+def nmt_model(
+    run: Run, conf: NMTConf, *, name: str, train_on: ArtifactRef | None = None, role: str = "part", reverse: bool = False
+) -> ModelRef:
     """The model for one step; ``reverse`` trains target → source (back-translation)."""
     if conf.model is not None:
         ref = _configured(run, conf, name)
     else:
         if conf.backend != "fairseq":
-            raise ConfError(f"{name}: backend {conf.backend!r} has no training here; set `model:` to a local path "
-                            "or Hugging Face name, or use backend: fairseq")
+            raise ConfError(
+                f"{name}: backend {conf.backend!r} has no training here; set `model:` to a local path "
+                "or Hugging Face name, or use backend: fairseq"
+            )
         if train_on is None:
             raise ConfError(f"{name}: no `model:` configured and nothing to train it on")
         src, tgt = ("tgt", "src") if reverse else ("src", "tgt")
         ref = run_model_stage(
-            run, name=name, key="fairseq", version=NMT_VERSION, kind="fairseq", filename="model", inputs=[train_on],
+            run,
+            name=name,
+            key="fairseq",
+            version=NMT_VERSION,
+            kind="fairseq",
+            filename="model",
+            inputs=[train_on],
             params={"train": conf.train.model_dump(), "src": src, "tgt": tgt, "role": role},
-            build=fairseq_builder(train_on.parts(role), conf, src=src, tgt=tgt, label=name))
+            build=fairseq_builder(train_on.parts(role), conf, src=src, tgt=tgt, label=name),
+        )
     if conf.inference == "ctranslate2" and conf.backend != "ctranslate2":
         ref = _converted(run, conf, ref)
     return ref
@@ -50,8 +60,9 @@ def configured_model(run: Run, model: str, *, name: str, kind: str, meta: dict |
     local = path.exists()
     fp = hash_inputs([path], memo=run.root / "input-hashes") if local else fingerprint("hf-model", "1", {"name": model}, [])
     ref = ModelRef(name, fp, path.absolute() if local else path)
-    run.catalog.register_model(fp, name=name, kind=kind, path=str(model), run_id=run.run_id,
-                               meta={"configured": True, **(meta or {})})
+    run.catalog.register_model(
+        fp, name=name, kind=kind, path=str(model), run_id=run.run_id, meta={"configured": True, **(meta or {})}
+    )
     return ref
 
 
@@ -66,6 +77,14 @@ def _converted(run: Run, conf: NMTConf, source: ModelRef) -> ModelRef:
 
             convert_transformers(source.path, path, src_lang=conf.src_lang, tgt_lang=conf.tgt_lang)
 
-    return run_model_stage(run, name=f"{source.name}_ct2", key="ctranslate2", version=NMT_VERSION, kind="ctranslate2",
-                           filename="model", inputs=[], params={"source": source.fingerprint, "backend": conf.backend},
-                           build=build)
+    return run_model_stage(
+        run,
+        name=f"{source.name}_ct2",
+        key="ctranslate2",
+        version=NMT_VERSION,
+        kind="ctranslate2",
+        filename="model",
+        inputs=[],
+        params={"source": source.fingerprint, "backend": conf.backend},
+        build=build,
+    )

@@ -1,12 +1,12 @@
 """The paraphrase-curriculum pipeline (PCC, Alg. 2), one line per step of the method:
 
-    ingest the labelled (or monolingual) dataset
-      → candidates per sentence: top-k/top-p and bottom-k samples (a Hugging Face generator, or round-trip
-        translation through two NMT models, trained on a bitext when not configured)
-      → M(x, x̄) both ways with an NLI model (when configured) and G(x, x̄) (chrF, cross-encoder, embeddings)
-      → Eq. 3 filter → Eq. 4 levels → `curriculum` (originals at level 0)
-    metrics: Distinct-1…6 and first-token copying per sampler (`paraphrase_diversity`), the similarity
-    distribution per level (`curriculum_levels`, plotted as in Table 8).
+ingest the labelled (or monolingual) dataset
+  → candidates per sentence: top-k/top-p and bottom-k samples (a Hugging Face generator, or round-trip
+    translation through two NMT models, trained on a bitext when not configured)
+  → M(x, x̄) both ways with an NLI model (when configured) and G(x, x̄) (chrF, cross-encoder, embeddings)
+  → Eq. 3 filter → Eq. 4 levels → `curriculum` (originals at level 0)
+metrics: Distinct-1…6 and first-token copying per sampler (`paraphrase_diversity`), the similarity
+distribution per level (`curriculum_levels`, plotted as in Table 8).
 """
 
 from __future__ import annotations
@@ -44,21 +44,30 @@ def paraphraser(run: Run, conf: AugdagConf) -> Generator:
     g = conf.paraphrase.generator
     if g.kind == "hf":
         ref = configured_model(run, g.model, name="paraphraser", kind="transformers")
-        return Generator({"kind": "hf", "prompt": g.prompt},
-                         {"model_path": str(ref.path), "device": g.device, "threads": g.threads},
-                         {"paraphraser": ref.fingerprint}, ref.fingerprint, f"transformers {g.model}")
+        return Generator(
+            {"kind": "hf", "prompt": g.prompt},
+            {"model_path": str(ref.path), "device": g.device, "threads": g.threads},
+            {"paraphraser": ref.fingerprint},
+            ref.fingerprint,
+            f"transformers {g.model}",
+        )
     bitext = None
     if (name := conf.paraphrase_bitext()) is not None:
         bitext = ingest_dataset(run, name, conf.datasets[name], conf.ingest, conf.shard_size)
     fwd = nmt_model(run, g.forward, name="paraphrase_forward", train_on=bitext)
     bwd = nmt_model(run, g.backward, name="paraphrase_backward", train_on=bitext, reverse=True)
-    params = {"kind": "round_trip", "pivot_beam": g.pivot_beam, "forward": loading(g.forward),
-              "backward": loading(g.backward)}
-    resources = {"forward_path": str(fwd.path), "backward_path": str(bwd.path),
-                 "forward_runtime": runtime(g.forward), "backward_runtime": runtime(g.backward)}
+    params = {"kind": "round_trip", "pivot_beam": g.pivot_beam, "forward": loading(g.forward), "backward": loading(g.backward)}
+    resources = {
+        "forward_path": str(fwd.path),
+        "backward_path": str(bwd.path),
+        "forward_runtime": runtime(g.forward),
+        "backward_runtime": runtime(g.backward),
+    }
     fp = fingerprint("round-trip", "1", params, [fwd.fingerprint, bwd.fingerprint])
-    described = (f"round trip: {params['forward']['backend']} {fwd.fingerprint[:12]} (forward, beam {g.pivot_beam}) "
-                 f"→ {params['backward']['backend']} {bwd.fingerprint[:12]} (backward, sampled)")
+    described = (
+        f"round trip: {params['forward']['backend']} {fwd.fingerprint[:12]} (forward, beam {g.pivot_beam}) "
+        f"→ {params['backward']['backend']} {bwd.fingerprint[:12]} (backward, sampled)"
+    )
     return Generator(params, resources, {"forward": fwd.fingerprint, "backward": bwd.fingerprint}, fp, described)
 
 
@@ -80,13 +89,29 @@ def build_curriculum(run: Run, conf: AugdagConf) -> Paraphrased:
     name = conf.paraphrase_dataset()
     rows = ingest_dataset(run, name, conf.datasets[name], conf.ingest, conf.shard_size)
     gen = paraphraser(run, conf)
-    plan = sampling_plan(candidates=pc_.candidates, bottom_k_candidates=pc_.bottom_k_candidates,
-                         oversample=pc_.oversample, top_k=pc_.top_k, top_p=pc_.top_p, bottom_k=pc_.bottom_k,
-                         bottom_k_steps=pc_.bottom_k_steps, temperature=pc_.temperature, seed=pc_.seed)
-    cands = run_stage(run, GENERATE, inputs=[rows], models=list(gen.models.values()),
-                      resources={**gen.resources, "max_tokens": pc_.generator.max_tokens},
-                      params={"generator": gen.params, "generator_fingerprint": gen.fingerprint,
-                              "plan": [{"sampler": dataclasses.asdict(s), "n": n} for s, n in plan]})
+    plan = sampling_plan(
+        candidates=pc_.candidates,
+        bottom_k_candidates=pc_.bottom_k_candidates,
+        oversample=pc_.oversample,
+        top_k=pc_.top_k,
+        top_p=pc_.top_p,
+        bottom_k=pc_.bottom_k,
+        bottom_k_steps=pc_.bottom_k_steps,
+        temperature=pc_.temperature,
+        seed=pc_.seed,
+    )
+    cands = run_stage(
+        run,
+        GENERATE,
+        inputs=[rows],
+        models=list(gen.models.values()),
+        resources={**gen.resources, "max_tokens": pc_.generator.max_tokens},
+        params={
+            "generator": gen.params,
+            "generator_fingerprint": gen.fingerprint,
+            "plan": [{"sampler": dataclasses.asdict(s), "n": n} for s, n in plan],
+        },
+    )
     nli_params, resources, models = None, {}, dict(gen.models)
     if pc_.nli.model is not None:
         ref = configured_model(run, pc_.nli.model, name="nli", kind="nli")
@@ -99,15 +124,33 @@ def build_curriculum(run: Run, conf: AugdagConf) -> Paraphrased:
         resources["similarity_path"] = str(ref.path)
         models["similarity"] = ref.fingerprint
     resources["similarity_runtime"] = _runtime(sim)
-    scored = run_stage(run, SCORE, inputs=[cands], params={"nli": nli_params, "similarity": {"kind": sim.kind}},
-                       models=[m for k, m in models.items() if k in ("nli", "similarity")], resources=resources)
-    ran = {"generator": gen.described,
-           "nli": pc_.nli.model or "none: Eq. 3 keeps the candidates with G ≥ β only",
-           "similarity": sim.kind + (f" {sim.model}" if sim.model else "")}
-    curriculum = run_stage(run, CURRICULUM_STAGE, inputs=[rows, scored], params={
-        "beta": pc_.beta, "candidates": pc_.candidates, "bottom_k_candidates": pc_.bottom_k_candidates,
-        "levels": pc_.levels, "shortfall": pc_.shortfall, "nli": models.get("nli"),
-        "similarity": models.get("similarity", sim.kind)})
+    scored = run_stage(
+        run,
+        SCORE,
+        inputs=[cands],
+        params={"nli": nli_params, "similarity": {"kind": sim.kind}},
+        models=[m for k, m in models.items() if k in ("nli", "similarity")],
+        resources=resources,
+    )
+    ran = {
+        "generator": gen.described,
+        "nli": pc_.nli.model or "none: Eq. 3 keeps the candidates with G ≥ β only",
+        "similarity": sim.kind + (f" {sim.model}" if sim.model else ""),
+    }
+    curriculum = run_stage(
+        run,
+        CURRICULUM_STAGE,
+        inputs=[rows, scored],
+        params={
+            "beta": pc_.beta,
+            "candidates": pc_.candidates,
+            "bottom_k_candidates": pc_.bottom_k_candidates,
+            "levels": pc_.levels,
+            "shortfall": pc_.shortfall,
+            "nli": models.get("nli"),
+            "similarity": models.get("similarity", sim.kind),
+        },
+    )
     diversity = run_stage(run, DIVERSITY, inputs=[scored], n_shards=1, params={})
     levels = run_stage(run, LEVELS, inputs=[curriculum], n_shards=1, params={})
     return Paraphrased(name, scored, curriculum, diversity, levels, models, ran)
@@ -121,8 +164,7 @@ def shortfall(curriculum: ArtifactRef, *, listed: int = 20) -> dict[str, Any]:
     """Sentences with fewer than `candidates` surviving paraphrases: how many, and the first ``listed``."""
     tables = [pq.read_table(p) for p in curriculum.paths("shortfall")]
     rows = [r for t in tables for r in t.to_pylist()]
-    return {"count": len(rows), "rows": [f"{r['source']}:{r['line']} ({r['kept']}/{r['wanted']})"
-                                         for r in rows[:listed]]}
+    return {"count": len(rows), "rows": [f"{r['source']}:{r['line']} ({r['kept']}/{r['wanted']})" for r in rows[:listed]]}
 
 
 def publish_report(run: Run, result: Paraphrased, conf: ParaphraseConf) -> dict[str, str]:
@@ -136,23 +178,37 @@ def publish_report(run: Run, result: Paraphrased, conf: ParaphraseConf) -> dict[
         t = t.filter(pc.greater(t["level"], 0))
         for lv, s in zip(t["level"].to_pylist(), t["sim"].to_pylist()):
             sims.setdefault(f"level {lv}", []).append(s)
-    png = box_figure(dict(sorted(sims.items())), ylabel=f"similarity G ({conf.similarity.kind})",
-                     title=f"G(x, x̄) per difficulty level (Eq. 4, C = {conf.levels}; cf. Table 8)")
+    png = box_figure(
+        dict(sorted(sims.items())),
+        ylabel=f"similarity G ({conf.similarity.kind})",
+        title=f"G(x, x̄) per difficulty level (Eq. 4, C = {conf.levels}; cf. Table 8)",
+    )
     short = shortfall(result.curriculum)
-    md = (f"### Paraphrase curriculum\n\nGenerator: {result.ran['generator']}. NLI: {result.ran['nli']}. "
-          f"Similarity: {result.ran['similarity']}. β = {conf.beta}, C = {conf.levels}, {conf.candidates} kept per "
-          f"sentence ({conf.bottom_k_candidates} bottom-k, k = {conf.bottom_k}, N = {conf.bottom_k_steps}). "
-          f"Sentences short of {conf.candidates}: {short['count']} ({conf.shortfall}).\n\n"
-          f"**Levels**\n\n{markdown_table(levels)}\n**Diversity per sampler**\n\n{markdown_table(diversity)}\n")
-    return publish(run, stem="paraphrase", title=f"paraphrase curriculum — {run.run_id}", markdown=md, table=levels,
-                   pngs={"similarity_per_level": png}, sections=[
-        ("Models", "; ".join(f"{k}: {v}" for k, v in result.ran.items())),
-        ("Similarity per difficulty level", png),
-        ("Levels", levels),
-        ("Distinct-1…6 and first-token copying per sampler", diversity),
-        (f"Sentences with fewer than {conf.candidates} kept paraphrases ({conf.shortfall})",
-         f"{short['count']}: {', '.join(short['rows']) or '–'}"),
-    ])
+    md = (
+        f"### Paraphrase curriculum\n\nGenerator: {result.ran['generator']}. NLI: {result.ran['nli']}. "
+        f"Similarity: {result.ran['similarity']}. β = {conf.beta}, C = {conf.levels}, {conf.candidates} kept per "
+        f"sentence ({conf.bottom_k_candidates} bottom-k, k = {conf.bottom_k}, N = {conf.bottom_k_steps}). "
+        f"Sentences short of {conf.candidates}: {short['count']} ({conf.shortfall}).\n\n"
+        f"**Levels**\n\n{markdown_table(levels)}\n**Diversity per sampler**\n\n{markdown_table(diversity)}\n"
+    )
+    return publish(
+        run,
+        stem="paraphrase",
+        title=f"paraphrase curriculum — {run.run_id}",
+        markdown=md,
+        table=levels,
+        pngs={"similarity_per_level": png},
+        sections=[
+            ("Models", "; ".join(f"{k}: {v}" for k, v in result.ran.items())),
+            ("Similarity per difficulty level", png),
+            ("Levels", levels),
+            ("Distinct-1…6 and first-token copying per sampler", diversity),
+            (
+                f"Sentences with fewer than {conf.candidates} kept paraphrases ({conf.shortfall})",
+                f"{short['count']}: {', '.join(short['rows']) or '–'}",
+            ),
+        ],
+    )
 
 
 @pipeline_flow("paraphrase")
@@ -161,8 +217,14 @@ def paraphrase_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | 
     with Run.started(conf, pipeline="paraphrase", profile=profile, config=config) as run:
         result = build_curriculum(run, conf)
         reports = publish_report(run, result, conf.paraphrase)
-    summary = {"dataset": result.dataset, "candidates": artifact_rows(result.candidates),
-               "dropped": artifact_rows(result.curriculum, "dropped"), "curriculum": artifact_rows(result.curriculum),
-               "shortfall": shortfall(result.curriculum), "models": result.models, "ran": result.ran}
+    summary = {
+        "dataset": result.dataset,
+        "candidates": artifact_rows(result.candidates),
+        "dropped": artifact_rows(result.curriculum, "dropped"),
+        "curriculum": artifact_rows(result.curriculum),
+        "shortfall": shortfall(result.curriculum),
+        "models": result.models,
+        "ran": result.ran,
+    }
     print("paraphrase models: " + "; ".join(f"{k}: {v}" for k, v in result.ran.items()))
     return run.finish(extra={"paraphrase": summary, "reports": reports})

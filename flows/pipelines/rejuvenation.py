@@ -1,13 +1,13 @@
 """The rejuvenation pipeline (thesis ch. 5), one line per step of the method:
 
-    ingest bitext → identification model (trained on it, or configured; its BLEU on 200 pairs: flows/pipelines/model_scores.py)
-      → force-decode every pair
-      → global cut: the R % lowest probabilities are `inactive`, the rest active (unscored pairs stay active)
-      → rejuvenation model (trained on the active pairs, or the identification model)
-      → forward-translate the inactive sources (beam 4, length penalty 0.6; backward / both as options)
-      → `rejuvenated` = active ∪ (inactive source, new target), lineage on every new row
-    report: mean probability per probability bin (Fig. 5.2); coverage and lexicon uncertainty of the
-    inactive vs the active pairs (the aligner and lexicon of the self-training pipeline).
+ingest bitext → identification model (trained on it, or configured; its BLEU on 200 pairs: flows/pipelines/model_scores.py)
+  → force-decode every pair
+  → global cut: the R % lowest probabilities are `inactive`, the rest active (unscored pairs stay active)
+  → rejuvenation model (trained on the active pairs, or the identification model)
+  → forward-translate the inactive sources (beam 4, length penalty 0.6; backward / both as options)
+  → `rejuvenated` = active ∪ (inactive source, new target), lineage on every new row
+report: mean probability per probability bin (Fig. 5.2); coverage and lexicon uncertainty of the
+inactive vs the active pairs (the aligner and lexicon of the self-training pipeline).
 """
 
 from __future__ import annotations
@@ -59,11 +59,20 @@ def rejuvenate_bitext(run: Run, conf: AugdagConf) -> Rejuvenated:
     name = conf.rejuvenation_bitext()
     bitext = ingest_dataset(run, name, conf.datasets[name], conf.ingest, conf.shard_size)
     ident = nmt_model(run, rj.identification, name="identification", train_on=bitext)
-    validation = {"identification": validate_nmt(run, ident, rj.identification, bitext, role="identification",
-                                                 beam=rj.beam, lenpen=rj.lenpen)}
+    validation = {
+        "identification": validate_nmt(
+            run, ident, rj.identification, bitext, role="identification", beam=rj.beam, lenpen=rj.lenpen
+        )
+    }
     ident_loading = loading(rj.identification)
-    scores = run_stage(run, PAIR_SCORE, inputs=[bitext], params={"model": ident_loading}, models=[ident.fingerprint],
-                       resources={"model_path": ident.path, "runtime": runtime(rj.identification)})
+    scores = run_stage(
+        run,
+        PAIR_SCORE,
+        inputs=[bitext],
+        params={"model": ident_loading},
+        models=[ident.fingerprint],
+        resources={"model_path": ident.path, "runtime": runtime(rj.identification)},
+    )
     cut = run_stage(run, INACTIVE_CUT, inputs=[scores], n_shards=1, params={"inactive_ratio": rj.inactive_ratio})
     inactive = run_stage(run, INACTIVE, inputs=[bitext, scores], side={"cut": cut}, params={"state": "inactive"})
     active = run_stage(run, ACTIVE, inputs=[bitext, scores], side={"cut": cut}, params={"state": "active"})
@@ -73,12 +82,29 @@ def rejuvenate_bitext(run: Run, conf: AugdagConf) -> Rejuvenated:
     bins = run_stage(run, PROBABILITY_BINS, inputs=[scores], n_shards=1, params={"bins": rj.bins})
     states = run_stage(run, STATE_PROPERTIES, inputs=[active, inactive, align, scored_src], n_shards=1, params={})
     if fresh.forward is not None and fresh.forward.fingerprint != ident.fingerprint:  # a model of its own
-        validation["rejuvenation"] = validate_nmt(run, fresh.forward, rj.rejuvenation, active, role="rejuvenation",
-                                                  beam=rj.beam, lenpen=rj.lenpen, label=f"{name}'s active pairs")
+        validation["rejuvenation"] = validate_nmt(
+            run,
+            fresh.forward,
+            rj.rejuvenation,
+            active,
+            role="rejuvenation",
+            beam=rj.beam,
+            lenpen=rj.lenpen,
+            label=f"{name}'s active pairs",
+        )
     for v in validation.values():
         print(model_line(v))
-    return Rejuvenated(scores, active, inactive, rejuvenated, bins, states,
-                       {"identification": ident.fingerprint, **fresh.models}, unscored_pairs(scores.parts()), validation)
+    return Rejuvenated(
+        scores,
+        active,
+        inactive,
+        rejuvenated,
+        bins,
+        states,
+        {"identification": ident.fingerprint, **fresh.models},
+        unscored_pairs(scores.parts()),
+        validation,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,14 +114,18 @@ class _Fresh:
     forward: ModelRef | None = None  # the model that translated forward, when one did
 
 
-def rejuvenate_inactive(run: Run, rj: RejuvenationConf, inactive: ArtifactRef, active: ArtifactRef, ident: ModelRef,
-                        ident_loading: dict[str, Any]) -> _Fresh:
+def rejuvenate_inactive(
+    run: Run, rj: RejuvenationConf, inactive: ArtifactRef, active: ArtifactRef, ident: ModelRef, ident_loading: dict[str, Any]
+) -> _Fresh:
     """The new pairs: forward translations of the inactive sources (and/or back-translations of their targets)."""
     reuse = rj.rejuvenator == "identification"
     conf = rj.identification if reuse else rj.rejuvenation
     models, params, fwd = {}, {}, None
-    resources = {"identification_path": ident.path, "identification_runtime": runtime(rj.identification),
-                 "runtime": runtime(conf)}
+    resources = {
+        "identification_path": ident.path,
+        "identification_runtime": runtime(rj.identification),
+        "runtime": runtime(conf),
+    }
     if rj.direction in ("forward", "both"):
         fwd = ident if reuse else nmt_model(run, rj.rejuvenation, name="rejuvenation", train_on=active)
         models["forward"], resources["forward_path"] = fwd.fingerprint, fwd.path
@@ -105,10 +135,20 @@ def rejuvenate_inactive(run: Run, rj: RejuvenationConf, inactive: ArtifactRef, a
         models["backward"], resources["backward_path"] = bwd.fingerprint, bwd.path
         params["backward_fingerprint"], params["backward"] = bwd.fingerprint, loading(rj.rejuvenation)
         resources["backward_runtime"] = runtime(rj.rejuvenation)
-    ref = run_stage(run, REJUVENATE, inputs=[inactive], resources=resources,
-                    models=[ident.fingerprint, *models.values()],
-                    params={**params, "direction": rj.direction, "model": loading(conf), "identification": ident_loading,
-                            "decode": decode_options(beam=rj.beam, lenpen=rj.lenpen)})
+    ref = run_stage(
+        run,
+        REJUVENATE,
+        inputs=[inactive],
+        resources=resources,
+        models=[ident.fingerprint, *models.values()],
+        params={
+            **params,
+            "direction": rj.direction,
+            "model": loading(conf),
+            "identification": ident_loading,
+            "decode": decode_options(beam=rj.beam, lenpen=rj.lenpen),
+        },
+    )
     return _Fresh(ref, models, fwd)
 
 
@@ -118,23 +158,39 @@ def publish_report(run: Run, result: Rejuvenated, conf: RejuvenationConf) -> dic
     from flows.reports.plots import bar_figure, markdown_table
 
     bins, states = result.bins.read(0), result.states.read(0)
-    png = bar_figure(bins["bin"].to_pylist(), bins["p_mean"].to_pylist(), xlabel="probability bin (1 = lowest)",
-                     ylabel="mean sentence probability", title=f"identification model: {conf.bins} probability bins "
-                     f"(Fig. 5.2); the lowest {conf.inactive_ratio:.0%} are inactive")
-    md = (f"### Data rejuvenation\n\nInactive ratio R = {conf.inactive_ratio:.0%}, direction `{conf.direction}`, "
-          f"beam {conf.beam}, length penalty {conf.lenpen}. Unscored pairs (kept active): "
-          f"{result.unscored['count']}.\n\n" + "".join(f"{model_line(v)}.\n\n" for v in result.validation.values())
-          + f"**Probability bins**\n\n{markdown_table(bins)}\n"
-          f"**Inactive vs active**\n\n{markdown_table(states)}\n")
-    return publish(run, stem="rejuvenation", title=f"data rejuvenation — {run.run_id}", markdown=md, table=states,
-                   pngs={"probability_bins": png}, sections=[
-        ("Mean probability per probability bin (Fig. 5.2)", png),
-        ("Probability bins", bins),
-        ("Inactive vs active pairs: probability, length, alignment coverage, lexicon uncertainty", states),
-        ("Unscored pairs (kept active)", f"{result.unscored['count']}: {', '.join(result.unscored['uids']) or '–'}"),
-        *((f"The {name} model (BLEU and chrF with sacrebleu)", f"{model_line(v)}  {v['signature']}")
-          for name, v in result.validation.items()),
-    ])
+    png = bar_figure(
+        bins["bin"].to_pylist(),
+        bins["p_mean"].to_pylist(),
+        xlabel="probability bin (1 = lowest)",
+        ylabel="mean sentence probability",
+        title=f"identification model: {conf.bins} probability bins (Fig. 5.2); the lowest {conf.inactive_ratio:.0%} are inactive",
+    )
+    md = (
+        f"### Data rejuvenation\n\nInactive ratio R = {conf.inactive_ratio:.0%}, direction `{conf.direction}`, "
+        f"beam {conf.beam}, length penalty {conf.lenpen}. Unscored pairs (kept active): "
+        f"{result.unscored['count']}.\n\n"
+        + "".join(f"{model_line(v)}.\n\n" for v in result.validation.values())
+        + f"**Probability bins**\n\n{markdown_table(bins)}\n"
+        f"**Inactive vs active**\n\n{markdown_table(states)}\n"
+    )
+    return publish(
+        run,
+        stem="rejuvenation",
+        title=f"data rejuvenation — {run.run_id}",
+        markdown=md,
+        table=states,
+        pngs={"probability_bins": png},
+        sections=[
+            ("Mean probability per probability bin (Fig. 5.2)", png),
+            ("Probability bins", bins),
+            ("Inactive vs active pairs: probability, length, alignment coverage, lexicon uncertainty", states),
+            ("Unscored pairs (kept active)", f"{result.unscored['count']}: {', '.join(result.unscored['uids']) or '–'}"),
+            *(
+                (f"The {name} model (BLEU and chrF with sacrebleu)", f"{model_line(v)}  {v['signature']}")
+                for name, v in result.validation.items()
+            ),
+        ],
+    )
 
 
 @pipeline_flow("rejuvenation")
@@ -143,8 +199,14 @@ def rejuvenation_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] 
     with Run.started(conf, pipeline="rejuvenation", profile=profile, config=config) as run:
         result = rejuvenate_bitext(run, conf)
         reports = publish_report(run, result, conf.rejuvenation)
-    counts = {"active": artifact_rows(result.active), "inactive": artifact_rows(result.inactive),
-              "rejuvenated": artifact_rows(result.rejuvenated)}
-    return run.finish(extra={"rejuvenation": {**counts, "unscored": result.unscored, "models": result.models,
-                                              "validation": result.validation},
-                             "reports": reports})
+    counts = {
+        "active": artifact_rows(result.active),
+        "inactive": artifact_rows(result.inactive),
+        "rejuvenated": artifact_rows(result.rejuvenated),
+    }
+    return run.finish(
+        extra={
+            "rejuvenation": {**counts, "unscored": result.unscored, "models": result.models, "validation": result.validation},
+            "reports": reports,
+        }
+    )

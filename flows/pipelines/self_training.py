@@ -1,11 +1,11 @@
 """The self-training pipeline (thesis ch. 6): sample monolingual sentences by uncertainty, translate them.
 
-    ingest bitext + mono → align both ways → grow-diag-final-and → lexicon → H(word)
-      → U(bitext src) → U_max → U(mono) → keys → global sample → `sampled_mono`
-      + properties per uncertainty bin (Fig. 6.3) and the report (Fig. 6.4)
-    teacher (trained on the bitext, or configured) → its BLEU and chrF on 200 bitext pairs (flows/pipelines/model_scores.py)
-      → beam-5 translations of `sampled_mono`
-      → length / ratio filter → target-LM filter (optional) → `synthetic` (with parent uid and teacher)
+ingest bitext + mono → align both ways → grow-diag-final-and → lexicon → H(word)
+  → U(bitext src) → U_max → U(mono) → keys → global sample → `sampled_mono`
+  + properties per uncertainty bin (Fig. 6.3) and the report (Fig. 6.4)
+teacher (trained on the bitext, or configured) → its BLEU and chrF on 200 bitext pairs (flows/pipelines/model_scores.py)
+  → beam-5 translations of `sampled_mono`
+  → length / ratio filter → target-LM filter (optional) → `synthetic` (with parent uid and teacher)
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from conf.errors import ConfError
 from conf.schema import AugdagConf, SelfTrainingConf
-from conf.tokenizer import TokenizerConf
+from conf.sections.tokenizer import TokenizerConf
 from flows.engine.driver import ModelRef, Run, run_model_stage, run_stage
 from flows.engine.recording import artifact_rows
 from flows.engine.runners import FlowConf, pipeline_flow
@@ -69,10 +69,16 @@ def tokenized(run: Run, ref: ArtifactRef, conf: TokenizerConf, sides: dict[str, 
 def train_lm(run: Run, corpus: ArtifactRef, *, column: str, conf: SelfTrainingConf, name: str) -> ModelRef:
     """A KenLM ARPA model over one text column of an artifact (lmplz, modified Kneser–Ney)."""
     return run_model_stage(
-        run, name=name, version=lm_tasks.LM_VERSION, kind="kenlm", filename="lm.arpa", inputs=[corpus],
+        run,
+        name=name,
+        version=lm_tasks.LM_VERSION,
+        kind="kenlm",
+        filename="lm.arpa",
+        inputs=[corpus],
         params={"column": column, "order": conf.lm.order, "lowercase": conf.lowercase},
-        build=lm_tasks.arpa_builder(corpus.parts(), column=column, order=conf.lm.order, memory=conf.lm.memory,
-                                    lowercase=conf.lowercase),
+        build=lm_tasks.arpa_builder(
+            corpus.parts(), column=column, order=conf.lm.order, memory=conf.lm.memory, lowercase=conf.lowercase
+        ),
     )
 
 
@@ -84,8 +90,13 @@ def bitext_uncertainty(run: Run, bitext: ArtifactRef, conf: SelfTrainingConf) ->
     bitext = tokenized(run, bitext, conf.tokenizer, {"src": "src", "tgt": "tgt"})
     align = run_stage(run, ALIGN, inputs=[bitext], n_shards=1, params={**lc, **conf.aligner.model_dump()})
     run.catalog.register_model(  # the aligner is its artifact: both tables (fwd_table, rev_table) and tensions
-        align.fingerprint, name="fast_align", kind="fast_align", path=str(align.dir), run_id=run.run_id,
-        meta={"tables": ["fwd_table-00000.parquet", "rev_table-00000.parquet"], "params": "aligner-00000.parquet"})
+        align.fingerprint,
+        name="fast_align",
+        kind="fast_align",
+        path=str(align.dir),
+        run_id=run.run_id,
+        meta={"tables": ["fwd_table-00000.parquet", "rev_table-00000.parquet"], "params": "aligner-00000.parquet"},
+    )
     lexicon = run_stage(run, LEXICON, inputs=[bitext, align], n_shards=1, params=lc)
     words = run_stage(run, WORD_UNCERTAINTY, inputs=[lexicon, bitext], n_shards=1, params=lc)
     scored = run_stage(run, SCORE, inputs=[bitext], side={"word_uncertainty": words}, params={"column": "src", **lc})
@@ -96,36 +107,64 @@ def sample_monolingual(run: Run, conf: AugdagConf) -> Sampled:
     """Everything up to `sampled_mono`, one line per step of the method."""
     st, s = conf.self_training, conf.self_training.sampling
     bitext_name, mono_names = conf.self_training_datasets()
-    ingest = {name: ingest_dataset(run, name, conf.datasets[name], conf.ingest, conf.shard_size)
-              for name in [bitext_name, *mono_names]}
+    ingest = {
+        name: ingest_dataset(run, name, conf.datasets[name], conf.ingest, conf.shard_size) for name in [bitext_name, *mono_names]
+    }
     bitext, monos = ingest[bitext_name], [ingest[m] for m in mono_names]
     lc = {"lowercase": st.lowercase}
     align, words, scored_bitext, tokenized_bitext = bitext_uncertainty(run, bitext, st)
     tokenized_monos = [tokenized(run, m, st.tokenizer, {"text": "src"}) for m in monos]
     u_max = run_stage(run, U_MAX, inputs=[scored_bitext], n_shards=1, params={"percentile_r": s.percentile_r})
-    scored = [run_stage(run, SCORE, inputs=[m], side={"word_uncertainty": words}, params={"column": "text", **lc})
-              for m in tokenized_monos]
+    scored = [
+        run_stage(run, SCORE, inputs=[m], side={"word_uncertainty": words}, params={"column": "text", **lc})
+        for m in tokenized_monos
+    ]
     budget = s.budget or max(1, math.floor(s.budget_ratio * sum(artifact_rows(m) for m in monos)))
     extra: list[list[ArtifactRef]] = [[] for _ in monos]
     if s.method == "srclm":  # baseline: lowest cross-entropy under a source-side LM of the bitext first
         src_lm = train_lm(run, tokenized_bitext, column="src", conf=st, name="source_lm")
-        extra = [[run_stage(run, lm_tasks.LM_SCORE, inputs=[m], params={"column": "text", **lc},
-                            models=[src_lm.fingerprint], resources={"lm_path": src_lm.path})] for m in tokenized_monos]
-    keys = [run_stage(run, SAMPLE_KEYS, inputs=[sc, *ex], side={"u_max": u_max},
-                      params={"method": s.method, "beta": s.beta, "seed": s.seed, "budget": budget})
-            for sc, ex in zip(scored, extra)]
+        extra = [
+            [
+                run_stage(
+                    run,
+                    lm_tasks.LM_SCORE,
+                    inputs=[m],
+                    params={"column": "text", **lc},
+                    models=[src_lm.fingerprint],
+                    resources={"lm_path": src_lm.path},
+                )
+            ]
+            for m in tokenized_monos
+        ]
+    keys = [
+        run_stage(
+            run,
+            SAMPLE_KEYS,
+            inputs=[sc, *ex],
+            side={"u_max": u_max},
+            params={"method": s.method, "beta": s.beta, "seed": s.seed, "budget": budget},
+        )
+        for sc, ex in zip(scored, extra)
+    ]
     selected = run_stage(run, SELECT, inputs=keys, n_shards=1, params={"budget": budget, "method": s.method})
     split = {name for name in mono_names if conf.datasets[name].split_sentences}  # their `sentence` is kept
-    sampled = {m.dataset: run_stage(run, SAMPLED_MONO, inputs=[m], side={"selected": selected},
-                                    params={"method": s.method, **({"split": True} if m.dataset in split else {})})
-               for m in monos}
-    bins = {"bitext": run_stage(run, BINS, inputs=[scored_bitext, align], n_shards=1,
-                                params={"bins": s.bins, "aligned": True})}
+    sampled = {
+        m.dataset: run_stage(
+            run,
+            SAMPLED_MONO,
+            inputs=[m],
+            side={"selected": selected},
+            params={"method": s.method, **({"split": True} if m.dataset in split else {})},
+        )
+        for m in monos
+    }
+    bins = {"bitext": run_stage(run, BINS, inputs=[scored_bitext, align], n_shards=1, params={"bins": s.bins, "aligned": True})}
     return Sampled(bitext, tokenized_bitext, align, words, u_max.read(0)["u_max"][0].as_py(), sampled, bins, scored)
 
 
-def filter_synthetic(run: Run, pairs: ArtifactRef, conf: SelfTrainingConf, target_lm: ModelRef | None, *,
-                     view: str | None = None) -> ArtifactRef:
+def filter_synthetic(
+    run: Run, pairs: ArtifactRef, conf: SelfTrainingConf, target_lm: ModelRef | None, *, view: str | None = None
+) -> ArtifactRef:
     """The synthetic pairs' filters (ch. 6): drop a side of < min or > max tokens and a token ratio above
     max_ratio (the `clean` stage), then, with ``target_lm`` and ``filter.lm_drop`` > 0, the share of pairs
     whose target side has the highest LM cross-entropy (a global cut over every shard). The last step's
@@ -133,45 +172,73 @@ def filter_synthetic(run: Run, pairs: ArtifactRef, conf: SelfTrainingConf, targe
     f = conf.filter
     use_lm = target_lm is not None and f.lm_drop > 0
     dups = run_stage(run, DUPLICATES, inputs=[pairs], params={}, n_shards=1)
-    kept = run_stage(run, dataclasses.replace(CLEAN, name="synthetic_clean", view=None if use_lm else view),
-                     inputs=[pairs], side={"duplicates": dups}, params=CleanParams.of(f, "bitext"))
+    kept = run_stage(
+        run,
+        dataclasses.replace(CLEAN, name="synthetic_clean", view=None if use_lm else view),
+        inputs=[pairs],
+        side={"duplicates": dups},
+        params=CleanParams.of(f, "bitext"),
+    )
     if not use_lm:
         return kept
     lm = {"models": [target_lm.fingerprint], "resources": {"lm_path": target_lm.path}}
-    scores = run_stage(run, lm_tasks.LM_SCORE, inputs=[tokenized(run, kept, conf.tokenizer, {"tgt": "tgt"})],
-                       params={"column": "tgt", "lowercase": conf.lowercase}, **lm)
+    scores = run_stage(
+        run,
+        lm_tasks.LM_SCORE,
+        inputs=[tokenized(run, kept, conf.tokenizer, {"tgt": "tgt"})],
+        params={"column": "tgt", "lowercase": conf.lowercase},
+        **lm,
+    )
     cut = run_stage(run, lm_tasks.LM_CUT, inputs=[scores], n_shards=1, params={"drop_fraction": f.lm_drop})
-    return run_stage(run, dataclasses.replace(lm_tasks.LM_FILTER, view=view), inputs=[kept, scores],
-                     side={"cut": cut}, params={})
+    return run_stage(run, dataclasses.replace(lm_tasks.LM_FILTER, view=view), inputs=[kept, scores], side={"cut": cut}, params={})
 
 
-def teach(run: Run, conf: SelfTrainingConf,
-          sampled: Sampled) -> tuple[dict[str, ArtifactRef], ArtifactRef, dict[str, Any]]:
+def teach(run: Run, conf: SelfTrainingConf, sampled: Sampled) -> tuple[dict[str, ArtifactRef], ArtifactRef, dict[str, Any]]:
     """The teacher's half: the teacher's score on a sample of the bitext (flows/pipelines/model_scores.py); translate
     each sampled monolingual dataset (beam 5), filter, `synthetic`; then the monolingual uncertainty bins,
     with coverage from the synthetic pairs' alignment. Returns (synthetic per dataset, the monolingual bins,
     the teacher's score)."""
     teacher = nmt_model(run, conf.teacher, name="teacher", train_on=sampled.bitext)
-    score = validate_nmt(run, teacher, conf.teacher, sampled.bitext, role="teacher", beam=conf.beam,
-                         lenpen=conf.lenpen)
+    score = validate_nmt(run, teacher, conf.teacher, sampled.bitext, role="teacher", beam=conf.beam, lenpen=conf.lenpen)
     print(model_line(score))
-    target_lm = (train_lm(run, sampled.tokenized_bitext, column="tgt", conf=conf, name="target_lm")
-                 if conf.filter.lm_drop else None)
-    params = {"model": loading(conf.teacher), "decode": decode_options(beam=conf.beam, lenpen=conf.lenpen),
-              "model_fingerprint": teacher.fingerprint}
-    synthetic = {name: filter_synthetic(run, run_stage(run, TRANSLATE_MONO, inputs=[ref], params=params,
-                                                       models=[teacher.fingerprint],
-                                                       resources={"model_path": teacher.path,
-                                                                  "runtime": runtime(conf.teacher)}),
-                                        conf, target_lm, view="synthetic")
-                 for name, ref in sampled.sampled.items()}
+    target_lm = (
+        train_lm(run, sampled.tokenized_bitext, column="tgt", conf=conf, name="target_lm") if conf.filter.lm_drop else None
+    )
+    params = {
+        "model": loading(conf.teacher),
+        "decode": decode_options(beam=conf.beam, lenpen=conf.lenpen),
+        "model_fingerprint": teacher.fingerprint,
+    }
+    synthetic = {
+        name: filter_synthetic(
+            run,
+            run_stage(
+                run,
+                TRANSLATE_MONO,
+                inputs=[ref],
+                params=params,
+                models=[teacher.fingerprint],
+                resources={"model_path": teacher.path, "runtime": runtime(conf.teacher)},
+            ),
+            conf,
+            target_lm,
+            view="synthetic",
+        )
+        for name, ref in sampled.sampled.items()
+    }
     # Fig. 6.3 for the monolingual side: coverage from force-aligning each sentence with its translation
     sides = {"src": "src", "tgt": "tgt"}
     pairs = [tokenized(run, ref, conf.tokenizer, sides) for ref in synthetic.values()]
-    aligned = run_stage(run, FORCE_ALIGN, inputs=[*pairs, sampled.alignment], n_shards=1,
-                        params={"lowercase": conf.lowercase, "key": "parent_uid"})
-    mono_bins = run_stage(run, BINS, inputs=[*sampled.scored_mono, aligned], n_shards=1,
-                          params={"bins": conf.sampling.bins, "aligned": True})
+    aligned = run_stage(
+        run,
+        FORCE_ALIGN,
+        inputs=[*pairs, sampled.alignment],
+        n_shards=1,
+        params={"lowercase": conf.lowercase, "key": "parent_uid"},
+    )
+    mono_bins = run_stage(
+        run, BINS, inputs=[*sampled.scored_mono, aligned], n_shards=1, params={"bins": conf.sampling.bins, "aligned": True}
+    )
     return synthetic, mono_bins, score
 
 
@@ -182,23 +249,37 @@ def publish_report(run: Run, result: Sampled, conf: SelfTrainingConf, teacher: d
 
     s = conf.sampling
     hist = histogram(Parts(tuple(p for ref in result.scored_mono for p in ref.paths())), "uncertainty")
-    png = uncertainty_figure(hist, u_max=result.u_max, beta=s.beta,
-                             title=f"monolingual uncertainty, U_max = {result.u_max:.4f} (R = {s.percentile_r:g})")
+    png = uncertainty_figure(
+        hist,
+        u_max=result.u_max,
+        beta=s.beta,
+        title=f"monolingual uncertainty, U_max = {result.u_max:.4f} (R = {s.percentile_r:g})",
+    )
     bins = {name: ref.read(0) for name, ref in result.bins.items()}
-    md = (f"### Uncertainty sampling\n\nU_max = **{result.u_max:.4f}** (R = {s.percentile_r:g}), β = {s.beta:g}, "
-          f"method `{s.method}`.\n\nTeacher: {model_line(teacher)}.\n\n"
-          f"**Monolingual bins** (coverage: each sentence force-aligned with its translation)\n\n"
-          f"{markdown_table(bins['mono'])}\n**Bitext bins**\n\n{markdown_table(bins['bitext'])}\n")
-    return publish(run, stem="uncertainty", title=f"uncertainty sampling — {run.run_id}", markdown=md,
-                   table=bins["mono"], pngs={"uncertainty": png}, sections=[
-        ("Uncertainty and sampling probability (Fig. 6.4)", png),
-        ("Monolingual sentences per uncertainty bin (Fig. 6.3)", bins["mono"]),
-        ("Bitext source sentences per uncertainty bin (coverage from the symmetrised alignment)", bins["bitext"]),
-        ("Sampling", f"method {s.method}, β = {s.beta:g}, R = {s.percentile_r:g}, U_max = {result.u_max:.6f}, "
-                     f"seed {s.seed}"),
-        ("Teacher (BLEU and chrF with sacrebleu; a weak teacher's translations are mostly filtered away)",
-         f"{model_line(teacher)}  {teacher['signature']}"),
-    ])
+    md = (
+        f"### Uncertainty sampling\n\nU_max = **{result.u_max:.4f}** (R = {s.percentile_r:g}), β = {s.beta:g}, "
+        f"method `{s.method}`.\n\nTeacher: {model_line(teacher)}.\n\n"
+        f"**Monolingual bins** (coverage: each sentence force-aligned with its translation)\n\n"
+        f"{markdown_table(bins['mono'])}\n**Bitext bins**\n\n{markdown_table(bins['bitext'])}\n"
+    )
+    return publish(
+        run,
+        stem="uncertainty",
+        title=f"uncertainty sampling — {run.run_id}",
+        markdown=md,
+        table=bins["mono"],
+        pngs={"uncertainty": png},
+        sections=[
+            ("Uncertainty and sampling probability (Fig. 6.4)", png),
+            ("Monolingual sentences per uncertainty bin (Fig. 6.3)", bins["mono"]),
+            ("Bitext source sentences per uncertainty bin (coverage from the symmetrised alignment)", bins["bitext"]),
+            ("Sampling", f"method {s.method}, β = {s.beta:g}, R = {s.percentile_r:g}, U_max = {result.u_max:.6f}, seed {s.seed}"),
+            (
+                "Teacher (BLEU and chrF with sacrebleu; a weak teacher's translations are mostly filtered away)",
+                f"{model_line(teacher)}  {teacher['signature']}",
+            ),
+        ],
+    )
 
 
 @pipeline_flow("self_training")
@@ -210,5 +291,11 @@ def self_training_flow(conf: FlowConf, profile: str = "", config: dict[str, Any]
         synthetic, mono_bins, teacher = teach(run, conf.self_training, result)
         result = dataclasses.replace(result, bins={**result.bins, "mono": mono_bins})
         reports = publish_report(run, result, conf.self_training, teacher)
-    return run.finish(extra={"u_max": result.u_max, "reports": reports, "model_scores": {"teacher": teacher},
-                             "synthetic": {name: artifact_rows(ref) for name, ref in synthetic.items()}})
+    return run.finish(
+        extra={
+            "u_max": result.u_max,
+            "reports": reports,
+            "model_scores": {"teacher": teacher},
+            "synthetic": {name: artifact_rows(ref) for name, ref in synthetic.items()},
+        }
+    )

@@ -1,11 +1,11 @@
 """The downstream consumer of the augmented data: one classifier per augmentation (an arm) and seed.
 
-    augmentation curriculum: `curriculum` rows of the dataset → schedule (cyclic, gradual, …; PCC Alg. 1)
-                 none | eda | epida: the originals (+ m EDA candidates per row, or EPiDA's selection, from the
-                 `augmented` view) under Eq. 14
-      → predictions on the held-out test set (`test_predictions`) → accuracy + macro-F1 → `evaluations`
-        (arm = the augmentation, seed), mean ± sd per arm (`evaluation_summary`)
-    report: mean ± sd per augmentation, macro-F1 bars, the curriculum's loss per step with its levels shaded.
+augmentation curriculum: `curriculum` rows of the dataset → schedule (cyclic, gradual, …; PCC Alg. 1)
+             none | eda | epida: the originals (+ m EDA candidates per row, or EPiDA's selection, from the
+             `augmented` view) under Eq. 14
+  → predictions on the held-out test set (`test_predictions`) → accuracy + macro-F1 → `evaluations`
+    (arm = the augmentation, seed), mean ± sd per arm (`evaluation_summary`)
+report: mean ± sd per augmentation, macro-F1 bars, the curriculum's loss per step with its levels shaded.
 """
 
 from __future__ import annotations
@@ -35,11 +35,16 @@ CLASSIFIER_VERSION = "1"
 def read_curriculum(run: Run, dataset: str) -> pa.Table:
     """The ``curriculum`` rows of ``dataset`` from the catalog, by original, level and rank; a ``ConfError``
     when there are none (the paraphrase pipeline has not run on it)."""
-    table = run.catalog.query("SELECT uid, parent_uid, text, label, level, copy FROM curriculum WHERE source = $d "
-                              "ORDER BY parent_uid, level, rank, copy", {"d": dataset})
+    table = run.catalog.query(
+        "SELECT uid, parent_uid, text, label, level, copy FROM curriculum WHERE source = $d "
+        "ORDER BY parent_uid, level, rank, copy",
+        {"d": dataset},
+    )
     if table.num_rows == 0:
-        raise ConfError(f"train_classifier.dataset: no `curriculum` rows for {dataset!r}. Hint: run the paraphrase "
-                        "pipeline on it first (list `paraphrase` before `train_classifier` in `pipelines`)")
+        raise ConfError(
+            f"train_classifier.dataset: no `curriculum` rows for {dataset!r}. Hint: run the paraphrase "
+            "pipeline on it first (list `paraphrase` before `train_classifier` in `pipelines`)"
+        )
     return table
 
 
@@ -50,11 +55,12 @@ def check_levels(curriculum: pa.Table, schedule: str, levels: int, dataset: str)
     if schedule == "original" or not missing:
         return
     if len(missing) == levels:
-        raise ConfError(f"train_classifier.schedule: {schedule!r} needs paraphrases, but the curriculum of {dataset!r} "
-                        f"has none (every candidate was filtered out or none was generated: see the paraphrase run's "
-                        "shortfall). Hint: lower paraphrase.beta, or use schedule: original")
-    print(f"warning: the curriculum of {dataset!r} has no paraphrases at level(s) {missing}; those steps train on "
-          "originals only")
+        raise ConfError(
+            f"train_classifier.schedule: {schedule!r} needs paraphrases, but the curriculum of {dataset!r} "
+            f"has none (every candidate was filtered out or none was generated: see the paraphrase run's "
+            "shortfall). Hint: lower paraphrase.beta, or use schedule: original"
+        )
+    print(f"warning: the curriculum of {dataset!r} has no paraphrases at level(s) {missing}; those steps train on originals only")
 
 
 def augmented_rows(catalog: Catalog, augmentation: str, dataset: str, *, m: int, seed: int) -> pa.Table | None:
@@ -65,20 +71,27 @@ def augmented_rows(catalog: Catalog, augmentation: str, dataset: str, *, m: int,
     if augmentation == "none":
         return None
     where = "selected" if augmentation == "epida" else "algorithm = 'eda'"
-    pick = "" if augmentation == "epida" else \
-        " QUALIFY row_number() OVER (PARTITION BY parent_uid ORDER BY md5(uid || $seed), uid) <= $m"
-    table = catalog.query(f"SELECT uid, text, label FROM augmented WHERE source = $d AND round = 0 AND {where}"
-                              f"{pick} ORDER BY parent_uid, uid", {"d": dataset, **(
-                                  {} if augmentation == "epida" else {"seed": str(seed), "m": m})})
+    pick = (
+        ""
+        if augmentation == "epida"
+        else " QUALIFY row_number() OVER (PARTITION BY parent_uid ORDER BY md5(uid || $seed), uid) <= $m"
+    )
+    table = catalog.query(
+        f"SELECT uid, text, label FROM augmented WHERE source = $d AND round = 0 AND {where}{pick} ORDER BY parent_uid, uid",
+        {"d": dataset, **({} if augmentation == "epida" else {"seed": str(seed), "m": m})},
+    )
     if table.num_rows == 0:
-        raise ConfError(f"train_classifier.augmentation: {augmentation!r} needs the `augmented` rows of {dataset!r}, "
-                        "and there are none. Hint: run the epida pipeline on it first (list `epida` before "
-                        "`train_classifier` in `pipelines`, with epida.dataset: " + dataset + ")")
+        raise ConfError(
+            f"train_classifier.augmentation: {augmentation!r} needs the `augmented` rows of {dataset!r}, "
+            "and there are none. Hint: run the epida pipeline on it first (list `epida` before "
+            "`train_classifier` in `pipelines`, with epida.dataset: " + dataset + ")"
+        )
     return table
 
 
-def train_arm(run: Run, conf: AugdagConf, augmentation: str, seed: int, labels: list[str], originals: pa.Table,
-              dataset: str) -> ModelRef:
+def train_arm(
+    run: Run, conf: AugdagConf, augmentation: str, seed: int, labels: list[str], originals: pa.Table, dataset: str
+) -> ModelRef:
     """The classifier of one arm and seed: the curriculum (PCC Alg. 1), or Eq. 14 on the originals and the
     arm's augmented rows."""
     tc, c = conf.train_classifier, conf.train_classifier.classifier
@@ -87,20 +100,38 @@ def train_arm(run: Run, conf: AugdagConf, augmentation: str, seed: int, labels: 
     if augmentation == "curriculum":
         curriculum = read_curriculum(run, dataset)
         check_levels(curriculum, tc.schedule, conf.paraphrase.levels, dataset)
-        options = {"labels": labels, "schedule": tc.schedule, "levels": conf.paraphrase.levels, "cycles": tc.cycles,
-                   "steps_per_level": tc.steps_per_level, "batch_size": tc.batch_size,
-                   "original_share": tc.original_share, "seed": seed, "classifier": clf}
+        options = {
+            "labels": labels,
+            "schedule": tc.schedule,
+            "levels": conf.paraphrase.levels,
+            "cycles": tc.cycles,
+            "steps_per_level": tc.steps_per_level,
+            "batch_size": tc.batch_size,
+            "original_share": tc.original_share,
+            "seed": seed,
+            "classifier": clf,
+        }
         build = classifier_builder(curriculum, **{**options, "classifier": {**clf, **runtime}})
         data = {"curriculum": content_hash(curriculum, ("uid", "level", "copy"))}
     else:
         added = augmented_rows(run.catalog, augmentation, dataset, m=conf.epida.m, seed=seed)
-        options = {"labels": labels, "epochs": tc.epochs, "batch_size": tc.batch_size, "seed": seed,
-                   "classifier": clf}
+        options = {"labels": labels, "epochs": tc.epochs, "batch_size": tc.batch_size, "seed": seed, "classifier": clf}
         build = trainer(originals, added, **{**options, "classifier": {**clf, **runtime}})
-        data = {"augmentation": augmentation, "originals": content_hash(originals, ("uid",)),
-                "added": content_hash(added, ("uid",)) if added is not None else None}
-    return run_model_stage(run, name="classifier", version=CLASSIFIER_VERSION, kind=f"classifier:{c.kind}",
-                           filename="model", inputs=[], build=build, params={**options, **data})
+        data = {
+            "augmentation": augmentation,
+            "originals": content_hash(originals, ("uid",)),
+            "added": content_hash(added, ("uid",)) if added is not None else None,
+        }
+    return run_model_stage(
+        run,
+        name="classifier",
+        version=CLASSIFIER_VERSION,
+        kind=f"classifier:{c.kind}",
+        filename="model",
+        inputs=[],
+        build=build,
+        params={**options, **data},
+    )
 
 
 def train_and_evaluate(run: Run, conf: AugdagConf) -> dict[str, Any]:
@@ -116,19 +147,34 @@ def train_and_evaluate(run: Run, conf: AugdagConf) -> dict[str, Any]:
     for augmentation in tc.augmentation:
         for seed in tc.seed_list():
             model = train_arm(run, conf, augmentation, seed, labels, originals, train_name)
-            scores = evaluate_classifier(run, model, test, labels=labels, conf=tc.classifier, arm=augmentation,
-                                         seed=seed, meta={"dataset": train_name, "schedule": tc.schedule,
-                                                          "kind": tc.classifier.kind, "augmentation": augmentation})
+            scores = evaluate_classifier(
+                run,
+                model,
+                test,
+                labels=labels,
+                conf=tc.classifier,
+                arm=augmentation,
+                seed=seed,
+                meta={"dataset": train_name, "schedule": tc.schedule, "kind": tc.classifier.kind, "augmentation": augmentation},
+            )
             for s in scores:
-                print(f"{s['metric']} = {s['score']:.4f} on {test_name} ({s['sentences']} sentences, "
-                      f"{augmentation}, seed {seed})")
+                print(
+                    f"{s['metric']} = {s['score']:.4f} on {test_name} ({s['sentences']} sentences, {augmentation}, seed {seed})"
+                )
             evaluations += [{"augmentation": augmentation, "seed": seed, **s} for s in scores]
             if losses is None and augmentation == "curriculum":
                 losses = pq.read_table(Path(model.path) / LOSSES)
-    return {"testset": test_name, "schedule": tc.schedule, "labels": labels, "augmentation": list(tc.augmentation),
-            "seeds": tc.seed_list(), "evaluation": evaluations,
-            "summary": mean_sd(evaluations, by="augmentation"),
-            "loss_per_level": loss_per_level(losses) if losses is not None else [], "_losses": losses}
+    return {
+        "testset": test_name,
+        "schedule": tc.schedule,
+        "labels": labels,
+        "augmentation": list(tc.augmentation),
+        "seeds": tc.seed_list(),
+        "evaluation": evaluations,
+        "summary": mean_sd(evaluations, by="augmentation"),
+        "loss_per_level": loss_per_level(losses) if losses is not None else [],
+        "_losses": losses,
+    }
 
 
 def loss_per_level(losses: pa.Table) -> list[dict[str, Any]]:
@@ -139,8 +185,10 @@ def loss_per_level(losses: pa.Table) -> list[dict[str, Any]]:
             out.append({"level": level, "first_step": step, "steps": 0, "loss_sum": 0.0})
         out[-1]["steps"] += 1
         out[-1]["loss_sum"] += loss
-    return [{"level": s["level"], "first_step": s["first_step"], "steps": s["steps"],
-             "mean_loss": s["loss_sum"] / s["steps"]} for s in out]
+    return [
+        {"level": s["level"], "first_step": s["first_step"], "steps": s["steps"], "mean_loss": s["loss_sum"] / s["steps"]}
+        for s in out
+    ]
 
 
 def publish_report(run: Run, result: dict[str, Any]) -> dict[str, str]:
@@ -154,30 +202,55 @@ def publish_report(run: Run, result: dict[str, Any]) -> dict[str, str]:
     evaluation = pa.Table.from_pylist(result["evaluation"])
     summary = pa.Table.from_pylist(result["summary"])
     f1 = [s for s in result["summary"] if s["metric"] == "macro_f1"]
-    bars = bar_figure([s["augmentation"] for s in f1], [s["mean"] for s in f1], xlabel="augmentation",
-                      ylabel=f"macro-F1, mean of {len(result['seeds'])} seed(s)",
-                      title=f"macro-F1 on {result['testset']} per augmentation")
-    sections: list[tuple[str, Any]] = [("Mean ± sd per augmentation", summary), ("macro-F1 per augmentation", bars),
-                                       ("Evaluation per seed", evaluation)]
+    bars = bar_figure(
+        [s["augmentation"] for s in f1],
+        [s["mean"] for s in f1],
+        xlabel="augmentation",
+        ylabel=f"macro-F1, mean of {len(result['seeds'])} seed(s)",
+        title=f"macro-F1 on {result['testset']} per augmentation",
+    )
+    sections: list[tuple[str, Any]] = [
+        ("Mean ± sd per augmentation", summary),
+        ("macro-F1 per augmentation", bars),
+        ("Evaluation per seed", evaluation),
+    ]
     pngs = {"per_augmentation": bars}
     losses = result["_losses"]
     if losses is not None:
         loss = losses["loss"].to_numpy()
         window = max(1, min(10, len(loss) // 20))
         smooth = np.convolve(loss, np.ones(window) / window, mode="same")
-        spans = [(s["first_step"], s["first_step"] + s["steps"], "mixed" if s["level"] == MIXED else str(s["level"]))
-                 for s in result["loss_per_level"]]
+        spans = [
+            (s["first_step"], s["first_step"] + s["steps"], "mixed" if s["level"] == MIXED else str(s["level"]))
+            for s in result["loss_per_level"]
+        ]
         pngs["loss_per_level"] = line_figure(
-            {"loss": (losses["step"].to_pylist(), loss.tolist()),
-             f"mean of {window}": (losses["step"].to_pylist(), smooth.tolist())},
-            xlabel="training step", ylabel="cross-entropy", spans=spans,
-            title=f"training loss, schedule {result['schedule']} (levels shaded; cf. Fig. 2)")
-        sections += [("Curriculum: training loss per step and level", pngs["loss_per_level"]),
-                     ("Curriculum: mean loss per level segment", pa.Table.from_pylist(result["loss_per_level"]))]
-    md = (f"### Classifier per augmentation\n\nAugmentations {', '.join(result['augmentation'])}; seeds "
-          f"{result['seeds']}; curriculum schedule `{result['schedule']}`.\n\n{markdown_table(summary)}\n")
-    return publish(run, stem="train_classifier", title=f"classifier per augmentation — {run.run_id}", markdown=md,
-                   table=summary, pngs=pngs, sections=sections)
+            {
+                "loss": (losses["step"].to_pylist(), loss.tolist()),
+                f"mean of {window}": (losses["step"].to_pylist(), smooth.tolist()),
+            },
+            xlabel="training step",
+            ylabel="cross-entropy",
+            spans=spans,
+            title=f"training loss, schedule {result['schedule']} (levels shaded; cf. Fig. 2)",
+        )
+        sections += [
+            ("Curriculum: training loss per step and level", pngs["loss_per_level"]),
+            ("Curriculum: mean loss per level segment", pa.Table.from_pylist(result["loss_per_level"])),
+        ]
+    md = (
+        f"### Classifier per augmentation\n\nAugmentations {', '.join(result['augmentation'])}; seeds "
+        f"{result['seeds']}; curriculum schedule `{result['schedule']}`.\n\n{markdown_table(summary)}\n"
+    )
+    return publish(
+        run,
+        stem="train_classifier",
+        title=f"classifier per augmentation — {run.run_id}",
+        markdown=md,
+        table=summary,
+        pngs=pngs,
+        sections=sections,
+    )
 
 
 @pipeline_flow("train_classifier")

@@ -65,23 +65,32 @@ def missing_view_hint(error: str) -> str:
     view = m.group(1) if (m := _MISSING_VIEW.search(error)) else None
     makers = [p.name for p in registry.load().values() if view in p.views]
     if makers:
-        return (f"the view `{view}` exists once the {' or '.join(makers)} pipeline has run: list it before "
-                f"train_nmt in `pipelines`, or `augdag run {makers[0]}` first")
+        return (
+            f"the view `{view}` exists once the {' or '.join(makers)} pipeline has run: list it before "
+            f"train_nmt in `pipelines`, or `augdag run {makers[0]}` first"
+        )
     if view:
         return f"no pipeline makes a view `{view}` (`augdag views` lists them)"
     return "a view exists once the pipeline that makes it has run; `augdag sql` tries a query"
 
 
-def arm_data(run: Run, arm: str, mix: dict[str, str], copies: dict[str, int], *, phase: str,
-             key: str) -> tuple[ArtifactRef, dict[str, int]]:
+def arm_data(
+    run: Run, arm: str, mix: dict[str, str], copies: dict[str, int], *, phase: str, key: str
+) -> tuple[ArtifactRef, dict[str, int]]:
     """An arm's training (or continued-training) data as a `training_mix` artifact, and its rows per entry."""
     table = arm_mix(select_mix(run, mix, f"{key}.mix"), copies, arm=arm, phase=phase)
     if table.num_rows == 0:
         raise ConfError(f"{key}.mix: the queries selected no rows ({', '.join(mix)})")
-    ref = run_source_stage(run, name="training_mix", version=MIX_VERSION, produce=lambda: iter([(0, table)]),
-                           params={"arm": arm, "phase": phase, "mix": mix, "copies": copies},
-                           input_fingerprint=content_hash(table), view="training_mix",
-                           dataset=f"train_nmt.{arm}" + (".continue" if phase == "continue" else ""))
+    ref = run_source_stage(
+        run,
+        name="training_mix",
+        version=MIX_VERSION,
+        produce=lambda: iter([(0, table)]),
+        params={"arm": arm, "phase": phase, "mix": mix, "copies": copies},
+        input_fingerprint=content_hash(table),
+        view="training_mix",
+        dataset=f"train_nmt.{arm}" + (".continue" if phase == "continue" else ""),
+    )
     counts = {c["values"]: c["counts"] for c in pc.value_counts(table["source"]).to_pylist()}
     return ref, {name: counts.get(name, 0) for name in mix}
 
@@ -93,29 +102,42 @@ class Student:
     model: ModelRef
 
 
-def continued(run: Run, conf: NMTConf, base: ModelRef, data: ArtifactRef, ct: ContinueConf, *, seed: int,
-              label: str) -> ModelRef:
+def continued(run: Run, conf: NMTConf, base: ModelRef, data: ArtifactRef, ct: ContinueConf, *, seed: int, label: str) -> ModelRef:
     """The arm's model trained on: fairseq-train from ``base``'s checkpoint on ``data`` at ``ct.lr``."""
-    train = continued_train_conf(conf.train, lr=ct.lr, max_update=ct.max_update, warmup_updates=ct.warmup_updates,
-                                 seed=seed)
+    train = continued_train_conf(conf.train, lr=ct.lr, max_update=ct.max_update, warmup_updates=ct.warmup_updates, seed=seed)
     ref = run_model_stage(  # lineage: it descends from its data and from the model it continues
-        run, name="student_continued", key="fairseq", version=NMT_VERSION, kind="fairseq", filename="model",
+        run,
+        name="student_continued",
+        key="fairseq",
+        version=NMT_VERSION,
+        kind="fairseq",
+        filename="model",
         inputs=[data, base],  # type: ignore[list-item] — run_model_stage reads only .fingerprint
         params={"train": train.model_dump(), "src": "src", "tgt": "tgt", "role": "part", "init": base.fingerprint},
-        build=continued_builder(data.parts(), conf, train, init=base.path, label=f"{label} (continued)"))
+        build=continued_builder(data.parts(), conf, train, init=base.path, label=f"{label} (continued)"),
+    )
     return ctranslate2_of(run, conf, ref) if conf.inference == "ctranslate2" else ref
 
 
 def ctranslate2_of(run: Run, conf: NMTConf, source: ModelRef) -> ModelRef:
     """The CTranslate2 conversion of a continued student, one model stage keyed as flows.pipelines.nmt keys conversions."""
+
     def build(path: Path) -> None:
         from models.nmt.fairseq import FairseqModel
 
         FairseqModel.load(source.path, trusted=conf.trusted, device="cpu").to_ctranslate2(path)
 
-    return run_model_stage(run, name=f"{source.name}_ct2", key="ctranslate2", version=NMT_VERSION, kind="ctranslate2",
-                           filename="model", inputs=[], params={"source": source.fingerprint, "backend": conf.backend},
-                           build=build)
+    return run_model_stage(
+        run,
+        name=f"{source.name}_ct2",
+        key="ctranslate2",
+        version=NMT_VERSION,
+        kind="ctranslate2",
+        filename="model",
+        inputs=[],
+        params={"source": source.fingerprint, "backend": conf.backend},
+        build=build,
+    )
 
 
 def train_arm(run: Run, conf: AugdagConf, name: str, arm: ArmConf) -> tuple[list[Student], dict[str, Any]]:
@@ -123,11 +145,16 @@ def train_arm(run: Run, conf: AugdagConf, name: str, arm: ArmConf) -> tuple[list
     tn = conf.train_nmt
     key = f"train_nmt.experiments.{name}" if tn.experiments else "train_nmt"
     if tn.student.model is not None and (len(tn.arm_names()) > 1 or arm.continue_on is not None):
-        raise ConfError("train_nmt.student.model: a configured student is evaluated as it is, but arms train their "
-                        "own students on their mixes. Hint: unset `model`, or run one arm without `continue_on`")
+        raise ConfError(
+            "train_nmt.student.model: a configured student is evaluated as it is, but arms train their "
+            "own students on their mixes. Hint: unset `model`, or run one arm without `continue_on`"
+        )
     data, rows = arm_data(run, name, arm.mix, arm.copies, phase="train", key=key)
-    ct_data, ct_rows = (arm_data(run, name, arm.continue_on.mix, arm.continue_on.copies, phase="continue",
-                                 key=f"{key}.continue_on") if arm.continue_on else (None, {}))
+    ct_data, ct_rows = (
+        arm_data(run, name, arm.continue_on.mix, arm.continue_on.copies, phase="continue", key=f"{key}.continue_on")
+        if arm.continue_on
+        else (None, {})
+    )
     label = arm.label or name
     students = []
     for seed in tn.arm_seeds(name):
@@ -138,41 +165,69 @@ def train_arm(run: Run, conf: AugdagConf, name: str, arm: ArmConf) -> tuple[list
             base = nmt_model(run, student.model_copy(update={"inference": "native"}), name="student", train_on=data)
             model = continued(run, student, base, ct_data, arm.continue_on, seed=seed, label=label)
         students.append(Student(name, seed, model))
-    return students, {"label": label, "mix_rows": rows, "continue_rows": ct_rows, "seeds": tn.arm_seeds(name),
-                      "continue_on": arm.continue_on.model_dump() if arm.continue_on else None,
-                      "mix": arm.mix, "copies": arm.copies, "students": [s.model.fingerprint for s in students]}
+    return students, {
+        "label": label,
+        "mix_rows": rows,
+        "continue_rows": ct_rows,
+        "seeds": tn.arm_seeds(name),
+        "continue_on": arm.continue_on.model_dump() if arm.continue_on else None,
+        "mix": arm.mix,
+        "copies": arm.copies,
+        "students": [s.model.fingerprint for s in students],
+    }
 
 
-def evaluate_students(run: Run, conf: AugdagConf, students: list[Student], test_name: str,
-                      arms: dict[str, dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def evaluate_students(
+    run: Run, conf: AugdagConf, students: list[Student], test_name: str, arms: dict[str, dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Each student's BLEU and chrF on one test set, with its arm's paired test against the baseline; the rows
     go to `evaluations`, one per student and metric."""
     tn = conf.train_nmt
     test = ingest_dataset(run, test_name, conf.datasets[test_name], conf.ingest, conf.shard_size, held_out=True)
     outputs, scores = [], []
     for s in students:
-        hyps = run_stage(run, TRANSLATE_STUDENT, inputs=[test], models=[s.model.fingerprint],
-                         resources={"model_path": s.model.path, "runtime": runtime(tn.student)},
-                         params={"model": loading(tn.student), "decode": decode_options(beam=tn.beam, lenpen=tn.lenpen)})
+        hyps = run_stage(
+            run,
+            TRANSLATE_STUDENT,
+            inputs=[test],
+            models=[s.model.fingerprint],
+            resources={"model_path": s.model.path, "runtime": runtime(tn.student)},
+            params={"model": loading(tn.student), "decode": decode_options(beam=tn.beam, lenpen=tn.lenpen)},
+        )
         outputs.append(hyps)
         scores.append(run_stage(run, EVALUATE, inputs=[hyps], n_shards=1, params={}).read(0).to_pylist())
     systems = [{"arm": s.arm, "seed": s.seed, "model": s.model.fingerprint} for s in students]
-    gathered = run_stage(run, ARM_TRANSLATIONS, inputs=outputs, n_shards=1,
-                         params={"systems": systems, "testset": test_name})
-    tests = run_stage(run, PAIRED_SIGNIFICANCE, inputs=[gathered], n_shards=1,
-                      params={"baseline": tn.baseline_arm(), "arms": list(arms),
-                              **tn.significance.model_dump()}).read(0).to_pylist()
+    gathered = run_stage(run, ARM_TRANSLATIONS, inputs=outputs, n_shards=1, params={"systems": systems, "testset": test_name})
+    tests = (
+        run_stage(
+            run,
+            PAIRED_SIGNIFICANCE,
+            inputs=[gathered],
+            n_shards=1,
+            params={"baseline": tn.baseline_arm(), "arms": list(arms), **tn.significance.model_dump()},
+        )
+        .read(0)
+        .to_pylist()
+    )
     paired = {(t["arm"], t["metric"]): t for t in tests}
     rows = []
     for s, mine in zip(students, scores):
         mine = [{**e, **{k: paired[(s.arm, e["metric"])][k] for k in ("p_value", "ci_low", "ci_high")}} for e in mine]
-        run.catalog.register_evaluation(run_id=run.run_id, model=s.model.fingerprint, model_name="student",
-                                        testset=test_name, scores=mine, arm=s.arm, seed=s.seed,
-                                        meta=evaluation_meta(arms[s.arm], conf, [paired[(s.arm, e["metric"])]
-                                                                                 for e in mine]))
+        run.catalog.register_evaluation(
+            run_id=run.run_id,
+            model=s.model.fingerprint,
+            model_name="student",
+            testset=test_name,
+            scores=mine,
+            arm=s.arm,
+            seed=s.seed,
+            meta=evaluation_meta(arms[s.arm], conf, [paired[(s.arm, e["metric"])] for e in mine]),
+        )
         for e in mine:
-            print(f"{e['metric']} = {e['score']:.2f} on {test_name} ({e['sentences']} sentences; arm {s.arm}, seed "
-                  f"{s.seed})  {e['signature']}")
+            print(
+                f"{e['metric']} = {e['score']:.2f} on {test_name} ({e['sentences']} sentences; arm {s.arm}, seed "
+                f"{s.seed})  {e['signature']}"
+            )
         rows += [{"testset": test_name, "arm": s.arm, "seed": s.seed, "model": s.model.fingerprint, **e} for e in mine]
     return rows, tests
 
@@ -180,11 +235,17 @@ def evaluate_students(run: Run, conf: AugdagConf, students: list[Student], test_
 def evaluation_meta(arm: dict[str, Any], conf: AugdagConf, tests: list[dict[str, Any]]) -> dict[str, Any]:
     """What an evaluation row keeps beside its score: the arm's data and its paired tests (per metric)."""
     sig = conf.train_nmt.significance
-    return {**{k: arm[k] for k in ("label", "mix", "copies", "mix_rows", "continue_on")},
-            "baseline": conf.train_nmt.baseline_arm(),
-            "significance": {"seeds": tests[0]["seeds"], "resamples": sig.resamples, "ar_trials": sig.ar_trials,
-                             "p_ar": {t["metric"]: t["p_ar"] for t in tests},
-                             "signature": {t["metric"]: t["signature"] for t in tests}}}
+    return {
+        **{k: arm[k] for k in ("label", "mix", "copies", "mix_rows", "continue_on")},
+        "baseline": conf.train_nmt.baseline_arm(),
+        "significance": {
+            "seeds": tests[0]["seeds"],
+            "resamples": sig.resamples,
+            "ar_trials": sig.ar_trials,
+            "p_ar": {t["metric"]: t["p_ar"] for t in tests},
+            "signature": {t["metric"]: t["signature"] for t in tests},
+        },
+    }
 
 
 def train_and_evaluate(run: Run, conf: AugdagConf) -> dict[str, Any]:
@@ -201,8 +262,14 @@ def train_and_evaluate(run: Run, conf: AugdagConf) -> dict[str, Any]:
         rows, paired = evaluate_students(run, conf, students, test_name, arms)
         evaluation += rows
         significance += [{"testset": test_name, **p} for p in paired]
-    return {"baseline": tn.baseline_arm(), "tests": tests, "arms": arms, "evaluation": evaluation,
-            "significance": significance, "summary": arm_summary(evaluation, significance, tn.baseline_arm(), arms)}
+    return {
+        "baseline": tn.baseline_arm(),
+        "tests": tests,
+        "arms": arms,
+        "evaluation": evaluation,
+        "significance": significance,
+        "summary": arm_summary(evaluation, significance, tn.baseline_arm(), arms),
+    }
 
 
 @pipeline_flow("train_nmt")

@@ -1,11 +1,11 @@
 """The consumer of C2C-GenDA's data: a slot tagger per arm and seed, span F1 on a held-out set.
 
-    arm original: the training rows (valid BIO) · arm original+c2c: plus `c2c_generated` of that dataset
-      → a tagger per arm and seed (Bi-LSTM from scratch, + CRF as an option, or a Hugging Face token
-        classifier), the epoch with the best dev F1 kept when `dev` is set
-      → tag_slots on the test set (`slot_predictions`, every arm and seed) → score_tags: F1, precision and
-        recall (seqeval, conlleval) in `evaluations` (metric f1, arm, seed), mean ± sd in `evaluation_summary`
-    report: mean ± sd per arm, F1 bars, per seed.
+arm original: the training rows (valid BIO) · arm original+c2c: plus `c2c_generated` of that dataset
+  → a tagger per arm and seed (Bi-LSTM from scratch, + CRF as an option, or a Hugging Face token
+    classifier), the epoch with the best dev F1 kept when `dev` is set
+  → tag_slots on the test set (`slot_predictions`, every arm and seed) → score_tags: F1, precision and
+    recall (seqeval, conlleval) in `evaluations` (metric f1, arm, seed), mean ± sd in `evaluation_summary`
+report: mean ± sd per arm, F1 bars, per seed.
 """
 
 from __future__ import annotations
@@ -31,12 +31,13 @@ TAGGER_VERSION = "2"  # 2: dropout seeded per step under models.runtime.seeded (
 def c2c_rows(run: Run, dataset: str) -> pa.Table:
     """The ``c2c_generated`` rows of ``dataset`` (``uid``, ``tokens``, ``tags``); a ``ConfError`` when there are
     none (the c2c pipeline has not run on it)."""
-    table = run.catalog.query("SELECT uid, tokens, tags FROM c2c_generated WHERE source = $d ORDER BY uid",
-                              {"d": dataset})
+    table = run.catalog.query("SELECT uid, tokens, tags FROM c2c_generated WHERE source = $d ORDER BY uid", {"d": dataset})
     if table.num_rows == 0:
-        raise ConfError(f"train_slot_tagger.arms: 'original+c2c' needs the `c2c_generated` rows of {dataset!r}, and "
-                        "there are none. Hint: run the c2c pipeline on it first (list `c2c` before `train_slot_tagger` "
-                        "in `pipelines`)")
+        raise ConfError(
+            f"train_slot_tagger.arms: 'original+c2c' needs the `c2c_generated` rows of {dataset!r}, and "
+            "there are none. Hint: run the c2c pipeline on it first (list `c2c` before `train_slot_tagger` "
+            "in `pipelines`)"
+        )
     return table
 
 
@@ -44,12 +45,20 @@ def train_arm(run: Run, conf: AugdagConf, arm: str, seed: int, train: pa.Table, 
     """The slot tagger of one arm and seed, trained on ``train`` (with ``dev`` to pick the best epoch when set)."""
     t = conf.train_slot_tagger.tagger
     settings = {**t.model_dump(exclude={"device", "threads", "lr"}), **({"lr": t.lr} if t.lr else {}), "seed": seed}
-    build = tagger_trainer(pairs_of(train), pairs_of(dev) if dev is not None else None, settings=settings,
-                           device=t.device, threads=t.threads)
-    data = {"arm": arm, "train": content_hash(train, ("uid",)),
-            "dev": content_hash(dev, ("uid",)) if dev is not None else None}
-    return run_model_stage(run, name="slot_tagger", version=TAGGER_VERSION, kind=f"tagger:{t.kind}", filename="model",
-                           inputs=[], build=build, params={**settings, **data})
+    build = tagger_trainer(
+        pairs_of(train), pairs_of(dev) if dev is not None else None, settings=settings, device=t.device, threads=t.threads
+    )
+    data = {"arm": arm, "train": content_hash(train, ("uid",)), "dev": content_hash(dev, ("uid",)) if dev is not None else None}
+    return run_model_stage(
+        run,
+        name="slot_tagger",
+        version=TAGGER_VERSION,
+        kind=f"tagger:{t.kind}",
+        filename="model",
+        inputs=[],
+        build=build,
+        params={**settings, **data},
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,12 +75,16 @@ def train_and_evaluate(run: Run, conf: AugdagConf) -> Tagged:
     in ``evaluations``); returns the scores, the malformed training rows and the rows per arm."""
     tc = conf.train_slot_tagger
     train_name, dev_name, test_name = conf.slot_tagger_datasets()
+
     def ingest(name: str, *, held_out: bool = False) -> Any:  # held out (dev, test): no row deduplicated or filtered
         return ingest_dataset(run, name, conf.datasets[name], conf.ingest, conf.shard_size, held_out=held_out)
 
     original, malformed = valid_bio(ingest(train_name).parts().table(["uid", "tokens", "tags", "source", "line"]))
-    dev = valid_bio(ingest(dev_name, held_out=True).parts().table(["uid", "tokens", "tags", "source", "line"]))[0] \
-        if dev_name else None
+    dev = (
+        valid_bio(ingest(dev_name, held_out=True).parts().table(["uid", "tokens", "tags", "source", "line"]))[0]
+        if dev_name
+        else None
+    )
     test = ingest(test_name, held_out=True)
     arms = {"original": original.select(["uid", "tokens", "tags"])}
     if "original+c2c" in tc.arms:
@@ -82,17 +95,27 @@ def train_and_evaluate(run: Run, conf: AugdagConf) -> Tagged:
             model = train_arm(run, conf, arm, seed, arms[arm], dev)
             taggers.append((arm, seed, model))
     t = tc.tagger
-    predictions = run_stage(run, TAG_SLOTS, inputs=[test], models=[m.fingerprint for _, _, m in taggers],
-                            params={"taggers": [{"arm": a, "seed": s, "model": m.fingerprint} for a, s, m in taggers],
-                                    "batch_size": t.batch_size},
-                            resources={"paths": {m.fingerprint: str(m.path) for _, _, m in taggers},
-                                       "device": t.device, "threads": t.threads})
+    predictions = run_stage(
+        run,
+        TAG_SLOTS,
+        inputs=[test],
+        models=[m.fingerprint for _, _, m in taggers],
+        params={"taggers": [{"arm": a, "seed": s, "model": m.fingerprint} for a, s, m in taggers], "batch_size": t.batch_size},
+        resources={"paths": {m.fingerprint: str(m.path) for _, _, m in taggers}, "device": t.device, "threads": t.threads},
+    )
     scores = run_stage(run, SCORE_TAGS, inputs=[predictions], params={}, n_shards=1).read(0).to_pylist()
     for arm, seed, model in taggers:
         mine = [s for s in scores if s["model"] == model.fingerprint and s["arm"] == arm and s["seed"] == seed]
-        run.catalog.register_evaluation(run_id=run.run_id, model=model.fingerprint, model_name="slot_tagger",
-                                        testset=test_name, scores=mine, arm=arm, seed=seed,
-                                        meta={"dataset": train_name, "kind": t.kind, "crf": t.crf, "dev": dev_name})
+        run.catalog.register_evaluation(
+            run_id=run.run_id,
+            model=model.fingerprint,
+            model_name="slot_tagger",
+            testset=test_name,
+            scores=mine,
+            arm=arm,
+            seed=seed,
+            meta={"dataset": train_name, "kind": t.kind, "crf": t.crf, "dev": dev_name},
+        )
     return Tagged(train_name, test_name, scores, malformed, {a: rows.num_rows for a, rows in arms.items()})
 
 
@@ -103,15 +126,29 @@ def publish_report(run: Run, result: Tagged, summary: list[dict[str, Any]]) -> d
 
     table = pa.Table.from_pylist(summary)
     f1 = [s for s in summary if s["metric"] == "f1"]
-    bars = bar_figure([s["arm"] for s in f1], [s["mean"] for s in f1], xlabel="arm", ylabel="span F1 (conlleval), "
-                      "mean over seeds", title=f"slot tagger F1 on {result.testset} per arm")
+    bars = bar_figure(
+        [s["arm"] for s in f1],
+        [s["mean"] for s in f1],
+        xlabel="arm",
+        ylabel="span F1 (conlleval), mean over seeds",
+        title=f"slot tagger F1 on {result.testset} per arm",
+    )
     per_seed = pa.Table.from_pylist([{k: v for k, v in s.items() if k != "signature"} for s in result.evaluation])
     md = f"### Slot tagger per arm on {result.testset}\n\n{markdown_table(table)}\n"
-    return publish(run, stem="train_slot_tagger", title=f"slot tagger per arm — {run.run_id}", markdown=md,
-                   table=table, pngs={"slot_f1": bars}, sections=[
-                       ("Mean ± sd per arm", table), ("F1 per arm", bars), ("Per seed", per_seed),
-                       ("Training rows per arm", pa.Table.from_pylist([{"arm": a, "rows": n}
-                                                                       for a, n in result.rows.items()]))])
+    return publish(
+        run,
+        stem="train_slot_tagger",
+        title=f"slot tagger per arm — {run.run_id}",
+        markdown=md,
+        table=table,
+        pngs={"slot_f1": bars},
+        sections=[
+            ("Mean ± sd per arm", table),
+            ("F1 per arm", bars),
+            ("Per seed", per_seed),
+            ("Training rows per arm", pa.Table.from_pylist([{"arm": a, "rows": n} for a, n in result.rows.items()])),
+        ],
+    )
 
 
 @pipeline_flow("train_slot_tagger")
@@ -121,7 +158,16 @@ def train_slot_tagger_flow(conf: FlowConf, profile: str = "", config: dict[str, 
         result = train_and_evaluate(run, conf)
         summary = mean_sd(result.evaluation, by="arm")
         reports = publish_report(run, result, summary)
-    return run.finish(extra={"train_slot_tagger": {
-        "dataset": result.dataset, "testset": result.testset, "arms": result.rows, "summary": summary,
-        "evaluation": result.evaluation, "malformed": {"count": len(result.malformed), "rows": result.malformed[:5]}},
-        "reports": reports})
+    return run.finish(
+        extra={
+            "train_slot_tagger": {
+                "dataset": result.dataset,
+                "testset": result.testset,
+                "arms": result.rows,
+                "summary": summary,
+                "evaluation": result.evaluation,
+                "malformed": {"count": len(result.malformed), "rows": result.malformed[:5]},
+            },
+            "reports": reports,
+        }
+    )

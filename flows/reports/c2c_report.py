@@ -26,14 +26,18 @@ def counts(result: Generated) -> dict[str, Any]:
     reasons: dict[str, int] = {}
     for why in result.generated.parts("dropped").table(["reason"])["reason"].to_pylist():
         reasons[why] = reasons.get(why, 0) + 1
-    return {"delexicalised": artifact_rows(result.delexicalised),
-            "malformed_bio": artifact_rows(result.delexicalised, "rejects"),
-            "no_slots": artifact_rows(result.delexicalised, "dropped"),
-            "frames": len(set(frames.to_pylist())), "frames_paired": len(set(pairs["frame"].to_pylist())),
-            "clusters": len(set(pairs["cluster"].to_pylist())),
-            "targets": sum(r == "output" for r in pairs["role"].to_pylist()),
-            "generated": sum(artifact_rows(g) for g in result.folds), "kept": artifact_rows(result.generated),
-            "dropped": dict(sorted(reasons.items()))}
+    return {
+        "delexicalised": artifact_rows(result.delexicalised),
+        "malformed_bio": artifact_rows(result.delexicalised, "rejects"),
+        "no_slots": artifact_rows(result.delexicalised, "dropped"),
+        "frames": len(set(frames.to_pylist())),
+        "frames_paired": len(set(pairs["frame"].to_pylist())),
+        "clusters": len(set(pairs["cluster"].to_pylist())),
+        "targets": sum(r == "output" for r in pairs["role"].to_pylist()),
+        "generated": sum(artifact_rows(g) for g in result.folds),
+        "kept": artifact_rows(result.generated),
+        "dropped": dict(sorted(reasons.items())),
+    }
 
 
 def per_frame(result: Generated) -> pa.Table:
@@ -47,8 +51,7 @@ def per_frame(result: Generated) -> pa.Table:
         f["targets"] += r["role"] == "output"
     for frame in gen:
         rows.setdefault(frame, {"frame": frame, "clusters": set(), "targets": 0, "kept": 0})["kept"] += 1
-    return pa.Table.from_pylist([{**r, "clusters": len(r["clusters"])} for r in sorted(rows.values(),
-                                                                                   key=lambda r: -r["kept"])])
+    return pa.Table.from_pylist([{**r, "clusters": len(r["clusters"])} for r in sorted(rows.values(), key=lambda r: -r["kept"])])
 
 
 def publish_report(run: Run, result: Generated, conf: C2cConf) -> tuple[dict[str, Any], dict[str, str]]:
@@ -61,25 +64,48 @@ def publish_report(run: Run, result: Generated, conf: C2cConf) -> tuple[dict[str
     raw = [g.parts().table(["med_train", "fill"]) for g in result.folds]
     meds = np.concatenate([t.filter(pc.equal(t["fill"], 0))["med_train"].to_numpy() for t in raw] or [np.zeros(0)])
     hist = med_histogram(meds)
-    png = bar_figure([label for label, _ in hist], [share for _, share in hist], xlabel="MED to the training set "
-                     "(delexicalised)", ylabel="share of generated utterances",
-                     title=f"C2C-GenDA: novelty of {len(meds):,} generated utterances (cf. Fig. 4)")
+    png = bar_figure(
+        [label for label, _ in hist],
+        [share for _, share in hist],
+        xlabel="MED to the training set (delexicalised)",
+        ylabel="share of generated utterances",
+        title=f"C2C-GenDA: novelty of {len(meds):,} generated utterances (cf. Fig. 4)",
+    )
     n = counts(result)
     frames = per_frame(result)
-    setting = (f"c = {conf.cluster_size}, M′ = {conf.max_outputs}, stop at DS < {conf.min_distance}, "
-               f"{conf.folds} folds, {conf.n_outputs} generated per cluster, λ = {conf.model.lam}, "
-               f"γ = {conf.model.gamma}, {'from ' + conf.model.init if conf.model.init else 'from scratch'}")
+    setting = (
+        f"c = {conf.cluster_size}, M′ = {conf.max_outputs}, stop at DS < {conf.min_distance}, "
+        f"{conf.folds} folds, {conf.n_outputs} generated per cluster, λ = {conf.model.lam}, "
+        f"γ = {conf.model.gamma}, {'from ' + conf.model.init if conf.model.init else 'from scratch'}"
+    )
     table = pa.Table.from_pylist([{k: v for k, v in n.items() if k != "dropped"}])
-    md = (f"### C2C-GenDA on {result.dataset}\n\n{setting}.\n\n{markdown_table(table)}\n\n"
-          f"Diversity (Table 5):\n\n{markdown_table(diversity)}\n")
-    reports = publish(run, stem="c2c", title=f"C2C-GenDA — {run.run_id}", markdown=md, table=diversity,
-                      pngs={"c2c_med": png}, sections=[
-                          ("Setting", setting), ("Rows through the stages", table),
-                          ("Dropped at selection", pa.Table.from_pylist(
-                              [{"reason": k, "rows": v} for k, v in n["dropped"].items()]) if n["dropped"] else "none"),
-                          ("Diversity of the generation (Table 5)", diversity),
-                          ("MED to the training set (Fig. 4)", png),
-                          ("Per frame", frames)])
-    summary = {"dataset": result.dataset, **n, "diversity": diversity.to_pylist(),
-               "models": [m.fingerprint for m in result.models]}
+    md = (
+        f"### C2C-GenDA on {result.dataset}\n\n{setting}.\n\n{markdown_table(table)}\n\n"
+        f"Diversity (Table 5):\n\n{markdown_table(diversity)}\n"
+    )
+    reports = publish(
+        run,
+        stem="c2c",
+        title=f"C2C-GenDA — {run.run_id}",
+        markdown=md,
+        table=diversity,
+        pngs={"c2c_med": png},
+        sections=[
+            ("Setting", setting),
+            ("Rows through the stages", table),
+            (
+                "Dropped at selection",
+                pa.Table.from_pylist([{"reason": k, "rows": v} for k, v in n["dropped"].items()]) if n["dropped"] else "none",
+            ),
+            ("Diversity of the generation (Table 5)", diversity),
+            ("MED to the training set (Fig. 4)", png),
+            ("Per frame", frames),
+        ],
+    )
+    summary = {
+        "dataset": result.dataset,
+        **n,
+        "diversity": diversity.to_pylist(),
+        "models": [m.fingerprint for m in result.models],
+    }
     return summary, reports

@@ -28,8 +28,14 @@ def diversity_table(table: pa.Table, *, ns: Sequence[int] = (1, 2, 3)) -> pa.Tab
         every = [t for t, m in zip(texts, methods) if m == method]
         kept = [t for t, m, s in zip(texts, methods, selected) if m == method and s]
         for which, group in (("all", every), ("selected", kept)):
-            rows.append({"method": method, "candidates": which, "rows": len(group),
-                         **{f"distinct_{n}": round(distinct_n(group, n), 4) for n in ns}})
+            rows.append(
+                {
+                    "method": method,
+                    "candidates": which,
+                    "rows": len(group),
+                    **{f"distinct_{n}": round(distinct_n(group, n), 4) for n in ns},
+                }
+            )
     return pa.Table.from_pylist(rows)
 
 
@@ -44,20 +50,37 @@ def publish_report(run: Run, result: Augmented, conf: EpidaConf, per_method: lis
     for method in sorted(set(table["method"].to_pylist())):
         rows = [r for r in table.to_pylist() if r["method"] == method and r["round"] == last]
         panels[method] = ([r["s_div"] for r in rows], [r["s_qua"] for r in rows], [r["selected"] for r in rows])
-    png = scatter_figure(panels, xlabel="s_div (REM, Eq. 7)", ylabel="s_qua (CEM, Eq. 10)",
-                         title=f"EPiDA round {last}: candidates per method, selected in red (mode {conf.mode})")
+    png = scatter_figure(
+        panels,
+        xlabel="s_div (REM, Eq. 7)",
+        ylabel="s_qua (CEM, Eq. 10)",
+        title=f"EPiDA round {last}: candidates per method, selected in red (mode {conf.mode})",
+    )
     diversity = diversity_table(table)
     counts = pa.Table.from_pylist(per_method) if per_method else pa.table({"round": pa.array([], pa.int32())})
     evaluation = pa.Table.from_pylist(result.evaluation) if result.evaluation else None
-    setting = (f"K = {conf.amplification}, m = {conf.m}, α = {conf.alpha}, mode `{conf.mode}`, "
-               f"{'online every ' + str(conf.every_epochs) + ' epochs' if conf.online else 'one-time'}, "
-               f"pre-training {conf.pretrain_epochs} epoch(s), sources {', '.join(conf.sources)}")
-    md = (f"### EPiDA on {result.dataset}\n\n{setting}.\n\n{markdown_table(counts)}\n\n"
-          f"{markdown_table(diversity)}\n" + (f"\n{markdown_table(evaluation)}\n" if evaluation is not None else ""))
-    sections: list[tuple[str, Any]] = [("Setting", setting), ("s_div and s_qua per method", png),
-                                       ("Candidates per round and method", counts),
-                                       ("Distinct-n: all candidates vs the selected", diversity)]
+    setting = (
+        f"K = {conf.amplification}, m = {conf.m}, α = {conf.alpha}, mode `{conf.mode}`, "
+        f"{'online every ' + str(conf.every_epochs) + ' epochs' if conf.online else 'one-time'}, "
+        f"pre-training {conf.pretrain_epochs} epoch(s), sources {', '.join(conf.sources)}"
+    )
+    md = f"### EPiDA on {result.dataset}\n\n{setting}.\n\n{markdown_table(counts)}\n\n{markdown_table(diversity)}\n" + (
+        f"\n{markdown_table(evaluation)}\n" if evaluation is not None else ""
+    )
+    sections: list[tuple[str, Any]] = [
+        ("Setting", setting),
+        ("s_div and s_qua per method", png),
+        ("Candidates per round and method", counts),
+        ("Distinct-n: all candidates vs the selected", diversity),
+    ]
     if evaluation is not None:
         sections.append((f"The feedback classifier on {result.testset}", evaluation))
-    return publish(run, stem="epida", title=f"EPiDA — {run.run_id}", markdown=md, table=diversity,
-                   pngs={"epida_scores": png}, sections=sections)
+    return publish(
+        run,
+        stem="epida",
+        title=f"EPiDA — {run.run_id}",
+        markdown=md,
+        table=diversity,
+        pngs={"epida_scores": png},
+        sections=sections,
+    )

@@ -16,10 +16,12 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse;margin:.5em 0}"
-         "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}td.n{text-align:right}"
-         ".failed{color:#b00}pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em}.note{color:#666}"
-         "section.page{border-left:3px solid #ddd;padding-left:1em;margin:1em 0}")
+STYLE = (
+    "body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse;margin:.5em 0}"
+    "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}td.n{text-align:right}"
+    ".failed{color:#b00}pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em}.note{color:#666}"
+    "section.page{border-left:3px solid #ddd;padding-left:1em;margin:1em 0}"
+)
 
 
 def esc(v: Any) -> str:
@@ -41,14 +43,24 @@ def cell(v: Any) -> tuple[str, bool]:
     return f"{float(v):,.4f}", True
 
 
-def table(head: Sequence[str], rows: Sequence[Sequence[Any]], *, cls: str | None = None, header: bool = True,
-          failed: Sequence[bool] = ()) -> str:
+def table(
+    head: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    cls: str | None = None,
+    header: bool = True,
+    failed: Sequence[bool] = (),
+) -> str:
     """A table: ``head`` as its header row (left out with ``header=False``), then ``rows`` formatted by `cell`
     (numbers right-aligned); a row whose ``failed`` flag is set is shown as failed."""
+
     def tr(row: Sequence[Any], bad: bool) -> str:
         cells = [cell(v) for v in row]
-        return (f"<tr{' class=failed' if bad else ''}>"
-                + "".join(f"<td{' class=n' if num else ''}>{esc(t)}</td>" for t, num in cells) + "</tr>")
+        return (
+            f"<tr{' class=failed' if bad else ''}>"
+            + "".join(f"<td{' class=n' if num else ''}>{esc(t)}</td>" for t, num in cells)
+            + "</tr>"
+        )
 
     top = "<tr>" + "".join(f"<th>{esc(h)}</th>" for h in head) + "</tr>" if header else ""
     bad = list(failed) + [False] * (len(rows) - len(failed))
@@ -79,8 +91,10 @@ def document(title: str, body: Sequence[str], *, generator: str | None = None) -
     """The whole page: ``body`` (markup) under a head with ``title``, `STYLE` and, if given, a ``generator`` meta
     tag (the run pages mark themselves so that a later report never inlines them as a pipeline's)."""
     meta = f'<meta name="generator" content="{esc(generator)}">' if generator is not None else ""
-    return (f"<!doctype html><html><head><meta charset='utf-8'>{meta}<title>{esc(title)}</title>"
-            f"<style>{STYLE}</style></head><body>{''.join(body)}</body></html>\n")
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'>{meta}<title>{esc(title)}</title>"
+        f"<style>{STYLE}</style></head><body>{''.join(body)}</body></html>\n"
+    )
 
 
 def _class(cls: str | None) -> str:

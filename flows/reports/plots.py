@@ -36,6 +36,7 @@ def _plain(value: object) -> object:
 
 def memoised(draw: Callable[..., bytes]) -> Callable[..., bytes]:
     """``draw`` (arguments -> PNG bytes), read from ``FIGURE_MEMO`` when it drew the same before."""
+
     @functools.wraps(draw)
     def figure(*args: object, **kwargs: object) -> bytes:
         memo = FIGURE_MEMO.get()
@@ -58,12 +59,16 @@ def histogram(parts: Parts, column: str, *, bins: int = 50) -> pa.Table:
     with scratch_duckdb(memory_limit="256MB", name="hist") as con:
         lo, hi, n = con.execute(f'SELECT min("{column}"), max("{column}"), count(*) FROM {files}').fetchall()[0]
         if not n:
-            return pa.table({"lo": pa.array([], pa.float64()), "hi": pa.array([], pa.float64()),
-                             "rows": pa.array([], pa.int64())})
+            return pa.table(
+                {"lo": pa.array([], pa.float64()), "hi": pa.array([], pa.float64()), "rows": pa.array([], pa.int64())}
+            )
         width = (hi - lo) / bins or 1.0
-        counts = dict(con.execute(
-            f'SELECT least(floor(("{column}" - $lo) / $w)::BIGINT, $last) AS b, count(*) FROM {files} '
-            "GROUP BY b", {"lo": lo, "w": width, "last": bins - 1}).fetchall())
+        counts = dict(
+            con.execute(
+                f'SELECT least(floor(("{column}" - $lo) / $w)::BIGINT, $last) AS b, count(*) FROM {files} GROUP BY b',
+                {"lo": lo, "w": width, "last": bins - 1},
+            ).fetchall()
+        )
     edges = lo + width * np.arange(bins + 1)
     return pa.table({"lo": edges[:-1], "hi": edges[1:], "rows": [int(counts.get(b, 0)) for b in range(bins)]})
 
@@ -82,8 +87,7 @@ def uncertainty_figure(hist: pa.Table, *, u_max: float, beta: float, title: str)
     lo, hi, rows = (hist[c].to_numpy() for c in ("lo", "hi", "rows"))
     mid = (lo + hi) / 2
     fig, ax = plt.subplots(figsize=(8, 4.2), dpi=110)
-    ax.bar(lo, rows, width=hi - lo, align="edge", color="#8fb3d9", edgecolor="#4a7bb0", linewidth=0.4,
-           label="sentences")
+    ax.bar(lo, rows, width=hi - lo, align="edge", color="#8fb3d9", edgecolor="#4a7bb0", linewidth=0.4, label="sentences")
     ax.axvline(u_max, color="#c0392b", linestyle="--", label=f"U_max = {u_max:.3f}")
     ax.set_xlabel("sentence uncertainty U (Eq. 6.3)")
     ax.set_ylabel("monolingual sentences")
@@ -100,6 +104,7 @@ def uncertainty_figure(hist: pa.Table, *, u_max: float, beta: float, title: str)
 
 def markdown_table(table: pa.Table, *, digits: int = 4) -> str:
     """A table as GitHub markdown (for Prefect's markdown artifacts and the summary)."""
+
     def cell(v: object) -> str:
         if v is None:
             return "–"
@@ -158,8 +163,14 @@ def box_figure(groups: Mapping[str, Sequence[float]], *, ylabel: str, title: str
 
 
 @memoised
-def line_figure(series: Mapping[str, tuple[Sequence[float], Sequence[float]]], *, xlabel: str, ylabel: str,
-                title: str, spans: Sequence[tuple[float, float, str]] = ()) -> bytes:
+def line_figure(
+    series: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    *,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    spans: Sequence[tuple[float, float, str]] = (),
+) -> bytes:
     """Lines (x, y) per name; ``spans`` shade x-ranges with a label (e.g. the curriculum level of each step)."""
     import matplotlib
 
@@ -180,8 +191,9 @@ def line_figure(series: Mapping[str, tuple[Sequence[float], Sequence[float]]], *
 
 
 @memoised
-def scatter_figure(panels: Mapping[str, tuple[Sequence[float], Sequence[float], Sequence[bool]]], *, xlabel: str,
-                   ylabel: str, title: str) -> bytes:
+def scatter_figure(
+    panels: Mapping[str, tuple[Sequence[float], Sequence[float], Sequence[bool]]], *, xlabel: str, ylabel: str, title: str
+) -> bytes:
     """One scatter panel per name of (x, y) points, the ``marked`` ones (e.g. selected) drawn over the rest."""
     import matplotlib
 

@@ -12,8 +12,16 @@ from flows.engine.run_artifacts import publish_file_link
 from flows.reports.plots import html_page
 
 
-def publish(run: Run, *, stem: str, title: str, sections: Sequence[tuple[str, str | bytes | pa.Table]],
-            markdown: str, table: pa.Table | None = None, pngs: Mapping[str, bytes] | None = None) -> dict[str, str]:
+def publish(
+    run: Run,
+    *,
+    stem: str,
+    title: str,
+    sections: Sequence[tuple[str, str | bytes | pa.Table]],
+    markdown: str,
+    table: pa.Table | None = None,
+    pngs: Mapping[str, bytes] | None = None,
+) -> dict[str, str]:
     """Write the self-contained HTML page (and PNGs), then publish markdown, table and link artifacts.
     Returns the paths written, keyed ``<stem>_html`` / ``<stem>_<png name>``."""
     out = run.root / "reports" / run.run_id
@@ -37,8 +45,9 @@ def publish(run: Run, *, stem: str, title: str, sections: Sequence[tuple[str, st
         # over HTTP while `augdag server` serves the reports (browsers refuse file:// links), else the path
         publish_file_link(run.root, page, text=f"{title} (HTML)", key=f"{key}-html")
         for name in pngs or {}:  # every plot of the page, as its own link
-            publish_file_link(run.root, out / f"{name}.png", text=f"{title}: {name} (PNG)",
-                              key=f"{key}-{name}".replace("_", "-").lower())
+            publish_file_link(
+                run.root, out / f"{name}.png", text=f"{title}: {name} (PNG)", key=f"{key}-{name}".replace("_", "-").lower()
+            )
     except Exception as e:  # noqa: BLE001 — a report artifact must not fail a finished run
         run_logger().warning("could not publish the Prefect artifacts of the %s report: %s", stem, e)
     return written

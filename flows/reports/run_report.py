@@ -42,9 +42,14 @@ def run_page(catalog: Catalog, run_id: str) -> str:
     if run["summary"].get("error"):
         body += [heading(2, "Run error"), preformatted(run["summary"]["error"], cls="failed")]
     if nightly:
-        body += [heading(2, "Pipelines"), table(["pipeline", "run", "status", "seconds", "error"],
-                                                [[p["pipeline"], p["run_id"], p["status"], p["seconds"], p["error"]]
-                                                 for p in pipes], cls="pipelines")]
+        body += [
+            heading(2, "Pipelines"),
+            table(
+                ["pipeline", "run", "status", "seconds", "error"],
+                [[p["pipeline"], p["run_id"], p["status"], p["seconds"], p["error"]] for p in pipes],
+                cls="pipelines",
+            ),
+        ]
         body.append(_plots(catalog.root / "reports" / run_id, level=2))
     for p in pipes:
         if nightly and not p["run_id"]:
@@ -57,14 +62,22 @@ def _header(run: Mapping[str, Any], pipes: Sequence[Mapping[str, Any]]) -> str:
     stages = [s for p in pipes for s in p["stages"]]
     count = {k: sum(s["status"] == k for s in stages) for k in ("computed", "cached", "failed")}
     done = [s for s in stages if s["status"] != "failed"]
-    rows = [["run id", run["run_id"]], ["pipeline", run["pipeline"]], ["profile", run["profile"]],
-            ["status", run["status"]], ["started", run["started_at"]], ["finished", run["finished_at"]],
-            ["duration (s)", duration(run)],
-            ["stages", f"{count['computed']} computed, {count['cached']} cached, {count['failed']} failed"],
-            ["shards computed", f"{sum(s['shards_computed'] for s in done):,} of {sum(s['shards'] for s in done):,}"],
-            ["rows in the views it filled", ", ".join(f"{v} {n:,}" for v, n in view_rows(done).items()) or "none"],
-            ["rejects, dropped", ", ".join(f"{sum(s['rows_out'].get(r, 0) for s in once_per_artifact(done)):,}"
-                                           for r in ("rejects", "dropped"))]]
+    rows = [
+        ["run id", run["run_id"]],
+        ["pipeline", run["pipeline"]],
+        ["profile", run["profile"]],
+        ["status", run["status"]],
+        ["started", run["started_at"]],
+        ["finished", run["finished_at"]],
+        ["duration (s)", duration(run)],
+        ["stages", f"{count['computed']} computed, {count['cached']} cached, {count['failed']} failed"],
+        ["shards computed", f"{sum(s['shards_computed'] for s in done):,} of {sum(s['shards'] for s in done):,}"],
+        ["rows in the views it filled", ", ".join(f"{v} {n:,}" for v, n in view_rows(done).items()) or "none"],
+        [
+            "rejects, dropped",
+            ", ".join(f"{sum(s['rows_out'].get(r, 0) for s in once_per_artifact(done)):,}" for r in ("rejects", "dropped")),
+        ],
+    ]
     if cache := run["summary"].get("cache"):
         rows.append(["cache", cache])
     return table(["", ""], rows, cls="run", header=False)
@@ -73,8 +86,12 @@ def _header(run: Mapping[str, Any], pipes: Sequence[Mapping[str, Any]]) -> str:
 def _pipeline_sections(catalog: Catalog, p: Mapping[str, Any], *, level: int, title: bool) -> list[str]:
     out = [heading(level - 1, f"{p['pipeline']} — {p['run_id']} ({p['status']})")] if title else []
     out += [heading(level, "Stages"), stage_table(p["stages"])]
-    failures = [paragraph(f"{s['stage']}[{s['dataset'] or ''}] shard(s) {s.get('failed_shards') or ''}", cls="failed")
-                + preformatted(s["error"], cls="failed") for s in p["stages"] if s["status"] == "failed"]
+    failures = [
+        paragraph(f"{s['stage']}[{s['dataset'] or ''}] shard(s) {s.get('failed_shards') or ''}", cls="failed")
+        + preformatted(s["error"], cls="failed")
+        for s in p["stages"]
+        if s["status"] == "failed"
+    ]
     if p["error"] and title:  # a lone pipeline run's own error is the page's "Run error"
         failures.append(preformatted(p["error"], cls="failed"))
     if failures:
@@ -84,10 +101,25 @@ def _pipeline_sections(catalog: Catalog, p: Mapping[str, Any], *, level: int, ti
         out += [heading(level, "Warnings"), *(paragraph(w, cls="warning") for w in warnings)]
     scores = evaluations(catalog, run_ids([p]))
     if scores:
-        out += [heading(level, "Evaluation scores"), table(
-            ["model", "test set", "metric", "score", "sentences", "signature", "model fingerprint"],
-            [[e["model_name"], e["testset"], e["metric"], e["score"], e["sentences"], e["signature"],
-              (e["model"] or "")[:12]] for e in scores], cls="evaluations")]
+        out += [
+            heading(level, "Evaluation scores"),
+            table(
+                ["model", "test set", "metric", "score", "sentences", "signature", "model fingerprint"],
+                [
+                    [
+                        e["model_name"],
+                        e["testset"],
+                        e["metric"],
+                        e["score"],
+                        e["sentences"],
+                        e["signature"],
+                        (e["model"] or "")[:12],
+                    ]
+                    for e in scores
+                ],
+                cls="evaluations",
+            ),
+        ]
     if p["run_id"]:
         out.append(_plots(catalog.root / "reports" / p["run_id"], level=level))
     return out
@@ -98,12 +130,35 @@ def stage_table(stages: Sequence[Mapping[str, Any]]) -> str:
     flows/engine/recording.py; none for a run recorded before they were), the artifact's rows per role, seconds,
     fingerprint."""
     shown = roles(s["rows_out"] for s in stages) or ["part"]
-    head = ["stage", "dataset", "status", "shards", "shards computed", "rows in", "kept", "dropped",
-            *(f"rows out: {r}" for r in shown), "seconds", "fingerprint"]
-    rows = [[s["stage"], s["dataset"] or "", s["status"], s["shards"], s["shards_computed"], s["rows_in"],
-             s.get("kept"), s.get("dropped"),
-             *(s["rows_out"].get(r) if s["status"] != "failed" else None for r in shown), s["seconds"],
-             s["fingerprint"][:12]] for s in stages]
+    head = [
+        "stage",
+        "dataset",
+        "status",
+        "shards",
+        "shards computed",
+        "rows in",
+        "kept",
+        "dropped",
+        *(f"rows out: {r}" for r in shown),
+        "seconds",
+        "fingerprint",
+    ]
+    rows = [
+        [
+            s["stage"],
+            s["dataset"] or "",
+            s["status"],
+            s["shards"],
+            s["shards_computed"],
+            s["rows_in"],
+            s.get("kept"),
+            s.get("dropped"),
+            *(s["rows_out"].get(r) if s["status"] != "failed" else None for r in shown),
+            s["seconds"],
+            s["fingerprint"][:12],
+        ]
+        for s in stages
+    ]
     return table(head, rows, cls="stages", failed=[s["status"] == "failed" for s in stages])
 
 
@@ -148,8 +203,9 @@ def _plots(folder: Path, *, level: int) -> str:
     return heading(level, "Plots") + "".join(parts) + "".join(rest)
 
 
-def write_report(catalog: Catalog, run_id: str, *, compare: str | None = None, output: Path | None = None,
-                 force: bool = False) -> Path:
+def write_report(
+    catalog: Catalog, run_id: str, *, compare: str | None = None, output: Path | None = None, force: bool = False
+) -> Path:
     """Write the run page (or, with ``compare``, the comparison page) and return its path.
 
     Default: ``<cache>/reports/<run_id>/run.html`` or ``.../compare-<A>-vs-<B>.html`` (A the older run).

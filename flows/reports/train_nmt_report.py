@@ -17,8 +17,12 @@ from tasks.common.evaluation import mean_sd
 from tasks.train_nmt.significance import METRICS
 
 
-def arm_summary(evaluation: Sequence[Mapping[str, Any]], significance: Sequence[Mapping[str, Any]], baseline: str,
-                arms: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+def arm_summary(
+    evaluation: Sequence[Mapping[str, Any]],
+    significance: Sequence[Mapping[str, Any]],
+    baseline: str,
+    arms: Mapping[str, Mapping[str, Any]],
+) -> list[dict[str, Any]]:
     """Per test set, metric and arm (in order): seeds, mean, sample sd (``tasks.common.evaluation.mean_sd``), Δ = mean −
     the baseline's mean, and the paired tests of the seeds' concatenated outputs (p null for the baseline)."""
     paired = {(s["testset"], s["arm"], s["metric"]): s for s in significance}
@@ -28,10 +32,22 @@ def arm_summary(evaluation: Sequence[Mapping[str, Any]], significance: Sequence[
         for metric in METRICS:
             for arm in arms:
                 r, p = stats[(arm, metric)], paired.get((test, arm, metric), {})
-                out.append({"testset": test, "arm": arm, "label": arms[arm]["label"], "metric": metric,
-                            "seeds": r["seeds"], "mean": r["mean"], "sd": r["sd"],
-                            "delta": r["mean"] - stats[(baseline, metric)]["mean"], "p_value": p.get("p_value"),
-                            "p_ar": p.get("p_ar"), "ci_low": p.get("ci_low"), "ci_high": p.get("ci_high")})
+                out.append(
+                    {
+                        "testset": test,
+                        "arm": arm,
+                        "label": arms[arm]["label"],
+                        "metric": metric,
+                        "seeds": r["seeds"],
+                        "mean": r["mean"],
+                        "sd": r["sd"],
+                        "delta": r["mean"] - stats[(baseline, metric)]["mean"],
+                        "p_value": p.get("p_value"),
+                        "p_ar": p.get("p_ar"),
+                        "ci_low": p.get("ci_low"),
+                        "ci_high": p.get("ci_high"),
+                    }
+                )
     return out
 
 
@@ -66,12 +82,20 @@ def arm_bars(rows: Sequence[Mapping[str, Any]], *, title: str) -> bytes:
     for ax, metric in zip(axes[0], METRICS):
         mine = [r for r in rows if r["metric"] == metric]
         x = list(range(len(mine)))
-        ax.bar(x, [r["mean"] for r in mine], yerr=[r["sd"] for r in mine], capsize=4, linewidth=0.4,
-               color=["#c9c9c9" if r["p_value"] is None else "#8fb3d9" for r in mine], edgecolor="#4a7bb0")
+        ax.bar(
+            x,
+            [r["mean"] for r in mine],
+            yerr=[r["sd"] for r in mine],
+            capsize=4,
+            linewidth=0.4,
+            color=["#c9c9c9" if r["p_value"] is None else "#8fb3d9" for r in mine],
+            edgecolor="#4a7bb0",
+        )
         for i, r in enumerate(mine):
             note = "baseline" if r["p_value"] is None else f"{r['delta']:+.2f}\np = {p_text(r['p_value'])}"
-            ax.annotate(note, (i, r["mean"] + r["sd"]), ha="center", va="bottom", fontsize=7,
-                        xytext=(0, 2), textcoords="offset points")
+            ax.annotate(
+                note, (i, r["mean"] + r["sd"]), ha="center", va="bottom", fontsize=7, xytext=(0, 2), textcoords="offset points"
+            )
         ax.set_xticks(x, [r["label"] for r in mine], rotation=15, ha="right", fontsize=8)
         ax.set_ylabel(f"{metric}, mean ± sd over seeds")
         ax.margins(y=0.15)
@@ -93,17 +117,33 @@ def publish_report(run: Run, result: Mapping[str, Any]) -> dict[str, str]:
     for test in result["tests"]:
         rows = [r for r in result["summary"] if r["testset"] == test]
         table = comparison_table(rows)
-        pngs[f"arms_{test}"] = arm_bars(rows, title=f"students per arm on {test} (Δ and p vs the baseline "
-                                                    f"{result['baseline']})")
-        sections += [(f"{test}: mean ± sd per arm, Δ vs the baseline, paired p", table),
-                     (f"{test}: per arm", pngs[f"arms_{test}"])]
+        pngs[f"arms_{test}"] = arm_bars(rows, title=f"students per arm on {test} (Δ and p vs the baseline {result['baseline']})")
+        sections += [
+            (f"{test}: mean ± sd per arm, Δ vs the baseline, paired p", table),
+            (f"{test}: per arm", pngs[f"arms_{test}"]),
+        ]
         md.append(f"\n{test}:\n\n{markdown_table(table)}\n")
-    data = [{"arm": a, "label": v["label"], "seeds": ", ".join(map(str, v["seeds"])),
-             "rows (with copies)": ", ".join(f"{k} {n:,}" for k, n in v["mix_rows"].items()),
-             "continued on": ", ".join(f"{k} {n:,}" for k, n in v["continue_rows"].items()) or "–",
-             "continued lr": v["continue_on"]["lr"] if v["continue_on"] else None} for a, v in result["arms"].items()]
-    sections += [("Training data per arm", pa.Table.from_pylist(data)),
-                 ("Per seed", pa.Table.from_pylist([{k: v for k, v in e.items() if k != "model"}
-                                                    for e in result["evaluation"]]))]
-    return publish(run, stem="train_nmt", title=f"students per arm — {run.run_id}", markdown="".join(md),
-                   table=pa.Table.from_pylist(result["summary"]), pngs=pngs, sections=sections)
+    data = [
+        {
+            "arm": a,
+            "label": v["label"],
+            "seeds": ", ".join(map(str, v["seeds"])),
+            "rows (with copies)": ", ".join(f"{k} {n:,}" for k, n in v["mix_rows"].items()),
+            "continued on": ", ".join(f"{k} {n:,}" for k, n in v["continue_rows"].items()) or "–",
+            "continued lr": v["continue_on"]["lr"] if v["continue_on"] else None,
+        }
+        for a, v in result["arms"].items()
+    ]
+    sections += [
+        ("Training data per arm", pa.Table.from_pylist(data)),
+        ("Per seed", pa.Table.from_pylist([{k: v for k, v in e.items() if k != "model"} for e in result["evaluation"]])),
+    ]
+    return publish(
+        run,
+        stem="train_nmt",
+        title=f"students per arm — {run.run_id}",
+        markdown="".join(md),
+        table=pa.Table.from_pylist(result["summary"]),
+        pngs=pngs,
+        sections=sections,
+    )

@@ -24,5 +24,15 @@ from models.aligner.maths import diagonal_prior, log_poisson, vb_normalize
 from models.aligner.model import FastAlign, align_both, align_encoded, symmetrize
 from models.aligner.symmetrise import grow_diag_final_and
 
-__all__ = ["Alignment", "FastAlign", "align_both", "align_encoded", "diagonal_prior", "encode_stream",
-           "grow_diag_final_and", "log_poisson", "symmetrize", "vb_normalize"]
+__all__ = [
+    "Alignment",
+    "FastAlign",
+    "align_both",
+    "align_encoded",
+    "diagonal_prior",
+    "encode_stream",
+    "grow_diag_final_and",
+    "log_poisson",
+    "symmetrize",
+    "vb_normalize",
+]

@@ -84,10 +84,11 @@ class Alignment:
         object.__setattr__(self, "offsets", np.ascontiguousarray(self.offsets, dtype=np.int64))
         object.__setattr__(self, "src", np.ascontiguousarray(self.src, dtype=np.int32))
         object.__setattr__(self, "tgt", np.ascontiguousarray(self.tgt, dtype=np.int32))
-        if (len(self.offsets) == 0 or self.offsets[0] != 0 or self.offsets[-1] != len(self.src)
-                or len(self.src) != len(self.tgt)):
-            raise ModelError(f"Alignment: offsets end at {self.offsets[-1] if len(self.offsets) else None}, "
-                             f"expected 0 … {len(self.src)} with len(src) = len(tgt)")
+        if len(self.offsets) == 0 or self.offsets[0] != 0 or self.offsets[-1] != len(self.src) or len(self.src) != len(self.tgt):
+            raise ModelError(
+                f"Alignment: offsets end at {self.offsets[-1] if len(self.offsets) else None}, "
+                f"expected 0 … {len(self.src)} with len(src) = len(tgt)"
+            )
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -96,15 +97,19 @@ class Alignment:
         return f"Alignment({len(self)} sentences, {len(self.src)} links)"
 
     def __eq__(self, other: object) -> bool:
-        return (isinstance(other, Alignment) and np.array_equal(self.offsets, other.offsets)
-                and np.array_equal(self.src, other.src) and np.array_equal(self.tgt, other.tgt))
+        return (
+            isinstance(other, Alignment)
+            and np.array_equal(self.offsets, other.offsets)
+            and np.array_equal(self.src, other.src)
+            and np.array_equal(self.tgt, other.tgt)
+        )
 
     __hash__ = None  # type: ignore[assignment]
 
     def slice(self, a: int, b: int) -> Alignment:
         """Sentences a..b-1 (their links are views of this alignment's arrays, not copies)."""
         lo, hi = self.offsets[a], self.offsets[b]
-        return Alignment(self.offsets[a:b + 1] - lo, self.src[lo:hi], self.tgt[lo:hi])
+        return Alignment(self.offsets[a : b + 1] - lo, self.src[lo:hi], self.tgt[lo:hi])
 
     def links(self, s: int) -> list[tuple[int, int]]:
         """Sentence s's links as (src, tgt) tuples."""
@@ -112,15 +117,14 @@ class Alignment:
         return list(zip(self.src[a:b].tolist(), self.tgt[a:b].tolist()))
 
     def to_pharaoh(self) -> list[str]:
-        """"0-0 1-2" per sentence ("" for none), sorted by (src, tgt)."""
+        """ "0-0 1-2" per sentence ("" for none), sorted by (src, tgt)."""
         return self.pharaoh_array().to_pylist()
 
     def pharaoh_array(self) -> pa.Array:
         """The Pharaoh text per sentence as an Arrow string array, built without a loop over sentences."""
         src, tgt = self.src.copy(), self.tgt.copy()
         _sort_links(self.offsets, src, tgt)
-        pairs = pc.binary_join_element_wise(pc.cast(pa.array(src), pa.string()), pc.cast(pa.array(tgt), pa.string()),
-                                            "-")
+        pairs = pc.binary_join_element_wise(pc.cast(pa.array(src), pa.string()), pc.cast(pa.array(tgt), pa.string()), "-")
         return pc.binary_join(pa.LargeListArray.from_arrays(pa.array(self.offsets), pairs), " ").cast(pa.string())
 
     @classmethod
@@ -135,12 +139,15 @@ class Alignment:
             src = pc.cast(pc.list_element(parts, 0), pa.int32()).to_numpy()
             tgt = pc.cast(pc.list_element(parts, 1), pa.int32()).to_numpy()
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+
             def good(tok: str) -> bool:
                 i, dash, j = tok.partition("-")
                 return dash == "-" and i.isdigit() and j.isdigit() and max(int(i), int(j)) < 2**31
+
             bad = next(k for k, line in enumerate(arr.to_pylist(), 1) if not all(map(good, (line or "").split())))
-            raise InputError(f"line {bad}: expected Pharaoh links 'i-j' (0-based integers), found "
-                             f"{arr[bad - 1].as_py()!r}") from None
+            raise InputError(
+                f"line {bad}: expected Pharaoh links 'i-j' (0-based integers), found {arr[bad - 1].as_py()!r}"
+            ) from None
         src, tgt = src.copy(), tgt.copy()
         _sort_links(offsets, src, tgt)
         return cls(offsets, src, tgt)

@@ -49,8 +49,7 @@ class Lengths:
     @classmethod
     def of(cls, e_len: np.ndarray, f_len: np.ndarray, valid: np.ndarray) -> Lengths:
         width = int(e_len.max(initial=0)) + 1
-        keys, inverse, count = np.unique(f_len[valid] * width + e_len[valid], return_inverse=True,
-                                         return_counts=True)
+        keys, inverse, count = np.unique(f_len[valid] * width + e_len[valid], return_inverse=True, return_counts=True)
         pm, pn = keys // width, keys % width
         cells = pm * (pn + 1)
         order = np.argsort(-count, kind="stable")
@@ -87,21 +86,65 @@ class Direction:
     @classmethod
     def of(cls, e: Side, f: Side) -> Direction:
         valid = (e.lengths > 0) & (f.lengths > 0)
-        return cls(np.where(e.ids >= 0, e.ids + 1, -1).astype(np.int32), e.offsets, f.ids, f.offsets, valid,
-                   _cells(e.lengths, f.lengths, valid), Lengths.of(e.lengths, f.lengths, valid),
-                   int(e.lengths.max(initial=0)))
+        return cls(
+            np.where(e.ids >= 0, e.ids + 1, -1).astype(np.int32),
+            e.offsets,
+            f.ids,
+            f.offsets,
+            valid,
+            _cells(e.lengths, f.lengths, valid),
+            Lengths.of(e.lengths, f.lengths, valid),
+            int(e.lengths.max(initial=0)),
+        )
 
-    def em_pass(self, row_ptr: np.ndarray, cols: np.ndarray, theta: np.ndarray, cell_idx: np.ndarray,
-                bounds: np.ndarray, decode: bool, tension: float, p0: float, favor_diagonal: bool,
-                counts: np.ndarray, stats: np.ndarray, sent_ll: np.ndarray, best: np.ndarray, threads: int) -> None:
+    def em_pass(
+        self,
+        row_ptr: np.ndarray,
+        cols: np.ndarray,
+        theta: np.ndarray,
+        cell_idx: np.ndarray,
+        bounds: np.ndarray,
+        decode: bool,
+        tension: float,
+        p0: float,
+        favor_diagonal: bool,
+        counts: np.ndarray,
+        stats: np.ndarray,
+        sent_ll: np.ndarray,
+        best: np.ndarray,
+        threads: int,
+    ) -> None:
         """One pass of UpdateFromPairs: chunk k of `bounds` into counts[k], stats[k], on `threads` threads."""
         prior = self.lengths.priors(tension, p0, favor_diagonal)
         indexed = int(np.searchsorted(self.cell_off, len(cell_idx), side="right")) - 1  # sentences with an index
 
         def chunk(k: int) -> None:
-            em_chunk(self.e_ids, self.e_off, self.f_ids, self.f_off, self.valid, row_ptr, cols, theta, cell_idx,
-                     self.cell_off, indexed, self.lengths.pair_of, prior, self.lengths.prior_off, bounds[k],
-                     bounds[k + 1], decode, tension, p0, favor_diagonal, self.max_n, counts[k], stats[k], sent_ll,
-                     best)
+            em_chunk(
+                self.e_ids,
+                self.e_off,
+                self.f_ids,
+                self.f_off,
+                self.valid,
+                row_ptr,
+                cols,
+                theta,
+                cell_idx,
+                self.cell_off,
+                indexed,
+                self.lengths.pair_of,
+                prior,
+                self.lengths.prior_off,
+                bounds[k],
+                bounds[k + 1],
+                decode,
+                tension,
+                p0,
+                favor_diagonal,
+                self.max_n,
+                counts[k],
+                stats[k],
+                sent_ll,
+                best,
+            )
 
         run_tasks(threads, len(bounds) - 1, chunk)

@@ -90,6 +90,8 @@ def paired(src: Texts, tgt: Texts) -> tuple[pa.Array, pa.Array]:
     """Both sides as Arrow string arrays, checked to hold the same number of sentences."""
     s, t = _strings(src), _strings(tgt)
     if len(s) != len(t):
-        raise InputError(f"aligner: src has {len(s)} sentences, tgt has {len(t)}; expected the same count. "
-                         "Hint: pass the two sides of one bitext, row by row")
+        raise InputError(
+            f"aligner: src has {len(s)} sentences, tgt has {len(t)}; expected the same count. "
+            "Hint: pass the two sides of one bitext, row by row"
+        )
     return s, t

@@ -52,8 +52,33 @@ def fill_priors(pair_m, pair_n, prior_off, tension, p0, favor_diagonal, prior):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def em_chunk(e_ids, e_off, f_ids, f_off, valid, row_ptr, cols, theta, cell_idx, cell_off, indexed, pair_of, prior,
-             prior_off, lo, hi, decode, tension, p0, favor_diagonal, max_n, counts, stats, sent_ll, best):
+def em_chunk(
+    e_ids,
+    e_off,
+    f_ids,
+    f_off,
+    valid,
+    row_ptr,
+    cols,
+    theta,
+    cell_idx,
+    cell_off,
+    indexed,
+    pair_of,
+    prior,
+    prior_off,
+    lo,
+    hi,
+    decode,
+    tension,
+    p0,
+    favor_diagonal,
+    max_n,
+    counts,
+    stats,
+    sent_ll,
+    best,
+):
     """fast_align.cc's UpdateFromPairs over sentences lo … hi−1 (one chunk; its own counts and stats rows).
 
     Training (decode=False): counts = posteriors summed, stats = (Σ ln Σ_i p, Σ h(j, i)·post, Σ NULL post).
@@ -80,7 +105,7 @@ def em_chunk(e_ids, e_off, f_ids, f_off, valid, row_ptr, cols, theta, cell_idx, 
         if not valid[s]:
             sent_ll[s] = np.nan
             if decode:
-                best[f0:f0 + m] = -1
+                best[f0 : f0 + m] = -1
             continue
         e0 = e_off[s]
         n = e_off[s + 1] - e0

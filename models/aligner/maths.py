@@ -70,8 +70,7 @@ def dlogz(i, m, n, tension):
     pct = 0.0
     pcb = 0.0
     if num_top != 0:
-        pct = _arithmetico_geometric(_feature(i, floor + 1, m, n), _unnormalized(i, floor + 1, m, n, tension),
-                                     ratio, d, num_top)
+        pct = _arithmetico_geometric(_feature(i, floor + 1, m, n), _unnormalized(i, floor + 1, m, n, tension), ratio, d, num_top)
     if floor != 0:
         pcb = _arithmetico_geometric(_feature(i, floor, m, n), _unnormalized(i, floor, m, n, tension), ratio, d, floor)
     return (pct + pcb) / z
@@ -88,8 +87,7 @@ def digamma(x):
     xx = 1.0 / x
     xx2 = xx * xx
     xx4 = xx2 * xx2
-    result += (math.log(x) + (1.0 / 24.0) * xx2 - (7.0 / 960.0) * xx4 + (31.0 / 8064.0) * xx4 * xx2
-               - (127.0 / 30720.0) * xx4 * xx4)
+    result += math.log(x) + (1.0 / 24.0) * xx2 - (7.0 / 960.0) * xx4 + (31.0 / 8064.0) * xx4 * xx2 - (127.0 / 30720.0) * xx4 * xx4
     return result
 
 

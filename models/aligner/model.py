@@ -64,9 +64,20 @@ class FastAlign:
 
     @classmethod
     def train(
-        cls, src: Texts, tgt: Texts, *, reverse: bool = False, iterations: int = 5, p0: float = 0.08,
-        alpha: float = 0.01, tension: float = 4.0, optimize_tension: bool = True, favor_diagonal: bool = True,
-        variational_bayes: bool = True, threads: int | None = None, chunks: int | None = None,
+        cls,
+        src: Texts,
+        tgt: Texts,
+        *,
+        reverse: bool = False,
+        iterations: int = 5,
+        p0: float = 0.08,
+        alpha: float = 0.01,
+        tension: float = 4.0,
+        optimize_tension: bool = True,
+        favor_diagonal: bool = True,
+        variational_bayes: bool = True,
+        threads: int | None = None,
+        chunks: int | None = None,
     ) -> tuple[FastAlign, Alignment]:
         """Train on the bitext (the tool's `-d -o -v` with the defaults) and return the last iteration's links.
 
@@ -74,9 +85,20 @@ class FastAlign:
         """
         s, t = paired(src, tgt)
         ss, ts = encode(s), encode(t)
-        return _train(ss, ts, reverse=reverse, iterations=iterations, p0=p0, alpha=alpha, tension=tension,
-                      optimize_tension=optimize_tension, favor_diagonal=favor_diagonal,
-                      variational_bayes=variational_bayes, threads=threads, chunks=chunks)
+        return _train(
+            ss,
+            ts,
+            reverse=reverse,
+            iterations=iterations,
+            p0=p0,
+            alpha=alpha,
+            tension=tension,
+            optimize_tension=optimize_tension,
+            favor_diagonal=favor_diagonal,
+            variational_bayes=variational_bayes,
+            threads=threads,
+            chunks=chunks,
+        )
 
     def align(self, src: Texts, tgt: Texts, *, threads: int | None = None) -> tuple[Alignment, np.ndarray]:
         """Force alignment (the tool's `-f`): Viterbi links and ln p(f, a | e) per pair (NaN for an empty side).
@@ -91,9 +113,22 @@ class FastAlign:
         sent_ll = np.zeros(len(d.valid))
         nt = n_threads(threads)
         bounds = chunk_bounds(d.cell_off, max(CHUNKS, nt))
-        d.em_pass(self.row_ptr, self.cols, self.theta, np.zeros(0, np.int32), bounds, True, self.tension, self.p0,
-                  self.favor_diagonal, np.zeros((len(bounds) - 1, 0)), np.zeros((len(bounds) - 1, 3)), sent_ll, best,
-                  nt)
+        d.em_pass(
+            self.row_ptr,
+            self.cols,
+            self.theta,
+            np.zeros(0, np.int32),
+            bounds,
+            True,
+            self.tension,
+            self.p0,
+            self.favor_diagonal,
+            np.zeros((len(bounds) - 1, 0)),
+            np.zeros((len(bounds) - 1, 3)),
+            sent_ll,
+            best,
+            nt,
+        )
         lp = kernels.log_scores(f.lengths, 0.05 + e.lengths * self.mean_srclen_multiplier, sent_ll, d.valid)
         return Alignment(*links_from_best(best, f.offsets, self.reverse)), lp
 
@@ -103,8 +138,10 @@ class FastAlign:
         e_of = np.repeat(np.arange(len(self.row_ptr) - 1), np.diff(self.row_ptr))
         with np.errstate(divide="ignore"):
             lp = np.log(self.theta)
-        return pa.table([e_names.take(pa.array(e_of)), self.f_vocab.cast(pa.string()).take(pa.array(self.cols)),
-                         pa.array(lp)], schema=TABLE_SCHEMA)
+        return pa.table(
+            [e_names.take(pa.array(e_of)), self.f_vocab.cast(pa.string()).take(pa.array(self.cols)), pa.array(lp)],
+            schema=TABLE_SCHEMA,
+        )
 
     def export_table(self, path: str | Path, *, beam_threshold: float = -4.0) -> int:
         """Write the tool's `-p` file (e<TAB>f<TAB>ln θ, NULL as "<eps>"): the rows it keeps, ln θ >=
@@ -124,14 +161,20 @@ class FastAlign:
         with open(tmp, "wb") as out:
             if len(text):
                 off = np.frombuffer(text.buffers()[1], np.int32, len(text) + 1, text.offset * 4)
-                out.write(memoryview(text.buffers()[2])[off[0]:off[-1]])
+                out.write(memoryview(text.buffers()[2])[off[0] : off[-1]])
         tmp.rename(path)
         return table.num_rows
 
     @classmethod
     def from_table(
-        cls, table_or_path: pa.Table | str | Path, *, tension: float, mean_srclen_multiplier: float,
-        reverse: bool = False, p0: float = 0.08, favor_diagonal: bool = True,
+        cls,
+        table_or_path: pa.Table | str | Path,
+        *,
+        tension: float,
+        mean_srclen_multiplier: float,
+        reverse: bool = False,
+        p0: float = 0.08,
+        favor_diagonal: bool = True,
     ) -> FastAlign:
         """A model for `align` from a translation table (columns e, f, log_prob), a Parquet file of one, or the
         tool's `-p` text; a repeated (e, f) keeps its last row, as the tool's reader."""
@@ -143,11 +186,14 @@ class FastAlign:
             if path.suffix == ".parquet":
                 table = pq.read_table(path)
             else:
-                table = pcsv.read_csv(path, read_options=pcsv.ReadOptions(column_names=TABLE_SCHEMA.names),
-                                      parse_options=pcsv.ParseOptions(delimiter="\t", quote_char=False),
-                                      convert_options=pcsv.ConvertOptions(
-                                          column_types=dict(zip(TABLE_SCHEMA.names, TABLE_SCHEMA.types)),
-                                          null_values=[], strings_can_be_null=False))
+                table = pcsv.read_csv(
+                    path,
+                    read_options=pcsv.ReadOptions(column_names=TABLE_SCHEMA.names),
+                    parse_options=pcsv.ParseOptions(delimiter="\t", quote_char=False),
+                    convert_options=pcsv.ConvertOptions(
+                        column_types=dict(zip(TABLE_SCHEMA.names, TABLE_SCHEMA.types)), null_values=[], strings_can_be_null=False
+                    ),
+                )
         missing = [c for c in TABLE_SCHEMA.names if c not in table.column_names]
         if missing:
             raise InputError(f"translation table: columns {missing} missing, found {table.column_names}")
@@ -169,15 +215,28 @@ class FastAlign:
         row_ptr = np.zeros(len(e_vocab) + 2, np.int64)
         np.cumsum(np.bincount(e_ids[order], minlength=len(e_vocab) + 1), out=row_ptr[1:])
         theta = np.exp(table["log_prob"].to_numpy()[order].astype(np.float64))
-        return cls(reverse=reverse, tension=float(tension), mean_srclen_multiplier=float(mean_srclen_multiplier),
-                   p0=p0, log_likelihood=(), favor_diagonal=favor_diagonal, e_vocab=e_vocab,
-                   f_vocab=f_enc.dictionary, row_ptr=row_ptr, cols=f_ids[order].astype(np.int32), theta=theta)
+        return cls(
+            reverse=reverse,
+            tension=float(tension),
+            mean_srclen_multiplier=float(mean_srclen_multiplier),
+            p0=p0,
+            log_likelihood=(),
+            favor_diagonal=favor_diagonal,
+            e_vocab=e_vocab,
+            f_vocab=f_enc.dictionary,
+            row_ptr=row_ptr,
+            cols=f_ids[order].astype(np.int32),
+            theta=theta,
+        )
 
     def fingerprint(self) -> str:
         """A stable hash of the table, λ, the length multiplier and the decoding settings (artifact keys)."""
         h = hashlib.blake2b(digest_size=16)
-        h.update(repr(("fast_align", 1, self.reverse, self.tension, self.mean_srclen_multiplier, self.p0,
-                       self.favor_diagonal)).encode())
+        h.update(
+            repr(
+                ("fast_align", 1, self.reverse, self.tension, self.mean_srclen_multiplier, self.p0, self.favor_diagonal)
+            ).encode()
+        )
         for vocab in (self.e_vocab, self.f_vocab):
             h.update("\n".join(vocab.to_pylist()).encode() + b"\0")
         for arr in (self.row_ptr.astype("<i8"), self.cols.astype("<i4"), self.theta.astype("<f8")):
@@ -185,9 +244,21 @@ class FastAlign:
         return h.hexdigest()
 
 
-def _train(src: Side, tgt: Side, *, reverse: bool, iterations: int, p0: float, alpha: float, tension: float,
-           optimize_tension: bool, favor_diagonal: bool, variational_bayes: bool, threads: int | None,
-           chunks: int | None) -> tuple[FastAlign, Alignment]:
+def _train(
+    src: Side,
+    tgt: Side,
+    *,
+    reverse: bool,
+    iterations: int,
+    p0: float,
+    alpha: float,
+    tension: float,
+    optimize_tension: bool,
+    favor_diagonal: bool,
+    variational_bayes: bool,
+    threads: int | None,
+    chunks: int | None,
+) -> tuple[FastAlign, Alignment]:
     if iterations < 1:
         raise ModelError(f"fast_align: iterations = {iterations}, expected >= 1 (the last one only decodes)")
     if not 0 < p0 < 1 or (variational_bayes and alpha <= 0):
@@ -201,8 +272,9 @@ def _train(src: Side, tgt: Side, *, reverse: bool, iterations: int, p0: float, a
     indexed = min(int(np.searchsorted(d.cell_off, CELL_INDEX_BUDGET // 4, side="right")) - 1, len(valid))
     cell_idx = np.empty(int(d.cell_off[indexed]), np.int32)  # the cells of sentences 0 … indexed−1
     nt = n_threads(threads)
-    row_ptr, cols = build_table(d.e_ids, d.e_off, d.f_ids, d.f_off, valid, len(e.vocab) + 1, len(f.vocab),
-                                 d.cell_off, cell_idx, indexed, nt)
+    row_ptr, cols = build_table(
+        d.e_ids, d.e_off, d.f_ids, d.f_off, valid, len(e.vocab) + 1, len(f.vocab), d.cell_off, cell_idx, indexed, nt
+    )
     if cols.size >= 2**31:
         raise ModelError(f"fast_align: {cols.size} translation pairs, more than an int32 index holds")
     k = max(CHUNKS, nt) if chunks is None else max(1, int(chunks))
@@ -216,8 +288,7 @@ def _train(src: Side, tgt: Side, *, reverse: bool, iterations: int, p0: float, a
     lls = []
     for it in range(iterations):
         final = it == iterations - 1
-        d.em_pass(row_ptr, cols, theta, cell_idx, bounds, final, tension, p0, favor_diagonal, counts, stats, sent_ll,
-                  best, nt)
+        d.em_pass(row_ptr, cols, theta, cell_idx, bounds, final, tension, p0, favor_diagonal, counts, stats, sent_ll, best, nt)
         ll = emp = 0.0
         for c in range(k):  # chunk order
             ll += stats[c, 0]
@@ -226,12 +297,23 @@ def _train(src: Side, tgt: Side, *, reverse: bool, iterations: int, p0: float, a
         if final:
             break
         if favor_diagonal and optimize_tension and it > 0 and n_valid:
-            tension = kernels.optimize_tension(d.lengths.pair_m, d.lengths.pair_n, d.lengths.pair_count,
-                                               n_target_tokens, emp / n_target_tokens, tension)
+            tension = kernels.optimize_tension(
+                d.lengths.pair_m, d.lengths.pair_n, d.lengths.pair_count, n_target_tokens, emp / n_target_tokens, tension
+            )
         kernels.normalize(counts, row_ptr, theta, alpha, variational_bayes)
-    model = FastAlign(reverse=reverse, tension=float(tension), mean_srclen_multiplier=msm, p0=p0,
-                      log_likelihood=tuple(lls), favor_diagonal=favor_diagonal, e_vocab=e.vocab, f_vocab=f.vocab,
-                      row_ptr=row_ptr, cols=cols, theta=theta)
+    model = FastAlign(
+        reverse=reverse,
+        tension=float(tension),
+        mean_srclen_multiplier=msm,
+        p0=p0,
+        log_likelihood=tuple(lls),
+        favor_diagonal=favor_diagonal,
+        e_vocab=e.vocab,
+        f_vocab=f.vocab,
+        row_ptr=row_ptr,
+        cols=cols,
+        theta=theta,
+    )
     return model, Alignment(*links_from_best(best, f.offsets, reverse))
 
 
@@ -244,14 +326,23 @@ def align_both(src: Texts, tgt: Texts, **train_kwargs) -> tuple[FastAlign, FastA
 def align_encoded(src: Side, tgt: Side, **train_kwargs) -> tuple[FastAlign, FastAlign, Alignment, Alignment]:
     """``align_both`` of a bitext already encoded (``encoding.encode_stream``: part by part, no text kept)."""
     if len(src.lengths) != len(tgt.lengths):
-        raise InputError(f"aligner: src has {len(src.lengths)} sentences, tgt has {len(tgt.lengths)}; expected the "
-                         "same count")
+        raise InputError(f"aligner: src has {len(src.lengths)} sentences, tgt has {len(tgt.lengths)}; expected the same count")
     return _both(src, tgt, train_kwargs)
 
 
 def _both(ss: Side, ts: Side, train_kwargs: dict) -> tuple[FastAlign, FastAlign, Alignment, Alignment]:
-    kw = {"iterations": 5, "p0": 0.08, "alpha": 0.01, "tension": 4.0, "optimize_tension": True,
-          "favor_diagonal": True, "variational_bayes": True, "threads": None, "chunks": None, **train_kwargs}
+    kw = {
+        "iterations": 5,
+        "p0": 0.08,
+        "alpha": 0.01,
+        "tension": 4.0,
+        "optimize_tension": True,
+        "favor_diagonal": True,
+        "variational_bayes": True,
+        "threads": None,
+        "chunks": None,
+        **train_kwargs,
+    }
     kw.pop("reverse", None)
     fwd_model, fwd = _train(ss, ts, reverse=False, **kw)
     rev_model, rev = _train(ss, ts, reverse=True, **kw)

@@ -16,8 +16,9 @@ from models.aligner.alignment import Alignment
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _gdfa_sentence(a_src, a_tgt, a0, a1, b_src, b_tgt, b0, b1, w, h, fa, fb, res, i_al, j_al, pts, done, added,
-                   out_src, out_tgt, o0):
+def _gdfa_sentence(
+    a_src, a_tgt, a0, a1, b_src, b_tgt, b0, b1, w, h, fa, fb, res, i_al, j_al, pts, done, added, out_src, out_tgt, o0
+):
     """atools' GDFACommand on one sentence's w × h grid (scratch arrays at least that big, all False on entry
     and left so); writes the result in (i, j) order from out[o0] and returns its size."""
     for k in range(a0, a1):
@@ -112,16 +113,39 @@ def _gdfa(a_off, a_src, a_tgt, b_off, b_src, b_tgt, src_len, tgt_len):
     for s in range(n):
         c = 0
         if a_off[s + 1] + b_off[s + 1] > a_off[s] + b_off[s]:
-            c = _gdfa_sentence(a_src, a_tgt, a_off[s], a_off[s + 1], b_src, b_tgt, b_off[s], b_off[s + 1], dims[s, 0],
-                               dims[s, 1], fa, fb, res, i_al, j_al, pts, done, added, src, tgt, offsets[s])
+            c = _gdfa_sentence(
+                a_src,
+                a_tgt,
+                a_off[s],
+                a_off[s + 1],
+                b_src,
+                b_tgt,
+                b_off[s],
+                b_off[s + 1],
+                dims[s, 0],
+                dims[s, 1],
+                fa,
+                fb,
+                res,
+                i_al,
+                j_al,
+                pts,
+                done,
+                added,
+                src,
+                tgt,
+                offsets[s],
+            )
         offsets[s + 1] = offsets[s] + c
-    return offsets, src[:offsets[n]].copy(), tgt[:offsets[n]].copy()
+    return offsets, src[: offsets[n]].copy(), tgt[: offsets[n]].copy()
 
 
 def grow_diag_final_and(fwd: Alignment, rev: Alignment, src_len: np.ndarray, tgt_len: np.ndarray) -> Alignment:
     """atools -c grow-diag-final-and of the forward and reverse links (both (src, tgt)), per sentence."""
     src_len, tgt_len = np.asarray(src_len, np.int64), np.asarray(tgt_len, np.int64)
     if not len(fwd) == len(rev) == len(src_len) == len(tgt_len):
-        raise InputError(f"grow_diag_final_and: fwd has {len(fwd)} sentences, rev {len(rev)}, src_len "
-                         f"{len(src_len)}, tgt_len {len(tgt_len)}; expected one count")
+        raise InputError(
+            f"grow_diag_final_and: fwd has {len(fwd)} sentences, rev {len(rev)}, src_len "
+            f"{len(src_len)}, tgt_len {len(tgt_len)}; expected one count"
+        )
     return Alignment(*_gdfa(fwd.offsets, fwd.src, fwd.tgt, rev.offsets, rev.src, rev.tgt, src_len, tgt_len))

@@ -142,8 +142,9 @@ def _row(e, occ_ptr, occ_s, f_ids, f_off, st, cols, a):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _table_rows(occ_ptr, occ_s, occ_i, e_off, f_ids, f_off, n_f, row_ptr, cols, cell_off, cell_idx, indexed,
-                b, n_blocks, row_len):
+def _table_rows(
+    occ_ptr, occ_s, occ_i, e_off, f_ids, f_off, n_f, row_ptr, cols, cell_off, cell_idx, indexed, b, n_blocks, row_len
+):
     """Rows e = b, b + n_blocks, … (interleaved, so the frequent early words spread over blocks). Phase 1
     (row_len given): the distinct f per e. Phase 2: the rows of the CSR table (f sorted) and the table index of
     every cell of sentences s < indexed, cell_idx[cell_off[s] + j·(n+1) + i] (target j, source i, 0 = NULL)."""
@@ -181,10 +182,20 @@ def build_table(e_ids, e_off, f_ids, f_off, valid, n_e, n_f, cell_off, cell_idx,
     row_len = np.zeros(n_e, np.int64)
     no_cols = np.empty(0, np.int32)
     n_blocks = 4 * threads
-    run_tasks(threads, n_blocks, lambda b: _table_rows(occ_ptr, occ_s, occ_i, e_off, f_ids, f_off, n_f, row_ptr,
-                                                       no_cols, cell_off, cell_idx, indexed, b, n_blocks, row_len))
+    run_tasks(
+        threads,
+        n_blocks,
+        lambda b: _table_rows(
+            occ_ptr, occ_s, occ_i, e_off, f_ids, f_off, n_f, row_ptr, no_cols, cell_off, cell_idx, indexed, b, n_blocks, row_len
+        ),
+    )
     np.cumsum(row_len, out=row_ptr[1:])
     cols = np.empty(row_ptr[-1], np.int32)
-    run_tasks(threads, n_blocks, lambda b: _table_rows(occ_ptr, occ_s, occ_i, e_off, f_ids, f_off, n_f, row_ptr, cols,
-                                                       cell_off, cell_idx, indexed, b, n_blocks, row_len[:0]))
+    run_tasks(
+        threads,
+        n_blocks,
+        lambda b: _table_rows(
+            occ_ptr, occ_s, occ_i, e_off, f_ids, f_off, n_f, row_ptr, cols, cell_off, cell_idx, indexed, b, n_blocks, row_len[:0]
+        ),
+    )
     return row_ptr, cols

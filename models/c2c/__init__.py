@@ -13,5 +13,17 @@ from models.c2c.model import C2CModel, C2CSettings
 from models.c2c.serialise import BOS, EOS, PAD, UNK, rank_token
 from models.c2c.train import train_c2c
 
-__all__ = ["BOS", "EOS", "PAD", "UNK", "C2CGenerator", "C2CModel", "C2CSettings", "DuplicationAwareAttention",
-           "diverse_regulariser", "diverse_terms", "rank_token", "train_c2c"]
+__all__ = [
+    "BOS",
+    "EOS",
+    "PAD",
+    "UNK",
+    "C2CGenerator",
+    "C2CModel",
+    "C2CSettings",
+    "DuplicationAwareAttention",
+    "diverse_regulariser",
+    "diverse_terms",
+    "rank_token",
+    "train_c2c",
+]

@@ -54,8 +54,10 @@ class C2CGenerator:
         settings = self.card.get("settings", {})
         lm = self.model.lm.config
         origin = f"init {settings['init']}" if settings.get("init") else "from scratch"
-        return (f"c2c {lm.model_type} {lm.num_hidden_layers}x{lm.hidden_size} ({origin}), "
-                f"λ={self.model.dup.lam:g}, ranks 0…{self.model.max_outputs - 1}: {self.path} on {self.device}")
+        return (
+            f"c2c {lm.model_type} {lm.num_hidden_layers}x{lm.hidden_size} ({origin}), "
+            f"λ={self.model.dup.lam:g}, ranks 0…{self.model.max_outputs - 1}: {self.path} on {self.device}"
+        )
 
     def fingerprint(self) -> str:
         """A content hash of the model directory's files."""
@@ -63,8 +65,9 @@ class C2CGenerator:
 
         return hash_inputs([self.path])
 
-    def generate(self, clusters: Sequence[Cluster], *, n_outputs: int = 10, max_tokens: int = 40,
-                 temperature: float = 1.0, seed: int = 0) -> list[list[list[str]]]:
+    def generate(
+        self, clusters: Sequence[Cluster], *, n_outputs: int = 10, max_tokens: int = 40, temperature: float = 1.0, seed: int = 0
+    ) -> list[list[list[str]]]:
         """For each input cluster, ``n_outputs`` token lists in rank order (``<#0>`` first).
 
         Args:
@@ -76,22 +79,24 @@ class C2CGenerator:
             seed: with each cluster's tokens, seeds that cluster's draws.
         """
         if not 1 <= n_outputs <= self.model.max_outputs:
-            raise ModelError(f"generate: n_outputs = {n_outputs}; expected 1 … {self.model.max_outputs} "
-                             f"(the rank tokens {self.path} was trained with)")
+            raise ModelError(
+                f"generate: n_outputs = {n_outputs}; expected 1 … {self.model.max_outputs} "
+                f"(the rank tokens {self.path} was trained with)"
+            )
         if max_tokens < 1 or max_tokens + RANK_PART > self.model.max_length:
-            raise ModelError(f"generate: max_tokens = {max_tokens}; expected 1 … "
-                             f"{self.model.max_length - RANK_PART} (the model's {self.model.max_length} positions)")
+            raise ModelError(
+                f"generate: max_tokens = {max_tokens}; expected 1 … "
+                f"{self.model.max_length - RANK_PART} (the model's {self.model.max_length} positions)"
+            )
         if not temperature > 0:
             raise ModelError(f"generate: temperature = {temperature!r}; expected a number > 0")
         for k, cluster in enumerate(clusters):
             for i, utterance in enumerate(cluster):
                 check_utterance(utterance, f"clusters[{k}] utterance {i}")
         with torch.inference_mode():
-            return [self.decode_cluster(c, n_outputs, max_tokens, temperature, cluster_seed(seed, c))
-                    for c in clusters]
+            return [self.decode_cluster(c, n_outputs, max_tokens, temperature, cluster_seed(seed, c)) for c in clusters]
 
-    def decode_cluster(self, cluster: Cluster, n_outputs: int, max_tokens: int, temperature: float,
-                       seed: int) -> list[list[str]]:
+    def decode_cluster(self, cluster: Cluster, n_outputs: int, max_tokens: int, temperature: float, seed: int) -> list[list[str]]:
         """The joint decoding loop of the module docstring, for one cluster."""
         model, specials = self.model, self.model.specials
         generator = torch.Generator(device=self.device).manual_seed(seed)
@@ -115,8 +120,7 @@ class C2CGenerator:
             alive &= drawn != specials.eos
             if step == max_tokens - 1 or not alive.any():
                 break
-            h, cache = model.hidden(torch.where(alive, drawn, specials.eos)[:, None], past_key_values=cache,
-                                    use_cache=True)
+            h, cache = model.hidden(torch.where(alive, drawn, specials.eos)[:, None], past_key_values=cache, use_cache=True)
             states = torch.cat([states, h], dim=1)
             real = torch.cat([real, alive[:, None]], dim=1)
         return [decode(model.tokenizer, row, specials) for row in tokens]

@@ -55,8 +55,14 @@ class C2CSettings:
     init: str | None = None  # a local GPT-2-style checkpoint (directory or cached name)
 
     def __post_init__(self) -> None:
-        positive = {"layers": self.layers, "d_model": self.d_model, "heads": self.heads, "epochs": self.epochs,
-                    "max_outputs": self.max_outputs, "max_length": self.max_length}
+        positive = {
+            "layers": self.layers,
+            "d_model": self.d_model,
+            "heads": self.heads,
+            "epochs": self.epochs,
+            "max_outputs": self.max_outputs,
+            "max_length": self.max_length,
+        }
         for key, value in positive.items():
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ModelError(f"C2CSettings.{key} = {value!r}; expected an integer >= 1")
@@ -78,18 +84,19 @@ class C2CSettings:
 class C2CModel(nn.Module):
     """The causal LM, the duplication-aware attention and the tokenizer, with the serialisation's ids."""
 
-    def __init__(self, lm: Any, dup: DuplicationAwareAttention, tokenizer: Any, *, max_outputs: int,
-                 max_length: int):
+    def __init__(self, lm: Any, dup: DuplicationAwareAttention, tokenizer: Any, *, max_outputs: int, max_length: int):
         super().__init__()
         self.lm, self.dup, self.tokenizer = lm, dup, tokenizer
         self.max_outputs, self.max_length = max_outputs, max_length
         self.specials = Specials.of(tokenizer, max_outputs)
 
-    def hidden(self, input_ids: Tensor, attention_mask: Tensor | None = None, *, past_key_values: Any = None,
-               use_cache: bool = False) -> tuple[Tensor, Any]:
+    def hidden(
+        self, input_ids: Tensor, attention_mask: Tensor | None = None, *, past_key_values: Any = None, use_cache: bool = False
+    ) -> tuple[Tensor, Any]:
         """h′: the LM's final hidden states (after its last layer norm), and its KV cache if asked for."""
-        out = self.lm.base_model(input_ids=input_ids, attention_mask=attention_mask,
-                                 past_key_values=past_key_values, use_cache=use_cache)
+        out = self.lm.base_model(
+            input_ids=input_ids, attention_mask=attention_mask, past_key_values=past_key_values, use_cache=use_cache
+        )
         return out.last_hidden_state, out.past_key_values
 
     def head(self, h: Tensor) -> Tensor:
@@ -107,9 +114,15 @@ class C2CModel(nn.Module):
         self.lm.save_pretrained(out)
         self.tokenizer.save_pretrained(out)
         save_file({k: v.detach().contiguous().cpu() for k, v in self.dup.state_dict().items()}, out / DUP_WEIGHTS)
-        card = {"format": FORMAT, "d": self.dup.d, "lam": self.dup.lam, "max_outputs": self.max_outputs,
-                "max_length": self.max_length, "tokens": {"bos": BOS, "eos": EOS, "pad": PAD, "unk": UNK,
-                                                          "ranks": rank_tokens(self.max_outputs)}, **card}
+        card = {
+            "format": FORMAT,
+            "d": self.dup.d,
+            "lam": self.dup.lam,
+            "max_outputs": self.max_outputs,
+            "max_length": self.max_length,
+            "tokens": {"bos": BOS, "eos": EOS, "pad": PAD, "unk": UNK, "ranks": rank_tokens(self.max_outputs)},
+            **card,
+        }
         (out / CARD).write_text(json.dumps(card, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
 
     @classmethod
@@ -141,9 +154,16 @@ def new_model(settings: C2CSettings, utterances: list[list[str]]) -> C2CModel:
 
     if settings.init is None:
         tokenizer = build_tokenizer(utterances, settings.max_outputs)
-        config = GPT2Config(vocab_size=len(tokenizer), n_positions=settings.max_length, n_embd=settings.d_model,
-                            n_layer=settings.layers, n_head=settings.heads, bos_token_id=tokenizer.bos_token_id,
-                            eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+        config = GPT2Config(
+            vocab_size=len(tokenizer),
+            n_positions=settings.max_length,
+            n_embd=settings.d_model,
+            n_layer=settings.layers,
+            n_head=settings.heads,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+        )
         lm, max_length = GPT2LMHeadModel(config), settings.max_length
     else:
         lm, tokenizer = load_init(settings.init)
@@ -167,8 +187,10 @@ def load_init(init: str) -> tuple[Any, Any]:
             lm = AutoModelForCausalLM.from_pretrained(init, local_files_only=True)
             tokenizer = AutoTokenizer.from_pretrained(init, local_files_only=True)
     except (OSError, ValueError) as e:
-        raise ModelError(f"C2CSettings.init = {init!r}: no causal LM with its tokenizer found locally (a directory "
-                         f"written by save_pretrained, or a name in the Hugging Face cache): {e}") from e
+        raise ModelError(
+            f"C2CSettings.init = {init!r}: no causal LM with its tokenizer found locally (a directory "
+            f"written by save_pretrained, or a name in the Hugging Face cache): {e}"
+        ) from e
     if not tokenizer.is_fast:
         raise ModelError(f"C2CSettings.init = {init!r}: a slow tokenizer; expected a fast (tokenizers) one")
     return lm, tokenizer

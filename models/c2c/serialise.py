@@ -49,8 +49,10 @@ def check_utterance(utterance: Utterance, where: str) -> None:
     """A token is a non-empty string without whitespace, and not one of the reserved spellings."""
     for i, token in enumerate(utterance):
         if not isinstance(token, str) or not token or any(c.isspace() for c in token):
-            raise ModelError(f"{where}, token {i}: {token!r}; expected a non-empty string without whitespace "
-                             "(an utterance is a list of word tokens)")
+            raise ModelError(
+                f"{where}, token {i}: {token!r}; expected a non-empty string without whitespace "
+                "(an utterance is a list of word tokens)"
+            )
         if token in SPECIALS or RANK.fullmatch(token):
             raise ModelError(f"{where}, token {i}: {token!r} is reserved for the C2C model's own special tokens")
 
@@ -72,8 +74,10 @@ class Specials:
         bos, eos, pad = ids(BOS), ids(EOS), ids(PAD)
         ranks = [ids(t) for t in rank_tokens(max_outputs)]
         if None in (bos, eos, pad, *ranks) or tokenizer.unk_token_id in (bos, eos, pad, *ranks):
-            raise ModelError(f"the tokenizer lacks the C2C special or rank tokens ({BOS}, {EOS}, {PAD}, <#0>…"
-                             f"<#{max_outputs - 1}>); expected a tokenizer made by models.c2c's training")
+            raise ModelError(
+                f"the tokenizer lacks the C2C special or rank tokens ({BOS}, {EOS}, {PAD}, <#0>…"
+                f"<#{max_outputs - 1}>); expected a tokenizer made by models.c2c's training"
+            )
         decoder = tokenizer.added_tokens_decoder
         special = {i for i, t in decoder.items() if t.special} | set(tokenizer.all_special_ids) | set(ranks)
         return cls(bos, eos, pad, tuple(ranks), tuple(sorted(special - {eos})), frozenset(decoder))
@@ -90,8 +94,9 @@ def build_tokenizer(utterances: Iterable[Utterance], max_outputs: int) -> Any:
     vocab = {t: i for i, t in enumerate([*SPECIALS, *ranks, *words])}
     tok = Tokenizer(models.WordLevel(vocab, unk_token=UNK))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=BOS, eos_token=EOS, pad_token=PAD,
-                                   unk_token=UNK, additional_special_tokens=ranks)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token=BOS, eos_token=EOS, pad_token=PAD, unk_token=UNK, additional_special_tokens=ranks
+    )
 
 
 def extend_tokenizer(tokenizer: Any, utterances: Iterable[Utterance], max_outputs: int) -> int:
@@ -102,8 +107,9 @@ def extend_tokenizer(tokenizer: Any, utterances: Iterable[Utterance], max_output
     slots = sorted({t for u in utterances for t in u if SLOT.fullmatch(t)})
     vocab = tokenizer.get_vocab()
     new = tokenizer.add_tokens([AddedToken(s, lstrip=True, normalized=False) for s in slots if s not in vocab])
-    return new + tokenizer.add_special_tokens({"bos_token": BOS, "eos_token": EOS, "pad_token": PAD,
-                                               "additional_special_tokens": rank_tokens(max_outputs)})
+    return new + tokenizer.add_special_tokens(
+        {"bos_token": BOS, "eos_token": EOS, "pad_token": PAD, "additional_special_tokens": rank_tokens(max_outputs)}
+    )
 
 
 def encode(tokenizer: Any, utterance: Utterance) -> list[int]:
@@ -163,14 +169,21 @@ class ClusterBatch:
     start: int
 
 
-def cluster_batch(encoded_inputs: Sequence[Sequence[int]], encoded_targets: Sequence[Sequence[int]],
-                  specials: Specials, max_length: int, where: str) -> ClusterBatch:
+def cluster_batch(
+    encoded_inputs: Sequence[Sequence[int]],
+    encoded_targets: Sequence[Sequence[int]],
+    specials: Specials,
+    max_length: int,
+    where: str,
+) -> ClusterBatch:
     """Serialise one pair (targets in rank order) within ``max_length`` positions."""
     longest = max(len(t) for t in encoded_targets)
     budget = max_length - RANK_PART - longest
     if budget < 0:
-        raise ModelError(f"{where}: a target of {longest} tokens does not fit in max_length={max_length} with its "
-                         f"rank part; expected at most {max_length - RANK_PART} tokens. Hint: raise max_length")
+        raise ModelError(
+            f"{where}: a target of {longest} tokens does not fit in max_length={max_length} with its "
+            f"rank part; expected at most {max_length - RANK_PART} tokens. Hint: raise max_length"
+        )
     prefix = prefix_ids(encoded_inputs, specials, budget)
     rows, masks, labels = [], [], []
     for r, target in enumerate(encoded_targets):

@@ -46,8 +46,10 @@ def check_pairs(pairs: Sequence[Pair], max_outputs: int) -> list[tuple[list[list
             raise ModelError(f"pairs[{k}]: expected (input_cluster, output_cluster), found {len(pair)} items")
         inputs, outputs = pair
         if not 1 <= len(outputs) <= max_outputs:
-            raise ModelError(f"pairs[{k}]: {len(outputs)} output utterances; expected 1 … {max_outputs} "
-                             f"(one rank token each). Hint: C2CSettings(max_outputs=...)")
+            raise ModelError(
+                f"pairs[{k}]: {len(outputs)} output utterances; expected 1 … {max_outputs} "
+                f"(one rank token each). Hint: C2CSettings(max_outputs=...)"
+            )
         for side, cluster in (("input", inputs), ("output", outputs)):
             for i, utterance in enumerate(cluster):
                 check_utterance(utterance, f"pairs[{k}] {side} utterance {i}")
@@ -68,13 +70,23 @@ def cluster_loss(model: C2CModel, batch: dict[str, Any], gamma: float) -> tuple[
 
 def to_tensors(batch: ClusterBatch, device: str) -> dict[str, Any]:
     labels = torch.tensor(batch.labels, device=device)
-    return {"input_ids": torch.tensor(batch.input_ids, device=device),
-            "attention_mask": torch.tensor(batch.attention_mask, device=device),
-            "labels": labels, "mask": labels != -100, "start": batch.start}
+    return {
+        "input_ids": torch.tensor(batch.input_ids, device=device),
+        "attention_mask": torch.tensor(batch.attention_mask, device=device),
+        "labels": labels,
+        "mask": labels != -100,
+        "start": batch.start,
+    }
 
 
-def train_c2c(pairs: Sequence[Pair], out: Path, *, settings: C2CSettings = C2CSettings(), device: str = "auto",  # noqa: B008 — frozen
-              threads: int = 0) -> dict[str, Any]:
+def train_c2c(
+    pairs: Sequence[Pair],
+    out: Path,
+    *,
+    settings: C2CSettings = C2CSettings(),  # noqa: B008 — frozen
+    device: str = "auto",
+    threads: int = 0,
+) -> dict[str, Any]:
     """Train a C2C generator on ``pairs`` and save it to ``out`` (written directly; the caller hands a
     temporary directory and renames it).
 
@@ -101,9 +113,13 @@ def train_c2c(pairs: Sequence[Pair], out: Path, *, settings: C2CSettings = C2CSe
 
     lr = settings.learning_rate
     matrices = [p for p in model.parameters() if p.ndim >= 2]  # no decay on biases and layer-norm gains
-    optimiser = torch.optim.AdamW([{"params": matrices, "weight_decay": settings.weight_decay},
-                                   {"params": [p for p in model.parameters() if p.ndim < 2], "weight_decay": 0.0}],
-                                  lr=lr)
+    optimiser = torch.optim.AdamW(
+        [
+            {"params": matrices, "weight_decay": settings.weight_decay},
+            {"params": [p for p in model.parameters() if p.ndim < 2], "weight_decay": 0.0},
+        ],
+        lr=lr,
+    )
     total = settings.epochs * len(batches)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, lambda step: max(0.0, 1.0 - step / total))
     rng = np.random.default_rng(settings.seed)
@@ -127,13 +143,14 @@ def train_c2c(pairs: Sequence[Pair], out: Path, *, settings: C2CSettings = C2CSe
         regs.append(float(sums[2]) / len(batches))
     model.eval()
     result = {"losses": losses, "nll": nlls, "reg": regs, "steps": steps}
-    model.save(Path(out), {"settings": dataclasses.asdict(settings), "gamma": settings.gamma, "lr": lr,
-                           "pairs": len(checked), "training": result})
+    model.save(
+        Path(out),
+        {"settings": dataclasses.asdict(settings), "gamma": settings.gamma, "lr": lr, "pairs": len(checked), "training": result},
+    )
     return {**result, "seconds": time.monotonic() - t0}
 
 
-def encode_pairs(model: C2CModel, pairs: list[tuple[list[list[str]], list[list[str]]]],
-                 device: str) -> list[dict[str, Any]]:
+def encode_pairs(model: C2CModel, pairs: list[tuple[list[list[str]], list[list[str]]]], device: str) -> list[dict[str, Any]]:
     """Each pair serialised (``serialise.cluster_batch``) as tensors on ``device``; each utterance encoded once."""
     cache: dict[tuple[str, ...], list[int]] = {}
 
@@ -143,6 +160,10 @@ def encode_pairs(model: C2CModel, pairs: list[tuple[list[list[str]], list[list[s
             cache[key] = encode(model.tokenizer, utterance)
         return cache[key]
 
-    return [to_tensors(cluster_batch([ids(u) for u in inputs], [ids(u) for u in outputs], model.specials,
-                                     model.max_length, f"pairs[{k}]"), device)
-            for k, (inputs, outputs) in enumerate(pairs)]
+    return [
+        to_tensors(
+            cluster_batch([ids(u) for u in inputs], [ids(u) for u in outputs], model.specials, model.max_length, f"pairs[{k}]"),
+            device,
+        )
+        for k, (inputs, outputs) in enumerate(pairs)
+    ]

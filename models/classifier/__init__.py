@@ -25,5 +25,15 @@ from models.classifier.hf import HFClassifier
 from models.classifier.scores import classification_scores
 from models.classifier.sentence_embedding import SentenceEmbeddingClassifier
 
-__all__ = ["CARD", "KINDS", "BagClassifier", "HFClassifier", "SentenceEmbeddingClassifier", "TextClassifier",
-           "build_classifier", "classification_scores", "hashed_ngrams", "load_classifier"]
+__all__ = [
+    "CARD",
+    "KINDS",
+    "BagClassifier",
+    "HFClassifier",
+    "SentenceEmbeddingClassifier",
+    "TextClassifier",
+    "build_classifier",
+    "classification_scores",
+    "hashed_ngrams",
+    "load_classifier",
+]

@@ -33,8 +33,11 @@ def hashed_ngrams(text: str, *, buckets: int, ngrams: int = 2) -> list[int]:
     """The bucket ids of a text's lowercased whitespace-token n-grams, n = 1..``ngrams`` (crc32 of the
     space-joined n-gram's UTF-8, modulo ``buckets``). An empty text has none."""
     tokens = text.lower().split()
-    return [zlib.crc32(" ".join(tokens[i:i + n]).encode()) % buckets
-            for n in range(1, ngrams + 1) for i in range(len(tokens) - n + 1)]
+    return [
+        zlib.crc32(" ".join(tokens[i : i + n]).encode()) % buckets
+        for n in range(1, ngrams + 1)
+        for i in range(len(tokens) - n + 1)
+    ]
 
 
 class _Bag(nn.Module):
@@ -59,8 +62,10 @@ class BagClassifier(TextClassifier):
         with seeded(seed_for(seed, 0), "cpu"):
             self._module = _Bag(options["buckets"], options["dim"], len(self.labels), options["dropout"])
         self._module.to(device)
-        self._optimizers = [torch.optim.SparseAdam(list(self._module.embedding.parameters()), lr=lr),
-                            torch.optim.Adam(list(self._module.linear.parameters()), lr=lr)]
+        self._optimizers = [
+            torch.optim.SparseAdam(list(self._module.embedding.parameters()), lr=lr),
+            torch.optim.Adam(list(self._module.linear.parameters()), lr=lr),
+        ]
 
     def _logits(self, texts: list[str]) -> torch.Tensor:
         bags = [hashed_ngrams(t, buckets=self.options["buckets"], ngrams=self.options["ngrams"]) for t in texts]
@@ -74,4 +79,3 @@ class BagClassifier(TextClassifier):
     def load_weights(self, path: Path) -> None:
         """The weights ``save`` wrote into the directory ``path``."""
         load_state(self._module, path / WEIGHTS, self.device)
-

@@ -50,8 +50,7 @@ class TextClassifier(abc.ABC):
     labels: list[str]
     device: str
 
-    def __init__(self, labels: Sequence[str], *, model: str | None, lr: float, seed: int, options: dict[str, Any],
-                 device: str):
+    def __init__(self, labels: Sequence[str], *, model: str | None, lr: float, seed: int, options: dict[str, Any], device: str):
         self.labels, self.model, self.lr, self.seed = list(labels), model, lr, seed
         self.options, self.device = options, device
         self.steps = 0  # train_step calls so far (saved in the card, so training goes on with the same stream)
@@ -83,8 +82,9 @@ class TextClassifier(abc.ABC):
         self.steps += 1
         value = loss.item()
         if not math.isfinite(value):
-            raise ModelError(f"classifier {self.describe()}: the loss is {value} at step {self.steps}. "
-                             f"Hint: a smaller lr (now {self.lr:g})")
+            raise ModelError(
+                f"classifier {self.describe()}: the loss is {value} at step {self.steps}. Hint: a smaller lr (now {self.lr:g})"
+            )
         return value
 
     def predict(self, texts: Sequence[str], *, batch_size: int = 256) -> np.ndarray:
@@ -97,11 +97,11 @@ class TextClassifier(abc.ABC):
     def predict_proba(self, texts: Sequence[str], *, batch_size: int = 256) -> np.ndarray:
         """The distribution over ``labels`` of every text (float64, len(texts) × len(labels), rows sum to 1):
         the softmax of the logits, batched like ``predict`` (EPiDA's feedback p(t), p(x))."""
-        return self._eval_batches(texts, batch_size, lambda logits: torch.softmax(logits.double(), -1), np.float64,
-                                  (len(self.labels),))
+        return self._eval_batches(
+            texts, batch_size, lambda logits: torch.softmax(logits.double(), -1), np.float64, (len(self.labels),)
+        )
 
-    def _eval_batches(self, texts: Sequence[str], batch_size: int, head: Any, dtype: Any,
-                      shape: tuple[int, ...]) -> np.ndarray:
+    def _eval_batches(self, texts: Sequence[str], batch_size: int, head: Any, dtype: Any, shape: tuple[int, ...]) -> np.ndarray:
         texts = list(texts)
         if batch_size < 1:
             raise ModelError(f"predict: batch_size={batch_size}; expected >= 1")
@@ -110,7 +110,7 @@ class TextClassifier(abc.ABC):
         self._module.eval()
         with torch.inference_mode():
             for start in range(0, len(order), batch_size):
-                rows = order[start:start + batch_size]
+                rows = order[start : start + batch_size]
                 out[rows] = head(self._logits([texts[i] for i in rows])).cpu().numpy()
         return out
 
@@ -119,8 +119,14 @@ class TextClassifier(abc.ABC):
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         self._save_weights(path)
-        card = {"format": CARD_FORMAT, "kind": self.kind, "labels": self.labels, "model": self.model,
-                "hyper": {"lr": self.lr, "seed": self.seed, **self.options}, "steps": self.steps}
+        card = {
+            "format": CARD_FORMAT,
+            "kind": self.kind,
+            "labels": self.labels,
+            "model": self.model,
+            "hyper": {"lr": self.lr, "seed": self.seed, **self.options},
+            "steps": self.steps,
+        }
         (path / CARD).write_text(json.dumps(card, indent=1, sort_keys=True) + "\n")
 
     def describe(self) -> str:
@@ -136,8 +142,10 @@ class TextClassifier(abc.ABC):
         if not len(texts):
             raise ModelError("train_step: an empty batch; expected at least one text")
         if target.dtype.kind not in "iu" or target.min() < 0 or target.max() >= len(self.labels):
-            raise ModelError(f"train_step: labels must be integer indices in [0, {len(self.labels)}) into "
-                             f"{self.labels}; found {sorted(set(target.tolist()))[:10]}")
+            raise ModelError(
+                f"train_step: labels must be integer indices in [0, {len(self.labels)}) into "
+                f"{self.labels}; found {sorted(set(target.tolist()))[:10]}"
+            )
         return torch.as_tensor(target, dtype=torch.long, device=self.device)
 
 
@@ -156,5 +164,7 @@ def load_state(module: nn.Module, file: Path, device: str) -> None:
         state = load_file(str(file), device=device)
         module.load_state_dict(state)
     except (OSError, RuntimeError, ValueError) as e:
-        raise ModelError(f"{file}: weights do not load into the model its card describes ({e}). "
-                         "Hint: the directory was changed after TextClassifier.save; save it again") from e
+        raise ModelError(
+            f"{file}: weights do not load into the model its card describes ({e}). "
+            "Hint: the directory was changed after TextClassifier.save; save it again"
+        ) from e

@@ -36,22 +36,27 @@ class KindSpec:
 
 
 KINDS: dict[str, KindSpec] = {
-    "builtin": KindSpec(needs_model=False, lr=1e-2,
-                        options={"buckets": 2 ** 18, "dim": 64, "dropout": 0.1, "ngrams": 2}),
-    "sentence_embedding": KindSpec(needs_model=True, lr=1e-2,
-                                   options={"hidden": 0, "dropout": 0.1, "encode_batch_size": 64}),
+    "builtin": KindSpec(needs_model=False, lr=1e-2, options={"buckets": 2**18, "dim": 64, "dropout": 0.1, "ngrams": 2}),
+    "sentence_embedding": KindSpec(needs_model=True, lr=1e-2, options={"hidden": 0, "dropout": 0.1, "encode_batch_size": 64}),
     "hf": KindSpec(needs_model=True, lr=5e-5, options={"max_length": 128}),
 }
 _LIMITS = {  # option: (smallest, largest) allowed, both inclusive; dropout below 1
-    "buckets": (1, None), "dim": (1, None), "ngrams": (1, None), "hidden": (0, None),
-    "encode_batch_size": (1, None), "max_length": (2, None), "dropout": (0.0, 1.0),
+    "buckets": (1, None),
+    "dim": (1, None),
+    "ngrams": (1, None),
+    "hidden": (0, None),
+    "encode_batch_size": (1, None),
+    "max_length": (2, None),
+    "dropout": (0.0, 1.0),
 }
 
 
 def _kinds_hint() -> str:
-    return "; ".join(f"{k} ({'needs model' if s.needs_model else 'no model'}; options: "
-                     f"{', '.join(f'{o}={v!r}' for o, v in s.options.items())}; lr={s.lr:g})"
-                     for k, s in KINDS.items())
+    return "; ".join(
+        f"{k} ({'needs model' if s.needs_model else 'no model'}; options: "
+        f"{', '.join(f'{o}={v!r}' for o, v in s.options.items())}; lr={s.lr:g})"
+        for k, s in KINDS.items()
+    )
 
 
 def _check_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
@@ -59,8 +64,10 @@ def _check_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
     spec = KINDS[kind]
     unknown = sorted(set(given) - set(spec.options))
     if unknown:
-        raise ModelError(f"classifier {kind}: unknown option(s) {', '.join(map(repr, unknown))}; options of "
-                         f"{kind}: {', '.join(f'{o}={v!r}' for o, v in spec.options.items())}")
+        raise ModelError(
+            f"classifier {kind}: unknown option(s) {', '.join(map(repr, unknown))}; options of "
+            f"{kind}: {', '.join(f'{o}={v!r}' for o, v in spec.options.items())}"
+        )
     options = dict(spec.options)
     for name, value in given.items():
         want = type(spec.options[name])
@@ -87,11 +94,23 @@ def _setup_device(device: str, threads: int) -> str:
 
 
 _CLASSES: dict[str, type[TextClassifier]] = {
-    "builtin": BagClassifier, "sentence_embedding": SentenceEmbeddingClassifier, "hf": HFClassifier}
+    "builtin": BagClassifier,
+    "sentence_embedding": SentenceEmbeddingClassifier,
+    "hf": HFClassifier,
+}
 
 
-def build_classifier(kind: str, labels: Sequence[str], *, model: str | None = None, lr: float | None = None,
-                     seed: int = 0, device: str = "auto", threads: int = 0, **options: Any) -> TextClassifier:
+def build_classifier(
+    kind: str,
+    labels: Sequence[str],
+    *,
+    model: str | None = None,
+    lr: float | None = None,
+    seed: int = 0,
+    device: str = "auto",
+    threads: int = 0,
+    **options: Any,
+) -> TextClassifier:
     """A new classifier of ``kind`` into ``labels``.
 
     Args:
@@ -108,8 +127,7 @@ def build_classifier(kind: str, labels: Sequence[str], *, model: str | None = No
         raise ModelError(f"classifier kind {kind!r} unknown; kinds: {_kinds_hint()}")
     spec = KINDS[kind]
     if spec.needs_model and not model:
-        raise ModelError(f"classifier {kind} needs a model (a name or a local directory); none given. "
-                         f"Kinds: {_kinds_hint()}")
+        raise ModelError(f"classifier {kind} needs a model (a name or a local directory); none given. Kinds: {_kinds_hint()}")
     if not spec.needs_model and model:
         raise ModelError(f"classifier {kind} takes no model; {model!r} given. Kinds: {_kinds_hint()}")
     labels = list(labels)
@@ -145,11 +163,11 @@ def load_classifier(path: Path, *, device: str = "auto", threads: int = 0) -> Te
     options = _check_options(kind, hyper)
     device = _setup_device(device, threads)
     if kind == "hf":
-        clf: TextClassifier = HFClassifier(labels, model=model, lr=lr, seed=seed, options=options, device=device,
-                                           weights_from=path)
+        clf: TextClassifier = HFClassifier(
+            labels, model=model, lr=lr, seed=seed, options=options, device=device, weights_from=path
+        )
     else:
         clf = _CLASSES[kind](labels, model=model, lr=lr, seed=seed, options=options, device=device)
         clf.load_weights(path)  # type: ignore[attr-defined]
     clf.steps = steps
     return clf
-

@@ -33,22 +33,32 @@ class HFClassifier(TextClassifier):
             with seeded(seed_for(seed, 0), "cpu"):
                 if weights_from is None:
                     net = AutoModelForSequenceClassification.from_pretrained(
-                        source, num_labels=len(self.labels), id2label=id2label,
-                        label2id={v: k for k, v in id2label.items()}, ignore_mismatched_sizes=True)
+                        source,
+                        num_labels=len(self.labels),
+                        id2label=id2label,
+                        label2id={v: k for k, v in id2label.items()},
+                        ignore_mismatched_sizes=True,
+                    )
                 else:
                     net = AutoModelForSequenceClassification.from_pretrained(source)
         except (OSError, ValueError) as e:
-            raise ModelError(f"{source}: no Hugging Face sequence-classification model with its tokenizer found, "
-                             f"looked up by this name or path (local directory, else the Hugging Face cache): "
-                             f"{e}. Hint: pass a directory written by save_pretrained (model and tokenizer), "
-                             "or copy a cached download here") from e
+            raise ModelError(
+                f"{source}: no Hugging Face sequence-classification model with its tokenizer found, "
+                f"looked up by this name or path (local directory, else the Hugging Face cache): "
+                f"{e}. Hint: pass a directory written by save_pretrained (model and tokenizer), "
+                "or copy a cached download here"
+            ) from e
         if weights_from is not None and [net.config.id2label.get(i) for i in range(len(self.labels))] != self.labels:
-            raise ModelError(f"{source}: config.json labels {net.config.id2label} differ from the card's "
-                             f"{self.labels}. Hint: the directory was changed after TextClassifier.save")
+            raise ModelError(
+                f"{source}: config.json labels {net.config.id2label} differ from the card's "
+                f"{self.labels}. Hint: the directory was changed after TextClassifier.save"
+            )
         if tokenizer.pad_token is None:
             if tokenizer.eos_token is None:
-                raise ModelError(f"{source}: its tokenizer has neither a pad nor an eos token to pad batches "
-                                 "with. Hint: set tokenizer.pad_token and save it with the model")
+                raise ModelError(
+                    f"{source}: its tokenizer has neither a pad nor an eos token to pad batches "
+                    "with. Hint: set tokenizer.pad_token and save it with the model"
+                )
             tokenizer.pad_token = tokenizer.eos_token
         if net.config.pad_token_id is None:
             net.config.pad_token_id = tokenizer.pad_token_id
@@ -57,11 +67,11 @@ class HFClassifier(TextClassifier):
         self._optimizers = [torch.optim.AdamW(self.net.parameters(), lr=lr)]
 
     def _logits(self, texts: list[str]) -> torch.Tensor:
-        enc = self.tokenizer(texts, padding=True, truncation=True, max_length=self.options["max_length"],
-                             return_tensors="pt").to(self.device)
+        enc = self.tokenizer(texts, padding=True, truncation=True, max_length=self.options["max_length"], return_tensors="pt").to(
+            self.device
+        )
         return self.net(**enc).logits
 
     def _save_weights(self, path: Path) -> None:
         self.net.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
-

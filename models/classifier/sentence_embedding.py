@@ -43,19 +43,24 @@ class SentenceEmbeddingClassifier(TextClassifier):
             with loading():
                 encoder = SentenceTransformer(model, device=device)
         except (OSError, ValueError) as e:
-            raise ModelError(f"{model}: no sentence-transformers model found, looked up by this name or path "
-                             f"(local directory, else the Hugging Face cache): {e}. Hint: pass a local directory "
-                             "written by SentenceTransformer.save, or copy a cached download here") from e
+            raise ModelError(
+                f"{model}: no sentence-transformers model found, looked up by this name or path "
+                f"(local directory, else the Hugging Face cache): {e}. Hint: pass a local directory "
+                "written by SentenceTransformer.save, or copy a cached download here"
+            ) from e
         self.encoder = encoder.eval().requires_grad_(False)
         dim = self.encoder.get_embedding_dimension()
         if not dim:
-            raise ModelError(f"{model}: the encoder does not say its embedding dimension; expected a "
-                             "SentenceTransformer ending in a pooling layer")
+            raise ModelError(
+                f"{model}: the encoder does not say its embedding dimension; expected a "
+                "SentenceTransformer ending in a pooling layer"
+            )
         hidden, p = options["hidden"], options["dropout"]
         with seeded(seed_for(seed, 0), "cpu"):
             if hidden:
-                head = nn.Sequential(nn.Dropout(p), nn.Linear(dim, hidden), nn.ReLU(), nn.Dropout(p),
-                                     nn.Linear(hidden, len(self.labels)))
+                head = nn.Sequential(
+                    nn.Dropout(p), nn.Linear(dim, hidden), nn.ReLU(), nn.Dropout(p), nn.Linear(hidden, len(self.labels))
+                )
             else:
                 head = nn.Sequential(nn.Dropout(p), nn.Linear(dim, len(self.labels)))
         self._module = self.head = head.to(device)
@@ -66,8 +71,9 @@ class SentenceEmbeddingClassifier(TextClassifier):
         """The encoder's embeddings of ``texts`` (float32, on device), each distinct text encoded once."""
         missing = list(dict.fromkeys(t for t in texts if t not in self.memo))
         if missing:
-            encoded = self.encoder.encode(missing, batch_size=self.options["encode_batch_size"],
-                                          convert_to_tensor=True, show_progress_bar=False)
+            encoded = self.encoder.encode(
+                missing, batch_size=self.options["encode_batch_size"], convert_to_tensor=True, show_progress_bar=False
+            )
             encoded = encoded.float().clone()  # out of inference mode: the head's backward saves its input
             for text, row in zip(missing, encoded):
                 self.memo[text] = row
@@ -82,4 +88,3 @@ class SentenceEmbeddingClassifier(TextClassifier):
     def load_weights(self, path: Path) -> None:
         """The head's weights ``save`` wrote into the directory ``path``."""
         load_state(self.head, path / WEIGHTS, self.device)
-

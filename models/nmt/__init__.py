@@ -19,8 +19,17 @@ from models.nmt.base import (
     sentence_score,
 )
 
-__all__ = ["CARD", "DecodeOptions", "ModelCard", "NMTModel", "detect_backend", "length_batches", "load_model",
-           "pick_device", "sentence_score"]
+__all__ = [
+    "CARD",
+    "DecodeOptions",
+    "ModelCard",
+    "NMTModel",
+    "detect_backend",
+    "length_batches",
+    "load_model",
+    "pick_device",
+    "sentence_score",
+]
 
 
 def detect_backend(model: str | Path) -> str:
@@ -39,13 +48,23 @@ def detect_backend(model: str | Path) -> str:
         return "transformers"
     if any(path.glob("*.pt")):
         return "fairseq"
-    raise ModelError(f"{model}: no NMT model found (expected {CARD}, a CTranslate2 model.bin, a transformers "
-                     "config.json or a fairseq *.pt checkpoint)")
+    raise ModelError(
+        f"{model}: no NMT model found (expected {CARD}, a CTranslate2 model.bin, a transformers "
+        "config.json or a fairseq *.pt checkpoint)"
+    )
 
 
-def load_model(model: str | Path, *, backend: str = "auto", trusted: bool = False, device: str = "auto",
-               threads: int = 0, compute_type: str = "default", src_lang: str | None = None,
-               tgt_lang: str | None = None) -> NMTModel:
+def load_model(
+    model: str | Path,
+    *,
+    backend: str = "auto",
+    trusted: bool = False,
+    device: str = "auto",
+    threads: int = 0,
+    compute_type: str = "default",
+    src_lang: str | None = None,
+    tgt_lang: str | None = None,
+) -> NMTModel:
     """Load a translation model by local path (any backend) or Hugging Face name (transformers).
     ``src_lang``/``tgt_lang``: the language codes of a multilingual model (M2M100, NLLB); fairseq ignores them."""
     backend = detect_backend(model) if backend == "auto" else backend
@@ -60,6 +79,7 @@ def load_model(model: str | Path, *, backend: str = "auto", trusted: bool = Fals
     if backend == "ctranslate2":
         from models.nmt.ctranslate2 import CT2Model
 
-        return CT2Model.load(model, device=device, threads=threads, compute_type=compute_type, src_lang=src_lang,
-                             tgt_lang=tgt_lang)
+        return CT2Model.load(
+            model, device=device, threads=threads, compute_type=compute_type, src_lang=src_lang, tgt_lang=tgt_lang
+        )
     raise ModelError(f"{model}: unknown NMT backend {backend!r}; expected fairseq, transformers or ctranslate2")

@@ -92,8 +92,7 @@ class NMTModel(abc.ABC):
         """Per-token log-probabilities (natural log, float32) of each target given its source, EOS included."""
 
     @abc.abstractmethod
-    def translate(self, src: Sequence[str], options: DecodeOptions = DecodeOptions(), *,
-                  max_tokens: int = 4096) -> list[str]:
+    def translate(self, src: Sequence[str], options: DecodeOptions = DecodeOptions(), *, max_tokens: int = 4096) -> list[str]:
         """The translations of ``src``, in order."""
 
     def fingerprint(self) -> str:
@@ -134,7 +133,7 @@ def length_batches(lengths: Sequence[int], *, max_tokens: int, max_sentences: in
     for end in range(1, len(order) + 1):
         longest = lengths[order[end - 1]]
         if end - start > 1 and (longest * (end - start) > max_tokens or end - start > max_sentences):
-            batches.append(order[start:end - 1])
+            batches.append(order[start : end - 1])
             start = end - 1
     if start < len(order):
         batches.append(order[start:])

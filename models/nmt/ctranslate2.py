@@ -91,13 +91,16 @@ class TokenizerCodec:
         return self.tokenizer.batch_decode(ids, skip_special_tokens=True)
 
 
-def load_codec(path: Path, card: ModelCard | None, *, src_lang: str | None = None,
-               tgt_lang: str | None = None) -> PieceCodec | TokenizerCodec:
+def load_codec(
+    path: Path, card: ModelCard | None, *, src_lang: str | None = None, tgt_lang: str | None = None
+) -> PieceCodec | TokenizerCodec:
     """The card's SentencePiece model, else the Hugging Face tokenizer saved in ``path``."""
     if card is not None and card.subwords:
         if src_lang or tgt_lang:
-            raise ModelError(f"{path}: src_lang/tgt_lang apply to a Hugging Face tokenizer, but this model uses "
-                             f"the SentencePiece model {card.subwords}. Hint: leave them unset")
+            raise ModelError(
+                f"{path}: src_lang/tgt_lang apply to a Hugging Face tokenizer, but this model uses "
+                f"the SentencePiece model {card.subwords}. Hint: leave them unset"
+            )
         return PieceCodec(path / card.subwords)
     from models.nmt.transformers import load_tokenizer
 
@@ -130,8 +133,17 @@ class CT2Model(NMTModel):
 
     backend = "ctranslate2"
 
-    def __init__(self, codec: PieceCodec | TokenizerCodec, *, path: Path, device: str, threads: int = 0,
-                 compute_type: str = "default", max_positions: int = DEFAULT_MAX_POSITIONS, source_extra: int = 0):
+    def __init__(
+        self,
+        codec: PieceCodec | TokenizerCodec,
+        *,
+        path: Path,
+        device: str,
+        threads: int = 0,
+        compute_type: str = "default",
+        max_positions: int = DEFAULT_MAX_POSITIONS,
+        source_extra: int = 0,
+    ):
         self.codec, self.path, self.device = codec, path, device
         self.threads, self.compute_type = threads, compute_type
         self.max_positions, self.source_extra = max_positions, source_extra
@@ -144,15 +156,23 @@ class CT2Model(NMTModel):
         kwargs = cpu_workers(self.threads) if self.device == "cpu" else {}
         try:
             with loading():
-                return ctranslate2.Translator(str(self.path), device=self.device, compute_type=self.compute_type,
-                                              **kwargs)
+                return ctranslate2.Translator(str(self.path), device=self.device, compute_type=self.compute_type, **kwargs)
         except (RuntimeError, ValueError) as e:
-            raise ModelError(f"{self.path}: CTranslate2 could not load the model on {self.device} with "
-                             f"compute_type={self.compute_type!r}: {e}") from e
+            raise ModelError(
+                f"{self.path}: CTranslate2 could not load the model on {self.device} with compute_type={self.compute_type!r}: {e}"
+            ) from e
 
     @classmethod
-    def load(cls, path: str | Path, *, device: str = "auto", threads: int = 0, compute_type: str = "default",
-             src_lang: str | None = None, tgt_lang: str | None = None) -> CT2Model:
+    def load(
+        cls,
+        path: str | Path,
+        *,
+        device: str = "auto",
+        threads: int = 0,
+        compute_type: str = "default",
+        src_lang: str | None = None,
+        tgt_lang: str | None = None,
+    ) -> CT2Model:
         """Load a CTranslate2 model directory (``model.bin``) with its subwords.
 
         Args:
@@ -165,13 +185,22 @@ class CT2Model(NMTModel):
         """
         path = Path(path)
         if not (path / "model.bin").is_file():
-            raise ModelError(f"{path}: no CTranslate2 model.bin. Hint: convert the model first "
-                             "(models.nmt.ctranslate2.convert_transformers or FairseqModel.to_ctranslate2)")
+            raise ModelError(
+                f"{path}: no CTranslate2 model.bin. Hint: convert the model first "
+                "(models.nmt.ctranslate2.convert_transformers or FairseqModel.to_ctranslate2)"
+            )
         card = ModelCard.read(path)
         codec = load_codec(path, card, src_lang=src_lang, tgt_lang=tgt_lang)
         limit = (card.meta.get("max_positions") if card else None) or DEFAULT_MAX_POSITIONS
-        return cls(codec, path=path, device=ct2_device(device), threads=threads, compute_type=compute_type,
-                   max_positions=int(limit), source_extra=source_specials(path))
+        return cls(
+            codec,
+            path=path,
+            device=ct2_device(device),
+            threads=threads,
+            compute_type=compute_type,
+            max_positions=int(limit),
+            source_extra=source_specials(path),
+        )
 
     def score(self, src: Sequence[str], tgt: Sequence[str], *, max_tokens: int = 4096) -> list[np.ndarray | None]:
         """log p(y_t | y_<t, x) of every target token and the EOS, from ``score_batch``.
@@ -183,8 +212,13 @@ class CT2Model(NMTModel):
         src_tok, tgt_tok = self.codec.source(src), self.codec.target(tgt)
         todo = [i for i in range(len(src_tok)) if self._scorable(src_tok[i], tgt_tok[i])]
         out: list[np.ndarray | None] = [None] * len(src_tok)
-        results = self.translator.score_batch([src_tok[i] for i in todo], [tgt_tok[i] for i in todo],
-                                              max_batch_size=max_tokens, batch_type="tokens", max_input_length=0)
+        results = self.translator.score_batch(
+            [src_tok[i] for i in todo],
+            [tgt_tok[i] for i in todo],
+            max_batch_size=max_tokens,
+            batch_type="tokens",
+            max_input_length=0,
+        )
         for i, result in zip(todo, results):
             out[i] = np.asarray(result.log_probs, dtype=np.float32)
         return out
@@ -194,8 +228,13 @@ class CT2Model(NMTModel):
             return False
         return max(len(src_tokens) + self.source_extra, len(tgt_tokens) + 1) <= self.max_positions
 
-    def translate(self, src: Sequence[str], options: DecodeOptions = DecodeOptions(), *,  # noqa: B008 (frozen)
-                  max_tokens: int = 4096) -> list[str]:
+    def translate(
+        self,
+        src: Sequence[str],
+        options: DecodeOptions = DecodeOptions(),  # noqa: B008 (frozen)
+        *,
+        max_tokens: int = 4096,
+    ) -> list[str]:
         """``translate_batch`` in length-sorted batches: beam search, or one seeded sample per sentence.
 
         Sources longer than the model's positions are truncated to them. CTranslate2 seeds a worker
@@ -205,17 +244,18 @@ class CT2Model(NMTModel):
         import ctranslate2
 
         if options.bottom_k and options.bottom_k_steps:
-            raise ModelError(f"{self.path}: bottom-k sampling needs the model's per-step distribution, which "
-                             "CTranslate2's Python API does not expose. Hint: decode this model with "
-                             "`inference: native` (fairseq or transformers)")
+            raise ModelError(
+                f"{self.path}: bottom-k sampling needs the model's per-step distribution, which "
+                "CTranslate2's Python API does not expose. Hint: decode this model with "
+                "`inference: native` (fairseq or transformers)"
+            )
         tokens = self.codec.source(src, max_len=self.max_positions - self.source_extra)
         out = [""] * len(tokens)
         todo = [i for i, t in enumerate(tokens) if t]
         if todo and options.sampling:  # the seed is process-wide and read when a worker first samples: own it
             with global_state():
                 ctranslate2.set_random_seed(options.seed)
-                hypotheses = self._translate_batch(self.open_translator(), [tokens[i] for i in todo], options,
-                                                   max_tokens)
+                hypotheses = self._translate_batch(self.open_translator(), [tokens[i] for i in todo], options, max_tokens)
         elif todo:
             hypotheses = self._translate_batch(self.translator, [tokens[i] for i in todo], options, max_tokens)
         if todo:
@@ -223,19 +263,24 @@ class CT2Model(NMTModel):
                 out[i] = text
         return out
 
-    def _translate_batch(self, translator: Any, tokens: list[list[str]], options: DecodeOptions,
-                         max_tokens: int) -> list[list[str]]:
+    def _translate_batch(
+        self, translator: Any, tokens: list[list[str]], options: DecodeOptions, max_tokens: int
+    ) -> list[list[str]]:
         """One ``translate_batch`` call over every sentence: CTranslate2 sorts them by length into batches of
         ``max_tokens`` and runs the batches on its parallel workers (``cpu_workers``)."""
         from models.nmt.transformers import max_new_tokens
 
         longest = max(len(t) for t in tokens) + self.source_extra
         kwargs: dict[str, Any] = {
-            "max_decoding_length": max_new_tokens(longest, options, self.max_positions), "max_input_length": 0,
-            "max_batch_size": max_tokens, "batch_type": "tokens"}
+            "max_decoding_length": max_new_tokens(longest, options, self.max_positions),
+            "max_input_length": 0,
+            "max_batch_size": max_tokens,
+            "batch_type": "tokens",
+        }
         if options.sampling:
-            kwargs.update(beam_size=1, sampling_topk=options.topk, sampling_topp=options.topp,
-                          sampling_temperature=options.temperature)
+            kwargs.update(
+                beam_size=1, sampling_topk=options.topk, sampling_topp=options.topp, sampling_temperature=options.temperature
+            )
         else:
             kwargs.update(beam_size=options.beam, length_penalty=options.lenpen)
         prefix = [list(self.codec.prefix) for _ in tokens] if self.codec.prefix else None
@@ -252,8 +297,9 @@ def cpu_workers(threads: int = 0) -> dict[str, int]:
     return {"inter_threads": inter, "intra_threads": max(1, n // inter)}
 
 
-def convert_transformers(model: str | Path, out_dir: Path, *, quantization: str | None = None,
-                         src_lang: str | None = None, tgt_lang: str | None = None) -> Path:
+def convert_transformers(
+    model: str | Path, out_dir: Path, *, quantization: str | None = None, src_lang: str | None = None, tgt_lang: str | None = None
+) -> Path:
     """Convert a transformers seq2seq model to a CTranslate2 directory that ``load_model`` opens.
 
     The directory gets ``model.bin`` and its vocabulary, the tokenizer (saved with its languages) and a
@@ -285,8 +331,13 @@ def convert_transformers(model: str | Path, out_dir: Path, *, quantization: str 
         raise ModelError(f"{model}: CTranslate2 could not convert this transformers model: {e}") from e
     tokenizer.save_pretrained(tmp)
     meta = {"max_positions": max_positions(AutoConfig.from_pretrained(str(model))), "source": str(model)}
-    ModelCard(backend="ctranslate2", subwords=None, converted_from="transformers",
-              source_fingerprint=model_fingerprint(model, tokenizer), meta=meta).write(tmp)
+    ModelCard(
+        backend="ctranslate2",
+        subwords=None,
+        converted_from="transformers",
+        source_fingerprint=model_fingerprint(model, tokenizer),
+        meta=meta,
+    ).write(tmp)
     if out_dir.exists():
         out_dir.rmdir()
     tmp.rename(out_dir)

@@ -73,8 +73,7 @@ class FairseqModel(NMTModel):
         self._generators: dict[DecodeOptions, Any] = {}
 
     @classmethod
-    def load(cls, model: str | Path, *, trusted: bool = False, device: str = "auto",
-             threads: int = 0) -> FairseqModel:
+    def load(cls, model: str | Path, *, trusted: bool = False, device: str = "auto", threads: int = 0) -> FairseqModel:
         """Load (once per process) a fairseq model directory, or the directory around a checkpoint file.
 
         Args:
@@ -105,8 +104,10 @@ class FairseqModel(NMTModel):
             with loading():
                 models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)], state=state)
         except Exception as e:  # fairseq raises bare exceptions for missing dictionaries, unknown archs, …
-            raise ModelError(f"{checkpoint}: fairseq could not build the model: {e}. Hint: the directory needs "
-                             "the dictionaries (dict.<lang>.txt) the model was trained with") from e
+            raise ModelError(
+                f"{checkpoint}: fairseq could not build the model: {e}. Hint: the directory needs "
+                "the dictionaries (dict.<lang>.txt) the model was trained with"
+            ) from e
         net = models[0].to(device).eval()
         return cls(files, model=net, task=task, device=device, allow_listed=allow_listed)
 
@@ -120,8 +121,7 @@ class FairseqModel(NMTModel):
         check_pairs(src, tgt)
         s_ids, t_ids = self._ids(src, self.src_dict), self._ids(tgt, self.tgt_dict)
         max_src, max_tgt = self.max_positions()
-        ok = [i for i, (s, t) in enumerate(zip(s_ids, t_ids))
-              if s and t and len(s) + 1 <= max_src and len(t) + 1 <= max_tgt]
+        ok = [i for i, (s, t) in enumerate(zip(s_ids, t_ids)) if s and t and len(s) + 1 <= max_src and len(t) + 1 <= max_tgt]
         out: list[np.ndarray | None] = [None] * len(src)
         lengths = [max(len(s_ids[i]), len(t_ids[i])) + 1 for i in ok]
         for batch in length_batches(lengths, max_tokens=max_tokens):
@@ -130,15 +130,20 @@ class FairseqModel(NMTModel):
                 out[i] = logprobs
         return out
 
-    def translate(self, src: Sequence[str], options: DecodeOptions = DecodeOptions(), *,  # noqa: B008 (frozen)
-                  max_tokens: int = 4096) -> list[str]:
+    def translate(
+        self,
+        src: Sequence[str],
+        options: DecodeOptions = DecodeOptions(),  # noqa: B008 (frozen)
+        *,
+        max_tokens: int = 4096,
+    ) -> list[str]:
         """Translations of ``src`` in order: beam search, or one sample per sentence (``options.sampling``,
         seeded with ``options.seed``). An empty sentence translates to ""; a source longer than the
         model's positions is cut to them. ``max_tokens`` counts source tokens per batch."""
         import torch
 
         max_src = self.max_positions()[0]
-        ids = [s[:max_src - 1] for s in self._ids(src, self.src_dict)]
+        ids = [s[: max_src - 1] for s in self._ids(src, self.src_dict)]
         todo = [i for i, s in enumerate(ids) if s]
         hyps: dict[int, Any] = {}
         generator = self._generator(options)
@@ -147,14 +152,23 @@ class FairseqModel(NMTModel):
                 rows = [todo[j] for j in batch]
                 tokens, lengths = self._collate_source([ids[i] for i in rows])
                 with self._seeded(options, k):
-                    found = generator.generate([self.model], {"net_input": {"src_tokens": tokens,
-                                                                            "src_lengths": lengths}})
+                    found = generator.generate([self.model], {"net_input": {"src_tokens": tokens, "src_lengths": lengths}})
                 hyps.update((i, h[0]["tokens"]) for i, h in zip(rows, found))
         return self._detokenise([hyps.get(i) for i in range(len(src))])
 
-    def translate_constrained(self, src: Sequence[str], *, banned: Sequence[Sequence[str]],
-                              required: Sequence[Sequence[str]], beam: int = 4, nbest: int = 1, lenpen: float = 1.0,
-                              max_len_a: float = 1.5, max_len_b: int = 10, max_tokens: int = 4096) -> list[list[str]]:
+    def translate_constrained(
+        self,
+        src: Sequence[str],
+        *,
+        banned: Sequence[Sequence[str]],
+        required: Sequence[Sequence[str]],
+        beam: int = 4,
+        nbest: int = 1,
+        lenpen: float = 1.0,
+        max_len_a: float = 1.5,
+        max_len_b: int = 10,
+        max_tokens: int = 4096,
+    ) -> list[list[str]]:
         """The ``nbest`` best hypotheses of a beam search per sentence (an empty source: none), never emitting
         the first subword of a ``banned`` word (as written, lower-cased or capitalised) and, where a
         sentence has ``required`` words, holding each one (fairseq's lexically constrained beam search;
@@ -166,25 +180,29 @@ class FairseqModel(NMTModel):
 
         d, unk = self.tgt_dict, self.tgt_dict.unk()
         first = lambda w: [i for i in self._ids([w], d)[0] if self.tgt_dict[i] != "▁"][:1]  # noqa: E731
-        bans = [sorted({i for w in words for v in {w, w.lower(), w.capitalize()} for i in first(v) if i != unk})
-                for words in banned]
+        bans = [
+            sorted({i for w in words for v in {w, w.lower(), w.capitalize()} for i in first(v) if i != unk}) for words in banned
+        ]
         needs = [[ids for w in words if (ids := self._ids([w], d)[0]) and unk not in ids] for words in required]
         max_src = self.max_positions()[0]
-        ids = [s[:max_src - 1] for s in self._ids(src, self.src_dict)]
+        ids = [s[: max_src - 1] for s in self._ids(src, self.src_dict)]
         todo = [i for i, s in enumerate(ids) if s]
         out: list[list[str]] = [[] for _ in src]
         longest = max((sum(len(p) for p in phrases) for phrases in needs), default=0)  # room for the constraints
-        generator = constrained_generator(self.model, d, beam=beam, lenpen=lenpen, max_len_a=max_len_a,
-                                          max_len_b=max_len_b + longest, positive=any(needs)).to(self.device).eval()
+        generator = (
+            constrained_generator(
+                self.model, d, beam=beam, lenpen=lenpen, max_len_a=max_len_a, max_len_b=max_len_b + longest, positive=any(needs)
+            )
+            .to(self.device)
+            .eval()
+        )
         with torch.inference_mode():
             for batch in length_batches([(len(ids[i]) + 1) * beam for i in todo], max_tokens=max_tokens):
                 rows = [todo[j] for j in batch]
                 tokens, lengths = self._collate_source([ids[i] for i in rows])
                 generator.search.banned = banned_mask([bans[i] for i in rows], len(d))
-                extra = {"constraints": packed_constraints([needs[i] for i in rows]).to(self.device)} \
-                    if any(needs) else {}
-                found = generator.generate([self.model], {"net_input": {"src_tokens": tokens, "src_lengths": lengths}},
-                                           **extra)
+                extra = {"constraints": packed_constraints([needs[i] for i in rows]).to(self.device)} if any(needs) else {}
+                found = generator.generate([self.model], {"net_input": {"src_tokens": tokens, "src_lengths": lengths}}, **extra)
                 for i, hyps in zip(rows, found):
                     out[i] = self._detokenise([h["tokens"] for h in hyps[:nbest]])
         return out
@@ -217,19 +235,29 @@ class FairseqModel(NMTModel):
         out_dir = Path(out_dir)
         _check_conversion_target(out_dir)
         cfg = self.task.cfg
-        converter = FairseqConverter(str(self.files.checkpoint), str(self.path), source_lang=cfg.source_lang,
-                                     target_lang=cfg.target_lang, unsafe_deserialization=not self.allow_listed)
+        converter = FairseqConverter(
+            str(self.files.checkpoint),
+            str(self.path),
+            source_lang=cfg.source_lang,
+            target_lang=cfg.target_lang,
+            unsafe_deserialization=not self.allow_listed,
+        )
         with self._conversion_guard():
             try:
                 converter.convert(str(out_dir), quantization=quantization, force=True)
             except (NotImplementedError, ValueError, RuntimeError) as e:
-                raise ModelError(f"{self.files.checkpoint}: CTranslate2 cannot convert this model "
-                                 f"(quantization {quantization!r}): {e}") from e
+                raise ModelError(
+                    f"{self.files.checkpoint}: CTranslate2 cannot convert this model (quantization {quantization!r}): {e}"
+                ) from e
         if self.files.subwords is not None:
             shutil.copyfile(self.files.subwords, out_dir / SUBWORDS)
-        ModelCard(backend="ctranslate2", subwords=SUBWORDS if self.files.subwords is not None else None,
-                  converted_from="fairseq", source_fingerprint=self.fingerprint(),
-                  meta={"quantization": quantization, "source": str(self.files.checkpoint)}).write(out_dir)
+        ModelCard(
+            backend="ctranslate2",
+            subwords=SUBWORDS if self.files.subwords is not None else None,
+            converted_from="fairseq",
+            source_fingerprint=self.fingerprint(),
+            meta={"quantization": quantization, "source": str(self.files.checkpoint)},
+        ).write(out_dir)
         return out_dir
 
     # -- helpers ------------------------------------------------------------------------------------
@@ -263,13 +291,12 @@ class FairseqModel(NMTModel):
         src_tokens, src_lengths = self._collate_source(src_ids)
         rows = [torch.tensor(t + [d.eos()], dtype=torch.long) for t in tgt_ids]
         target = data_utils.collate_tokens(rows, d.pad(), d.eos(), left_pad=False).to(self.device)
-        prev = data_utils.collate_tokens(rows, d.pad(), d.eos(), left_pad=False,
-                                         move_eos_to_beginning=True).to(self.device)
+        prev = data_utils.collate_tokens(rows, d.pad(), d.eos(), left_pad=False, move_eos_to_beginning=True).to(self.device)
         with torch.inference_mode():
             net_out = self.model(src_tokens, src_lengths, prev)
             logprobs = self.model.get_normalized_probs(net_out, log_probs=True)
             picked = logprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1).float().cpu().numpy()
-        return [picked[k, :len(r)].copy() for k, r in enumerate(rows)]
+        return [picked[k, : len(r)].copy() for k, r in enumerate(rows)]
 
     def _generator(self, options: DecodeOptions) -> Any:
         key = dataclasses.replace(options, seed=0)
@@ -278,15 +305,29 @@ class FairseqModel(NMTModel):
             from fairseq.sequence_generator import SequenceGenerator
 
             sampling = bottom_k_sampling() if options.sampling and options.bottom_k and options.bottom_k_steps else None
-            strategy = ((sampling or search.Sampling)(self.tgt_dict, sampling_topk=options.topk or -1,
-                                                     sampling_topp=options.topp if options.topp < 1 else -1.0)
-                        if options.sampling else None)
+            strategy = (
+                (sampling or search.Sampling)(
+                    self.tgt_dict, sampling_topk=options.topk or -1, sampling_topp=options.topp if options.topp < 1 else -1.0
+                )
+                if options.sampling
+                else None
+            )
             if sampling is not None:
                 strategy.bottom_k, strategy.bottom_k_steps = options.bottom_k, options.bottom_k_steps
-            self._generators[key] = SequenceGenerator(
-                [self.model], self.tgt_dict, beam_size=1 if options.sampling else options.beam,
-                max_len_a=options.max_len_a, max_len_b=options.max_len_b, len_penalty=options.lenpen,
-                temperature=options.temperature, search_strategy=strategy).to(self.device).eval()
+            self._generators[key] = (
+                SequenceGenerator(
+                    [self.model],
+                    self.tgt_dict,
+                    beam_size=1 if options.sampling else options.beam,
+                    max_len_a=options.max_len_a,
+                    max_len_b=options.max_len_b,
+                    len_penalty=options.lenpen,
+                    temperature=options.temperature,
+                    search_strategy=strategy,
+                )
+                .to(self.device)
+                .eval()
+            )
         return self._generators[key]
 
     @contextlib.contextmanager
@@ -325,12 +366,13 @@ def _check_conversion_target(out_dir: Path) -> None:
         return
     card = ModelCard.read(out_dir)
     if card is None or card.backend != "ctranslate2":
-        raise ModelError(f"{out_dir}: not empty and not a CTranslate2 model augdag converted; converting there "
-                         "would delete its files. Hint: convert into a new directory")
+        raise ModelError(
+            f"{out_dir}: not empty and not a CTranslate2 model augdag converted; converting there "
+            "would delete its files. Hint: convert into a new directory"
+        )
 
 
 @functools.lru_cache(maxsize=4)
 def _load_cached(checkpoint: Path, files_stamp: tuple[Any, ...], trusted: bool, device: str) -> FairseqModel:
     del files_stamp  # part of the cache key only
     return FairseqModel._load_uncached(checkpoint, trusted, device)
-

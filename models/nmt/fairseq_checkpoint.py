@@ -31,10 +31,12 @@ from models.runtime import loading
 CHECKPOINT = "checkpoint.pt"
 SUBWORDS = "spm.model"
 SUBWORD_NAMES = (SUBWORDS, "sentencepiece.bpe.model")  # looked for in a user's model directory
-TRUST_HINT = ("augdag only loads fairseq checkpoints it trained itself (the directory's augdag_nmt.json "
-              "carries the checkpoint's sha256) or that the config marks trusted. Hint: if you trust "
-              "this file, set `trusted: true` in that model's config section (e.g. "
-              "self_training.teacher.trusted), or pass trusted=True")
+TRUST_HINT = (
+    "augdag only loads fairseq checkpoints it trained itself (the directory's augdag_nmt.json "
+    "carries the checkpoint's sha256) or that the config marks trusted. Hint: if you trust "
+    "this file, set `trusted: true` in that model's config section (e.g. "
+    "self_training.teacher.trusted), or pass trusted=True"
+)
 
 
 ALLOWED_GLOBALS = (argparse.Namespace,)
@@ -77,8 +79,10 @@ def _only_checkpoint(directory: Path) -> Path:
     found = sorted(directory.glob("*.pt"))
     if len(found) != 1:
         what = "no *.pt checkpoint" if not found else f"{len(found)} checkpoints ({', '.join(p.name for p in found)})"
-        raise ModelError(f"{directory}: {what}; expected one. Hint: name the file, e.g. model: "
-                         f"{directory / (found[0].name if found else 'checkpoint_best.pt')}")
+        raise ModelError(
+            f"{directory}: {what}; expected one. Hint: name the file, e.g. model: "
+            f"{directory / (found[0].name if found else 'checkpoint_best.pt')}"
+        )
     return found[0]
 
 
@@ -101,11 +105,16 @@ def trust(files: FairseqFiles, sha256: str, trusted: bool) -> bool:
         return True
     if trusted:
         return False
-    why = (f"its sha256 {sha256[:16]}… differs from the {card_sha[:16]}… that {files.directory / CARD} records "
-           "(the file was replaced or changed after augdag trained it)" if card_sha is not None
-           else f"augdag did not train it (no checkpoint_sha256 in a {CARD} beside it)")
-    raise ModelError(f"{files.checkpoint}: refusing to load this fairseq checkpoint: {why}. Loading a fairseq "
-                     f"checkpoint unpickles it, which can run arbitrary code. {TRUST_HINT}")
+    why = (
+        f"its sha256 {sha256[:16]}… differs from the {card_sha[:16]}… that {files.directory / CARD} records "
+        "(the file was replaced or changed after augdag trained it)"
+        if card_sha is not None
+        else f"augdag did not train it (no checkpoint_sha256 in a {CARD} beside it)"
+    )
+    raise ModelError(
+        f"{files.checkpoint}: refusing to load this fairseq checkpoint: {why}. Loading a fairseq "
+        f"checkpoint unpickles it, which can run arbitrary code. {TRUST_HINT}"
+    )
 
 
 # -- unpickling -----------------------------------------------------------------------------------------

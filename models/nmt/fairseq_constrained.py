@@ -54,8 +54,9 @@ def packed_constraints(required: Sequence[Sequence[Sequence[int]]]) -> Any:
     return pack_constraints([[torch.tensor(list(p), dtype=torch.long) for p in phrases if p] for phrases in required])
 
 
-def constrained_generator(model: Any, tgt_dict: Any, *, beam: int, lenpen: float, max_len_a: float, max_len_b: int,
-                          positive: bool) -> Any:
+def constrained_generator(
+    model: Any, tgt_dict: Any, *, beam: int, lenpen: float, max_len_a: float, max_len_b: int, positive: bool
+) -> Any:
     """A ``SequenceGenerator`` with bans, and with fairseq's unordered constrained beam search when
     ``positive``."""
     from fairseq import search
@@ -68,5 +69,6 @@ def constrained_generator(model: Any, tgt_dict: Any, *, beam: int, lenpen: float
     # a sentence whose constraints cannot all be met by max_len ends there with what it finished (fairseq
     # otherwise asserts): its unmet hypotheses are never returned
     strategy.stop_on_max_len = True
-    return SequenceGenerator([model], tgt_dict, beam_size=beam, max_len_a=max_len_a, max_len_b=max_len_b,
-                             len_penalty=lenpen, search_strategy=strategy)
+    return SequenceGenerator(
+        [model], tgt_dict, beam_size=beam, max_len_a=max_len_a, max_len_b=max_len_b, len_penalty=lenpen, search_strategy=strategy
+    )

@@ -48,9 +48,18 @@ LIST_BATCH = 100_000  # pairs per batch when train_fairseq is handed two whole l
 PIECES_CHUNK = 10_000  # pairs encoded and written to train.src/train.tgt at a time
 
 
-def train_fairseq(src: Sequence[str], tgt: Sequence[str], out_dir: Path, conf: NMTTrainConf, *,
-                  init: Path | None = None, log: Callable[[str], None] = print,
-                  progress: Callable[[int, int], None] | None = None, threads: int = 0, device: str = "auto") -> Path:
+def train_fairseq(
+    src: Sequence[str],
+    tgt: Sequence[str],
+    out_dir: Path,
+    conf: NMTTrainConf,
+    *,
+    init: Path | None = None,
+    log: Callable[[str], None] = print,
+    progress: Callable[[int, int], None] | None = None,
+    threads: int = 0,
+    device: str = "auto",
+) -> Path:
     """Train a fairseq transformer on the pairs (src[i], tgt[i]) and write a loadable model directory:
     ``train_fairseq_batches`` on slices of ``LIST_BATCH`` pairs (the same model as one batch of all of them).
 
@@ -64,13 +73,28 @@ def train_fairseq(src: Sequence[str], tgt: Sequence[str], out_dir: Path, conf: N
     """
     check_pairs(src, tgt)
     return train_fairseq_batches(
-        lambda: ((src[i:i + LIST_BATCH], tgt[i:i + LIST_BATCH]) for i in range(0, len(src), LIST_BATCH)),
-        out_dir, conf, init=init, log=log, progress=progress, threads=threads, device=device)
+        lambda: ((src[i : i + LIST_BATCH], tgt[i : i + LIST_BATCH]) for i in range(0, len(src), LIST_BATCH)),
+        out_dir,
+        conf,
+        init=init,
+        log=log,
+        progress=progress,
+        threads=threads,
+        device=device,
+    )
 
 
-def train_fairseq_batches(batches: Batches, out_dir: Path, conf: NMTTrainConf, *, init: Path | None = None,
-                          log: Callable[[str], None] = print, progress: Callable[[int, int], None] | None = None,
-                          threads: int = 0, device: str = "auto") -> Path:
+def train_fairseq_batches(
+    batches: Batches,
+    out_dir: Path,
+    conf: NMTTrainConf,
+    *,
+    init: Path | None = None,
+    log: Callable[[str], None] = print,
+    progress: Callable[[int, int], None] | None = None,
+    threads: int = 0,
+    device: str = "auto",
+) -> Path:
     """Train a fairseq transformer on the pairs of ``batches`` and write a loadable model directory.
 
     A joint SentencePiece BPE model (``conf.vocab_size``) turns both sides into pieces; fairseq builds one
@@ -112,20 +136,37 @@ def train_fairseq_batches(batches: Batches, out_dir: Path, conf: NMTTrainConf, *
         work = Path(work)
         init_sha = None if init is None else initial_model(init, work)  # its checkpoint, subwords and dictionary
         if init is None:
-            train_sentencepiece((s for pairs in _pairs(batches) for p in pairs for s in p), work / SUBWORDS,
-                                vocab_size=conf.vocab_size)
+            train_sentencepiece(
+                (s for pairs in _pairs(batches) for p in pairs for s in p), work / SUBWORDS, vocab_size=conf.vocab_size
+            )
         pairs = _write_pieces(SentencePiece(work / SUBWORDS), batches, work)
-        steps = [_preprocess_args(work, srcdict=None if init is None else work / INIT_DICT),
-                 train_args(work, conf, pick_device(device)) + ([] if init is None else restore_args(work / INIT))]
-        run_fairseq(steps, env=_subprocess_env(threads), log=log, on_line=progress_parser(progress, conf.max_update),
-                    what=f"fairseq-preprocess + fairseq-train for {out_dir}", allow_listed=init is not None)
+        steps = [
+            _preprocess_args(work, srcdict=None if init is None else work / INIT_DICT),
+            train_args(work, conf, pick_device(device)) + ([] if init is None else restore_args(work / INIT)),
+        ]
+        run_fairseq(
+            steps,
+            env=_subprocess_env(threads),
+            log=log,
+            on_line=progress_parser(progress, conf.max_update),
+            what=f"fairseq-preprocess + fairseq-train for {out_dir}",
+            allow_listed=init is not None,
+        )
         for name in (SUBWORDS, *(f"bin/dict.{lang}.txt" for lang in (SRC, TGT)), "checkpoints/checkpoint_last.pt"):
             os.replace(work / name, out_dir / (CHECKPOINT if name.endswith(".pt") else Path(name).name))
-    ModelCard(backend="fairseq", subwords=SUBWORDS, checkpoint=CHECKPOINT,
-              checkpoint_sha256=hash_file(out_dir / CHECKPOINT),
-              meta={"train": conf.model_dump(), "pairs": pairs, "src_lang": SRC, "tgt_lang": TGT,
-                    **({"init": {"checkpoint_sha256": init_sha}} if init_sha else {})}
-              ).write(out_dir)
+    ModelCard(
+        backend="fairseq",
+        subwords=SUBWORDS,
+        checkpoint=CHECKPOINT,
+        checkpoint_sha256=hash_file(out_dir / CHECKPOINT),
+        meta={
+            "train": conf.model_dump(),
+            "pairs": pairs,
+            "src_lang": SRC,
+            "tgt_lang": TGT,
+            **({"init": {"checkpoint_sha256": init_sha}} if init_sha else {}),
+        },
+    ).write(out_dir)
     return out_dir
 
 
@@ -151,11 +192,13 @@ def _write_pieces(sp: SentencePiece, batches: Batches, work: Path) -> int:
     """Both sides' pieces, one sentence a line, appended to ``work``'s train.src and train.tgt batch by batch
     (``PIECES_CHUNK`` pairs at a time); the number of pairs written."""
     written = 0
-    with (work / f"train.{SRC}").open("w", encoding="utf-8") as src_file, \
-            (work / f"train.{TGT}").open("w", encoding="utf-8") as tgt_file:
+    with (
+        (work / f"train.{SRC}").open("w", encoding="utf-8") as src_file,
+        (work / f"train.{TGT}").open("w", encoding="utf-8") as tgt_file,
+    ):
         for pairs in _pairs(batches):
             for i in range(0, len(pairs), PIECES_CHUNK):
-                chunk = pairs[i:i + PIECES_CHUNK]
+                chunk = pairs[i : i + PIECES_CHUNK]
                 for side, file in ((0, src_file), (1, tgt_file)):
                     file.write("".join(" ".join(p) + "\n" for p in sp.encode([pair[side] for pair in chunk])))
             written += len(pairs)
@@ -168,8 +211,10 @@ def initial_model(init: Path, work: Path) -> str:
     sha256 matches the copied bytes, the ones fairseq-train unpickles allow-listed)."""
     files = locate(init)
     if files.subwords is None or not (files.directory / f"dict.{SRC}.txt").is_file():
-        raise ModelError(f"{files.directory}: continued training needs the first model's subword model ({SUBWORDS}) "
-                         f"and dictionary (dict.{SRC}.txt) beside its checkpoint")
+        raise ModelError(
+            f"{files.directory}: continued training needs the first model's subword model ({SUBWORDS}) "
+            f"and dictionary (dict.{SRC}.txt) beside its checkpoint"
+        )
     shutil.copyfile(files.checkpoint, work / INIT)
     sha256 = hash_file(work / INIT)
     trust(files, sha256, trusted=False)
@@ -181,8 +226,14 @@ def initial_model(init: Path, work: Path) -> str:
 def restore_args(checkpoint: Path) -> list[str]:
     """fairseq-train's options to start from the checkpoint's weights with a fresh optimizer, lr schedule and
     data order."""
-    return ["--restore-file", str(checkpoint.absolute()), "--reset-optimizer", "--reset-lr-scheduler",
-            "--reset-dataloader", "--reset-meters"]
+    return [
+        "--restore-file",
+        str(checkpoint.absolute()),
+        "--reset-optimizer",
+        "--reset-lr-scheduler",
+        "--reset-dataloader",
+        "--reset-meters",
+    ]
 
 
 def _subprocess_env(threads: int) -> dict[str, str]:
@@ -190,35 +241,98 @@ def _subprocess_env(threads: int) -> dict[str, str]:
     rather than spin while they wait (unless set already): on 2 busy cores, spinning made a tiny model's
     2-thread updates 9x slower than with ``OMP_WAIT_POLICY=PASSIVE``."""
     n = str(cpu_threads(threads))
-    return {"OMP_WAIT_POLICY": "PASSIVE", **os.environ, "OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n,
-            "PYTHONUNBUFFERED": "1"}
+    return {"OMP_WAIT_POLICY": "PASSIVE", **os.environ, "OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n, "PYTHONUNBUFFERED": "1"}
 
 
 def _preprocess_args(work: Path, srcdict: Path | None = None) -> list[str]:
-    return ["fairseq_cli.preprocess", "--source-lang", SRC, "--target-lang", TGT, "--trainpref",
-            str(work / "train"), "--destdir", str(work / "bin"), "--joined-dictionary", "--workers", "1",
-            *(["--srcdict", str(srcdict)] if srcdict is not None else [])]
+    return [
+        "fairseq_cli.preprocess",
+        "--source-lang",
+        SRC,
+        "--target-lang",
+        TGT,
+        "--trainpref",
+        str(work / "train"),
+        "--destdir",
+        str(work / "bin"),
+        "--joined-dictionary",
+        "--workers",
+        "1",
+        *(["--srcdict", str(srcdict)] if srcdict is not None else []),
+    ]
 
 
 def train_args(work: Path, conf: NMTTrainConf, device: str) -> list[str]:
     """fairseq-train's command line for ``conf``: one checkpoint (checkpoint_last.pt) at the last update."""
     c = conf
-    schedule = (["--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(c.warmup_updates)]
-                if c.warmup_updates > 0 else ["--lr-scheduler", "fixed"])  # inverse_sqrt divides by it
-    return ["fairseq_cli.train", str(work / "bin"), "--task", "translation", "--source-lang", SRC,
-            "--target-lang", TGT, "--arch", c.arch,
-            "--encoder-layers", str(c.encoder_layers), "--decoder-layers", str(c.decoder_layers),
-            "--encoder-embed-dim", str(c.embed_dim), "--decoder-embed-dim", str(c.embed_dim),
-            "--encoder-ffn-embed-dim", str(c.ffn_dim), "--decoder-ffn-embed-dim", str(c.ffn_dim),
-            "--encoder-attention-heads", str(c.heads), "--decoder-attention-heads", str(c.heads),
-            "--share-all-embeddings", "--dropout", str(c.dropout),
-            "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", str(c.label_smoothing),
-            "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--lr", str(c.lr), *schedule,
-            "--max-tokens", str(c.max_tokens), "--max-update", str(c.max_update), "--seed", str(c.seed),
-            "--save-dir", str(work / "checkpoints"), "--disable-validation", "--no-epoch-checkpoints",
-            "--save-interval", str(10**9), "--no-save-optimizer-state", "--num-workers", "0",
-            "--log-format", "simple", "--log-interval", str(max(1, min(100, c.max_update // 50))),
-            *(["--cpu"] if device == "cpu" else []), *c.extra_args]
+    schedule = (
+        ["--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(c.warmup_updates)]
+        if c.warmup_updates > 0
+        else ["--lr-scheduler", "fixed"]
+    )  # inverse_sqrt divides by it
+    return [
+        "fairseq_cli.train",
+        str(work / "bin"),
+        "--task",
+        "translation",
+        "--source-lang",
+        SRC,
+        "--target-lang",
+        TGT,
+        "--arch",
+        c.arch,
+        "--encoder-layers",
+        str(c.encoder_layers),
+        "--decoder-layers",
+        str(c.decoder_layers),
+        "--encoder-embed-dim",
+        str(c.embed_dim),
+        "--decoder-embed-dim",
+        str(c.embed_dim),
+        "--encoder-ffn-embed-dim",
+        str(c.ffn_dim),
+        "--decoder-ffn-embed-dim",
+        str(c.ffn_dim),
+        "--encoder-attention-heads",
+        str(c.heads),
+        "--decoder-attention-heads",
+        str(c.heads),
+        "--share-all-embeddings",
+        "--dropout",
+        str(c.dropout),
+        "--criterion",
+        "label_smoothed_cross_entropy",
+        "--label-smoothing",
+        str(c.label_smoothing),
+        "--optimizer",
+        "adam",
+        "--adam-betas",
+        "(0.9, 0.98)",
+        "--lr",
+        str(c.lr),
+        *schedule,
+        "--max-tokens",
+        str(c.max_tokens),
+        "--max-update",
+        str(c.max_update),
+        "--seed",
+        str(c.seed),
+        "--save-dir",
+        str(work / "checkpoints"),
+        "--disable-validation",
+        "--no-epoch-checkpoints",
+        "--save-interval",
+        str(10**9),
+        "--no-save-optimizer-state",
+        "--num-workers",
+        "0",
+        "--log-format",
+        "simple",
+        "--log-interval",
+        str(max(1, min(100, c.max_update // 50))),
+        *(["--cpu"] if device == "cpu" else []),
+        *c.extra_args,
+    ]
 
 
 def progress_parser(progress: Callable[[int, int], None] | None, total: int) -> Callable[[str], None]:
@@ -233,8 +347,15 @@ def progress_parser(progress: Callable[[int, int], None] | None, total: int) -> 
     return on_line
 
 
-def run_fairseq(steps: list[list[str]], *, env: dict[str, str], log: Callable[[str], None], what: str,
-                on_line: Callable[[str], None] | None = None, allow_listed: bool = False) -> None:
+def run_fairseq(
+    steps: list[list[str]],
+    *,
+    env: dict[str, str],
+    log: Callable[[str], None],
+    what: str,
+    on_line: Callable[[str], None] | None = None,
+    allow_listed: bool = False,
+) -> None:
     """Run fairseq CLI modules (``[module, *args]`` each, as ``python -m`` would) one after the other in a fork
     of the warm fairseq process (``models.nmt.fairseq_zygote``), its output (stdout and stderr) line by line to
     ``log``. ``allow_listed``: torch

@@ -91,16 +91,27 @@ class Zygote:
             with theirs:
                 self._proc = subprocess.Popen(
                     [sys.executable, "-c", _ZYGOTE, str(theirs.fileno()), json.dumps(self.preload)],
-                    pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL, env=env)
+                    pass_fds=(theirs.fileno(),),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    env=env,
+                )
             if self._sock is not None:
                 self._sock.close()
             self._sock = ours
         assert self._sock is not None
         return self._sock
 
-    def run(self, steps: list[list[str]], *, env: dict[str, str], threads: int, allowed: list[list[str]],
-            on_line: Callable[[str], None]) -> int | None:
+    def run(
+        self,
+        steps: list[list[str]],
+        *,
+        env: dict[str, str],
+        threads: int,
+        allowed: list[list[str]],
+        on_line: Callable[[str], None],
+    ) -> int | None:
         """Run fairseq CLI modules (``[module, *args]`` each) in a fork, each line of its output (stdout and
         stderr) to ``on_line`` as it comes; its exit code (``None``: it died without one, e.g. killed)."""
         job = json.dumps({"steps": steps, "env": env, "threads": threads, "allowed": allowed}).encode()
@@ -118,7 +129,7 @@ class Zygote:
         with open(read_fd, encoding="utf-8", errors="replace") as out:
             for line in out:
                 if line.startswith(EXIT_MARK):
-                    return int(line[len(EXIT_MARK):])
+                    return int(line[len(EXIT_MARK) :])
                 if held is not None:
                     on_line(held)
                 held = line.rstrip("\n")

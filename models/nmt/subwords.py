@@ -19,8 +19,7 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def train_sentencepiece(texts: Iterable[str], model_path: Path, *, vocab_size: int = 1000,
-                        model_type: str = "bpe") -> Path:
+def train_sentencepiece(texts: Iterable[str], model_path: Path, *, vocab_size: int = 1000, model_type: str = "bpe") -> Path:
     """Train a SentencePiece model on ``texts`` and write it to ``model_path`` (a ``.model`` file).
 
     The vocabulary is capped at what the corpus supports (SentencePiece refuses a larger one), so a
@@ -46,10 +45,21 @@ def train_sentencepiece(texts: Iterable[str], model_path: Path, *, vocab_size: i
             raise
 
     model, stream = io.BytesIO(), pulled()
-    kwargs = {"sentence_iterator": stream, "model_writer": model, "model_type": model_type,
-              "character_coverage": 1.0, "bos_id": -1, "eos_id": -1, "pad_id": -1, "unk_id": 0,
-              "input_sentence_size": 2_000_000, "shuffle_input_sentence": False, "num_threads": 1,
-              "hard_vocab_limit": False, "minloglevel": 2}
+    kwargs = {
+        "sentence_iterator": stream,
+        "model_writer": model,
+        "model_type": model_type,
+        "character_coverage": 1.0,
+        "bos_id": -1,
+        "eos_id": -1,
+        "pad_id": -1,
+        "unk_id": 0,
+        "input_sentence_size": 2_000_000,
+        "shuffle_input_sentence": False,
+        "num_threads": 1,
+        "hard_vocab_limit": False,
+        "minloglevel": 2,
+    }
     try:
         spm.SentencePieceTrainer.train(vocab_size=vocab_size, **kwargs)
     except RuntimeError as e:

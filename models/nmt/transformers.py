@@ -40,15 +40,19 @@ def load_tokenizer(name_or_path: str | Path, *, src_lang: str | None = None, tgt
         with loading():
             tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
     except (OSError, ValueError) as e:
-        raise ModelError(f"{name_or_path}: no Hugging Face tokenizer found, looked up offline (local directory, "
-                         f"else the Hugging Face cache): {e}. Hint: save the tokenizer with the model "
-                         "(tokenizer.save_pretrained) or copy a cached download here") from e
+        raise ModelError(
+            f"{name_or_path}: no Hugging Face tokenizer found, looked up offline (local directory, "
+            f"else the Hugging Face cache): {e}. Hint: save the tokenizer with the model "
+            "(tokenizer.save_pretrained) or copy a cached download here"
+        ) from e
     for attr, lang in (("src_lang", src_lang), ("tgt_lang", tgt_lang)):
         if lang is None:
             continue
         if not hasattr(tokenizer, attr):
-            raise ModelError(f"{name_or_path}: {attr}={lang!r} given, but its tokenizer "
-                             f"({type(tokenizer).__name__}) has no languages. Hint: leave {attr} unset")
+            raise ModelError(
+                f"{name_or_path}: {attr}={lang!r} given, but its tokenizer "
+                f"({type(tokenizer).__name__}) has no languages. Hint: leave {attr} unset"
+            )
         setattr(tokenizer, attr, lang)
     return tokenizer
 
@@ -58,7 +62,7 @@ def target_prefix(tokenizer: Any) -> list[int]:
     (those of an empty target, up to its EOS)."""
     ids = tokenizer(text_target=[""])["input_ids"][0]
     eos = tokenizer.eos_token_id
-    return ids[:ids.index(eos)] if eos in ids else ids
+    return ids[: ids.index(eos)] if eos in ids else ids
 
 
 def special_ids(tokenizer: Any) -> set[int]:
@@ -97,8 +101,15 @@ class TransformersModel(NMTModel):
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else model.config.pad_token_id
 
     @classmethod
-    def load(cls, name_or_path: str | Path, *, device: str = "auto", threads: int = 0, src_lang: str | None = None,
-             tgt_lang: str | None = None) -> TransformersModel:
+    def load(
+        cls,
+        name_or_path: str | Path,
+        *,
+        device: str = "auto",
+        threads: int = 0,
+        src_lang: str | None = None,
+        tgt_lang: str | None = None,
+    ) -> TransformersModel:
         """Load a model by local path or by a name in the Hugging Face cache, never over the network.
 
         Args:
@@ -117,10 +128,12 @@ class TransformersModel(NMTModel):
             with loading():
                 model = AutoModelForSeq2SeqLM.from_pretrained(str(name_or_path))
         except (OSError, ValueError) as e:
-            raise ModelError(f"{name_or_path}: no seq2seq transformers model found, looked up offline by this "
-                             f"name or path (local directory, else the Hugging Face cache): {e}. Hint: pass a "
-                             "local directory written by save_pretrained, or download the model on a "
-                             "connected machine and copy its Hugging Face cache here") from e
+            raise ModelError(
+                f"{name_or_path}: no seq2seq transformers model found, looked up offline by this "
+                f"name or path (local directory, else the Hugging Face cache): {e}. Hint: pass a "
+                "local directory written by save_pretrained, or download the model on a "
+                "connected machine and copy its Hugging Face cache here"
+            ) from e
         tokenizer = load_tokenizer(name_or_path, src_lang=src_lang, tgt_lang=tgt_lang)
         return cls(model.to(device).eval(), tokenizer, path=name_or_path, device=device)
 
@@ -152,7 +165,7 @@ class TransformersModel(NMTModel):
             logits = self.model(**inputs, labels=labels).logits
             logprobs = torch.log_softmax(logits.float(), dim=-1)
             picked = logprobs.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1).cpu().numpy()
-        return [picked[row, :len(ids)].astype(np.float32) for row, ids in enumerate(tgt_ids)]
+        return [picked[row, : len(ids)].astype(np.float32) for row, ids in enumerate(tgt_ids)]
 
     def _padded(self, ids: list[list[int]], pad: int) -> dict[str, torch.Tensor]:
         """Right-padded ``input_ids`` and ``attention_mask`` on the model's device."""
@@ -161,8 +174,13 @@ class TransformersModel(NMTModel):
         mask = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in ids], dtype=torch.long)
         return {"input_ids": input_ids.to(self.device), "attention_mask": mask.to(self.device)}
 
-    def translate(self, src: Sequence[str], options: DecodeOptions = DecodeOptions(), *,  # noqa: B008 (frozen)
-                  max_tokens: int = 4096) -> list[str]:
+    def translate(
+        self,
+        src: Sequence[str],
+        options: DecodeOptions = DecodeOptions(),  # noqa: B008 (frozen)
+        *,
+        max_tokens: int = 4096,
+    ) -> list[str]:
         """``generate`` in length-sorted batches: beam search, or one seeded sample per sentence.
 
         Sources longer than the model's positions are truncated to them (EOS kept).
@@ -182,8 +200,7 @@ class TransformersModel(NMTModel):
     def _generate(self, ids: list[list[int]], options: DecodeOptions) -> list[str]:
         kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens(max(map(len, ids)), options, self.max_positions)}
         if options.sampling:
-            kwargs.update(do_sample=True, num_beams=1, top_k=options.topk, top_p=options.topp,
-                          temperature=options.temperature)
+            kwargs.update(do_sample=True, num_beams=1, top_k=options.topk, top_p=options.topp, temperature=options.temperature)
             if options.bottom_k and options.bottom_k_steps:
                 from transformers import LogitsProcessorList
 
@@ -191,13 +208,16 @@ class TransformersModel(NMTModel):
 
                 start = 1 + len(self.prefix)  # the decoder start token and a forced language token come first
                 kwargs["logits_processor"] = LogitsProcessorList(
-                    [BottomKLogitsProcessor(options.bottom_k, options.bottom_k_steps, start=start)])
+                    [BottomKLogitsProcessor(options.bottom_k, options.bottom_k_steps, start=start)]
+                )
         else:
             kwargs.update(do_sample=False, num_beams=options.beam, length_penalty=options.lenpen)
         if self.prefix:
             if len(self.prefix) > 1:
-                raise ModelError(f"{self.path}: targets start with {len(self.prefix)} tokens "
-                                 f"{self.prefix}; only a single forced first token is supported")
+                raise ModelError(
+                    f"{self.path}: targets start with {len(self.prefix)} tokens "
+                    f"{self.prefix}; only a single forced first token is supported"
+                )
             kwargs["forced_bos_token_id"] = self.prefix[0]
         with torch.inference_mode():
             generated = self.model.generate(**self._padded(ids, self.pad_id), **kwargs)

@@ -33,8 +33,14 @@ class BiLSTMNet(nn.Module):
         super().__init__()
         self.embed = nn.Embedding(n_words, settings.embedding_dim, padding_idx=0)
         self.drop = nn.Dropout(settings.dropout)
-        self.lstm = nn.LSTM(settings.embedding_dim, settings.hidden, num_layers=settings.layers, bidirectional=True,
-                            batch_first=True, dropout=settings.dropout if settings.layers > 1 else 0.0)
+        self.lstm = nn.LSTM(
+            settings.embedding_dim,
+            settings.hidden,
+            num_layers=settings.layers,
+            bidirectional=True,
+            batch_first=True,
+            dropout=settings.dropout if settings.layers > 1 else 0.0,
+        )
         self.out = nn.Linear(2 * settings.hidden, n_tags)
         if settings.crf:
             from torchcrf import CRF
@@ -71,8 +77,15 @@ class BiLSTMBackend:
 
     kind = "bilstm"
 
-    def __init__(self, settings: TaggerSettings, vocab: Sequence[str], tags: Sequence[str], device: str, *,
-                 singletons: Collection[str] = ()):
+    def __init__(
+        self,
+        settings: TaggerSettings,
+        vocab: Sequence[str],
+        tags: Sequence[str],
+        device: str,
+        *,
+        singletons: Collection[str] = (),
+    ):
         if list(vocab[:2]) != [PAD, UNK]:
             raise ModelError(f"bilstm vocabulary starts {list(vocab[:2])}; expected [{PAD!r}, {UNK!r}]")
         self.settings, self.vocab, self.tags, self.device = settings, list(vocab), list(tags), device
@@ -80,12 +93,16 @@ class BiLSTMBackend:
         self.singletons = np.array(sorted(self.index[w] for w in singletons if w in self.index), dtype=np.int64)
         self.module = BiLSTMNet(len(self.vocab), len(self.tags), settings).to(device)
 
-    def _batch(self, sentences: Sequence[Sequence[str]], rng: np.random.Generator | None = None,
-               tag_ids: Sequence[Sequence[int]] | None = None) -> tuple[torch.Tensor, ...]:
+    def _batch(
+        self,
+        sentences: Sequence[Sequence[str]],
+        rng: np.random.Generator | None = None,
+        tag_ids: Sequence[Sequence[int]] | None = None,
+    ) -> tuple[torch.Tensor, ...]:
         lengths = [len(s) for s in sentences]
         words = np.zeros((len(sentences), max(lengths)), dtype=np.int64)  # 0 = <pad>
         for i, sentence in enumerate(sentences):
-            words[i, :len(sentence)] = [self.index.get(self.settings.normalise(w), 1) for w in sentence]
+            words[i, : len(sentence)] = [self.index.get(self.settings.normalise(w), 1) for w in sentence]
         if rng is not None and self.settings.word_dropout > 0 and len(self.singletons):
             draw = rng.random(words.shape) < self.settings.word_dropout
             words[draw & np.isin(words, self.singletons)] = 1  # 1 = <unk>
@@ -93,12 +110,13 @@ class BiLSTMBackend:
         if tag_ids is not None:
             tags = np.zeros(words.shape, dtype=np.int64)
             for i, row in enumerate(tag_ids):
-                tags[i, :len(row)] = row
+                tags[i, : len(row)] = row
             out.append(torch.from_numpy(tags).to(self.device))
         return tuple(out)
 
-    def loss(self, sentences: Sequence[Sequence[str]], tag_ids: Sequence[Sequence[int]],
-             rng: np.random.Generator) -> torch.Tensor:
+    def loss(
+        self, sentences: Sequence[Sequence[str]], tag_ids: Sequence[Sequence[int]], rng: np.random.Generator
+    ) -> torch.Tensor:
         """The batch's training loss (sentences non-empty); ``rng`` draws the word dropout."""
         return self.module.loss(*self._batch(sentences, rng, tag_ids))
 
@@ -109,18 +127,20 @@ class BiLSTMBackend:
     def save(self, out: Path) -> None:
         from safetensors.torch import save_file
 
-        save_file({k: v.detach().cpu().contiguous() for k, v in self.module.state_dict().items()},
-                  str(Path(out) / WEIGHTS))
+        save_file({k: v.detach().cpu().contiguous() for k, v in self.module.state_dict().items()}, str(Path(out) / WEIGHTS))
 
     @classmethod
-    def load(cls, path: Path, settings: TaggerSettings, vocab: Sequence[str] | None, tags: Sequence[str],
-             device: str) -> BiLSTMBackend:
+    def load(
+        cls, path: Path, settings: TaggerSettings, vocab: Sequence[str] | None, tags: Sequence[str], device: str
+    ) -> BiLSTMBackend:
         from safetensors.torch import load_file
 
         weights = Path(path) / WEIGHTS
         if vocab is None or not weights.is_file():
-            raise ModelError(f"{path}: expected a bilstm tagger's vocabulary in tagger.json and {WEIGHTS}; "
-                             f"found {'no vocabulary' if vocab is None else f'no {WEIGHTS}'}")
+            raise ModelError(
+                f"{path}: expected a bilstm tagger's vocabulary in tagger.json and {WEIGHTS}; "
+                f"found {'no vocabulary' if vocab is None else f'no {WEIGHTS}'}"
+            )
         backend = cls(settings, vocab, tags, device)
         try:
             backend.module.load_state_dict(load_file(str(weights), device=device))

@@ -33,8 +33,7 @@ IGNORE = -100  # the label id cross-entropy skips (transformers' convention)
 NO_LIMIT = 1_000_000  # tokenizers without a length limit report ~1e30
 
 
-def align_labels(word_ids: Sequence[int | None],
-                 word_tags: Sequence[int] | None = None) -> tuple[list[int], dict[int, int]]:
+def align_labels(word_ids: Sequence[int | None], word_tags: Sequence[int] | None = None) -> tuple[list[int], dict[int, int]]:
     """Sub-token labels and the first sub-token of each word.
 
     ``word_ids``: the tokenizer's ``word_ids()`` of one encoded sentence (None for special tokens).
@@ -55,6 +54,7 @@ def add_prefix_space(tokenizer: Any) -> bool:
     """Turn on ``add_prefix_space`` in a byte-level BPE pre-tokenizer (RoBERTa, GPT-2) that has it off: given
     split words it would encode every word but the first as a word-internal piece (without ``Ġ``).
     True if it changed anything (the change is saved with the tokenizer)."""
+
     def walk(node: Any) -> bool:
         changed = False
         if isinstance(node, dict):
@@ -86,20 +86,30 @@ def load_pretrained(source: str | Path, *, tags: Sequence[str] | None = None) ->
             else:
                 id2label = dict(enumerate(tags))
                 model = AutoModelForTokenClassification.from_pretrained(
-                    str(source), num_labels=len(tags), id2label=id2label,
-                    label2id={t: i for i, t in id2label.items()}, ignore_mismatched_sizes=True)
+                    str(source),
+                    num_labels=len(tags),
+                    id2label=id2label,
+                    label2id={t: i for i, t in id2label.items()},
+                    ignore_mismatched_sizes=True,
+                )
     except (OSError, ValueError, KeyError) as e:
-        raise ModelError(f"{source}: no Hugging Face token-classification model (or encoder) with its tokenizer "
-                         f"found by this name or path (local directory, else the Hugging Face cache; offline): "
-                         f"{e}. Hint: pass a directory written by save_pretrained (model and tokenizer), or copy "
-                         "a cached download here") from e
+        raise ModelError(
+            f"{source}: no Hugging Face token-classification model (or encoder) with its tokenizer "
+            f"found by this name or path (local directory, else the Hugging Face cache; offline): "
+            f"{e}. Hint: pass a directory written by save_pretrained (model and tokenizer), or copy "
+            "a cached download here"
+        ) from e
     if not getattr(tokenizer, "is_fast", False):
-        raise ModelError(f"{source}: its tokenizer is a slow (Python) one; the tagger needs a fast tokenizer "
-                         "(word_ids() to align word tags with sub-tokens). Hint: save a tokenizer.json with it")
+        raise ModelError(
+            f"{source}: its tokenizer is a slow (Python) one; the tagger needs a fast tokenizer "
+            "(word_ids() to align word tags with sub-tokens). Hint: save a tokenizer.json with it"
+        )
     if tokenizer.pad_token is None:  # GPT-2 and kin: pad with eos (attention-masked, never tagged)
         if tokenizer.eos_token is None:
-            raise ModelError(f"{source}: its tokenizer has neither a pad nor an eos token to pad batches with. "
-                             "Hint: set tokenizer.pad_token and save it with the model")
+            raise ModelError(
+                f"{source}: its tokenizer has neither a pad nor an eos token to pad batches with. "
+                "Hint: set tokenizer.pad_token and save it with the model"
+            )
         tokenizer.pad_token = tokenizer.eos_token
     if model.config.pad_token_id is None:
         model.config.pad_token_id = tokenizer.pad_token_id
@@ -114,11 +124,16 @@ class HFBackend:
     def __init__(self, settings: TaggerSettings, tags: Sequence[str], device: str, *, model: Any, tokenizer: Any):
         self.settings, self.tags, self.device = settings, list(tags), device
         if model.config.num_labels != len(self.tags):
-            raise ModelError(f"{settings.model}: the model has {model.config.num_labels} labels, the tagger "
-                             f"{len(self.tags)} tags ({self.tags})")
+            raise ModelError(
+                f"{settings.model}: the model has {model.config.num_labels} labels, the tagger "
+                f"{len(self.tags)} tags ({self.tags})"
+            )
         self.module, self.tokenizer = model.to(device), tokenizer
-        limits = [n for n in (tokenizer.model_max_length, getattr(model.config, "max_position_embeddings", None))
-                  if isinstance(n, int) and 0 < n < NO_LIMIT]
+        limits = [
+            n
+            for n in (tokenizer.model_max_length, getattr(model.config, "max_position_embeddings", None))
+            if isinstance(n, int) and 0 < n < NO_LIMIT
+        ]
         self.max_length = min(limits) if limits else None  # None: the model takes any length
 
     @classmethod
@@ -131,23 +146,31 @@ class HFBackend:
     def load(cls, path: Path, settings: TaggerSettings, tags: Sequence[str], device: str) -> HFBackend:
         model, tokenizer = load_pretrained(path)
         if [model.config.id2label.get(i) for i in range(len(tags))] != list(tags):
-            raise ModelError(f"{path}: config.json labels {model.config.id2label} differ from tagger.json's "
-                             f"tags {list(tags)}. Hint: the directory was changed after train_tagger")
+            raise ModelError(
+                f"{path}: config.json labels {model.config.id2label} differ from tagger.json's "
+                f"tags {list(tags)}. Hint: the directory was changed after train_tagger"
+            )
         return cls(settings, tags, device, model=model, tokenizer=tokenizer)
 
     def _encode(self, sentences: Sequence[Sequence[str]]) -> tuple[dict[str, torch.Tensor], list[list[int | None]]]:
         words = [[self.settings.normalise(w) for w in s] for s in sentences]
-        enc = self.tokenizer(words, is_split_into_words=True, truncation=self.max_length is not None,
-                             max_length=self.max_length, padding=True, return_tensors="pt")
+        enc = self.tokenizer(
+            words,
+            is_split_into_words=True,
+            truncation=self.max_length is not None,
+            max_length=self.max_length,
+            padding=True,
+            return_tensors="pt",
+        )
         word_ids = [enc.word_ids(i) for i in range(len(sentences))]
         return {k: v.to(self.device) for k, v in enc.items()}, word_ids
 
-    def loss(self, sentences: Sequence[Sequence[str]], tag_ids: Sequence[Sequence[int]],
-             rng: np.random.Generator | None = None) -> torch.Tensor:
+    def loss(
+        self, sentences: Sequence[Sequence[str]], tag_ids: Sequence[Sequence[int]], rng: np.random.Generator | None = None
+    ) -> torch.Tensor:
         """Mean cross-entropy over the first sub-tokens of the batch's words (``rng`` unused)."""
         inputs, word_ids = self._encode(sentences)
-        labels = torch.tensor([align_labels(ids, tags)[0] for ids, tags in zip(word_ids, tag_ids)],
-                              device=self.device)
+        labels = torch.tensor([align_labels(ids, tags)[0] for ids, tags in zip(word_ids, tag_ids)], device=self.device)
         return self.module(**inputs, labels=labels).loss
 
     def decode(self, sentences: Sequence[Sequence[str]]) -> list[list[int]]:

@@ -19,12 +19,12 @@ from conf.errors import InputError
 
 def _checked(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -> tuple[list[list[str]], list[list[str]]]:
     if len(gold) != len(pred):
-        raise InputError(f"span scores: {len(gold)} gold rows but {len(pred)} predicted rows; "
-                         "expected one prediction per gold row")
+        raise InputError(
+            f"span scores: {len(gold)} gold rows but {len(pred)} predicted rows; expected one prediction per gold row"
+        )
     for i, (g, p) in enumerate(zip(gold, pred)):
         if len(g) != len(p):
-            raise InputError(f"span scores: row {i}: {len(g)} gold tags but {len(p)} predicted tags; "
-                             "expected one tag per token")
+            raise InputError(f"span scores: row {i}: {len(g)} gold tags but {len(p)} predicted tags; expected one tag per token")
     return [list(g) for g in gold], [list(p) for p in pred]
 
 
@@ -44,7 +44,11 @@ def span_scores(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) ->
 
     gold, pred = _checked(gold, pred)
     gold_spans, pred_spans = set(get_entities(gold)), set(get_entities(pred))
-    return {"precision": float(precision_score(gold, pred, zero_division=0)),
-            "recall": float(recall_score(gold, pred, zero_division=0)),
-            "f1": float(f1_score(gold, pred, zero_division=0)),
-            "gold_spans": len(gold_spans), "pred_spans": len(pred_spans), "correct": len(gold_spans & pred_spans)}
+    return {
+        "precision": float(precision_score(gold, pred, zero_division=0)),
+        "recall": float(recall_score(gold, pred, zero_division=0)),
+        "f1": float(f1_score(gold, pred, zero_division=0)),
+        "gold_spans": len(gold_spans),
+        "pred_spans": len(pred_spans),
+        "correct": len(gold_spans & pred_spans),
+    }

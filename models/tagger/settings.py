@@ -94,10 +94,16 @@ def vocabulary(sentences: Iterable[Sequence[str]], settings: TaggerSettings) -> 
     return [PAD, UNK, *words], {w for w, n in counts.items() if n == 1}
 
 
-def write_card(out: Path, settings: TaggerSettings, tags: Sequence[str], *, vocab: Sequence[str] | None,
-               trained: dict[str, Any]) -> None:
-    card = {"format": CARD_FORMAT, "settings": dataclasses.asdict(settings), "tags": list(tags),
-            "vocab": list(vocab) if vocab is not None else None, "trained": trained}
+def write_card(
+    out: Path, settings: TaggerSettings, tags: Sequence[str], *, vocab: Sequence[str] | None, trained: dict[str, Any]
+) -> None:
+    card = {
+        "format": CARD_FORMAT,
+        "settings": dataclasses.asdict(settings),
+        "tags": list(tags),
+        "vocab": list(vocab) if vocab is not None else None,
+        "trained": trained,
+    }
     tmp = Path(out) / (CARD + ".tmp")
     tmp.write_text(json.dumps(card, indent=1, ensure_ascii=False) + "\n")
     tmp.rename(Path(out) / CARD)
@@ -107,11 +113,12 @@ def read_card(path: Path) -> tuple[TaggerSettings, list[str], list[str] | None, 
     """(settings, tags, vocabulary or None, training record) of a tagger directory."""
     card_path = Path(path) / CARD
     if not Path(path).is_dir():
-        raise ModelError(f"{path}: no such directory; expected a slot tagger directory written by train_tagger "
-                         f"(with {CARD})")
+        raise ModelError(f"{path}: no such directory; expected a slot tagger directory written by train_tagger (with {CARD})")
     if not card_path.is_file():
-        raise ModelError(f"{path}: no {CARD}; expected a slot tagger directory written by train_tagger. Hint: a "
-                         "directory without it is an unfinished training run")
+        raise ModelError(
+            f"{path}: no {CARD}; expected a slot tagger directory written by train_tagger. Hint: a "
+            "directory without it is an unfinished training run"
+        )
     try:
         card = json.loads(card_path.read_text())
         if card.get("format") != CARD_FORMAT:

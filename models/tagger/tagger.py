@@ -32,8 +32,9 @@ def check_sentences(sentences: Sequence[Sequence[str]], what: str = "predict") -
     out = []
     for i, sentence in enumerate(sentences):
         if isinstance(sentence, str):
-            raise InputError(f"{what}: row {i} is a string ({sentence[:40]!r}); expected a list of tokens. "
-                             "Hint: pass sentence.split()")
+            raise InputError(
+                f"{what}: row {i} is a string ({sentence[:40]!r}); expected a list of tokens. Hint: pass sentence.split()"
+            )
         out.append(list(sentence))
     return out
 
@@ -41,8 +42,7 @@ def check_sentences(sentences: Sequence[Sequence[str]], what: str = "predict") -
 class SlotTagger:
     """A slot tagger: ``predict`` token lists → BIO tags; ``tags`` is its tag set (``O`` first)."""
 
-    def __init__(self, backend: BiLSTMBackend | HFBackend, *, path: Path | None = None,
-                 trained: dict[str, Any] | None = None):
+    def __init__(self, backend: BiLSTMBackend | HFBackend, *, path: Path | None = None, trained: dict[str, Any] | None = None):
         self.backend, self.path = backend, path
         self.trained = trained or {}  # train_tagger's record (epochs, best_epoch, dev_f1, losses), kept in the card
 
@@ -94,7 +94,7 @@ class SlotTagger:
         try:
             with torch.inference_mode():
                 for start in range(0, len(order), batch_size):
-                    batch = order[start:start + batch_size]
+                    batch = order[start : start + batch_size]
                     for i, ids in zip(batch, self.backend.decode([sentences[i] for i in batch])):
                         out[i] = [self.backend.tags[t] for t in ids]
         finally:
@@ -109,7 +109,13 @@ class SlotTagger:
 
     def describe(self) -> str:
         s = self.settings
-        net = (f"Bi-LSTM {s.layers}x{s.hidden}x2 over {s.embedding_dim}-d embeddings"
-               f"{' + CRF' if s.crf else ''}, {len(self.backend.vocab)} words") if s.kind == "bilstm" else s.model
+        net = (
+            (
+                f"Bi-LSTM {s.layers}x{s.hidden}x2 over {s.embedding_dim}-d embeddings"
+                f"{' + CRF' if s.crf else ''}, {len(self.backend.vocab)} words"
+            )
+            if s.kind == "bilstm"
+            else s.model
+        )
         where = f" from {self.path}" if self.path is not None else ""
         return f"{s.kind} slot tagger ({net}; {len(self.tags)} tags){where} on {self.device}"

@@ -49,8 +49,15 @@ def split_rows(rows: Tagged, what: str) -> tuple[list[list[str]], list[list[str]
     return sentences, tags
 
 
-def train_tagger(train: Tagged, out: Path, settings: TaggerSettings = TaggerSettings(), *, dev: Tagged | None = None,  # noqa: B008 — frozen
-                 device: str = "auto", threads: int = 0) -> dict[str, Any]:
+def train_tagger(
+    train: Tagged,
+    out: Path,
+    settings: TaggerSettings = TaggerSettings(),  # noqa: B008 — frozen
+    *,
+    dev: Tagged | None = None,
+    device: str = "auto",
+    threads: int = 0,
+) -> dict[str, Any]:
     """Train on ``train`` ((tokens, tags) pairs), write the tagger into the directory ``out`` (created if
     needed; the caller renames it into place) and return ``{"epochs", "best_epoch", "dev_f1", "losses",
     "seconds"}``: ``dev_f1`` and ``losses`` (mean batch loss) one per epoch, ``dev_f1`` empty without dev,
@@ -84,7 +91,7 @@ def train_tagger(train: Tagged, out: Path, settings: TaggerSettings = TaggerSett
         batch_losses = []
         order = rng.permutation(len(sentences))
         for start in range(0, len(order), settings.batch_size):
-            batch = order[start:start + settings.batch_size]
+            batch = order[start : start + settings.batch_size]
             step += 1
             with seeded(step_seed(settings.seed, 1, step), device):  # this step's dropout, and only this step's
                 optimizer.zero_grad()

@@ -23,13 +23,17 @@ def existing_path(name: str, path: Path | None, *, directory: bool = False) -> P
     if path is None or not path.exists():
         raise InputError(f"{path}: no such {what} (dataset {name!r}). Hint: check its path in the profile")
     if path.is_dir() != directory:
-        raise InputError(f"{path}: is a {'file' if directory else 'directory'}; expected a {what} (dataset {name!r}). "
-                         "Hint: check its path in the profile")
+        raise InputError(
+            f"{path}: is a {'file' if directory else 'directory'}; expected a {what} (dataset {name!r}). "
+            "Hint: check its path in the profile"
+        )
     try:
         os.listdir(path) if directory else open(path, "rb").close()
     except PermissionError:
-        raise InputError(f"{path}: permission denied: the {what} cannot be read (dataset {name!r}). Hint: check its "
-                         f"mode and owner (ls -ld {path})") from None
+        raise InputError(
+            f"{path}: permission denied: the {what} cannot be read (dataset {name!r}). Hint: check its "
+            f"mode and owner (ls -ld {path})"
+        ) from None
     return path
 
 

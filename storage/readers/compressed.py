@@ -33,7 +33,9 @@ __all__ = ["CODECS", "StreamFailure", "TruncatedInput", "codec_of", "open_input"
 
 CODECS = ("plain", "gzip", "bzip2", "xz", "zstd")
 _MAGIC = {  # RFC 1952; xz file format 1.0.4 §2.1.1.1; RFC 8878 §3.1.1 (a frame) and §3.1.2 (a skippable frame)
-    "gzip": b"\x1f\x8b\x08", "xz": b"\xfd7zXZ\x00", "zstd": b"\x28\xb5\x2f\xfd",
+    "gzip": b"\x1f\x8b\x08",
+    "xz": b"\xfd7zXZ\x00",
+    "zstd": b"\x28\xb5\x2f\xfd",
 }
 _BZIP2_BLOCKS = (b"\x31\x41\x59\x26\x53\x59", b"\x17\x72\x45\x38\x50\x90")  # a block (π), or an empty stream's end
 _TEST = {"gzip": "gzip -t", "bzip2": "bzip2 -t", "xz": "xz -t", "zstd": "zstd -t"}
@@ -64,8 +66,10 @@ class StreamFailure(Exception):
         self.codec = codec
 
     def hint(self, path: Path) -> str:
-        return (f"Hint: the file was cut short or damaged (an interrupted download or copy?): fetch or compress "
-                f"it again; `{_TEST[self.codec]} {path}` tests it")
+        return (
+            f"Hint: the file was cut short or damaged (an interrupted download or copy?): fetch or compress "
+            f"it again; `{_TEST[self.codec]} {path}` tests it"
+        )
 
 
 class TruncatedInput(InputError):
@@ -131,7 +135,7 @@ class _Decompressed(io.RawIOBase):
         else:
             if not self._pending:
                 self._pending = memoryview(next(self._chunks, b""))
-            chunk, self._pending = self._pending[: len(view)], self._pending[len(view):]
+            chunk, self._pending = self._pending[: len(view)], self._pending[len(view) :]
         view[: len(chunk)] = chunk
         return len(chunk)
 

@@ -30,8 +30,15 @@ from conf.schema import DatasetConf
 from conf.sections.decoding import SIDES
 from storage.readers.lines import BLOCK_BYTES, iter_lines
 
-__all__ = ["SAMPLE_BYTES", "WARN_SHARE", "check_encodings", "misread_utf8", "not_utf8_error", "proposed_encoding",
-           "undecodable_sample"]
+__all__ = [
+    "SAMPLE_BYTES",
+    "WARN_SHARE",
+    "check_encodings",
+    "misread_utf8",
+    "not_utf8_error",
+    "proposed_encoding",
+    "undecodable_sample",
+]
 
 WARN_SHARE = 0.05  # more than this share of a file's lines rejected `invalid_utf8`: the run warns
 SAMPLE_BYTES = 1 << 16  # undecodable lines handed to charset-normalizer: enough for its statistics, quick
@@ -51,8 +58,7 @@ def _values(path: Path, column: int | None, n_columns: int | None, block_bytes: 
         first += len(lines)
 
 
-def _first_non_ascii(path: Path, column: int | None, n_columns: int | None,
-                     block_bytes: int) -> tuple[int, bytes] | None:
+def _first_non_ascii(path: Path, column: int | None, n_columns: int | None, block_bytes: int) -> tuple[int, bytes] | None:
     """(line, value) of the first value with a non-ASCII byte, if every value is valid UTF-8; else None."""
     found = None
     for first, values in _values(path, column, n_columns, block_bytes):
@@ -61,15 +67,15 @@ def _first_non_ascii(path: Path, column: int | None, n_columns: int | None,
         except pa.ArrowInvalid:
             return None
         if found is None:
-            non_ascii = np.flatnonzero(pc.fill_null(pc.invert(pc.string_is_ascii(text)), False).to_numpy(
-                zero_copy_only=False))
+            non_ascii = np.flatnonzero(pc.fill_null(pc.invert(pc.string_is_ascii(text)), False).to_numpy(zero_copy_only=False))
             if len(non_ascii):
                 found = (first + int(non_ascii[0]), values[int(non_ascii[0])].as_py())
     return found
 
 
-def misread_utf8(path: Path, codec: str, *, column: int | None = None, n_columns: int | None = None,
-                 block_bytes: int = BLOCK_BYTES) -> tuple[int, bytes] | None:
+def misread_utf8(
+    path: Path, codec: str, *, column: int | None = None, n_columns: int | None = None, block_bytes: int = BLOCK_BYTES
+) -> tuple[int, bytes] | None:
     """(line, value) of the first non-ASCII value of ``path`` (its field ``column`` of ``n_columns``: a TSV side) when
     ``codec`` is not UTF-8 but every value is valid UTF-8 with some non-ASCII byte: a read that would be mojibake.
     None when the codec is UTF-8, a value is not valid UTF-8, or the text is ASCII (the same in any such codec)."""
@@ -78,23 +84,32 @@ def misread_utf8(path: Path, codec: str, *, column: int | None = None, n_columns
     return _first_non_ascii(path, column, n_columns, block_bytes)
 
 
-def not_utf8_error(name: str, path: Path, codec: str, found: tuple[int, bytes], *, side: str | None, hint: str,
-                   column: bool = False) -> InputError:
+def not_utf8_error(
+    name: str, path: Path, codec: str, found: tuple[int, bytes], *, side: str | None, hint: str, column: bool = False
+) -> InputError:
     """The one line for a ``misread_utf8`` hit: the file and line, the dataset and side, the text as it would be
     misread, and ``hint`` (the setting that reads it right)."""
     line, value = found
     text = value.decode("utf-8")
     at = next(i for i, ch in enumerate(text) if not ch.isascii())
-    shown = text[max(0, at - 12): at + 12]
+    shown = text[max(0, at - 12) : at + 12]
     misread = shown.encode("utf-8").decode(codec, errors="replace")
     where = f"side {side} of dataset {name!r}" if side else f"dataset {name!r}"
     col = f" (its {side} column)" if column else ""
-    return InputError(f"{path}:{line}: {where} is read as {codec}, but the file{col} is valid UTF-8 with non-ASCII "
-                      f"text: {shown!r} would become {misread!r}. Hint: it is valid UTF-8: set {hint}")
+    return InputError(
+        f"{path}:{line}: {where} is read as {codec}, but the file{col} is valid UTF-8 with non-ASCII "
+        f"text: {shown!r} would become {misread!r}. Hint: it is valid UTF-8: set {hint}"
+    )
 
 
-def undecodable_sample(path: Path, *, column: int | None = None, n_columns: int | None = None,
-                       limit: int = SAMPLE_BYTES, block_bytes: int = BLOCK_BYTES) -> bytes:
+def undecodable_sample(
+    path: Path,
+    *,
+    column: int | None = None,
+    n_columns: int | None = None,
+    limit: int = SAMPLE_BYTES,
+    block_bytes: int = BLOCK_BYTES,
+) -> bytes:
     """The first values of ``path`` (field ``column``) that are not valid UTF-8, newline-joined, up to ``limit``."""
     sample: list[bytes] = []
     size = 0
@@ -137,17 +152,29 @@ def proposed_encoding(sample: bytes) -> list[str]:
     return out
 
 
-def check_encodings(name: str, ds: DatasetConf, sides: dict[str | None, tuple[Path, int | None]], *,
-                    n_columns: int | None = None, block_bytes: int = BLOCK_BYTES) -> None:
+def check_encodings(
+    name: str,
+    ds: DatasetConf,
+    sides: dict[str | None, tuple[Path, int | None]],
+    *,
+    n_columns: int | None = None,
+    block_bytes: int = BLOCK_BYTES,
+) -> None:
     """``misread_utf8`` of each side (``sides``: side, or None for a whole file -> (path, TSV column or None)); the
     first hit is an InputError whose hint is the ``encoding`` that reads every hit side as UTF-8."""
-    found = {s: f for s, (path, col) in sides.items()
-             if (f := misread_utf8(path, ds.codec(s), column=col, n_columns=n_columns, block_bytes=block_bytes))}
+    found = {
+        s: f
+        for s, (path, col) in sides.items()
+        if (f := misread_utf8(path, ds.codec(s), column=col, n_columns=n_columns, block_bytes=block_bytes))
+    }
     if not found:
         return
     side, hit = next(iter(found.items()))
     fixed = {s: "utf-8" if s in found else ds.codec(s) for s in SIDES}
-    hint = (f"encoding: {{src: {fixed['src']}, tgt: {fixed['tgt']}}}" if side is not None and fixed["src"] != fixed["tgt"]
-            else "encoding: utf-8 (the default: leave `encoding` out)")
+    hint = (
+        f"encoding: {{src: {fixed['src']}, tgt: {fixed['tgt']}}}"
+        if side is not None and fixed["src"] != fixed["tgt"]
+        else "encoding: utf-8 (the default: leave `encoding` out)"
+    )
     path, col = sides[side]
     raise not_utf8_error(name, path, ds.codec(side), hit, side=side, hint=hint, column=col is not None)

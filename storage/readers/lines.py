@@ -32,9 +32,7 @@ BLOCK_BYTES = 8 << 20  # bytes per read; 8-16 MB measured fastest (tests pass a 
 _NL, _CR = 10, 13
 
 
-def iter_lines(
-    path: Path, *, block_bytes: int = BLOCK_BYTES, max_line_bytes: int = MAX_LINE_BYTES
-) -> Iterator[pa.BinaryArray]:
+def iter_lines(path: Path, *, block_bytes: int = BLOCK_BYTES, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[pa.BinaryArray]:
     """Yield the lines of ``path`` in order, without their ``\\n`` or ``\\r\\n``, a block's worth at a time."""
     with open_input(path) as f:
         buf = bytearray(block_bytes)
@@ -42,8 +40,7 @@ def iter_lines(
         done = 0  # lines yielded so far
         while True:
             if carry > max_line_bytes:
-                raise InputError(f"{path}:{done + 1}: a line of more than {max_line_bytes:,} bytes. "
-                                 "Hint: is this a text file?")
+                raise InputError(f"{path}:{done + 1}: a line of more than {max_line_bytes:,} bytes. Hint: is this a text file?")
             if len(buf) < carry + block_bytes:  # a line longer than a block: grow, keeping the carry
                 grown = bytearray(max(carry + block_bytes, 2 * len(buf)))
                 grown[:carry] = buf[:carry]

@@ -64,8 +64,12 @@ def split_rows(name: str, kind: str, parsed: Parsed, *, max_chars: int) -> tuple
     kept = {f: parsed.fields[f] if keep.all() else parsed.fields[f].filter(pa.array(keep)) for f in names}
     m = int(keep.sum())
     rows = pa.table(
-        {"uid": pa.nulls(m, pa.string()), **kept, "source": pa.repeat(pa.scalar(name, pa.string()), m),
-         "line": pa.array(parsed.line[keep], pa.int64())},
+        {
+            "uid": pa.nulls(m, pa.string()),
+            **kept,
+            "source": pa.repeat(pa.scalar(name, pa.string()), m),
+            "line": pa.array(parsed.line[keep], pa.int64()),
+        },
         schema=SCHEMAS[kind],
     )
     return with_uid(rows, kind), _rejects(name, parsed, names, code, which, max_chars)

@@ -53,9 +53,11 @@ def _parquet_tables(path: Path, pf: pq.ParquetFile, columns: list[str], batch_ro
             if isinstance(e, OSError) and e.errno is not None:
                 raise  # the operating system's I/O error (a disk, a network mount): may pass on a retry
             last = min(first + batch_rows - 1, total)
-            raise InputError(f"{path}: rows {first:,}-{last:,} of {total:,} cannot be decoded "
-                             f"({type(e).__name__}: {' '.join(str(e).split())}). Hint: the file is corrupt or "
-                             "truncated: write it again from its source") from e
+            raise InputError(
+                f"{path}: rows {first:,}-{last:,} of {total:,} cannot be decoded "
+                f"({type(e).__name__}: {' '.join(str(e).split())}). Hint: the file is corrupt or "
+                "truncated: write it again from its source"
+            ) from e
         first += batch.num_rows
         yield pa.Table.from_batches([batch])
 
@@ -72,8 +74,7 @@ def parse_hf(name: str, ds: DatasetConf, *, batch_rows: int, block_bytes: int, m
     if isinstance(loaded, datasets.DatasetDict):
         if ds.split not in loaded:
             found = "no `split` set" if ds.split is None else f"split {ds.split!r}"
-            raise InputError(f"{ds.path}: a DatasetDict with splits {sorted(loaded)}, {found}. "
-                             f"Hint: set `split: {min(loaded)}`")
+            raise InputError(f"{ds.path}: a DatasetDict with splits {sorted(loaded)}, {found}. Hint: set `split: {min(loaded)}`")
         loaded = loaded[ds.split]
     cols = _needed_columns(ds, loaded.data.schema)
     classes = {}  # field -> ClassLabel names: a label or tag id becomes its name, as the dataset shows it
@@ -91,8 +92,10 @@ def _needed_columns(ds: DatasetConf, schema: pa.Schema) -> dict[str, str]:
     cols = {f: ds.rename.get(f, f) for f in FIELDS[ds.kind]}
     for f, c in cols.items():
         if c not in schema.names:
-            raise InputError(f"{ds.path}: no column {c!r} for field {f!r}; columns present: {', '.join(schema.names)}. "
-                             f"Hint: map it with `rename: {{{f}: <column>}}`")
+            raise InputError(
+                f"{ds.path}: no column {c!r} for field {f!r}; columns present: {', '.join(schema.names)}. "
+                f"Hint: map it with `rename: {{{f}: <column>}}`"
+            )
         if _target_type(f, schema.field(c).type) is None:
             want = {"label": "strings or integers", "tokens": "lists of strings", "tags": "lists of strings or ids"}
             raise InputError(f"{ds.path}: column {c!r} is {schema.field(c).type}, expected {want.get(f, 'strings')}")
@@ -135,8 +138,7 @@ def _table_batches(
                 refused.setdefault(i, ("missing_field", f, f"column {c!r} is null"))
             fields[f] = column
         shower = _row_shower(table, list(cols.values()), ds.codec())
-        yield Parsed(first, line_numbers(first, table.num_rows), fields, shower,
-                     {None: str(ds.path)}, refused)
+        yield Parsed(first, line_numbers(first, table.num_rows), fields, shower, {None: str(ds.path)}, refused)
         first += table.num_rows
 
 

@@ -41,8 +41,10 @@ def parse_text(name: str, ds: DatasetConf, *, batch_rows: int, block_bytes: int,
     if ds.kind == "mono":
         path = existing_path(name, ds.path)
         check_encodings(name, ds, {None: (path, None)}, block_bytes=block_bytes)
-        return (_text_batch(ds, {"text": raw}, {None: str(ds.path)}, first) for first, raw in numbered(
-            rebatch(iter_lines(path, block_bytes=block_bytes), batch_rows), start=1))
+        return (
+            _text_batch(ds, {"text": raw}, {None: str(ds.path)}, first)
+            for first, raw in numbered(rebatch(iter_lines(path, block_bytes=block_bytes), batch_rows), start=1)
+        )
     src, tgt = existing_path(name, ds.src), existing_path(name, ds.tgt)
     n_src, n_tgt = count_lines(src), count_lines(tgt)
     if n_src != n_tgt:
@@ -63,8 +65,14 @@ def _text_batch(ds: DatasetConf, raw: dict[str, pa.BinaryArray], files: dict, fi
         fields[side], bad = decode_text(lines, side, ds.codec(side), ds.on_error(side))
         refused = bad | refused
     n = len(next(iter(raw.values())))
-    return Parsed(first, line_numbers(first, n), fields,
-                  lambda i, f: show_value(raw[f or next(iter(raw))][i].as_py(), ds.codec(f)), files, refused)
+    return Parsed(
+        first,
+        line_numbers(first, n),
+        fields,
+        lambda i, f: show_value(raw[f or next(iter(raw))][i].as_py(), ds.codec(f)),
+        files,
+        refused,
+    )
 
 
 def parse_tsv(name: str, ds: DatasetConf, *, batch_rows: int, block_bytes: int, max_chars: int) -> Iterator[Parsed]:
@@ -90,15 +98,17 @@ def _tsv_batch(ds: DatasetConf, columns: list[str], raw: pa.BinaryArray, first: 
     counts = pc.list_value_length(parts)
     wrong = pc.fill_null(pc.not_equal(counts, len(columns)), False)
     for i in np.flatnonzero(wrong.to_numpy(zero_copy_only=False)).tolist():
-        refused[i] = ("column_count", None,
-                      f"expected {len(columns)} tab-separated fields ({', '.join(columns)}), found {counts[i].as_py()}")
+        refused[i] = (
+            "column_count",
+            None,
+            f"expected {len(columns)} tab-separated fields ({', '.join(columns)}), found {counts[i].as_py()}",
+        )
     if refused:
         parts = pc.if_else(wrong, pa.scalar(None, parts.type), parts)
     fields = {f: pc.list_element(parts, columns.index(f)) for f in FIELDS[ds.kind]}
     if ds.kind == "slots":  # space-separated tokens and tags
         fields = {f: pc.ascii_split_whitespace(pc.ascii_trim_whitespace(a)) for f, a in fields.items()}
-    return Parsed(first, line_numbers(first, len(raw)), fields, _line_shower(raw, ds, columns),
-                  {None: str(ds.path)}, refused)
+    return Parsed(first, line_numbers(first, len(raw)), fields, _line_shower(raw, ds, columns), {None: str(ds.path)}, refused)
 
 
 def _tsv_lines(ds: DatasetConf, columns: list[str], raw: pa.BinaryArray) -> tuple[pa.StringArray, dict[int, Problem]]:
@@ -123,10 +133,14 @@ def _line_shower(raw: pa.BinaryArray, ds: DatasetConf, columns: list[str] | None
     """A line as a reject's `content`: decoded with replacement, a TSV's fields each in its side's codec."""
     if columns is None or not ds.per_side():
         return lambda i, f: show_value(raw[i].as_py(), ds.codec())
+
     def show(i: int, f: str | None) -> str:
         fields = raw[i].as_py().split(b"\t")
-        return show_value("\t".join(b.decode(ds.codec(columns[k] if k < len(columns) else None), errors="replace")
-                                    for k, b in enumerate(fields)))
+        return show_value(
+            "\t".join(
+                b.decode(ds.codec(columns[k] if k < len(columns) else None), errors="replace") for k, b in enumerate(fields)
+            )
+        )
 
     return show
 

@@ -10,19 +10,20 @@ from __future__ import annotations
 
 SENTENCE = "1-based sentence of its line, for a dataset split into sentences (split_sentences: true); else null"
 MONO_SENTENCE = {"sentence": SENTENCE}
-SOMETIMES: dict[tuple[str, str], str] = {(view, "sentence"): SENTENCE + " (the column is there once a dataset is split)"
-                                         for view in ("sampled_mono", "synthetic")}
+SOMETIMES: dict[tuple[str, str], str] = {
+    (view, "sentence"): SENTENCE + " (the column is there once a dataset is split)" for view in ("sampled_mono", "synthetic")
+}
 DROPPED_WHAT = "every row a stage dropped, with stage and reason: per stage, input rows = kept + rejected + dropped"
 DROPPED_COLUMNS: dict[str, str] = {
     "stage": "the stage that dropped it: split_sentences and clean (ingest), synthetic_clean and lm_filter "
-             "(self_training), curriculum (PCC Eq. 3), paraphrased_bitext (mt_paraphrase), delexicalise and c2c_select "
-             "(c2c), active (rejuvenation's inactive pairs: reason inactive, detail their probability), ...",
+    "(self_training), curriculum (PCC Eq. 3), paraphrased_bitext (mt_paraphrase), delexicalise and c2c_select "
+    "(c2c), active (rejuvenation's inactive pairs: reason inactive, detail their probability), ...",
     "reason": "why: duplicate, too_few_tokens, too_many_tokens, length_ratio (clean), no_sentence (split_sentences), "
-              "lm_score, not_mi_below_beta, inactive, no_slots, empty, in_training, ... (each stage's filter)",
+    "lm_score, not_mi_below_beta, inactive, no_slots, empty, in_training, ... (each stage's filter)",
     "detail": "the value the row was cut on: the stage's detail column (clean: first_line=N of the kept copy for a "
-              "duplicate, the side's tokens=N for a length, ratio=R (src_tokens=N, tgt_tokens=M) for length_ratio; "
-              "active: the probability), else the measure it cut on (lm_cross_entropy, jaccard, mi, sim as "
-              "name=value); null when the stage gives none",
+    "duplicate, the side's tokens=N for a length, ratio=R (src_tokens=N, tgt_tokens=M) for length_ratio; "
+    "active: the probability), else the measure it cut on (lm_cross_entropy, jaccard, mi, sim as "
+    "name=value); null when the stage gives none",
     "source": "dataset name the row (or the row it derives from) was read from",
     "line": "1-based line of that row in its input; null for a generated row without one",
     "sentence": SENTENCE,

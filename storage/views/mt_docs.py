@@ -5,17 +5,22 @@ from __future__ import annotations
 from storage.views.docs import Doc
 
 MT_PARAPHRASE_VIEWS: dict[str, Doc] = {
-    "paraphrased_bitext": Doc("pairs whose one side is a constrained paraphrase of the original's (Hu et al. 2019, "
-                              "appendix C; stages side_idf → constrained_paraphrases → paraphrased_bitext): the "
-                              "constraints kept, unique per pair, token Jaccard to the original below the threshold", {
-        "uid": "md5 of parent_uid and the paraphrase",
-        "parent_uid": "uid of the original pair (bitext view)",
-        "source": "dataset name of the original pair", "line": "1-based input line of the original pair",
-        "side": "the paraphrased side: src or tgt (the other side is the original's)",
-        "src": "source sentence (the paraphrase when side = src)", "tgt": "target sentence (the paraphrase when side = tgt)",
-        "jaccard": "token Jaccard (lower-cased whitespace tokens) between the paraphrase and the original side",
-        "constraints": "JSON {negative: the forbidden top-IDF words, positive: the kept names and numbers}",
-        "sample": "the draw's index among the pair's n (constrained decoding: the rank in the n-best)",
-        "model": "fingerprint of the paraphraser (round trip or Hugging Face model)",
-    }),
+    "paraphrased_bitext": Doc(
+        "pairs whose one side is a constrained paraphrase of the original's (Hu et al. 2019, "
+        "appendix C; stages side_idf → constrained_paraphrases → paraphrased_bitext): the "
+        "constraints kept, unique per pair, token Jaccard to the original below the threshold",
+        {
+            "uid": "md5 of parent_uid and the paraphrase",
+            "parent_uid": "uid of the original pair (bitext view)",
+            "source": "dataset name of the original pair",
+            "line": "1-based input line of the original pair",
+            "side": "the paraphrased side: src or tgt (the other side is the original's)",
+            "src": "source sentence (the paraphrase when side = src)",
+            "tgt": "target sentence (the paraphrase when side = tgt)",
+            "jaccard": "token Jaccard (lower-cased whitespace tokens) between the paraphrase and the original side",
+            "constraints": "JSON {negative: the forbidden top-IDF words, positive: the kept names and numbers}",
+            "sample": "the draw's index among the pair's n (constrained decoding: the rank in the n-best)",
+            "model": "fingerprint of the paraphraser (round trip or Hugging Face model)",
+        },
+    ),
 }

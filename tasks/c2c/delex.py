@@ -26,8 +26,9 @@ from tasks.runtime.stage import Stage
 _TAG = re.compile(r"^(?:O|([BI])-(\S+))$")
 _SLOT_TOKEN = re.compile(r"^<(\S+)>$")
 VALUE = pa.struct([("slot", pa.string()), ("value", pa.string())])
-DELEX = pa.schema([*SLOTS, ("delex", pa.list_(pa.string())), ("text", pa.string()), ("frame", pa.string()),
-                   ("slot_values", pa.list_(VALUE))])
+DELEX = pa.schema(
+    [*SLOTS, ("delex", pa.list_(pa.string())), ("text", pa.string()), ("frame", pa.string()), ("slot_values", pa.list_(VALUE))]
+)
 DROPPED = pa.schema([*SLOTS, *DROPPED_EXTRA])
 
 
@@ -63,8 +64,7 @@ def delexicalise_row(tokens: Sequence[str], tags: Sequence[str]) -> tuple[list[s
         if bi == "I":
             if open_slot != slot:
                 before = f"follows {tags[i - 1]!r}" if i else "starts the row"
-                raise MalformedBio(i, f"tags[{i}] = {tag!r} {before}: an I- tag must continue a B-/I- span of "
-                                      f"type {slot!r}")
+                raise MalformedBio(i, f"tags[{i}] = {tag!r} {before}: an I- tag must continue a B-/I- span of type {slot!r}")
             values[-1] = (slot, values[-1][1] + " " + token)
             continue
         open_slot = slot
@@ -81,8 +81,9 @@ def frame_of(values: Sequence[tuple[str, str]]) -> str:
     return " ".join(sorted({slot for slot, _ in values}))
 
 
-def relexicalise_row(delex: Sequence[str], values: Sequence[str | Sequence[str]],
-                     slots: Mapping[str, object] | None = None) -> tuple[list[str], list[str]]:
+def relexicalise_row(
+    delex: Sequence[str], values: Sequence[str | Sequence[str]], slots: Mapping[str, object] | None = None
+) -> tuple[list[str], list[str]]:
     """(tokens, BIO tags) of ``delex`` with its slot tokens filled by ``values`` in order (a value: its words,
     as a string or a list). ``slots``: the known slot types (a token ``<x>`` of another type stays a word)."""
     tokens: list[str] = []
@@ -113,8 +114,10 @@ def delexicalise(rows: pa.Table, *, file: str = "") -> dict[str, pa.Table]:
             delex, values = delexicalise_row(row["tokens"], row["tags"])
         except MalformedBio as e:
             content = " ".join(f"{t}/{g}" for t, g in zip(row["tokens"], row["tags"]))
-            for name, value in zip(REJECTS.names, (row["source"], file, row["line"], "malformed_bio",
-                                                   f"{row['source']}:{row['line']}: {e}", content[:200])):
+            for name, value in zip(
+                REJECTS.names,
+                (row["source"], file, row["line"], "malformed_bio", f"{row['source']}:{row['line']}: {e}", content[:200]),
+            ):
                 rejects[name].append(value)
             continue
         if not values:
@@ -128,8 +131,7 @@ def delexicalise(rows: pa.Table, *, file: str = "") -> dict[str, pa.Table]:
         out["slot_values"].append([{"slot": s, "value": v} for s, v in values])
     drops = rows.select(SLOTS.names).take(pa.array(dropped, pa.int64()))
     drops = drops.append_column("reason", pa.array(["no_slots"] * len(dropped), pa.string()))
-    return {"part": pa.table(out, schema=DELEX), "rejects": pa.table(rejects, schema=REJECTS),
-            "dropped": drops.cast(DROPPED)}
+    return {"part": pa.table(out, schema=DELEX), "rejects": pa.table(rejects, schema=REJECTS), "dropped": drops.cast(DROPPED)}
 
 
 def value_pool(delexicalised: pa.Table) -> dict[str, list[str]]:

@@ -19,9 +19,17 @@ import pyarrow as pa
 
 from tasks.c2c.edit_distance import TokenCodes, min_distances
 
-DIVERSITY = pa.schema([("level", pa.string()), ("generated", pa.int64()), ("training", pa.int64()),
-                       ("inter_ratio", pa.float64()), ("inter_med", pa.float64()), ("intra_ratio", pa.float64()),
-                       ("intra_med", pa.float64())])
+DIVERSITY = pa.schema(
+    [
+        ("level", pa.string()),
+        ("generated", pa.int64()),
+        ("training", pa.int64()),
+        ("inter_ratio", pa.float64()),
+        ("inter_med", pa.float64()),
+        ("intra_ratio", pa.float64()),
+        ("intra_med", pa.float64()),
+    ]
+)
 MED_BINS = ((0, 0), (1, 1), (2, 2), (3, 3), (4, 5), (6, 10), (11, 15), (16, 20), (21, None))
 
 
@@ -31,15 +39,17 @@ def diversity(generated: Sequence[Sequence[str]], training: Sequence[Sequence[st
     g, t = codes.encode_all(generated), codes.encode_all(training)
     if not g:
         nan = float("nan")
-        return {"generated": 0, "training": len(t), "inter_ratio": nan, "inter_med": nan, "intra_ratio": nan,
-                "intra_med": nan}
+        return {"generated": 0, "training": len(t), "inter_ratio": nan, "inter_med": nan, "intra_ratio": nan, "intra_med": nan}
     known = set(t)
     intra = min_distances(g, g, exclude_self=True)
-    return {"generated": len(g), "training": len(t),
-            "inter_ratio": sum(u not in known for u in g) / len(g),
-            "inter_med": float(np.mean(min_distances(g, t))) if t else float("nan"),
-            "intra_ratio": len(set(g)) / len(g),
-            "intra_med": float(np.mean(intra)) if len(g) > 1 else float("nan")}
+    return {
+        "generated": len(g),
+        "training": len(t),
+        "inter_ratio": sum(u not in known for u in g) / len(g),
+        "inter_med": float(np.mean(min_distances(g, t))) if t else float("nan"),
+        "intra_ratio": len(set(g)) / len(g),
+        "intra_med": float(np.mean(intra)) if len(g) > 1 else float("nan"),
+    }
 
 
 def med_to_training(generated: Sequence[Sequence[str]], training: Sequence[Sequence[str]]) -> np.ndarray:
@@ -59,9 +69,15 @@ def med_histogram(meds: np.ndarray) -> list[tuple[str, float]]:
     return out
 
 
-def diversity_table(delex_generated: Sequence[Sequence[str]], delex_training: Sequence[Sequence[str]],
-                    relex_generated: Sequence[Sequence[str]], relex_training: Sequence[Sequence[str]]) -> pa.Table:
+def diversity_table(
+    delex_generated: Sequence[Sequence[str]],
+    delex_training: Sequence[Sequence[str]],
+    relex_generated: Sequence[Sequence[str]],
+    relex_training: Sequence[Sequence[str]],
+) -> pa.Table:
     """Table 5's row for the delexicalised and the relexicalised generation."""
-    rows = [{"level": "delexicalised", **diversity(delex_generated, delex_training)},
-            {"level": "relexicalised", **diversity(relex_generated, relex_training)}]
+    rows = [
+        {"level": "delexicalised", **diversity(delex_generated, delex_training)},
+        {"level": "relexicalised", **diversity(relex_generated, relex_training)},
+    ]
     return pa.Table.from_pylist(rows, schema=DIVERSITY)

@@ -47,19 +47,20 @@ def distance_matrix(a: Sequence[str], b: Sequence[str] | None = None, *, workers
     return cdist(a, b, scorer=Levenshtein.distance, dtype=np.int32, workers=workers)
 
 
-def min_distances(queries: Sequence[str], references: Sequence[str], *, exclude_self: bool = False,
-                  chunk: int = 2048, workers: int = -1) -> np.ndarray:
+def min_distances(
+    queries: Sequence[str], references: Sequence[str], *, exclude_self: bool = False, chunk: int = 2048, workers: int = -1
+) -> np.ndarray:
     """MED(u, C) = min over C of the edit distance, for each query u (int64; empty C: -1). ``exclude_self``:
     ``queries`` is ``references`` and each query's own index is left out (another equal utterance counts 0)."""
     out = np.full(len(queries), -1, dtype=np.int64)
     if not len(references) or not len(queries):
         return out
     for start in range(0, len(queries), chunk):
-        block = distance_matrix(queries[start:start + chunk], references, workers=workers).astype(np.int64)
+        block = distance_matrix(queries[start : start + chunk], references, workers=workers).astype(np.int64)
         if exclude_self:
             rows = np.arange(block.shape[0])
             block[rows, start + rows] = np.iinfo(np.int64).max
-        out[start:start + chunk] = block.min(axis=1)
+        out[start : start + chunk] = block.min(axis=1)
     if exclude_self and len(references) == 1:
         out[:] = -1
     return out

@@ -33,12 +33,23 @@ from tasks.c2c.diversity import DIVERSITY, diversity_table
 from tasks.c2c.edit_distance import TokenCodes, min_distances
 from tasks.runtime.stage import Stage
 
-GENERATED = pa.schema([
-    ("uid", pa.string()), ("parent_cluster", pa.string()), ("frame", pa.string()), ("rank", pa.int32()),
-    ("fold", pa.int32()), ("fill", pa.int32()), ("delex", pa.string()), ("tokens", pa.list_(pa.string())),
-    ("tags", pa.list_(pa.string())), ("med_train", pa.int64()), ("source", pa.string()), ("line", pa.int64()),
-    ("model", pa.string()),
-])
+GENERATED = pa.schema(
+    [
+        ("uid", pa.string()),
+        ("parent_cluster", pa.string()),
+        ("frame", pa.string()),
+        ("rank", pa.int32()),
+        ("fold", pa.int32()),
+        ("fill", pa.int32()),
+        ("delex", pa.string()),
+        ("tokens", pa.list_(pa.string())),
+        ("tags", pa.list_(pa.string())),
+        ("med_train", pa.int64()),
+        ("source", pa.string()),
+        ("line", pa.int64()),
+        ("model", pa.string()),
+    ]
+)
 SELECT_DROPPED = pa.schema([*GENERATED, *DROPPED_EXTRA])
 
 
@@ -61,8 +72,9 @@ def training_pairs(pairs: pa.Table, held_out: int) -> list[tuple[list[list[str]]
     return [(c["inputs"], c["outputs"]) for c in clusters_of(pairs).values() if c["fold"] != held_out]
 
 
-def c2c_trainer(pairs: pa.Table, *, fold: int, settings: Mapping[str, Any], device: str = "auto",
-                threads: int = 0) -> Callable[[Path], None]:
+def c2c_trainer(
+    pairs: pa.Table, *, fold: int, settings: Mapping[str, Any], device: str = "auto", threads: int = 0
+) -> Callable[[Path], None]:
     """``build(path)`` for the flow driver's model stage: the fold's generator (models.c2c.train_c2c; torch is
     imported when it trains, not for a cached model)."""
     train = training_pairs(pairs, fold)
@@ -88,9 +100,22 @@ def _seed(*parts: object) -> list[int]:
     return [int.from_bytes(hashlib.md5("\x1f".join(map(str, parts)).encode()).digest()[:4], "little")]
 
 
-def c2c_generate(pairs: Parts, *, delexicalised: pa.Table, fold: int, n_outputs: int = 10, max_tokens: int = 40,
-                 temperature: float = 1.0, fills: int = 1, seed: int = 42, model: str = "", source: str = "",
-                 model_path: str | None = None, device: str = "auto", threads: int = 0) -> pa.Table:
+def c2c_generate(
+    pairs: Parts,
+    *,
+    delexicalised: pa.Table,
+    fold: int,
+    n_outputs: int = 10,
+    max_tokens: int = 40,
+    temperature: float = 1.0,
+    fills: int = 1,
+    seed: int = 42,
+    model: str = "",
+    source: str = "",
+    model_path: str | None = None,
+    device: str = "auto",
+    threads: int = 0,
+) -> pa.Table:
     """Generate from fold ``fold``'s input clusters with the fold's model (``model_path``, a resource;
     ``model`` its fingerprint), relexicalise each utterance ``fills`` times with values drawn (seeded by
     seed, cluster, rank, fill) from the training value pool of ``delexicalised`` (a side input), and add
@@ -99,8 +124,8 @@ def c2c_generate(pairs: Parts, *, delexicalised: pa.Table, fold: int, n_outputs:
     if not clusters:
         return GENERATED.empty_table()
     outputs = _generator(model_path, device, threads).generate(
-        [c["inputs"] for c in clusters.values()], n_outputs=n_outputs, max_tokens=max_tokens,
-        temperature=temperature, seed=seed)
+        [c["inputs"] for c in clusters.values()], n_outputs=n_outputs, max_tokens=max_tokens, temperature=temperature, seed=seed
+    )
     pool = value_pool(delexicalised)
     codes = TokenCodes()
     training = codes.encode_all(delexicalised["delex"].to_pylist())
@@ -108,11 +133,24 @@ def c2c_generate(pairs: Parts, *, delexicalised: pa.Table, fold: int, n_outputs:
     for (cluster, c), generated in zip(clusters.items(), outputs):
         for rank, delex in enumerate(generated):
             for fill in range(fills):
-                tokens, tags = relexicalise_row(delex, draw_values(delex, pool, np.random.default_rng(
-                    _seed(seed, cluster, rank, fill))), pool)
-                rows.append({"parent_cluster": cluster, "frame": c["frame"], "rank": rank, "fold": fold, "fill": fill,
-                             "delex": " ".join(delex), "tokens": tokens, "tags": tags, "source": source,
-                             "line": None, "model": model})
+                tokens, tags = relexicalise_row(
+                    delex, draw_values(delex, pool, np.random.default_rng(_seed(seed, cluster, rank, fill))), pool
+                )
+                rows.append(
+                    {
+                        "parent_cluster": cluster,
+                        "frame": c["frame"],
+                        "rank": rank,
+                        "fold": fold,
+                        "fill": fill,
+                        "delex": " ".join(delex),
+                        "tokens": tokens,
+                        "tags": tags,
+                        "source": source,
+                        "line": None,
+                        "model": model,
+                    }
+                )
     meds = min_distances(codes.encode_all([r["delex"].split() for r in rows]), training)
     for r, med in zip(rows, meds.tolist()):
         r["med_train"] = med
@@ -127,15 +165,21 @@ def c2c_select(delexicalised: Parts, *generated: Parts) -> dict[str, pa.Table]:
     cluster, rank, fill)."""
     training = set(delexicalised.table(["text"])["text"].to_pylist())
     table = pa.concat_tables([g.table() for g in generated]).cast(GENERATED) if generated else GENERATED.empty_table()
-    table = table.sort_by([("fold", "ascending"), ("parent_cluster", "ascending"), ("rank", "ascending"),
-                           ("fill", "ascending")])
+    table = table.sort_by([("fold", "ascending"), ("parent_cluster", "ascending"), ("rank", "ascending"), ("fill", "ascending")])
     seen_delex: dict[str, tuple[int, int]] = {}  # delex text -> the (cluster, rank) that kept it
     seen_uid: set[str] = set()
     keep, reasons = [], []
     for i, r in enumerate(table.select(["uid", "parent_cluster", "rank", "delex"]).to_pylist()):
         origin = (r["parent_cluster"], r["rank"])
-        reason = ("empty" if not r["delex"] else "in_training" if r["delex"] in training
-                  else "duplicate" if seen_delex.get(r["delex"], origin) != origin or r["uid"] in seen_uid else None)
+        reason = (
+            "empty"
+            if not r["delex"]
+            else "in_training"
+            if r["delex"] in training
+            else "duplicate"
+            if seen_delex.get(r["delex"], origin) != origin or r["uid"] in seen_uid
+            else None
+        )
         if reason is None:
             seen_delex[r["delex"]] = origin
             seen_uid.add(r["uid"])
@@ -153,10 +197,15 @@ def c2c_diversity(delexicalised: Parts, *generated: Parts, source: str = "") -> 
     train = delexicalised.table(["delex", "tokens"])
     gen = pa.concat_tables([g.table(["delex", "tokens", "fill"]) for g in generated]) if generated else None
     gen = gen.filter(pc.equal(gen["fill"], 0)) if gen is not None else GENERATED.empty_table()
-    table = diversity_table([d.split() for d in gen["delex"].to_pylist()], train["delex"].to_pylist(),
-                            gen["tokens"].to_pylist(), train["tokens"].to_pylist())
+    table = diversity_table(
+        [d.split() for d in gen["delex"].to_pylist()],
+        train["delex"].to_pylist(),
+        gen["tokens"].to_pylist(),
+        train["tokens"].to_pylist(),
+    )
     return table.append_column("source", pa.array([source] * table.num_rows, pa.string())).cast(
-        pa.schema([*DIVERSITY, ("source", pa.string())]))
+        pa.schema([*DIVERSITY, ("source", pa.string())])
+    )
 
 
 C2C_GENERATE = Stage("c2c_generate", "1", c2c_generate, reduce=True, tags=("gpu",))

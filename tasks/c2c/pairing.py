@@ -34,11 +34,21 @@ from storage.parts import Parts
 from tasks.c2c.edit_distance import TokenCodes, distance_matrix
 from tasks.runtime.stage import Stage
 
-PAIRS = pa.schema([
-    ("frame", pa.string()), ("cluster", pa.string()), ("role", pa.string()), ("rank", pa.int32()),
-    ("uid", pa.string()), ("source", pa.string()), ("line", pa.int64()), ("text", pa.string()),
-    ("medoid", pa.bool_()), ("distance", pa.int32()), ("fold", pa.int32()),
-])
+PAIRS = pa.schema(
+    [
+        ("frame", pa.string()),
+        ("cluster", pa.string()),
+        ("role", pa.string()),
+        ("rank", pa.int32()),
+        ("uid", pa.string()),
+        ("source", pa.string()),
+        ("line", pa.int64()),
+        ("text", pa.string()),
+        ("medoid", pa.bool_()),
+        ("distance", pa.int32()),
+        ("fold", pa.int32()),
+    ]
+)
 
 
 def medoids_of(dist: np.ndarray, k: int, *, seed: int = 42) -> tuple[np.ndarray, np.ndarray]:
@@ -48,13 +58,15 @@ def medoids_of(dist: np.ndarray, k: int, *, seed: int = 42) -> tuple[np.ndarray,
     if k >= len(dist):
         medoids = np.arange(len(dist))
     else:
-        medoids = np.sort(np.asarray(kmedoids.fasterpam(dist.astype(np.float64), k, init="build",
-                                                        random_state=seed, n_cpu=1).medoids))
+        medoids = np.sort(
+            np.asarray(kmedoids.fasterpam(dist.astype(np.float64), k, init="build", random_state=seed, n_cpu=1).medoids)
+        )
     return medoids, np.argmin(dist[:, medoids], axis=1)
 
 
-def furthest_including(dist: np.ndarray, source: np.ndarray, candidates: np.ndarray, *, max_outputs: int = 10,
-                       min_distance: int = 4) -> list[tuple[int, int]]:
+def furthest_including(
+    dist: np.ndarray, source: np.ndarray, candidates: np.ndarray, *, max_outputs: int = 10, min_distance: int = 4
+) -> list[tuple[int, int]]:
     """The output cluster of input cluster ``source`` (indices into ``dist``) among ``candidates``:
     [(utterance, DS at its pick)] in pick (rank) order."""
     if not len(candidates):
@@ -84,8 +96,9 @@ def assign_folds(clusters: list[str], *, folds: int = 5, seed: int = 42) -> dict
     return {ranked[j]: i % folds for i, j in enumerate(order)}
 
 
-def pair_frame(frame: str, rows: dict[str, list], codes: TokenCodes, *, cluster_size: int, max_outputs: int,
-               min_distance: int, seed: int) -> list[dict]:
+def pair_frame(
+    frame: str, rows: dict[str, list], codes: TokenCodes, *, cluster_size: int, max_outputs: int, min_distance: int, seed: int
+) -> list[dict]:
     """The pairs of one frame's deduplicated rows (``rows``: column -> values, sorted), as ``PAIRS`` rows
     without the fold."""
     n = len(rows["uid"])
@@ -97,23 +110,36 @@ def pair_frame(frame: str, rows: dict[str, list], codes: TokenCodes, *, cluster_
     out = []
     for j, medoid in enumerate(medoids.tolist()):
         source = np.flatnonzero(members == j)
-        picks = furthest_including(dist, source, np.flatnonzero(members != j), max_outputs=max_outputs,
-                                   min_distance=min_distance)
+        picks = furthest_including(dist, source, np.flatnonzero(members != j), max_outputs=max_outputs, min_distance=min_distance)
         if not picks:
             continue
         cluster = f"{fid}-{j:03d}"
-        for role, rank, (i, d) in [*(("input", None, (i, None)) for i in source.tolist()),
-                                   *(("output", r, p) for r, p in enumerate(picks))]:
-            out.append({"frame": frame, "cluster": cluster, "role": role, "rank": rank, "uid": rows["uid"][i],
-                        "source": rows["source"][i], "line": rows["line"][i], "text": rows["text"][i],
-                        "medoid": role == "input" and i == medoid, "distance": d})
+        for role, rank, (i, d) in [
+            *(("input", None, (i, None)) for i in source.tolist()),
+            *(("output", r, p) for r, p in enumerate(picks)),
+        ]:
+            out.append(
+                {
+                    "frame": frame,
+                    "cluster": cluster,
+                    "role": role,
+                    "rank": rank,
+                    "uid": rows["uid"][i],
+                    "source": rows["source"][i],
+                    "line": rows["line"][i],
+                    "text": rows["text"][i],
+                    "medoid": role == "input" and i == medoid,
+                    "distance": d,
+                }
+            )
     return out
 
 
 def frames_of(table: pa.Table) -> dict[str, dict[str, list]]:
     """Per frame, its rows with a distinct delexicalised text (the first by source, line, uid), sorted."""
-    table = table.take(pc.sort_indices(table, [("frame", "ascending"), ("source", "ascending"),
-                                               ("line", "ascending"), ("uid", "ascending")]))
+    table = table.take(
+        pc.sort_indices(table, [("frame", "ascending"), ("source", "ascending"), ("line", "ascending"), ("uid", "ascending")])
+    )
     columns = {c: table[c].to_pylist() for c in ("uid", "source", "line", "delex", "text")}
     frames: dict[str, dict[str, list]] = {}
     seen: set[tuple[str, str]] = set()
@@ -127,15 +153,17 @@ def frames_of(table: pa.Table) -> dict[str, dict[str, list]]:
     return frames
 
 
-def cluster_pairs(delexicalised: Parts, *, cluster_size: int = 5, max_outputs: int = 10, min_distance: int = 4,
-                  folds: int = 5, seed: int = 42) -> pa.Table:
+def cluster_pairs(
+    delexicalised: Parts, *, cluster_size: int = 5, max_outputs: int = 10, min_distance: int = 4, folds: int = 5, seed: int = 42
+) -> pa.Table:
     """Alg. 1 over every frame of the delexicalised rows (``DELEX``): one ``PAIRS`` row per member of an
     input cluster (role ``input``, ``medoid`` marked) and per pick of its output cluster (role ``output``,
     ``rank`` and the DS it was picked at), each pair dealt to a fold. Sorted by frame, cluster, role, rank."""
     codes, rows = TokenCodes(), []
     for frame, frame_rows in frames_of(delexicalised.table(["uid", "source", "line", "delex", "text", "frame"])).items():
-        rows += pair_frame(frame, frame_rows, codes, cluster_size=cluster_size, max_outputs=max_outputs,
-                           min_distance=min_distance, seed=seed)
+        rows += pair_frame(
+            frame, frame_rows, codes, cluster_size=cluster_size, max_outputs=max_outputs, min_distance=min_distance, seed=seed
+        )
     fold = assign_folds(sorted({r["cluster"] for r in rows}), folds=folds, seed=seed)
     for r in rows:
         r["fold"] = fold[r["cluster"]]

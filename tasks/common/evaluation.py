@@ -17,12 +17,10 @@ from storage.parts import Parts
 from tasks.common.nmt import Decode, Loading, Runtime, translate_column
 from tasks.runtime.stage import Stage
 
-SCORES = pa.schema([("metric", pa.string()), ("score", pa.float64()), ("signature", pa.string()),
-                    ("sentences", pa.int64())])
+SCORES = pa.schema([("metric", pa.string()), ("score", pa.float64()), ("signature", pa.string()), ("sentences", pa.int64())])
 
 
-def translate_test(rows: pa.Table, *, model: Loading, model_path: Path, runtime: Runtime,
-                   decode: Decode) -> pa.Table:
+def translate_test(rows: pa.Table, *, model: Loading, model_path: Path, runtime: Runtime, decode: Decode) -> pa.Table:
     """The test set's sources translated: uid, src, the reference `ref` and the hypothesis `hyp`."""
     hyp = translate_column(rows["src"], model=model, model_path=model_path, runtime=runtime, decode=decode)
     return pa.table({"uid": rows["uid"], "src": rows["src"], "ref": rows["tgt"], "hyp": hyp})
@@ -37,8 +35,9 @@ def corpus_scores(hyps: Sequence[str], refs: Sequence[str]) -> pa.Table:
     rows = []
     for name, metric in (("BLEU", BLEU()), ("chrF", CHRF())):
         score = metric.corpus_score(list(hyps), [list(refs)])
-        rows.append({"metric": name, "score": float(score.score), "signature": str(metric.get_signature()),
-                     "sentences": len(hyps)})
+        rows.append(
+            {"metric": name, "score": float(score.score), "signature": str(metric.get_signature()), "sentences": len(hyps)}
+        )
     return pa.Table.from_pylist(rows, schema=SCORES)
 
 
@@ -50,8 +49,10 @@ def mean_sd(scores: Sequence[Mapping[str, Any]], *, by: str) -> list[dict[str, A
     groups: dict[tuple[Any, str], list[float]] = {}
     for s in scores:
         groups.setdefault((s[by], s["metric"]), []).append(s["score"])
-    return [{by: g, "metric": m, "seeds": len(v), "mean": statistics.fmean(v),
-             "sd": statistics.stdev(v) if len(v) > 1 else 0.0} for (g, m), v in groups.items()]
+    return [
+        {by: g, "metric": m, "seeds": len(v), "mean": statistics.fmean(v), "sd": statistics.stdev(v) if len(v) > 1 else 0.0}
+        for (g, m), v in groups.items()
+    ]
 
 
 def evaluate(parts: Parts) -> pa.Table:

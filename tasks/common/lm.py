@@ -32,6 +32,7 @@ SCORES = pa.schema([("uid", pa.string()), *zip(LM_SCORES.names, LM_SCORES.types)
 
 def arpa_builder(parts: Parts, *, column: str, order: int, memory: str, lowercase: bool) -> Callable[[Path], None]:
     """A `build(path)` for `run_model_stage`: lmplz over one column of an artifact's parts, streamed."""
+
     def lines() -> Iterator[str]:
         for part in parts.tables([column]):
             yield from joined_tokens(part[column], lowercase=lowercase).to_pylist()
@@ -54,6 +55,7 @@ def lm_score(rows: pa.Table, *, column: str, lm_path: Path, lowercase: bool = Fa
 
 
 # ---- the LM filter: drop the worst drop_fraction by cross-entropy, exactly, over any sharding -------------
+
 
 @dataclass(frozen=True)
 class LmCut:
@@ -132,8 +134,10 @@ def lm_threshold(
     ce = _ranked(scores)
     k = lm_drop_count(len(ce) if n_rows is None else n_rows, drop_fraction)
     if k > len(ce):
-        raise ModelError(f"lm_threshold: {len(ce)} scores for n_rows = {n_rows}, drop_fraction = "
-                         f"{drop_fraction}: expected at least {k}. Hint: lm_worst(shard, n_drop={k}) per shard")
+        raise ModelError(
+            f"lm_threshold: {len(ce)} scores for n_rows = {n_rows}, drop_fraction = "
+            f"{drop_fraction}: expected at least {k}. Hint: lm_worst(shard, n_drop={k}) per shard"
+        )
     if k == 0:
         return LmCut(math.inf, None, 0)
     if uids is None:
@@ -180,18 +184,22 @@ def _uids(values, n: int) -> pa.Array:
     if len(arr) != n:
         raise ModelError(f"lm filter: {len(arr)} uids for {n} scores: expected one uid per score")
     if arr.null_count:
-        raise ModelError(f"lm filter: uid has {arr.null_count} null(s): expected a uid on every row. "
-                         "Hint: storage.schemas.with_uid")
+        raise ModelError(
+            f"lm filter: uid has {arr.null_count} null(s): expected a uid on every row. Hint: storage.schemas.with_uid"
+        )
     return arr
 
 
 def _require(table: pa.Table, *columns: str) -> None:
     if missing := [c for c in columns if c not in table.column_names]:
-        raise ModelError(f"lm filter: column {', '.join(missing)} missing; found {', '.join(table.column_names)}. "
-                         "Hint: score the shard with NgramLM.score and keep its uid column")
+        raise ModelError(
+            f"lm filter: column {', '.join(missing)} missing; found {', '.join(table.column_names)}. "
+            "Hint: score the shard with NgramLM.score and keep its uid column"
+        )
 
 
 # ---- the stages over artifacts ---------------------------------------------------------------------------
+
 
 def global_cut(shards: Sequence[pa.Table], *, drop_fraction: float) -> tuple[int, LmCut]:
     """(N, the cut) over every shard's (uid, cross_entropy): k = ⌊f·N⌋, candidates = each shard's k worst.
@@ -199,17 +207,20 @@ def global_cut(shards: Sequence[pa.Table], *, drop_fraction: float) -> tuple[int
     n_rows = sum(t.num_rows for t in shards)
     k = lm_drop_count(n_rows, drop_fraction)
     worst = [lm_worst(t, n_drop=k) for t in shards]
-    cands = pa.concat_tables(worst) if worst else pa.table({"cross_entropy": pa.array([], pa.float64()),
-                                                            "uid": pa.array([], pa.string())})
+    cands = (
+        pa.concat_tables(worst)
+        if worst
+        else pa.table({"cross_entropy": pa.array([], pa.float64()), "uid": pa.array([], pa.string())})
+    )
     return n_rows, lm_threshold(cands["cross_entropy"], uids=cands["uid"], n_rows=n_rows, drop_fraction=drop_fraction)
 
 
 def lm_cut(parts: Parts, *, drop_fraction: float) -> pa.Table:
     """The global cut over every shard's scores (``global_cut``) as a one-row table."""
-    n_rows, cut = global_cut(list(parts.tables(["uid", "cross_entropy"])),
-                             drop_fraction=drop_fraction)
-    return pa.table({"rows": [n_rows], "n_drop": [cut.n_drop], "cross_entropy": [cut.cross_entropy],
-                     "uid": pa.array([cut.uid], pa.string())})
+    n_rows, cut = global_cut(list(parts.tables(["uid", "cross_entropy"])), drop_fraction=drop_fraction)
+    return pa.table(
+        {"rows": [n_rows], "n_drop": [cut.n_drop], "cross_entropy": [cut.cross_entropy], "uid": pa.array([cut.uid], pa.string())}
+    )
 
 
 def lm_filter_rows(rows: pa.Table, scores: pa.Table, *, cut: pa.Table) -> dict[str, pa.Table]:
@@ -218,8 +229,9 @@ def lm_filter_rows(rows: pa.Table, scores: pa.Table, *, cut: pa.Table) -> dict[s
         raise ArtifactError(_misaligned("lm_filter", rows["uid"].to_pylist(), scores["uid"].to_pylist()))
     c = cut.to_pylist()[0]
     threshold = LmCut(c["cross_entropy"], c["uid"], c["n_drop"])
-    kept, dropped = lm_filter(rows.append_column("lm_cross_entropy", scores["cross_entropy"]), threshold=threshold,
-                              column="lm_cross_entropy")
+    kept, dropped = lm_filter(
+        rows.append_column("lm_cross_entropy", scores["cross_entropy"]), threshold=threshold, column="lm_cross_entropy"
+    )
     return {"part": kept.drop_columns(["lm_cross_entropy"]), "dropped": dropped}
 
 
@@ -228,9 +240,11 @@ def _misaligned(stage: str, rows: list[str], scores: list[str]) -> str:
     i = next((i for i, (r, s) in enumerate(zip(rows, scores)) if r != s), min(len(rows), len(scores)))
     row = f"uid {rows[i]!r}" if i < len(rows) else "no row"
     score = f"uid {scores[i]!r}" if i < len(scores) else "no score"
-    return (f"{stage}: shard row {i + 1}, column uid: expected the scores row for row, found {row} in the rows and "
-            f"{score} in the scores ({len(rows):,} rows, {len(scores):,} scores). Hint: the scores artifact is "
-            "stale or of another input: re-run the lm_score stage on this artifact")
+    return (
+        f"{stage}: shard row {i + 1}, column uid: expected the scores row for row, found {row} in the rows and "
+        f"{score} in the scores ({len(rows):,} rows, {len(scores):,} scores). Hint: the scores artifact is "
+        "stale or of another input: re-run the lm_score stage on this artifact"
+    )
 
 
 LM_SCORE = Stage("lm_score", "1", lm_score)

@@ -17,8 +17,16 @@ import pyarrow.compute as pc
 from conf.errors import ConfError
 from storage.schemas import with_uid
 
-MIX = pa.schema([("uid", pa.string()), ("src", pa.string()), ("tgt", pa.string()), ("source", pa.string()),
-                 ("line", pa.int64()), ("copy", pa.int32())])
+MIX = pa.schema(
+    [
+        ("uid", pa.string()),
+        ("src", pa.string()),
+        ("tgt", pa.string()),
+        ("source", pa.string()),
+        ("line", pa.int64()),
+        ("copy", pa.int32()),
+    ]
+)
 
 
 def training_mix(selected: Mapping[str, pa.Table], copies: Mapping[str, int]) -> pa.Table:
@@ -27,19 +35,24 @@ def training_mix(selected: Mapping[str, pa.Table], copies: Mapping[str, int]) ->
     for name in sorted(selected):
         table, n = selected[name], copies.get(name, 1)
         if missing := [c for c in ("src", "tgt") if c not in table.column_names]:
-            raise ConfError(f"train_nmt.mix.{name}: the query returns {table.column_names}; missing {missing}. "
-                            "Hint: SELECT src, tgt FROM <view> ...")
+            raise ConfError(
+                f"train_nmt.mix.{name}: the query returns {table.column_names}; missing {missing}. "
+                "Hint: SELECT src, tgt FROM <view> ..."
+            )
         if n < 0:
             raise ConfError(f"train_nmt.copies.{name}: {n}; expected a count >= 0")
         table = table.select(["src", "tgt"])
         if nulls := pc.sum(pc.invert(pc.and_(pc.is_valid(table["src"]), pc.is_valid(table["tgt"])))).as_py():
             first = pc.index(pc.and_(pc.is_valid(table["src"]), pc.is_valid(table["tgt"])), False).as_py()
             row = table.slice(first, 1).to_pylist()[0]
-            raise ConfError(f"train_nmt.mix.{name}: the query returns {nulls:,} of {table.num_rows:,} rows with a "
-                            f"null src or tgt (the first is row {first + 1}: {row}); a training pair needs both. "
-                            "Hint: add WHERE src IS NOT NULL AND tgt IS NOT NULL if dropping them is meant")
-        rows = with_uid(pa.table({"src": table["src"], "tgt": table["tgt"],
-                                  "source": pa.repeat(pa.scalar(name), table.num_rows)}), "bitext").sort_by("uid")
+            raise ConfError(
+                f"train_nmt.mix.{name}: the query returns {nulls:,} of {table.num_rows:,} rows with a "
+                f"null src or tgt (the first is row {first + 1}: {row}); a training pair needs both. "
+                "Hint: add WHERE src IS NOT NULL AND tgt IS NOT NULL if dropping them is meant"
+            )
+        rows = with_uid(
+            pa.table({"src": table["src"], "tgt": table["tgt"], "source": pa.repeat(pa.scalar(name), table.num_rows)}), "bitext"
+        ).sort_by("uid")
         for c in range(n):
             parts.append(rows.append_column("copy", pa.repeat(pa.scalar(c, pa.int32()), rows.num_rows)))
     if not parts:

@@ -28,8 +28,15 @@ from storage.schemas import with_uid
 from tasks.runtime.stage import Stage
 
 NMT_VERSION = "1"
-SCORES = pa.schema([("uid", pa.string()), ("tokens", pa.int32()), ("logprob", pa.float64()),
-                    ("cross_entropy", pa.float64()), ("prob", pa.float64())])
+SCORES = pa.schema(
+    [
+        ("uid", pa.string()),
+        ("tokens", pa.int32()),
+        ("logprob", pa.float64()),
+        ("cross_entropy", pa.float64()),
+        ("prob", pa.float64()),
+    ]
+)
 
 
 class Loading(TypedDict):
@@ -63,8 +70,12 @@ class Decode(TypedDict):
 
 def loading(conf: NMTConf) -> Loading:
     """The ``Loading`` of a model section."""
-    return {"backend": "ctranslate2" if conf.inference == "ctranslate2" else conf.backend,
-            "compute_type": conf.compute_type, "src_lang": conf.src_lang, "tgt_lang": conf.tgt_lang}
+    return {
+        "backend": "ctranslate2" if conf.inference == "ctranslate2" else conf.backend,
+        "compute_type": conf.compute_type,
+        "src_lang": conf.src_lang,
+        "tgt_lang": conf.tgt_lang,
+    }
 
 
 def runtime(conf: NMTConf) -> Runtime:
@@ -72,10 +83,26 @@ def runtime(conf: NMTConf) -> Runtime:
     return {"trusted": conf.trusted, "device": conf.device, "threads": conf.threads, "max_tokens": conf.max_tokens}
 
 
-def _load(path: str, backend: str, trusted: bool, device: str, threads: int, compute_type: str,
-          src_lang: str | None, tgt_lang: str | None) -> NMTModel:
-    return load_model(path, backend=backend, trusted=trusted, device=device, threads=threads, compute_type=compute_type,
-                      src_lang=src_lang, tgt_lang=tgt_lang)
+def _load(
+    path: str,
+    backend: str,
+    trusted: bool,
+    device: str,
+    threads: int,
+    compute_type: str,
+    src_lang: str | None,
+    tgt_lang: str | None,
+) -> NMTModel:
+    return load_model(
+        path,
+        backend=backend,
+        trusted=trusted,
+        device=device,
+        threads=threads,
+        compute_type=compute_type,
+        src_lang=src_lang,
+        tgt_lang=tgt_lang,
+    )
 
 
 _cached = loaded(_load)  # once per process and argument tuple, under the process-wide loading lock
@@ -83,8 +110,16 @@ _cached = loaded(_load)  # once per process and argument tuple, under the proces
 
 def load(path: Path | str, model: Loading, run: Runtime) -> NMTModel:
     """The model at ``path`` as ``loading`` and ``runtime`` say, loaded once per process."""
-    return _cached(str(path), model["backend"], run["trusted"], run["device"], run["threads"], model["compute_type"],
-                   model.get("src_lang"), model.get("tgt_lang"))
+    return _cached(
+        str(path),
+        model["backend"],
+        run["trusted"],
+        run["device"],
+        run["threads"],
+        model["compute_type"],
+        model.get("src_lang"),
+        model.get("tgt_lang"),
+    )
 
 
 def sentence_probabilities(uids: pa.Array | pa.ChunkedArray, logprobs: Sequence[np.ndarray | None]) -> pa.Table:
@@ -100,16 +135,25 @@ def sentence_probabilities(uids: pa.Array | pa.ChunkedArray, logprobs: Sequence[
             tokens[i], total[i], scored[i] = len(lp), float(np.sum(lp, dtype=np.float64)), True
     mask = ~scored
     mean = np.divide(total, tokens, out=np.zeros(n), where=scored)
+
     def col(values: np.ndarray, t: pa.DataType) -> pa.Array:
         return pa.array(values, t, mask=mask)
 
-    return pa.table({"uid": uids, "tokens": col(tokens, pa.int32()), "logprob": col(total, pa.float64()),
-                     "cross_entropy": col(-mean, pa.float64()), "prob": col(np.exp(mean), pa.float64())},
-                    schema=SCORES)
+    return pa.table(
+        {
+            "uid": uids,
+            "tokens": col(tokens, pa.int32()),
+            "logprob": col(total, pa.float64()),
+            "cross_entropy": col(-mean, pa.float64()),
+            "prob": col(np.exp(mean), pa.float64()),
+        },
+        schema=SCORES,
+    )
 
 
-def score_pairs(rows: pa.Table, *, src: str = "src", tgt: str = "tgt", model: Loading,
-                model_path: Path, runtime: Runtime) -> pa.Table:
+def score_pairs(
+    rows: pa.Table, *, src: str = "src", tgt: str = "tgt", model: Loading, model_path: Path, runtime: Runtime
+) -> pa.Table:
     """Force-decode every pair of the shard: ``sentence_probabilities`` of (``src`` → ``tgt``)."""
     nmt = load(model_path, model, runtime)
     logprobs = nmt.score(rows[src].to_pylist(), rows[tgt].to_pylist(), max_tokens=runtime["max_tokens"])
@@ -121,43 +165,58 @@ def decode_options(*, beam: int, lenpen: float, seed: int = 0) -> Decode:
     return {"beam": beam, "lenpen": lenpen, "seed": seed}
 
 
-def translate_column(texts: pa.Array | pa.ChunkedArray, *, model: Loading, model_path: Path,
-                     runtime: Runtime, decode: Decode) -> pa.Array:
+def translate_column(
+    texts: pa.Array | pa.ChunkedArray, *, model: Loading, model_path: Path, runtime: Runtime, decode: Decode
+) -> pa.Array:
     """Translations of ``texts`` (beam search as ``decode`` says), one per row, in order."""
     nmt = load(model_path, model, runtime)
     out = nmt.translate(texts.to_pylist(), DecodeOptions(**decode), max_tokens=runtime["max_tokens"])
     return pa.array(out, pa.string())
 
 
-def translate_mono(rows: pa.Table, *, model: Loading, model_path: Path, runtime: Runtime,
-                   decode: Decode, model_fingerprint: str) -> pa.Table:
+def translate_mono(
+    rows: pa.Table, *, model: Loading, model_path: Path, runtime: Runtime, decode: Decode, model_fingerprint: str
+) -> pa.Table:
     """The teacher's step (ch. 6): each monolingual sentence and its translation as a synthetic pair,
     with ``parent_uid`` (the sentence's uid) and the teacher's fingerprint as lineage; a sentence of a split
     line keeps its ``sentence`` (after ``line``)."""
-    pairs = pa.table({
-        "uid": rows["uid"], "src": rows["text"], "tgt": translate_column(rows["text"], model=model, model_path=model_path,
-                                                                         runtime=runtime, decode=decode),
-        "source": rows["source"], "line": rows["line"],
-    })
+    pairs = pa.table(
+        {
+            "uid": rows["uid"],
+            "src": rows["text"],
+            "tgt": translate_column(rows["text"], model=model, model_path=model_path, runtime=runtime, decode=decode),
+            "source": rows["source"],
+            "line": rows["line"],
+        }
+    )
     pairs = with_uid(pairs, "bitext")
     if "sentence" in rows.column_names:
         pairs = pairs.add_column(pairs.schema.get_field_index("line") + 1, rows.schema.field("sentence"), rows["sentence"])
     return pairs.append_column("parent_uid", rows["uid"]).append_column(
-        "model", pa.repeat(pa.scalar(model_fingerprint), rows.num_rows))
+        "model", pa.repeat(pa.scalar(model_fingerprint), rows.num_rows)
+    )
 
 
-def fairseq_builder(parts: Parts, conf: NMTConf, *, src: str = "src", tgt: str = "tgt",
-                    label: str = "nmt") -> Callable[[Path], None]:
+def fairseq_builder(
+    parts: Parts, conf: NMTConf, *, src: str = "src", tgt: str = "tgt", label: str = "nmt"
+) -> Callable[[Path], None]:
     """A ``build(path)`` for ``run_model_stage``: fairseq-train on (``src`` → ``tgt``) of an artifact's
     parts, streamed a part at a time (one part's two columns as Python lists in memory, never the whole
     artifact's); its log goes to ``training_log`` and its updates to the progress bar ``train <label>``."""
+
     def build(path: Path) -> None:
         from models.nmt.fairseq import train_fairseq_batches
         from tasks.runtime.progress import report
 
-        train_fairseq_batches(part_batches(parts, src, tgt), path, conf.train, log=training_log(),
-                              progress=lambda done, total: report(f"train {label}", done, total),
-                              threads=conf.threads, device=conf.device)
+        train_fairseq_batches(
+            part_batches(parts, src, tgt),
+            path,
+            conf.train,
+            log=training_log(),
+            progress=lambda done, total: report(f"train {label}", done, total),
+            threads=conf.threads,
+            device=conf.device,
+        )
 
     return build
 
@@ -165,6 +224,7 @@ def fairseq_builder(parts: Parts, conf: NMTConf, *, src: str = "src", tgt: str =
 def part_batches(parts: Parts, src: str = "src", tgt: str = "tgt") -> Callable[[], Iterator[tuple[list, list]]]:
     """The ``batches`` of ``train_fairseq_batches``: each part's two columns as Python lists, a part at a time
     (a callable: training reads them more than once)."""
+
     def batches() -> Iterator[tuple[list[str], list[str]]]:
         if not parts:
             raise InputError("nothing to read: the input artifact has no parts")

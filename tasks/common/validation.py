@@ -27,8 +27,9 @@ def validation_sample(parts: Parts, *, size: int = 200) -> pa.Table:
     if not parts:
         return pa.table({c: pa.array([], pa.string()) for c in COLUMNS})
     with scratch_duckdb(name="validation") as con:
-        return con.sql(f"SELECT uid, src, tgt FROM {parts.sql()} ORDER BY md5(uid), uid LIMIT $n",
-                       params={"n": size}).to_arrow_table()
+        return con.sql(
+            f"SELECT uid, src, tgt FROM {parts.sql()} ORDER BY md5(uid), uid LIMIT $n", params={"n": size}
+        ).to_arrow_table()
 
 
 VALIDATION_SAMPLE = Stage("validation_sample", "1", validation_sample, reduce=True)

@@ -58,9 +58,20 @@ def draw(p: np.ndarray, words: list[str], original: str, top_k: int, rng: np.ran
     return words[int(np.searchsorted(np.cumsum(p / total), rng.random() * (1 - 1e-12), side="right"))]
 
 
-def cwe_candidates(rows: pa.Table, *, n_aug: int = 9, alpha: float = 0.1, seed: int = 0, round: int = 0,
-                   temperature: float = 1.0, top_k: int = 50, model_path: str, device: str = "auto",
-                   threads: int = 0, batch_size: int = 64) -> pa.Table:
+def cwe_candidates(
+    rows: pa.Table,
+    *,
+    n_aug: int = 9,
+    alpha: float = 0.1,
+    seed: int = 0,
+    round: int = 0,
+    temperature: float = 1.0,
+    top_k: int = 50,
+    model_path: str,
+    device: str = "auto",
+    threads: int = 0,
+    batch_size: int = 64,
+) -> pa.Table:
     """``n_aug`` CWE candidates per labelled row (uid, text, label, source, line): the columns of
     ``tasks.epida.eda.eda_candidates`` with method ``cwe``. ``model_path``, ``device``, ``threads`` and
     ``batch_size`` are resources (the model's fingerprint is the flow's)."""
@@ -79,13 +90,21 @@ def cwe_candidates(rows: pa.Table, *, n_aug: int = 9, alpha: float = 0.1, seed: 
     out_texts = []
     for words, where, p, rng in zip(sentences, positions, dists, rngs):
         new = list(words)
-        for k, i in enumerate(where[:len(p)]):
+        for k, i in enumerate(where[: len(p)]):
             new[i] = draw(p[k], lm.words, words[i], top_k, rng)
         out_texts.append(" ".join(new))
     take = pa.array(parents, pa.int64())
-    table = pa.table({"text": pa.array(out_texts, pa.string()), "label": rows["label"].take(take),
-                      "source": rows["source"].take(take), "line": rows["line"].take(take)})
+    table = pa.table(
+        {
+            "text": pa.array(out_texts, pa.string()),
+            "label": rows["label"].take(take),
+            "source": rows["source"].take(take),
+            "line": rows["line"].take(take),
+        }
+    )
     table = with_uid(table, "labeled")
-    return table.append_column("parent_uid", rows["uid"].take(take)).append_column(
-        "method", pa.array(["cwe"] * len(parents), pa.string())).append_column(
-        "candidate", pa.array([j for _ in texts for j in range(n_aug)], pa.int32()))
+    return (
+        table.append_column("parent_uid", rows["uid"].take(take))
+        .append_column("method", pa.array(["cwe"] * len(parents), pa.string()))
+        .append_column("candidate", pa.array([j for _ in texts for j in range(n_aug)], pa.int32()))
+    )

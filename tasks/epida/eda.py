@@ -26,14 +26,16 @@ from storage.schemas import with_uid
 
 OPERATIONS = ("sr", "ri", "rs", "rd")
 # English function words that synonym replacement and insertion never touch
-STOP_WORDS = frozenset("""
+STOP_WORDS = frozenset(
+    """
 a about above after again against all am an and any are as at be because been before being below between both
 but by can could did do does doing down during each few for from further had has have having he her here hers
 herself him himself his how i if in into is it its itself just me more most my myself no nor not now of off on
 once only or other our ours ourselves out over own same she should so some such than that the their theirs them
 themselves then there these they this those through to too under until up very was we were what when where which
 while who whom why will with would you your yours yourself yourselves
-""".split())  # noqa: SIM905 — a word list reads better as text
+""".split()  # noqa: SIM905 — a word list reads better as text
+)
 
 Synonyms = Callable[[str], Sequence[str]]
 
@@ -99,8 +101,9 @@ def row_rng(seed: int, uid: str, index: int) -> np.random.Generator:
     return np.random.default_rng([seed, int(uid[:16], 16), int(uid[16:32], 16), index])
 
 
-def eda_candidates(rows: pa.Table, *, n_aug: int = 9, alpha: float = 0.1, seed: int = 0, round: int = 0,
-                   synonyms: Synonyms) -> pa.Table:
+def eda_candidates(
+    rows: pa.Table, *, n_aug: int = 9, alpha: float = 0.1, seed: int = 0, round: int = 0, synonyms: Synonyms
+) -> pa.Table:
     """``n_aug`` EDA candidates per labelled row (``uid``, ``text``, ``label``, ``source``, ``line``):
     candidate j applies ``OPERATIONS[j % 4]`` with the generator ``row_rng(seed, uid, round · n_aug + j)`` (an
     online round draws new candidates; round 0 is the one-time augmentation). Columns: uid (of the new text), text,
@@ -113,11 +116,24 @@ def eda_candidates(rows: pa.Table, *, n_aug: int = 9, alpha: float = 0.1, seed: 
         for j in range(n_aug):
             op = OPERATIONS[j % len(OPERATIONS)]
             new = APPLY[op](words, alpha, row_rng(seed, uid, round * n_aug + j), synonyms)
-            for key, value in (("text", " ".join(new)), ("label", label), ("source", source), ("line", line),
-                               ("parent_uid", uid), ("method", f"eda_{op}"), ("candidate", j)):
+            for key, value in (
+                ("text", " ".join(new)),
+                ("label", label),
+                ("source", source),
+                ("line", line),
+                ("parent_uid", uid),
+                ("method", f"eda_{op}"),
+                ("candidate", j),
+            ):
                 out[key].append(value)
-    table = pa.table({"text": pa.array(out["text"], pa.string()), "label": pa.array(out["label"], pa.string()),
-                      "source": pa.array(out["source"], pa.string()), "line": pa.array(out["line"], pa.int64())})
+    table = pa.table(
+        {
+            "text": pa.array(out["text"], pa.string()),
+            "label": pa.array(out["label"], pa.string()),
+            "source": pa.array(out["source"], pa.string()),
+            "line": pa.array(out["line"], pa.int64()),
+        }
+    )
     table = with_uid(table, "labeled")
     for name, kind in (("parent_uid", pa.string()), ("method", pa.string()), ("candidate", pa.int32())):
         table = table.append_column(name, pa.array(out[name], kind))

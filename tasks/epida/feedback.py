@@ -28,15 +28,38 @@ from tasks.epida.eda import eda_candidates
 from tasks.epida.seas import Mode, cem, rem, seas_select
 from tasks.runtime.stage import Stage
 
-CANDIDATE = pa.schema([("uid", pa.string()), ("text", pa.string()), ("label", pa.string()), ("source", pa.string()),
-                       ("line", pa.int64()), ("parent_uid", pa.string()), ("method", pa.string()),
-                       ("candidate", pa.int32())])
-AUGMENTED = pa.schema([
-    ("uid", pa.string()), ("parent_uid", pa.string()), ("source", pa.string()), ("line", pa.int64()),
-    ("label", pa.string()), ("text", pa.string()), ("method", pa.string()), ("algorithm", pa.string()),
-    ("candidate", pa.int32()), ("round", pa.int32()), ("p_label", pa.float64()), ("s_div", pa.float64()),
-    ("s_qua", pa.float64()), ("s_tot", pa.float64()), ("selected", pa.bool_()), ("classifier", pa.string()),
-])
+CANDIDATE = pa.schema(
+    [
+        ("uid", pa.string()),
+        ("text", pa.string()),
+        ("label", pa.string()),
+        ("source", pa.string()),
+        ("line", pa.int64()),
+        ("parent_uid", pa.string()),
+        ("method", pa.string()),
+        ("candidate", pa.int32()),
+    ]
+)
+AUGMENTED = pa.schema(
+    [
+        ("uid", pa.string()),
+        ("parent_uid", pa.string()),
+        ("source", pa.string()),
+        ("line", pa.int64()),
+        ("label", pa.string()),
+        ("text", pa.string()),
+        ("method", pa.string()),
+        ("algorithm", pa.string()),
+        ("candidate", pa.int32()),
+        ("round", pa.int32()),
+        ("p_label", pa.float64()),
+        ("s_div", pa.float64()),
+        ("s_qua", pa.float64()),
+        ("s_tot", pa.float64()),
+        ("selected", pa.bool_()),
+        ("classifier", pa.string()),
+    ]
+)
 
 
 def algorithm_of(method: str) -> str:
@@ -44,16 +67,30 @@ def algorithm_of(method: str) -> str:
     return method.split("_")[0] if method.startswith("eda_") else method
 
 
-def eda_source(rows: pa.Table, *, n_aug: int = 9, alpha: float = 0.1, seed: int = 0, round: int = 0,
-               wordnet: str = "", wordnet_root: str | None = None) -> pa.Table:
+def eda_source(
+    rows: pa.Table,
+    *,
+    n_aug: int = 9,
+    alpha: float = 0.1,
+    seed: int = 0,
+    round: int = 0,
+    wordnet: str = "",
+    wordnet_root: str | None = None,
+) -> pa.Table:
     """EDA candidates (``tasks.epida.eda``) with WordNet 3.0 synonyms. ``wordnet`` is the database's fingerprint
     (``models.wordnet.database_fingerprint``: a new database recomputes); ``wordnet_root`` a resource."""
     from models.wordnet import synonyms
     from models.wordnet import wordnet as reader
 
     wn = reader(Path(wordnet_root) if wordnet_root else None)
-    return eda_candidates(rows, n_aug=n_aug, alpha=alpha, seed=seed, round=round,
-                          synonyms=functools.lru_cache(maxsize=None)(lambda w: synonyms(w, wn)))
+    return eda_candidates(
+        rows,
+        n_aug=n_aug,
+        alpha=alpha,
+        seed=seed,
+        round=round,
+        synonyms=functools.lru_cache(maxsize=None)(lambda w: synonyms(w, wn)),
+    )
 
 
 def back_translation_source(cands: pa.Table, *, n_aug: int = 9) -> pa.Table:
@@ -65,10 +102,19 @@ def back_translation_source(cands: pa.Table, *, n_aug: int = 9) -> pa.Table:
     first = np.r_[0, np.flatnonzero(parents[1:] != parents[:-1]) + 1] if len(parents) else np.zeros(0, int)
     rank = np.arange(len(parents)) - np.repeat(first, np.diff(np.r_[first, len(parents)]))
     keep = cands.filter(pa.array(rank < n_aug))
-    return pa.table({"uid": keep["uid"], "text": keep["text"], "label": keep["label"], "source": keep["source"],
-                     "line": keep["line"], "parent_uid": keep["parent_uid"],
-                     "method": pa.array(["back_translation"] * keep.num_rows, pa.string()),
-                     "candidate": pc.cast(keep["sample"], pa.int32())}, schema=CANDIDATE)
+    return pa.table(
+        {
+            "uid": keep["uid"],
+            "text": keep["text"],
+            "label": keep["label"],
+            "source": keep["source"],
+            "line": keep["line"],
+            "parent_uid": keep["parent_uid"],
+            "method": pa.array(["back_translation"] * keep.num_rows, pa.string()),
+            "candidate": pc.cast(keep["sample"], pa.int32()),
+        },
+        schema=CANDIDATE,
+    )
 
 
 def _load_classifier(model_path: str, device: str, threads: int):
@@ -92,33 +138,49 @@ def feedback(rows: pa.Table, cands: pa.Table, model) -> tuple[np.ndarray, np.nda
     parents = cands["parent_uid"].to_pylist()
     orphans = sorted({p for p in parents if p not in position})
     if orphans:
-        raise InputError(f"epida: {len(orphans)} candidate(s) whose parent_uid is not among the shard's rows, "
-                         f"e.g. {orphans[0]}")
+        raise InputError(f"epida: {len(orphans)} candidate(s) whose parent_uid is not among the shard's rows, e.g. {orphans[0]}")
     p_t = model.predict_proba(cands["text"].to_pylist())
     p_x = model.predict_proba(rows["text"].to_pylist())[[position[p] for p in parents]]
     return p_t, p_x, np.array([index[x] for x in cands["label"].to_pylist()], dtype=np.int64)
 
 
-def seas_score(rows: pa.Table, *candidates: pa.Table, m: int = 3, alpha: float = 0.5, mode: Mode = "both",
-               normalise: bool = True, round: int = 0, classifier: str = "", model_path: str,
-               device: str = "auto", threads: int = 0) -> pa.Table:
+def seas_score(
+    rows: pa.Table,
+    *candidates: pa.Table,
+    m: int = 3,
+    alpha: float = 0.5,
+    mode: Mode = "both",
+    normalise: bool = True,
+    round: int = 0,
+    classifier: str = "",
+    model_path: str,
+    device: str = "auto",
+    threads: int = 0,
+) -> pa.Table:
     """Every candidate of the shard's rows scored by the classifier at ``model_path`` (fingerprint
     ``classifier``): REM (Eq. 7), CEM (Eq. 10), Eq. 11 and the m best per row and algorithm selected."""
-    cands = pa.concat_tables([c.select(CANDIDATE.names).cast(CANDIDATE) for c in candidates]) if candidates \
+    cands = (
+        pa.concat_tables([c.select(CANDIDATE.names).cast(CANDIDATE) for c in candidates])
+        if candidates
         else CANDIDATE.empty_table()
+    )
     algorithm = pa.array([algorithm_of(x) for x in cands["method"].to_pylist()], pa.string())
     if cands.num_rows:
         p_t, p_x, y = feedback(rows, cands, _classifier(model_path, device, threads))
     else:
         p_t = p_x = np.zeros((0, 2))
         y = np.zeros(0, np.int64)
-    scored = cands.append_column("algorithm", algorithm).append_column(
-        "p_label", pa.array(p_t[np.arange(len(y)), y] if len(y) else [], pa.float64())).append_column(
-        "s_div", pa.array(rem(p_t, y), pa.float64())).append_column("s_qua", pa.array(cem(p_t, p_x), pa.float64()))
+    scored = (
+        cands.append_column("algorithm", algorithm)
+        .append_column("p_label", pa.array(p_t[np.arange(len(y)), y] if len(y) else [], pa.float64()))
+        .append_column("s_div", pa.array(rem(p_t, y), pa.float64()))
+        .append_column("s_qua", pa.array(cem(p_t, p_x), pa.float64()))
+    )
     scored = seas_select(scored, m=m, alpha=alpha, mode=mode, normalise=normalise, by=("parent_uid", "algorithm"))
     n = scored.num_rows
     scored = scored.append_column("round", pa.array([round] * n, pa.int32())).append_column(
-        "classifier", pa.array([classifier] * n, pa.string()))
+        "classifier", pa.array([classifier] * n, pa.string())
+    )
     return scored.select(AUGMENTED.names).cast(AUGMENTED)
 
 

@@ -62,8 +62,15 @@ def min_max(scores: np.ndarray, groups: np.ndarray) -> np.ndarray:
     return np.divide(s - lo[groups], span, out=np.zeros_like(s), where=span > 0)
 
 
-def seas_select(cands: pa.Table, *, m: int = 3, alpha: float = 0.5, mode: Mode = "both",
-                normalise: bool = True, by: Sequence[str] = ("parent_uid",)) -> pa.Table:
+def seas_select(
+    cands: pa.Table,
+    *,
+    m: int = 3,
+    alpha: float = 0.5,
+    mode: Mode = "both",
+    normalise: bool = True,
+    by: Sequence[str] = ("parent_uid",),
+) -> pa.Table:
     """Alg. 1's selection over scored candidates (columns ``parent_uid``, ``uid``, ``s_div``, ``s_qua``):
     adds ``s_tot`` (Eq. 11) and ``selected`` (the m highest s_tot of each group, ties: smaller uid). A group
     is a parent's candidates (``by``; e.g. ``("parent_uid", "algorithm")``: m per DA algorithm T).
@@ -87,8 +94,7 @@ def seas_select(cands: pa.Table, *, m: int = 3, alpha: float = 0.5, mode: Mode =
     rank = np.arange(len(order)) - np.repeat(first, np.diff(np.r_[first, len(order)]))
     selected = np.zeros(len(order), dtype=bool)
     selected[order] = rank < m
-    return cands.append_column("s_tot", pa.array(total, pa.float64())).append_column(
-        "selected", pa.array(selected, pa.bool_()))
+    return cands.append_column("s_tot", pa.array(total, pa.float64())).append_column("selected", pa.array(selected, pa.bool_()))
 
 
 def selected_rows(scored: pa.Table) -> pa.Table:

@@ -60,16 +60,23 @@ def duplicate_counts(out: ArtifactRef, rows_in: int) -> tuple[int, int]:
     return rows_in - later, later
 
 
-def _details(reasons: list[str], lengths: dict[str, list[int]], ratios: list[float] | None,
-             firsts: list[str | None] | None) -> list[str]:
+def _details(
+    reasons: list[str], lengths: dict[str, list[int]], ratios: list[float] | None, firsts: list[str | None] | None
+) -> list[str]:
     """The value each dropped row was cut on: its first copy's line (duplicate), its token counts (too_few_tokens,
     too_many_tokens), its length ratio and the counts behind it (length_ratio)."""
+
     def tokens(i: int) -> str:
         return ", ".join(f"{f + '_' if len(lengths) > 1 else ''}tokens={n[i]}" for f, n in lengths.items())
 
-    return [firsts[i] if why == "duplicate" and firsts else
-            f"ratio={round(ratios[i], 3):g} ({tokens(i)})" if why == "length_ratio" and ratios else tokens(i)
-            for i, why in enumerate(reasons)]
+    return [
+        firsts[i]
+        if why == "duplicate" and firsts
+        else f"ratio={round(ratios[i], 3):g} ({tokens(i)})"
+        if why == "length_ratio" and ratios
+        else tokens(i)
+        for i, why in enumerate(reasons)
+    ]
 
 
 def token_counts(table: pa.Table, field: str) -> pa.Array:
@@ -116,8 +123,14 @@ def clean(
             later = pc.or_(later, pc.not_equal(rows["sentence"], first_sentence))
         first_line = pc.cast(pc.take(duplicates["first_line"], first), pa.string())
         if FIRST_SENTENCE.name in duplicates.column_names and "sentence" in rows.column_names:
-            firsts = pc.binary_join_element_wise("the same sentence as line ", first_line, " sentence ",
-                                                 pc.cast(first_sentence, pa.string()), ", which is kept", "")
+            firsts = pc.binary_join_element_wise(
+                "the same sentence as line ",
+                first_line,
+                " sentence ",
+                pc.cast(first_sentence, pa.string()),
+                ", which is kept",
+                "",
+            )
         else:
             firsts = pc.binary_join_element_wise("the same row as line ", first_line, ", which is kept", "")
         mark(pc.and_(pc.is_valid(first), later), "duplicate")
@@ -133,13 +146,17 @@ def clean(
         mark(pc.greater(ratio, max_ratio), "length_ratio")
     dropped = pc.is_valid(reason)
     at = pc.indices_nonzero(dropped)
-    details = _details(pc.take(reason, at).to_pylist(), {f: pc.take(v, at).to_pylist() for f, v in lengths.items()},
-                       pc.take(ratio, at).to_pylist() if ratio is not None else None,
-                       pc.take(firsts, at).to_pylist() if firsts is not None else None)
+    details = _details(
+        pc.take(reason, at).to_pylist(),
+        {f: pc.take(v, at).to_pylist() for f, v in lengths.items()},
+        pc.take(ratio, at).to_pylist() if ratio is not None else None,
+        pc.take(firsts, at).to_pylist() if firsts is not None else None,
+    )
     return {
         "part": rows.filter(pc.invert(dropped)),
-        "dropped": rows.filter(dropped).append_column("reason", pc.drop_null(reason)).append_column(
-            "detail", pa.array(details, pa.string())),
+        "dropped": rows.filter(dropped)
+        .append_column("reason", pc.drop_null(reason))
+        .append_column("detail", pa.array(details, pa.string())),
     }
 
 

@@ -58,8 +58,9 @@ def _head(path) -> bytes:
         with open(path, "rb") as f:
             return f.read(10)
     except PermissionError:
-        raise InputError(f"{path}: permission denied: the file cannot be read. Hint: check its mode and owner "
-                         f"(ls -l {path})") from None
+        raise InputError(
+            f"{path}: permission denied: the file cannot be read. Hint: check its mode and owner (ls -l {path})"
+        ) from None
 
 
 def decode_warnings(name: str, ds: DatasetConf, read: ArtifactRef) -> list[str]:
@@ -95,8 +96,12 @@ def decode_warnings(name: str, ds: DatasetConf, read: ArtifactRef) -> list[str]:
         what = "charset-normalizer proposes no encoding for them (binary data?)"
         if proposed:
             alternatives = f" (or {', '.join(proposed[1:4])})" if proposed[1:] else ""
-            what = (f"charset-normalizer proposes {proposed[0]}{alternatives} for them. Hint: if that is right, set "
-                    f"{setting} in datasets.{name}")
-        out.append(f"{path}: {n:,} of {lines:,} lines ({n / lines:.0%}) of dataset {name!r}"
-                   f"{f' (side {side})' if side else ''} were rejected as invalid_utf8; {what}")
+            what = (
+                f"charset-normalizer proposes {proposed[0]}{alternatives} for them. Hint: if that is right, set "
+                f"{setting} in datasets.{name}"
+            )
+        out.append(
+            f"{path}: {n:,} of {lines:,} lines ({n / lines:.0%}) of dataset {name!r}"
+            f"{f' (side {side})' if side else ''} were rejected as invalid_utf8; {what}"
+        )
     return out

@@ -33,16 +33,36 @@ from tasks.runtime.stage import Stage
 
 _WORD = re.compile(r"^[^\W\d_]+$")  # letters only
 IDF = pa.schema([("token", pa.string()), ("df", pa.int64()), ("idf", pa.float64())])
-CANDIDATES = pa.schema([
-    ("parent_uid", pa.string()), ("source", pa.string()), ("line", pa.int64()), ("side", pa.string()),
-    ("original", pa.string()), ("other", pa.string()), ("paraphrase", pa.string()), ("sample", pa.int32()),
-    ("negative", pa.list_(pa.string())), ("positive", pa.list_(pa.string())), ("model", pa.string()),
-])
-PARAPHRASED = pa.schema([
-    ("uid", pa.string()), ("parent_uid", pa.string()), ("source", pa.string()), ("line", pa.int64()),
-    ("side", pa.string()), ("src", pa.string()), ("tgt", pa.string()), ("jaccard", pa.float64()),
-    ("constraints", pa.string()), ("sample", pa.int32()), ("model", pa.string()),
-])
+CANDIDATES = pa.schema(
+    [
+        ("parent_uid", pa.string()),
+        ("source", pa.string()),
+        ("line", pa.int64()),
+        ("side", pa.string()),
+        ("original", pa.string()),
+        ("other", pa.string()),
+        ("paraphrase", pa.string()),
+        ("sample", pa.int32()),
+        ("negative", pa.list_(pa.string())),
+        ("positive", pa.list_(pa.string())),
+        ("model", pa.string()),
+    ]
+)
+PARAPHRASED = pa.schema(
+    [
+        ("uid", pa.string()),
+        ("parent_uid", pa.string()),
+        ("source", pa.string()),
+        ("line", pa.int64()),
+        ("side", pa.string()),
+        ("src", pa.string()),
+        ("tgt", pa.string()),
+        ("jaccard", pa.float64()),
+        ("constraints", pa.string()),
+        ("sample", pa.int32()),
+        ("model", pa.string()),
+    ]
+)
 DROPPED = pa.schema([*CANDIDATES, ("jaccard", pa.float64()), ("reason", pa.string())])
 
 
@@ -107,13 +127,25 @@ def violation(paraphrase: str, negative: Sequence[str], positive: Sequence[str])
 
 def in_share(uids: Sequence[str], share: float) -> list[bool]:
     """Whether each uid (an md5 in hex) falls in the first ``share`` of the uid space."""
-    return [int(u[:8], 16) < share * 2 ** 32 for u in uids]
+    return [int(u[:8], 16) < share * 2**32 for u in uids]
 
 
-def constrained_candidates(rows: pa.Table, *, idf: pa.Table, side: str = "src", n: int = 10, negative_top: int = 1,
-                           positive: bool = True, decode: str = "constrained", sampler: Mapping[str, Any] | None = None,
-                           share: float = 1.0, generator: Mapping[str, Any], generator_fingerprint: str,
-                           max_tokens: int = 4096, **resources: Any) -> pa.Table:
+def constrained_candidates(
+    rows: pa.Table,
+    *,
+    idf: pa.Table,
+    side: str = "src",
+    n: int = 10,
+    negative_top: int = 1,
+    positive: bool = True,
+    decode: str = "constrained",
+    sampler: Mapping[str, Any] | None = None,
+    share: float = 1.0,
+    generator: Mapping[str, Any],
+    generator_fingerprint: str,
+    max_tokens: int = 4096,
+    **resources: Any,
+) -> pa.Table:
     """Up to ``n`` paraphrases of each pair's ``side`` with its constraints (``CANDIDATES``, by row then draw):
     ``decode: constrained`` — a round trip's return model's n best under fairseq's constrained beam search
     and bans; ``sample`` — ``n`` samples of ``sampler`` (top-k/top-p) with the bans (transformers) or none.
@@ -139,9 +171,19 @@ def constrained_candidates(rows: pa.Table, *, idf: pa.Table, side: str = "src", 
     out: dict[str, list] = {k: [] for k in CANDIDATES.names}
     for i, row in enumerate(rows.select(["uid", "source", "line"]).to_pylist()):
         for j, para in enumerate(drawn[i]):
-            for k, v in (("parent_uid", row["uid"]), ("source", row["source"]), ("line", row["line"]), ("side", side),
-                         ("original", texts[i]), ("other", others[i]), ("paraphrase", para.strip()), ("sample", j),
-                         ("negative", negative[i]), ("positive", keep[i]), ("model", generator_fingerprint)):
+            for k, v in (
+                ("parent_uid", row["uid"]),
+                ("source", row["source"]),
+                ("line", row["line"]),
+                ("side", side),
+                ("original", texts[i]),
+                ("other", others[i]),
+                ("paraphrase", para.strip()),
+                ("sample", j),
+                ("negative", negative[i]),
+                ("positive", keep[i]),
+                ("model", generator_fingerprint),
+            ):
                 out[k].append(v)
     return pa.table(out, schema=CANDIDATES)
 
@@ -158,9 +200,20 @@ def select_paraphrases(cands: pa.Table, *, max_jaccard: float = 0.65, keep: int 
     for i, c in enumerate(rows):
         j = jaccard(c["original"], c["paraphrase"])
         mine = seen.setdefault(c["parent_uid"], set())
-        reason = ("empty" if not c["paraphrase"] else violation(c["paraphrase"], c["negative"], c["positive"])
-                  or ("jaccard" if j >= max_jaccard else "duplicate" if c["paraphrase"] in mine
-                      else "over_keep" if len(mine) >= keep else None))
+        reason = (
+            "empty"
+            if not c["paraphrase"]
+            else violation(c["paraphrase"], c["negative"], c["positive"])
+            or (
+                "jaccard"
+                if j >= max_jaccard
+                else "duplicate"
+                if c["paraphrase"] in mine
+                else "over_keep"
+                if len(mine) >= keep
+                else None
+            )
+        )
         if reason:
             dropped.append((i, j, reason))
             continue
@@ -168,9 +221,19 @@ def select_paraphrases(cands: pa.Table, *, max_jaccard: float = 0.65, keep: int 
         src, tgt = (c["paraphrase"], c["other"]) if c["side"] == "src" else (c["other"], c["paraphrase"])
         uid = hashlib.md5(f"{c['parent_uid']}\x1f{c['paraphrase']}".encode()).hexdigest()
         constraints = json.dumps({"negative": c["negative"], "positive": c["positive"]}, ensure_ascii=False)
-        for k, v in (("uid", uid), ("parent_uid", c["parent_uid"]), ("source", c["source"]), ("line", c["line"]),
-                     ("side", c["side"]), ("src", src), ("tgt", tgt), ("jaccard", j), ("constraints", constraints),
-                     ("sample", c["sample"]), ("model", c["model"])):
+        for k, v in (
+            ("uid", uid),
+            ("parent_uid", c["parent_uid"]),
+            ("source", c["source"]),
+            ("line", c["line"]),
+            ("side", c["side"]),
+            ("src", src),
+            ("tgt", tgt),
+            ("jaccard", j),
+            ("constraints", constraints),
+            ("sample", c["sample"]),
+            ("model", c["model"]),
+        ):
             kept[k].append(v)
     drops = cands.take(pa.array([i for i, _, _ in dropped], pa.int64()))
     drops = drops.append_column("jaccard", pa.array([j for _, j, _ in dropped], pa.float64()))

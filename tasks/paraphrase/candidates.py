@@ -24,22 +24,44 @@ from models.candidates import BOTTOM_K, TOP_K_TOP_P, Sampler, candidate_bag
 from models.runtime import loaded
 from tasks.runtime.stage import Stage
 
-CANDIDATES = pa.schema([
-    ("uid", pa.string()), ("parent_uid", pa.string()), ("text", pa.string()), ("label", pa.string()),
-    ("source", pa.string()), ("line", pa.int64()), ("sampler", pa.string()), ("sample", pa.int32()),
-    ("model", pa.string()), ("original", pa.string()),
-])
-SCORED = pa.schema(list(CANDIDATES) + [("mi", pa.bool_()), ("p_entail_fwd", pa.float64()),
-                                       ("p_entail_bwd", pa.float64()), ("sim", pa.float64())])
+CANDIDATES = pa.schema(
+    [
+        ("uid", pa.string()),
+        ("parent_uid", pa.string()),
+        ("text", pa.string()),
+        ("label", pa.string()),
+        ("source", pa.string()),
+        ("line", pa.int64()),
+        ("sampler", pa.string()),
+        ("sample", pa.int32()),
+        ("model", pa.string()),
+        ("original", pa.string()),
+    ]
+)
+SCORED = pa.schema(
+    list(CANDIDATES) + [("mi", pa.bool_()), ("p_entail_fwd", pa.float64()), ("p_entail_bwd", pa.float64()), ("sim", pa.float64())]
+)
 
 
-def sampling_plan(*, candidates: int, bottom_k_candidates: int, oversample: float, top_k: int, top_p: float,
-                  bottom_k: int, bottom_k_steps: int, temperature: float, seed: int) -> list[tuple[Sampler, int]]:
+def sampling_plan(
+    *,
+    candidates: int,
+    bottom_k_candidates: int,
+    oversample: float,
+    top_k: int,
+    top_p: float,
+    bottom_k: int,
+    bottom_k_steps: int,
+    temperature: float,
+    seed: int,
+) -> list[tuple[Sampler, int]]:
     """(sampler, draws per sentence): the easy share by top-k/top-p, the hard share by bottom-k."""
     easy = Sampler(TOP_K_TOP_P, top_k, top_p, temperature=temperature, seed=seed)
     hard = Sampler(BOTTOM_K, top_k, top_p, bottom_k, bottom_k_steps, temperature, seed + 1)
-    return [(easy, math.ceil(oversample * (candidates - bottom_k_candidates))),
-            (hard, math.ceil(oversample * bottom_k_candidates))]
+    return [
+        (easy, math.ceil(oversample * (candidates - bottom_k_candidates))),
+        (hard, math.ceil(oversample * bottom_k_candidates)),
+    ]
 
 
 def _load_generator(spec: tuple) -> Any:
@@ -47,14 +69,15 @@ def _load_generator(spec: tuple) -> Any:
     if kind == "hf":
         from models.generation import HFParaphraser
 
-        return HFParaphraser.load(args["model_path"], device=args["device"], threads=args["threads"],
-                                  prompt=args["prompt"])
+        return HFParaphraser.load(args["model_path"], device=args["device"], threads=args["threads"], prompt=args["prompt"])
     from models.generation import RoundTripParaphraser
     from tasks.common.nmt import load
 
-    return RoundTripParaphraser(load(args["forward_path"], dict(args["forward"]), dict(args["forward_runtime"])),
-                                load(args["backward_path"], dict(args["backward"]), dict(args["backward_runtime"])),
-                                pivot_beam=args["pivot_beam"])
+    return RoundTripParaphraser(
+        load(args["forward_path"], dict(args["forward"]), dict(args["forward_runtime"])),
+        load(args["backward_path"], dict(args["backward"]), dict(args["backward_runtime"])),
+        pivot_beam=args["pivot_beam"],
+    )
 
 
 _generator = loaded(_load_generator, maxsize=2)
@@ -71,8 +94,15 @@ def load_generator(generator: Mapping[str, Any], resources: Mapping[str, Any]) -
     return _generator((generator["kind"], *_frozen({**generator, **resources})))
 
 
-def generate_candidates(rows: pa.Table, *, generator: Mapping[str, Any], plan: list[Mapping[str, Any]],
-                        generator_fingerprint: str, max_tokens: int, **resources: Any) -> pa.Table:
+def generate_candidates(
+    rows: pa.Table,
+    *,
+    generator: Mapping[str, Any],
+    plan: list[Mapping[str, Any]],
+    generator_fingerprint: str,
+    max_tokens: int,
+    **resources: Any,
+) -> pa.Table:
     """Every row's bag of candidates (``candidate_bag``): deduplicated, never the input, lineage kept."""
     model = load_generator(generator, resources)
     texts = rows["text"].to_pylist()
@@ -81,8 +111,14 @@ def generate_candidates(rows: pa.Table, *, generator: Mapping[str, Any], plan: l
     out: dict[str, list] = {k: [] for k in CANDIDATES.names}
     for i, (uid, text) in enumerate(zip(rows["uid"].to_pylist(), texts)):
         for sampler, sample, cand in candidate_bag(text, {name: per_text[i] for name, per_text in drawn.items()}):
-            for k, v in (("parent_uid", uid), ("text", cand), ("label", labels[i]), ("sampler", sampler),
-                         ("sample", sample), ("original", text)):
+            for k, v in (
+                ("parent_uid", uid),
+                ("text", cand),
+                ("label", labels[i]),
+                ("sampler", sampler),
+                ("sample", sample),
+                ("original", text),
+            ):
                 out[k].append(v)
             out["source"].append(rows["source"][i].as_py())
             out["line"].append(rows["line"][i].as_py())
@@ -112,8 +148,9 @@ def _load_similarity(kind: str, model: str | None, device: str, threads: int) ->
 _nli, _similarity = loaded(_load_nli, maxsize=2), loaded(_load_similarity, maxsize=2)
 
 
-def score_candidates(cands: pa.Table, *, nli: Mapping[str, Any] | None, similarity: Mapping[str, Any],
-                     **resources: Any) -> pa.Table:
+def score_candidates(
+    cands: pa.Table, *, nli: Mapping[str, Any] | None, similarity: Mapping[str, Any], **resources: Any
+) -> pa.Table:
     """Each candidate with M both ways (``mi``, ``p_entail_fwd``: x ⇒ x̄, ``p_entail_bwd``: x̄ ⇒ x; null without
     an NLI model) and G(x, x̄) (``sim``), x being its ``original``."""
     x = cands["original"].to_pylist()
@@ -123,17 +160,24 @@ def score_candidates(cands: pa.Table, *, nli: Mapping[str, Any] | None, similari
     if nli is not None and n:
         run = resources["nli_runtime"]
         result = _nli(resources["nli_path"], nli["entailment_label"], run["device"], run["threads"]).mutual_implication(
-            x, xbar, max_tokens=run["max_tokens"])
+            x, xbar, max_tokens=run["max_tokens"]
+        )
         mi, p_fwd, p_bwd = result.mi, result.p_forward, result.p_backward
     run = resources["similarity_runtime"]
-    sim = (_similarity(similarity["kind"], resources.get("similarity_path"), run["device"], run["threads"])
-           .score(x, xbar, max_tokens=run["max_tokens"]) if n else np.zeros(0))
+    sim = (
+        _similarity(similarity["kind"], resources.get("similarity_path"), run["device"], run["threads"]).score(
+            x, xbar, max_tokens=run["max_tokens"]
+        )
+        if n
+        else np.zeros(0)
+    )
     nulls = pa.nulls(n, pa.float64())
-    return cands.append_column(
-        "mi", pa.array(mi, pa.bool_()) if mi is not None else pa.nulls(n, pa.bool_())).append_column(
-        "p_entail_fwd", pa.array(p_fwd, pa.float64()) if p_fwd is not None else nulls).append_column(
-        "p_entail_bwd", pa.array(p_bwd, pa.float64()) if p_bwd is not None else nulls).append_column(
-        "sim", pa.array(np.asarray(sim, dtype=np.float64)))
+    return (
+        cands.append_column("mi", pa.array(mi, pa.bool_()) if mi is not None else pa.nulls(n, pa.bool_()))
+        .append_column("p_entail_fwd", pa.array(p_fwd, pa.float64()) if p_fwd is not None else nulls)
+        .append_column("p_entail_bwd", pa.array(p_bwd, pa.float64()) if p_bwd is not None else nulls)
+        .append_column("sim", pa.array(np.asarray(sim, dtype=np.float64)))
+    )
 
 
 GENERATE = Stage("paraphrase_candidates", "2", generate_candidates, tags=("gpu",))  # 2: samples seeded per batch

@@ -28,26 +28,40 @@ from storage.scratch import scratch_duckdb
 from tasks.runtime.stage import Stage
 
 ORIGINAL = "original"
-CURRICULUM = pa.schema([
-    ("uid", pa.string()), ("parent_uid", pa.string()), ("text", pa.string()), ("label", pa.string()),
-    ("source", pa.string()), ("line", pa.int64()), ("level", pa.int32()), ("rank", pa.int32()),
-    ("copy", pa.int32()), ("sampler", pa.string()), ("mi", pa.bool_()), ("sim", pa.float64()),
-    ("generator", pa.string()), ("nli", pa.string()), ("similarity", pa.string()),
-])
-SHORTFALL = pa.schema([("parent_uid", pa.string()), ("source", pa.string()), ("line", pa.int64()),
-                       ("kept", pa.int32()), ("wanted", pa.int32())])
+CURRICULUM = pa.schema(
+    [
+        ("uid", pa.string()),
+        ("parent_uid", pa.string()),
+        ("text", pa.string()),
+        ("label", pa.string()),
+        ("source", pa.string()),
+        ("line", pa.int64()),
+        ("level", pa.int32()),
+        ("rank", pa.int32()),
+        ("copy", pa.int32()),
+        ("sampler", pa.string()),
+        ("mi", pa.bool_()),
+        ("sim", pa.float64()),
+        ("generator", pa.string()),
+        ("nli", pa.string()),
+        ("similarity", pa.string()),
+    ]
+)
+SHORTFALL = pa.schema(
+    [("parent_uid", pa.string()), ("source", pa.string()), ("line", pa.int64()), ("kept", pa.int32()), ("wanted", pa.int32())]
+)
 
 
 def implication_filter(scored: pa.Table, *, beta: float) -> tuple[pa.Table, pa.Table]:
     """Eq. 3: keep iff MI, or G ≥ β. Returns (kept, dropped with ``reason`` = "not_mi_below_beta")."""
     keep = pc.fill_null(pc.or_kleene(pc.fill_null(scored["mi"], False), pc.greater_equal(scored["sim"], beta)), False)
     dropped = scored.filter(pc.invert(keep))
-    return scored.filter(keep), dropped.append_column("reason", pa.repeat(pa.scalar("not_mi_below_beta"),
-                                                                          dropped.num_rows))
+    return scored.filter(keep), dropped.append_column("reason", pa.repeat(pa.scalar("not_mi_below_beta"), dropped.num_rows))
 
 
-def difficulty_levels(sim: Sequence[float], uids: Sequence[str], copies: Sequence[int] | None = None, *,
-                      levels: int) -> tuple[np.ndarray, np.ndarray]:
+def difficulty_levels(
+    sim: Sequence[float], uids: Sequence[str], copies: Sequence[int] | None = None, *, levels: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Eq. 4 over one sentence's bag: (rank, level) per candidate, rank by G descending, ties by (uid, copy)."""
     n = len(sim)
     copies = [0] * n if copies is None else copies
@@ -64,8 +78,8 @@ def select_bag(bag: list[dict], *, candidates: int, bottom_k_candidates: int) ->
     hard = sorted((c for c in bag if c["sampler"] == BOTTOM_K), key=lambda c: c["sample"])
     easy = sorted((c for c in bag if c["sampler"] != BOTTOM_K), key=lambda c: c["sample"])
     chosen = hard[:bottom_k_candidates]
-    chosen += easy[:candidates - len(chosen)]
-    chosen += hard[bottom_k_candidates:bottom_k_candidates + candidates - len(chosen)]
+    chosen += easy[: candidates - len(chosen)]
+    chosen += hard[bottom_k_candidates : bottom_k_candidates + candidates - len(chosen)]
     return chosen
 
 
@@ -75,8 +89,18 @@ def repeat_bag(bag: list[dict], size: int) -> list[dict]:
     return [{**ordered[i % len(ordered)], "copy": i // len(ordered)} for i in range(size)]
 
 
-def build_curriculum(rows: pa.Table, scored: pa.Table, *, beta: float, candidates: int, bottom_k_candidates: int,
-                     levels: int, shortfall: str, nli: str | None, similarity: str) -> dict[str, pa.Table]:
+def build_curriculum(
+    rows: pa.Table,
+    scored: pa.Table,
+    *,
+    beta: float,
+    candidates: int,
+    bottom_k_candidates: int,
+    levels: int,
+    shortfall: str,
+    nli: str | None,
+    similarity: str,
+) -> dict[str, pa.Table]:
     """One shard: the originals at level 0 and their kept paraphrases at levels 1..C (``part``), the
     filtered-out candidates (``dropped``) and the sentences short of ``candidates`` (``shortfall``)."""
     if shortfall not in ("skip", "repeat"):
@@ -90,13 +114,34 @@ def build_curriculum(rows: pa.Table, scored: pa.Table, *, beta: float, candidate
     label = rows["label"].to_pylist() if "label" in rows.column_names else [None] * rows.num_rows
     for i, orig in enumerate(rows.select(["uid", "text", "source", "line"]).to_pylist()):
         where = {"label": label[i], "source": orig["source"], "line": orig["line"]}
-        out.append({"uid": orig["uid"], "parent_uid": orig["uid"], "text": orig["text"], **where, "level": 0,
-                    "rank": 0, "copy": 0, "sampler": ORIGINAL, "mi": None, "sim": None, "generator": None,
-                    "nli": None, "similarity": None})
+        out.append(
+            {
+                "uid": orig["uid"],
+                "parent_uid": orig["uid"],
+                "text": orig["text"],
+                **where,
+                "level": 0,
+                "rank": 0,
+                "copy": 0,
+                "sampler": ORIGINAL,
+                "mi": None,
+                "sim": None,
+                "generator": None,
+                "nli": None,
+                "similarity": None,
+            }
+        )
         bag = select_bag(bags.get(orig["uid"], []), candidates=candidates, bottom_k_candidates=bottom_k_candidates)
         if len(bag) < candidates:
-            short.append({"parent_uid": orig["uid"], "source": orig["source"], "line": orig["line"],
-                          "kept": len(bag), "wanted": candidates})
+            short.append(
+                {
+                    "parent_uid": orig["uid"],
+                    "source": orig["source"],
+                    "line": orig["line"],
+                    "kept": len(bag),
+                    "wanted": candidates,
+                }
+            )
             if shortfall == "repeat" and bag:
                 bag = repeat_bag(bag, candidates)
         if not bag:
@@ -104,11 +149,28 @@ def build_curriculum(rows: pa.Table, scored: pa.Table, *, beta: float, candidate
         copies = [c.get("copy", 0) for c in bag]
         rank, level = difficulty_levels([c["sim"] for c in bag], [c["uid"] for c in bag], copies, levels=levels)
         for c, r, d, k in zip(bag, rank, level, copies):
-            out.append({"uid": c["uid"], "parent_uid": orig["uid"], "text": c["text"], **where, "level": int(d),
-                        "rank": int(r), "copy": k, "sampler": c["sampler"], "mi": c["mi"], "sim": c["sim"],
-                        "generator": c["model"], "nli": nli, "similarity": similarity})
-    return {"part": pa.Table.from_pylist(out, schema=CURRICULUM),
-            "dropped": dropped, "shortfall": pa.Table.from_pylist(short, schema=SHORTFALL)}
+            out.append(
+                {
+                    "uid": c["uid"],
+                    "parent_uid": orig["uid"],
+                    "text": c["text"],
+                    **where,
+                    "level": int(d),
+                    "rank": int(r),
+                    "copy": k,
+                    "sampler": c["sampler"],
+                    "mi": c["mi"],
+                    "sim": c["sim"],
+                    "generator": c["model"],
+                    "nli": nli,
+                    "similarity": similarity,
+                }
+            )
+    return {
+        "part": pa.Table.from_pylist(out, schema=CURRICULUM),
+        "dropped": dropped,
+        "shortfall": pa.Table.from_pylist(short, schema=SHORTFALL),
+    }
 
 
 def paraphrase_diversity(parts: Parts) -> pa.Table:

@@ -65,8 +65,9 @@ class Stage:
         function with ``**kwargs`` takes any other key as it is."""
         return self.params or _signature_model(self.fn, frozenset(exclude))
 
-    def bind(self, params: Mapping[str, Any] | BaseModel, *, n_inputs: int, side: Collection[str] = (),
-             resources: Collection[str] = ()) -> BaseModel:
+    def bind(
+        self, params: Mapping[str, Any] | BaseModel, *, n_inputs: int, side: Collection[str] = (), resources: Collection[str] = ()
+    ) -> BaseModel:
         """Validate ``params`` (a mapping, or a conf section whose fields are the parameters) and check that
         ``fn`` accepts ``n_inputs`` inputs, the ``side`` inputs, the parameters and the ``resources``.
         Raises ConfError naming the stage and each wrong key."""
@@ -75,12 +76,10 @@ class Stage:
         try:
             bound = model.model_validate(data)
         except ValidationError as e:
-            wrong = "; ".join(f"parameter {'.'.join(map(str, err['loc']))!r} {_problem(err, model)}"
-                              for err in e.errors())
+            wrong = "; ".join(f"parameter {'.'.join(map(str, err['loc']))!r} {_problem(err, model)}" for err in e.errors())
             raise ConfError(f"stage {self.name!r}: {wrong}") from None
         try:
-            inspect.signature(inspect.unwrap(self.fn)).bind(
-                *range(n_inputs), **dict.fromkeys([*side, *resources]), **dict(bound))
+            inspect.signature(inspect.unwrap(self.fn)).bind(*range(n_inputs), **dict.fromkeys([*side, *resources]), **dict(bound))
         except TypeError as e:
             raise ConfError(f"stage {self.name!r}: {self.fn.__name__}() does not take these inputs: {e}") from None
         return bound
@@ -133,9 +132,12 @@ def commit_shard(out: ArtifactRef, shard: int, outputs: StageOutput) -> dict[str
     for role in sorted(tables, key=lambda r: r == MAIN):
         path = out.path(shard, role)
         expect = recorded.get(path.name) or (hash_file(path) if path.exists() else None)
-        write_part(tables[role], path, recorded=expect,
-                   what=f"stage {out.stage!r} ({out.fingerprint[:12]}), shard {shard}"
-                        + (f" of {out.n_shards}" if out.n_shards else ""))
+        write_part(
+            tables[role],
+            path,
+            recorded=expect,
+            what=f"stage {out.stage!r} ({out.fingerprint[:12]}), shard {shard}" + (f" of {out.n_shards}" if out.n_shards else ""),
+        )
     return {role: t.num_rows for role, t in tables.items()}
 
 
@@ -185,13 +187,15 @@ def shard_cache_key(_context: Any, parameters: Mapping[str, Any]) -> str:
 # The Prefect tasks over these bodies, made on first use: importing Prefect costs ~1.5 s, which a replayed run
 # (every stage cached, flows/engine/replay.py) never needs.
 
+
 @functools.cache
 def shard_task() -> Task:
     """run_shard as a Prefect task: with a cache key (the artifact's fingerprint and the shard), retries and a name."""
     from prefect import task
 
-    return task(run_shard, name="stage-shard", task_run_name="{stage.name}-{shard:05d}", cache_key_fn=shard_cache_key,
-                persist_result=True)
+    return task(
+        run_shard, name="stage-shard", task_run_name="{stage.name}-{shard:05d}", cache_key_fn=shard_cache_key, persist_result=True
+    )
 
 
 SourceFn = Callable[[], Iterator[tuple[int, StageOutput]]]
@@ -239,8 +243,7 @@ def model_task() -> Task:
     from prefect import task
     from prefect.cache_policies import NO_CACHE
 
-    return task(build_model, name="model", task_run_name="{path.parent.parent.name}", cache_policy=NO_CACHE,
-                persist_result=False)
+    return task(build_model, name="model", task_run_name="{path.parent.parent.name}", cache_policy=NO_CACHE, persist_result=False)
 
 
 def source_cache_key(_context: Any, parameters: Mapping[str, Any]) -> str:
@@ -254,5 +257,4 @@ def source_task() -> Task:
     """run_source as a Prefect task, cached by the artifact's fingerprint."""
     from prefect import task
 
-    return task(run_source, name="source", task_run_name="{out.stage}", cache_key_fn=source_cache_key,
-                persist_result=True)
+    return task(run_source, name="source", task_run_name="{out.stage}", cache_key_fn=source_cache_key, persist_result=True)

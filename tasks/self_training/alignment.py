@@ -23,11 +23,20 @@ from storage.parts import Parts
 from tasks.runtime.stage import Stage
 
 ROWS_PER_CHUNK = 100_000  # sentences symmetrised and turned into rows at a time
-ALIGNMENT = pa.schema([
-    ("uid", pa.string()), ("source", pa.string()), ("line", pa.int64()), ("links", pa.string()),
-    ("src_pos", pa.list_(pa.int32())), ("tgt_pos", pa.list_(pa.int32())), ("src_tokens", pa.int32()),
-    ("tgt_tokens", pa.int32()), ("aligned_src", pa.int32()), ("coverage", pa.float64()),
-])
+ALIGNMENT = pa.schema(
+    [
+        ("uid", pa.string()),
+        ("source", pa.string()),
+        ("line", pa.int64()),
+        ("links", pa.string()),
+        ("src_pos", pa.list_(pa.int32())),
+        ("tgt_pos", pa.list_(pa.int32())),
+        ("src_tokens", pa.int32()),
+        ("tgt_tokens", pa.int32()),
+        ("aligned_src", pa.int32()),
+        ("coverage", pa.float64()),
+    ]
+)
 
 
 def _positions(alignment: Alignment, values: np.ndarray) -> pa.ListArray:
@@ -43,8 +52,9 @@ def aligned_source_words(alignment: Alignment, src_lengths: np.ndarray) -> np.nd
     return np.bincount(unique // width, minlength=n)
 
 
-def _alignment_rows(uid: pa.Array | pa.ChunkedArray, rows: pa.Table, src_len: np.ndarray, tgt_len: np.ndarray,
-                    fwd: Alignment, rev: Alignment) -> pa.Table:
+def _alignment_rows(
+    uid: pa.Array | pa.ChunkedArray, rows: pa.Table, src_len: np.ndarray, tgt_len: np.ndarray, fwd: Alignment, rev: Alignment
+) -> pa.Table:
     """The `alignments` rows of a bitext: grow-diag-final-and of both directions, positions, coverage; built
     ``ROWS_PER_CHUNK`` sentences at a time (each sentence is symmetrised alone), so the temporaries of the
     symmetrisation and of the Pharaoh text are a chunk's, not the whole bitext's."""
@@ -53,44 +63,65 @@ def _alignment_rows(uid: pa.Array | pa.ChunkedArray, rows: pa.Table, src_len: np
         return _rows_of(uid, rows, src_len, tgt_len, fwd, rev)
     return pa.concat_tables(
         _rows_of(uid.slice(a, b - a), rows.slice(a, b - a), src_len[a:b], tgt_len[a:b], fwd.slice(a, b), rev.slice(a, b))
-        for a, b in ((a, min(a + ROWS_PER_CHUNK, n)) for a in range(0, n, ROWS_PER_CHUNK)))
+        for a, b in ((a, min(a + ROWS_PER_CHUNK, n)) for a in range(0, n, ROWS_PER_CHUNK))
+    )
 
 
-def _rows_of(uid: pa.Array | pa.ChunkedArray, rows: pa.Table, src_len: np.ndarray, tgt_len: np.ndarray,
-             fwd: Alignment, rev: Alignment) -> pa.Table:
+def _rows_of(
+    uid: pa.Array | pa.ChunkedArray, rows: pa.Table, src_len: np.ndarray, tgt_len: np.ndarray, fwd: Alignment, rev: Alignment
+) -> pa.Table:
     src_len, tgt_len = src_len.astype(np.int64), tgt_len.astype(np.int64)
     links = grow_diag_final_and(fwd, rev, src_len, tgt_len)
     aligned = aligned_source_words(links, src_len)
     coverage = np.divide(aligned, src_len, out=np.zeros(len(src_len)), where=src_len > 0)
-    return pa.table({
-        "uid": uid, "source": rows["source"], "line": rows["line"], "links": links.pharaoh_array(),
-        "src_pos": _positions(links, links.src), "tgt_pos": _positions(links, links.tgt),
-        "src_tokens": src_len.astype(np.int32), "tgt_tokens": tgt_len.astype(np.int32),
-        "aligned_src": aligned.astype(np.int32), "coverage": coverage,
-    }, schema=ALIGNMENT)
+    return pa.table(
+        {
+            "uid": uid,
+            "source": rows["source"],
+            "line": rows["line"],
+            "links": links.pharaoh_array(),
+            "src_pos": _positions(links, links.src),
+            "tgt_pos": _positions(links, links.tgt),
+            "src_tokens": src_len.astype(np.int32),
+            "tgt_tokens": tgt_len.astype(np.int32),
+            "aligned_src": aligned.astype(np.int32),
+            "coverage": coverage,
+        },
+        schema=ALIGNMENT,
+    )
 
 
 def align_bitext(
-    parts: Parts, *, lowercase: bool = False, iterations: int = 5, p0: float = 0.08, alpha: float = 0.01,
-    tension: float = 4.0, optimize_tension: bool = True,
+    parts: Parts,
+    *,
+    lowercase: bool = False,
+    iterations: int = 5,
+    p0: float = 0.08,
+    alpha: float = 0.01,
+    tension: float = 4.0,
+    optimize_tension: bool = True,
 ) -> dict[str, pa.Table]:
     """fast_align both ways over the bitext, grow-diag-final-and; the links per pair and the two models."""
+
     def words(column: str) -> Side:  # the aligner splits on whitespace as models.lexicon.tokenize does
         return encode_stream(pc.utf8_lower(t[column]) if lowercase else t[column] for t in parts.tables([column]))
 
     src, tgt = words("src"), words("tgt")
     src_len, tgt_len = src.lengths, tgt.lengths
     fwd_model, rev_model, fwd, rev = align_encoded(
-        src, tgt, iterations=iterations, p0=p0, alpha=alpha, tension=tension, optimize_tension=optimize_tension)
+        src, tgt, iterations=iterations, p0=p0, alpha=alpha, tension=tension, optimize_tension=optimize_tension
+    )
     del src, tgt  # the word ids (4 bytes a token) are not needed for the rows
     rows = parts.table(["uid", "source", "line"])
     part = _alignment_rows(rows["uid"], rows, src_len, tgt_len, fwd, rev)
-    models = pa.table({
-        "direction": ["forward", "reverse"],
-        "tension": [fwd_model.tension, rev_model.tension],
-        "mean_srclen_multiplier": [fwd_model.mean_srclen_multiplier, rev_model.mean_srclen_multiplier],
-        "p0": [p0, p0],
-    })
+    models = pa.table(
+        {
+            "direction": ["forward", "reverse"],
+            "tension": [fwd_model.tension, rev_model.tension],
+            "mean_srclen_multiplier": [fwd_model.mean_srclen_multiplier, rev_model.mean_srclen_multiplier],
+            "p0": [p0, p0],
+        }
+    )
     return {"part": part, "fwd_table": fwd_model.table(), "rev_table": rev_model.table(), "aligner": models}
 
 
@@ -106,18 +137,24 @@ def lexicon(bitext_parts: Parts, alignment_parts: Parts, *, lowercase: bool = Fa
             raise InputError("lexicon: the alignment's rows are not the bitext's rows, in order (a stale artifact?)")
         sp, tp = src_pos.slice(start, n), tgt_pos.slice(start, n)
         offsets = np.asarray(sp.offsets, dtype=np.int64)
-        counts.append(link_counts(linked_words(
-            tokenize(rows["src"], lowercase=lowercase), tokenize(rows["tgt"], lowercase=lowercase),
-            offsets - offsets[0], sp.flatten().to_numpy(), tp.flatten().to_numpy())))
+        counts.append(
+            link_counts(
+                linked_words(
+                    tokenize(rows["src"], lowercase=lowercase),
+                    tokenize(rows["tgt"], lowercase=lowercase),
+                    offsets - offsets[0],
+                    sp.flatten().to_numpy(),
+                    tp.flatten().to_numpy(),
+                )
+            )
+        )
         start += n
     if start != len(uids):
         raise InputError("lexicon: the alignment's rows are not the bitext's rows, in order (a stale artifact?)")
-    return build_lexicon(pa.concat_tables(counts) if counts else pa.table({"src": [], "tgt": [], "count": []}),
-                         counted=True)
+    return build_lexicon(pa.concat_tables(counts) if counts else pa.table({"src": [], "tgt": [], "count": []}), counted=True)
 
 
-def source_word_uncertainty(lexicon_parts: Parts, bitext_parts: Parts, *,
-                            lowercase: bool = False) -> pa.Table:
+def source_word_uncertainty(lexicon_parts: Parts, bitext_parts: Parts, *, lowercase: bool = False) -> pa.Table:
     """H, links and frequency of every source word of the bitext (the `word_uncertainty` view); the
     frequencies counted one part at a time."""
     lex = lexicon_parts.table(["src", "tgt", "count", "p"])
@@ -135,16 +172,28 @@ def force_align(*inputs: Parts, lowercase: bool = False, key: str = "uid") -> pa
     parts = Parts(tuple(p for ps in pairs for p in ps.paths))
     model_dir = alignment_parts.dir
     params = {r["direction"]: r for r in alignment_parts.side("aligner").to_pylist()}
-    fwd_model, rev_model = (FastAlign.from_table(model_dir / f"{name}-00000.parquet", reverse=name == "rev_table",
-                                                 tension=params[d]["tension"], p0=params[d]["p0"],
-                                                 mean_srclen_multiplier=params[d]["mean_srclen_multiplier"])
-                            for name, d in (("fwd_table", "forward"), ("rev_table", "reverse")))
+    fwd_model, rev_model = (
+        FastAlign.from_table(
+            model_dir / f"{name}-00000.parquet",
+            reverse=name == "rev_table",
+            tension=params[d]["tension"],
+            p0=params[d]["p0"],
+            mean_srclen_multiplier=params[d]["mean_srclen_multiplier"],
+        )
+        for name, d in (("fwd_table", "forward"), ("rev_table", "reverse"))
+    )
     rows = parts.table([key, "source", "line", "src", "tgt"])
     src = tokenize(rows["src"], lowercase=lowercase)
     tgt = tokenize(rows["tgt"], lowercase=lowercase)
     src_text, tgt_text = pc.binary_join(src, " "), pc.binary_join(tgt, " ")
-    return _alignment_rows(rows[key], rows, _lengths(src), _lengths(tgt), fwd_model.align(src_text, tgt_text)[0],
-                           rev_model.align(src_text, tgt_text)[0])
+    return _alignment_rows(
+        rows[key],
+        rows,
+        _lengths(src),
+        _lengths(tgt),
+        fwd_model.align(src_text, tgt_text)[0],
+        rev_model.align(src_text, tgt_text)[0],
+    )
 
 
 def _lengths(tokens: pa.ListArray) -> np.ndarray:

@@ -17,14 +17,19 @@ from models.word_tokenizer import Kind, word_tokenize
 from tasks.runtime.stage import Stage
 
 
-def tokenize_columns(rows: pa.Table, *, langs: dict[str, str], kind: Kind = "moses",
-                     aggressive_dash_splits: bool = False, pattern: str = DEFAULT_PATTERN) -> pa.Table:
+def tokenize_columns(
+    rows: pa.Table,
+    *,
+    langs: dict[str, str],
+    kind: Kind = "moses",
+    aggressive_dash_splits: bool = False,
+    pattern: str = DEFAULT_PATTERN,
+) -> pa.Table:
     """``rows`` with each column of ``langs`` (column -> language) tokenised; every other column as it was."""
     for column, lang in langs.items():
         if column not in rows.column_names:
             raise InputError(f"tokenize: no column {column!r} to tokenise (the rows have {rows.column_names})")
-        tokens = word_tokenize(rows[column], kind=kind, lang=lang, aggressive_dash_splits=aggressive_dash_splits,
-                               pattern=pattern)
+        tokens = word_tokenize(rows[column], kind=kind, lang=lang, aggressive_dash_splits=aggressive_dash_splits, pattern=pattern)
         rows = rows.set_column(rows.column_names.index(column), column, tokens)
     return rows
 

@@ -32,12 +32,38 @@ from storage.scratch import scratch_duckdb
 from tasks.runtime.stage import Stage
 
 METHODS = ("uncertainty", "random", "word_rarity", "srclm")
-SCORED = pa.schema([("uid", pa.string()), ("source", pa.string()), ("line", pa.int64()), ("tokens", pa.int32()),
-                    ("uncertainty", pa.float64()), ("word_rarity", pa.float64())])
-SELECTED = pa.schema([("uid", pa.string()), ("source", pa.string()), ("line", pa.int64()),
-                      ("uncertainty", pa.float64()), ("p", pa.float64()), ("rank", pa.int64())])
-SAMPLED = pa.schema([("uid", pa.string()), ("text", pa.string()), ("source", pa.string()), ("line", pa.int64()),
-                     ("uncertainty", pa.float64()), ("p", pa.float64()), ("rank", pa.int64()), ("method", pa.string())])
+SCORED = pa.schema(
+    [
+        ("uid", pa.string()),
+        ("source", pa.string()),
+        ("line", pa.int64()),
+        ("tokens", pa.int32()),
+        ("uncertainty", pa.float64()),
+        ("word_rarity", pa.float64()),
+    ]
+)
+SELECTED = pa.schema(
+    [
+        ("uid", pa.string()),
+        ("source", pa.string()),
+        ("line", pa.int64()),
+        ("uncertainty", pa.float64()),
+        ("p", pa.float64()),
+        ("rank", pa.int64()),
+    ]
+)
+SAMPLED = pa.schema(
+    [
+        ("uid", pa.string()),
+        ("text", pa.string()),
+        ("source", pa.string()),
+        ("line", pa.int64()),
+        ("uncertainty", pa.float64()),
+        ("p", pa.float64()),
+        ("rank", pa.int64()),
+        ("method", pa.string()),
+    ]
+)
 
 
 def sentence_uncertainty(rows: pa.Table, word_uncertainty: pa.Table, *, column: str, lowercase: bool = False) -> pa.Table:
@@ -48,8 +74,17 @@ def sentence_uncertainty(rows: pa.Table, word_uncertainty: pa.Table, *, column: 
     """
     texts = pc.utf8_lower(rows[column]) if lowercase else rows[column]
     tokens, u, rarity = WordScores(word_uncertainty).score(texts)
-    return pa.table({"uid": rows["uid"], "source": rows["source"], "line": rows["line"], "tokens": tokens,
-                     "uncertainty": u, "word_rarity": rarity}, schema=SCORED)
+    return pa.table(
+        {
+            "uid": rows["uid"],
+            "source": rows["source"],
+            "line": rows["line"],
+            "tokens": tokens,
+            "uncertainty": u,
+            "word_rarity": rarity,
+        },
+        schema=SCORED,
+    )
 
 
 def u_max(parts: Parts, *, percentile_r: float = 90.0) -> pa.Table:
@@ -85,13 +120,14 @@ def uid_uniform(uid: pa.Array | pa.ChunkedArray, seed: int) -> np.ndarray:
     n = len(arr)
     if n == 0:
         return np.zeros(0)
-    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32)[arr.offset:arr.offset + n + 1]
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32)[arr.offset : arr.offset + n + 1]
     if np.any(bad := np.diff(offsets) != 32):
         row = int(np.argmax(bad))
-        raise InputError(f"uid_uniform: row {row}: uid {arr[row].as_py()!r} is not 32 hex characters "
-                         "(storage.schemas.with_uid makes them)")
+        raise InputError(
+            f"uid_uniform: row {row}: uid {arr[row].as_py()!r} is not 32 hex characters (storage.schemas.with_uid makes them)"
+        )
     data = np.frombuffer(arr.buffers()[2], dtype=np.uint8)
-    nibbles = _HEX[data[offsets[0]:offsets[-1]].reshape(n, 32)[:, :16]]  # every uid is 32 bytes: no gather
+    nibbles = _HEX[data[offsets[0] : offsets[-1]].reshape(n, 32)[:, :16]]  # every uid is 32 bytes: no gather
     x = np.ascontiguousarray((nibbles[:, 0::2] << 4) | nibbles[:, 1::2]).view(">u8").ravel().astype(np.uint64)
     with np.errstate(over="ignore"):
         z = x ^ np.uint64((seed * 0x9E3779B97F4A7C15) % 2**64)
@@ -103,8 +139,14 @@ def uid_uniform(uid: pa.Array | pa.ChunkedArray, seed: int) -> np.ndarray:
 
 
 def sample_keys(
-    scored: pa.Table, lm_scores: pa.Table | None = None, *, u_max: pa.Table,
-    method: str = "uncertainty", beta: float = 2.0, seed: int = 0, budget: int,
+    scored: pa.Table,
+    lm_scores: pa.Table | None = None,
+    *,
+    u_max: pa.Table,
+    method: str = "uncertainty",
+    beta: float = 2.0,
+    seed: int = 0,
+    budget: int,
 ) -> pa.Table:
     """One shard's candidates: its rows with p > 0 and their key, only the shard's top ``budget`` kept.
 
@@ -123,14 +165,17 @@ def sample_keys(
         weight, key = np.ones(len(u)), scored["word_rarity"].to_numpy()
     elif method == "srclm":
         if lm_scores is None or not pc.all(pc.equal(lm_scores["uid"], scored["uid"])).as_py():
-            raise InputError("sample_keys(method='srclm'): the source-LM scores are not this shard's rows, row "
-                             "for row (a stale lm_score artifact?)")
+            raise InputError(
+                "sample_keys(method='srclm'): the source-LM scores are not this shard's rows, row "
+                "for row (a stale lm_score artifact?)"
+            )
         weight, key = np.ones(len(u)), -lm_scores["cross_entropy"].to_numpy()
     else:
         raise ConfError(f"self_training.sampling.method: {method!r}, expected one of {', '.join(METHODS)}")
     eligible = weight > 0
-    table = pa.table({"uid": scored["uid"], "source": scored["source"], "line": scored["line"],
-                      "uncertainty": u, "weight": weight, "key": key}).filter(pa.array(eligible))
+    table = pa.table(
+        {"uid": scored["uid"], "source": scored["source"], "line": scored["line"], "uncertainty": u, "weight": weight, "key": key}
+    ).filter(pa.array(eligible))
     if table.num_rows > budget:
         order = pc.sort_indices(table, [("key", "descending"), ("uid", "ascending")])
         table = table.take(order[:budget])
@@ -152,8 +197,7 @@ def sum_partials(values: np.ndarray, terms: int = 3) -> list[float]:
     return out
 
 
-def select_sample(*key_parts: Parts, budget: int, method: str = "uncertainty",
-                  memory_limit: str = "512MB") -> pa.Table:
+def select_sample(*key_parts: Parts, budget: int, method: str = "uncertainty", memory_limit: str = "512MB") -> pa.Table:
     """The global top ``budget`` keys over every shard of every monolingual dataset (ties: smaller uid first).
 
     Columns uid, source, line, uncertainty, p (the row's probability under Eq. 6.6 over all rows, for
@@ -163,26 +207,32 @@ def select_sample(*key_parts: Parts, budget: int, method: str = "uncertainty",
     parts = Parts(tuple(p for ps in key_parts for p in ps.paths))
     with scratch_duckdb(memory_limit=memory_limit, name="sample") as con:
         src = parts.sql(filename=True)
-        shards = con.execute(
-            f"SELECT any_value(shard_eligible), any_value(shard_weight_0), any_value(shard_weight_1), "
-            f"any_value(shard_weight_2) FROM {src} GROUP BY filename").fetchall() if parts else []
+        shards = (
+            con.execute(
+                f"SELECT any_value(shard_eligible), any_value(shard_weight_0), any_value(shard_weight_1), "
+                f"any_value(shard_weight_2) FROM {src} GROUP BY filename"
+            ).fetchall()
+            if parts
+            else []
+        )
         eligible, weight = sum(s[0] for s in shards), math.fsum(w for s in shards for w in s[1:])
         if eligible < budget:
             why = "U > 0 and U < 2·U_max" if method == "uncertainty" else "a score"
             raise InputError(
                 f"sampling ({method}): only {eligible:,} monolingual rows have p > 0 ({why}), fewer than the budget "
-                f"{budget:,}. Hint: lower self_training.sampling.budget (or budget_ratio), or add monolingual data")
+                f"{budget:,}. Hint: lower self_training.sampling.budget (or budget_ratio), or add monolingual data"
+            )
         p = "weight / $total" if method == "uncertainty" else "1.0 / $total"
         total = weight if method == "uncertainty" else float(eligible)
         table = con.sql(
             f"SELECT uid, source, line, uncertainty, {p} AS p, row_number() OVER (ORDER BY key DESC, uid) AS rank "
             f"FROM (SELECT * FROM {src} ORDER BY key DESC, uid LIMIT $budget) ORDER BY source, line, uid",
-            params={"total": total, "budget": budget}).to_arrow_table()
+            params={"total": total, "budget": budget},
+        ).to_arrow_table()
     return table.cast(SELECTED)
 
 
-def take_sample(rows: pa.Table, selected: pa.Table | Parts, *, method: str = "uncertainty",
-                split: bool = False) -> pa.Table:
+def take_sample(rows: pa.Table, selected: pa.Table | Parts, *, method: str = "uncertainty", split: bool = False) -> pa.Table:
     """The shard's rows that were drawn, in input order, with their U, p and rank (the `sampled_mono` view).
 
     ``selected`` (`select_sample`'s rows, sorted by source and line) comes as ``Parts`` in the flow: each
@@ -198,11 +248,19 @@ def take_sample(rows: pa.Table, selected: pa.Table | Parts, *, method: str = "un
     idx = pc.index_in(rows["uid"], value_set=selected["uid"])
     keep = pc.is_valid(idx)
     picked, at = rows.filter(keep), pc.drop_null(idx)
-    sample = pa.table({
-        "uid": picked["uid"], "text": picked["text"], "source": picked["source"], "line": picked["line"],
-        "uncertainty": pc.take(selected["uncertainty"], at), "p": pc.take(selected["p"], at),
-        "rank": pc.take(selected["rank"], at), "method": pa.array([method] * picked.num_rows, pa.string()),
-    }, schema=SAMPLED)
+    sample = pa.table(
+        {
+            "uid": picked["uid"],
+            "text": picked["text"],
+            "source": picked["source"],
+            "line": picked["line"],
+            "uncertainty": pc.take(selected["uncertainty"], at),
+            "p": pc.take(selected["p"], at),
+            "rank": pc.take(selected["rank"], at),
+            "method": pa.array([method] * picked.num_rows, pa.string()),
+        },
+        schema=SAMPLED,
+    )
     if split:
         if "sentence" not in rows.column_names:
             raise InputError("sampled_mono: split is set but the rows have no `sentence` column")
@@ -210,8 +268,7 @@ def take_sample(rows: pa.Table, selected: pa.Table | Parts, *, method: str = "un
     return sample
 
 
-def uncertainty_bins(*inputs: Parts, bins: int = 5, aligned: bool = False,
-                     memory_limit: str = "512MB") -> pa.Table:
+def uncertainty_bins(*inputs: Parts, bins: int = 5, aligned: bool = False, memory_limit: str = "512MB") -> pa.Table:
     """Linguistic properties per uncertainty bin (Fig. 6.3): rows ranked by U (ties: uid) into ``bins``
     equal-size bins; mean length, word rarity and, with ``aligned``, coverage (the share of source words
     with a link). ``inputs``: the scored parts of one or more datasets, then, with ``aligned``, the
@@ -232,10 +289,24 @@ def uncertainty_bins(*inputs: Parts, bins: int = 5, aligned: bool = False,
             f"avg(uncertainty) AS u_mean, avg(tokens) AS length, avg(word_rarity) AS word_rarity, "
             f"avg(coverage) AS coverage FROM (SELECT s.uncertainty, s.tokens, s.word_rarity, {cov} AS coverage, "
             f"ntile($bins) OVER (ORDER BY s.uncertainty, s.uid) AS bin FROM {scored_parts.sql()} s {join}) "
-            f"GROUP BY bin ORDER BY bin", params={"bins": bins}).to_arrow_table()
-    return table.cast(pa.schema([("source", pa.string()), ("bin", pa.int64()), ("rows", pa.int64()), ("u_min", pa.float64()),
-                                 ("u_max", pa.float64()), ("u_mean", pa.float64()), ("length", pa.float64()),
-                                 ("word_rarity", pa.float64()), ("coverage", pa.float64())]))
+            f"GROUP BY bin ORDER BY bin",
+            params={"bins": bins},
+        ).to_arrow_table()
+    return table.cast(
+        pa.schema(
+            [
+                ("source", pa.string()),
+                ("bin", pa.int64()),
+                ("rows", pa.int64()),
+                ("u_min", pa.float64()),
+                ("u_max", pa.float64()),
+                ("u_mean", pa.float64()),
+                ("length", pa.float64()),
+                ("word_rarity", pa.float64()),
+                ("coverage", pa.float64()),
+            ]
+        )
+    )
 
 
 SCORE = Stage("uncertainty", "1", sentence_uncertainty, view="uncertainty")

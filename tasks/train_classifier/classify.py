@@ -25,14 +25,23 @@ from tasks.runtime.stage import Stage
 from tasks.train_classifier.schedule import curriculum_batches, level_schedule
 
 LOSSES = "losses.parquet"
-PREDICTIONS = pa.schema([("uid", pa.string()), ("text", pa.string()), ("label", pa.string()),
-                         ("predicted", pa.string())])
+PREDICTIONS = pa.schema([("uid", pa.string()), ("text", pa.string()), ("label", pa.string()), ("predicted", pa.string())])
 
 
-def curriculum_training(curriculum: pa.Table, *, labels: Sequence[str], schedule: str, levels: int, cycles: int,
-                        steps_per_level: int, batch_size: int, original_share: float, seed: int,
-                        classifier: Mapping[str, Any], progress: Callable[[int, int], None] | None = None
-                        ) -> tuple[Any, pa.Table]:
+def curriculum_training(
+    curriculum: pa.Table,
+    *,
+    labels: Sequence[str],
+    schedule: str,
+    levels: int,
+    cycles: int,
+    steps_per_level: int,
+    batch_size: int,
+    original_share: float,
+    seed: int,
+    classifier: Mapping[str, Any],
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[Any, pa.Table]:
     """The trained classifier and its losses (step, level, loss). ``curriculum`` has uid, parent_uid, text, label,
     level; ``classifier`` is ``build_classifier``'s kind, model, lr, device, threads."""
     from models.classifier import build_classifier
@@ -43,22 +52,35 @@ def curriculum_training(curriculum: pa.Table, *, labels: Sequence[str], schedule
         raise InputError(f"train_classifier: curriculum labels {missing} are not among the classes {list(labels)}")
     steps = level_schedule(schedule, levels=levels, cycles=cycles, steps_per_level=steps_per_level)
     texts, gold = curriculum["text"].to_pylist(), np.array([index[lb] for lb in curriculum["label"].to_pylist()])
-    model = build_classifier(classifier["kind"], labels, model=classifier.get("model"), lr=classifier.get("lr"),
-                             seed=seed, device=classifier.get("device", "auto"), threads=classifier.get("threads", 0))
+    model = build_classifier(
+        classifier["kind"],
+        labels,
+        model=classifier.get("model"),
+        lr=classifier.get("lr"),
+        seed=seed,
+        device=classifier.get("device", "auto"),
+        threads=classifier.get("threads", 0),
+    )
     losses = np.zeros(len(steps))
-    batches = curriculum_batches(curriculum["parent_uid"].to_pylist(), curriculum["level"].to_pylist(),
-                                 curriculum["uid"].to_pylist(), steps, batch_size=batch_size,
-                                 original_share=original_share, seed=seed)
+    batches = curriculum_batches(
+        curriculum["parent_uid"].to_pylist(),
+        curriculum["level"].to_pylist(),
+        curriculum["uid"].to_pylist(),
+        steps,
+        batch_size=batch_size,
+        original_share=original_share,
+        seed=seed,
+    )
     for i, batch in enumerate(batches):
         losses[i] = model.train_step([texts[j] for j in batch], gold[batch].tolist())
         if progress is not None and (i + 1) % 10 == 0:
             progress(i + 1, len(steps))
-    return model, pa.table({"step": np.arange(len(steps), dtype=np.int32), "level": pa.array(steps, pa.int32()),
-                            "loss": losses})
+    return model, pa.table({"step": np.arange(len(steps), dtype=np.int32), "level": pa.array(steps, pa.int32()), "loss": losses})
 
 
 def classifier_builder(curriculum: pa.Table, **kwargs: Any) -> Callable[[Path], None]:
     """A ``build(path)`` for the flow's model stage: train, save the classifier and its losses."""
+
     def build(path: Path) -> None:
         from tasks.runtime.progress import report
 
@@ -75,8 +97,15 @@ def predict_labels(rows: pa.Table, *, model_path: str, device: str = "auto", thr
 
     model = load_classifier(Path(model_path), device=device, threads=threads)
     pred = model.predict(rows["text"].to_pylist()) if rows.num_rows else np.zeros(0, np.int64)
-    return pa.table({"uid": rows["uid"], "text": rows["text"], "label": rows["label"],
-                     "predicted": pa.array([model.labels[i] for i in pred], pa.string())}, schema=PREDICTIONS)
+    return pa.table(
+        {
+            "uid": rows["uid"],
+            "text": rows["text"],
+            "label": rows["label"],
+            "predicted": pa.array([model.labels[i] for i in pred], pa.string()),
+        },
+        schema=PREDICTIONS,
+    )
 
 
 def score_predictions(parts: Parts, *, labels: Sequence[str]) -> pa.Table:
@@ -94,8 +123,12 @@ def score_predictions(parts: Parts, *, labels: Sequence[str]) -> pa.Table:
     pred = [index[x] for x in table["predicted"].to_pylist()]
     scores = classification_scores(gold, pred, len(labels))
     signature = f"classes:{len(labels)}|average:macro|sklearn"
-    return pa.Table.from_pylist([{"metric": m, "score": float(scores[m]), "signature": signature,
-                                  "sentences": table.num_rows} for m in ("accuracy", "macro_f1")])
+    return pa.Table.from_pylist(
+        [
+            {"metric": m, "score": float(scores[m]), "signature": signature, "sentences": table.num_rows}
+            for m in ("accuracy", "macro_f1")
+        ]
+    )
 
 
 PREDICT = Stage("classify_test", "1", predict_labels, view="test_predictions", tags=("gpu",))

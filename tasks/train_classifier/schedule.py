@@ -49,8 +49,16 @@ def level_schedule(schedule: str, *, levels: int, cycles: int, steps_per_level: 
     return [lv for order in passes for lv in order for _ in range(steps_per_level)]
 
 
-def curriculum_batches(parent: Sequence[str], level: Sequence[int], uid: Sequence[str], steps: Sequence[int], *,
-                       batch_size: int, original_share: float, seed: int) -> Iterator[np.ndarray]:
+def curriculum_batches(
+    parent: Sequence[str],
+    level: Sequence[int],
+    uid: Sequence[str],
+    steps: Sequence[int],
+    *,
+    batch_size: int,
+    original_share: float,
+    seed: int,
+) -> Iterator[np.ndarray]:
     """Row indices of each step's batch over a curriculum table (columns ``parent_uid``, ``level``, ``uid``).
 
     Originals are the rows whose ``uid`` equals their ``parent_uid`` (level 0)."""
@@ -58,9 +66,11 @@ def curriculum_batches(parent: Sequence[str], level: Sequence[int], uid: Sequenc
     originals = np.flatnonzero((uid == parent) & (level == 0))
     if len(originals) == 0:
         found = sorted({int(lv) for lv in level}) if len(level) else "none"
-        raise InputError(f"curriculum (columns level, uid, parent_uid): expected at least one original row (level 0, "
-                         f"uid = parent_uid), found none in {len(uid):,} rows, levels {found}. Hint: train on "
-                         "the curriculum of a dataset the paraphrase pipeline ran on (train_classifier.dataset)")
+        raise InputError(
+            f"curriculum (columns level, uid, parent_uid): expected at least one original row (level 0, "
+            f"uid = parent_uid), found none in {len(uid):,} rows, levels {found}. Hint: train on "
+            "the curriculum of a dataset the paraphrase pipeline ran on (train_classifier.dataset)"
+        )
     row_of = {p: i for i, p in enumerate(parent[originals])}
     by_level: dict[int, list[list[int]]] = {}
     for r in np.flatnonzero(level > 0):

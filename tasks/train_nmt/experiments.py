@@ -29,29 +29,41 @@ def arm_mix(selected: Mapping[str, pa.Table], copies: Mapping[str, int], *, arm:
     if phase not in PHASES:
         raise ValueError(f"phase {phase!r}: expected one of {PHASES}")
     mix = training_mix(selected, copies)
-    return (mix.append_column("arm", pa.repeat(pa.scalar(arm), mix.num_rows))
-            .append_column("phase", pa.repeat(pa.scalar(phase), mix.num_rows))).cast(ARM_MIX)
+    return (
+        mix.append_column("arm", pa.repeat(pa.scalar(arm), mix.num_rows)).append_column(
+            "phase", pa.repeat(pa.scalar(phase), mix.num_rows)
+        )
+    ).cast(ARM_MIX)
 
 
-def continued_train_conf(train: NMTTrainConf, *, lr: float, max_update: int | None, warmup_updates: int,
-                         seed: int) -> NMTTrainConf:
+def continued_train_conf(
+    train: NMTTrainConf, *, lr: float, max_update: int | None, warmup_updates: int, seed: int
+) -> NMTTrainConf:
     """The continued phase's settings: the arm's architecture and batch, its own lr, warm-up, updates and seed."""
-    return train.model_copy(update={"lr": lr, "max_update": max_update or train.max_update,
-                                    "warmup_updates": warmup_updates, "seed": seed})
+    return train.model_copy(
+        update={"lr": lr, "max_update": max_update or train.max_update, "warmup_updates": warmup_updates, "seed": seed}
+    )
 
 
-def continued_builder(parts: Parts, conf: NMTConf, train: NMTTrainConf, *, init: Path,
-                      label: str) -> Callable[[Path], None]:
+def continued_builder(parts: Parts, conf: NMTConf, train: NMTTrainConf, *, init: Path, label: str) -> Callable[[Path], None]:
     """A ``build(path)`` for ``run_model_stage``: fairseq-train from the model at ``init`` on (src → tgt) of the
     parts, with ``train``'s lr and updates; its log goes to ``tasks.common.nmt.training_log``, its updates to
     ``train <label>``."""
+
     def build(path: Path) -> None:
         from models.nmt.fairseq import train_fairseq_batches
         from tasks.runtime.progress import report
 
-        train_fairseq_batches(part_batches(parts), path, train, init=init, log=training_log(),
-                              progress=lambda done, total: report(f"train {label}", done, total),
-                              threads=conf.threads, device=conf.device)
+        train_fairseq_batches(
+            part_batches(parts),
+            path,
+            train,
+            init=init,
+            log=training_log(),
+            progress=lambda done, total: report(f"train {label}", done, total),
+            threads=conf.threads,
+            device=conf.device,
+        )
 
     return build
 

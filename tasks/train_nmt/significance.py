@@ -31,13 +31,32 @@ from storage.parts import Parts
 from tasks.runtime.stage import Stage
 
 METRICS = ("BLEU", "chrF")  # sacrebleu's BLEU (13a) and chrF (n = 6, β = 2), as tasks.common.evaluation scores them
-TRANSLATIONS = pa.schema([("uid", pa.string()), ("src", pa.string()), ("ref", pa.string()), ("hyp", pa.string()),
-                          ("testset", pa.string()), ("arm", pa.string()), ("seed", pa.int64()),
-                          ("model", pa.string())])
-SIGNIFICANCE = pa.schema([("arm", pa.string()), ("metric", pa.string()), ("score", pa.float64()),
-                          ("p_value", pa.float64()), ("ci_low", pa.float64()), ("ci_high", pa.float64()),
-                          ("p_ar", pa.float64()), ("seeds", pa.int64()), ("sentences", pa.int64()),
-                          ("signature", pa.string())])
+TRANSLATIONS = pa.schema(
+    [
+        ("uid", pa.string()),
+        ("src", pa.string()),
+        ("ref", pa.string()),
+        ("hyp", pa.string()),
+        ("testset", pa.string()),
+        ("arm", pa.string()),
+        ("seed", pa.int64()),
+        ("model", pa.string()),
+    ]
+)
+SIGNIFICANCE = pa.schema(
+    [
+        ("arm", pa.string()),
+        ("metric", pa.string()),
+        ("score", pa.float64()),
+        ("p_value", pa.float64()),
+        ("ci_low", pa.float64()),
+        ("ci_high", pa.float64()),
+        ("p_ar", pa.float64()),
+        ("seeds", pa.int64()),
+        ("sentences", pa.int64()),
+        ("signature", pa.string()),
+    ]
+)
 
 
 class System(TypedDict):
@@ -61,13 +80,23 @@ def arm_translations(*translations: Parts, systems: list[System], testset: str) 
         if uids is None:
             uids = t["uid"]
         elif not t["uid"].equals(uids):
-            raise ArtifactError(f"arm_translations: arm {s['arm']!r} seed {s['seed']} translated other test rows "
-                                f"of {testset!r} than arm {systems[0]['arm']!r} seed {systems[0]['seed']}")
+            raise ArtifactError(
+                f"arm_translations: arm {s['arm']!r} seed {s['seed']} translated other test rows "
+                f"of {testset!r} than arm {systems[0]['arm']!r} seed {systems[0]['seed']}"
+            )
         n = t.num_rows
-        tables.append(pa.table({**{c: t[c] for c in ("uid", "src", "ref", "hyp")},
-                                "testset": pa.repeat(pa.scalar(testset), n), "arm": pa.repeat(pa.scalar(s["arm"]), n),
-                                "seed": pa.repeat(pa.scalar(s["seed"], pa.int64()), n),
-                                "model": pa.repeat(pa.scalar(s["model"]), n)}, schema=TRANSLATIONS))
+        tables.append(
+            pa.table(
+                {
+                    **{c: t[c] for c in ("uid", "src", "ref", "hyp")},
+                    "testset": pa.repeat(pa.scalar(testset), n),
+                    "arm": pa.repeat(pa.scalar(s["arm"]), n),
+                    "seed": pa.repeat(pa.scalar(s["seed"], pa.int64()), n),
+                    "model": pa.repeat(pa.scalar(s["model"]), n),
+                },
+                schema=TRANSLATIONS,
+            )
+        )
     return pa.concat_tables(tables) if tables else TRANSLATIONS.empty_table()
 
 
@@ -89,8 +118,15 @@ def sacrebleu_seed(seed: int) -> Iterator[None]:
                 os.environ["SACREBLEU_SEED"] = before
 
 
-def paired_tests(hyps: Mapping[str, Sequence[str]], refs: Sequence[str], *, baseline: str, resamples: int = 1000,
-                 ar_trials: int = 10000, seed: int = 12345) -> list[dict]:
+def paired_tests(
+    hyps: Mapping[str, Sequence[str]],
+    refs: Sequence[str],
+    *,
+    baseline: str,
+    resamples: int = 1000,
+    ar_trials: int = 10000,
+    seed: int = 12345,
+) -> list[dict]:
     """sacrebleu's ``PairedTest`` of every system in ``hyps`` against ``baseline``, BLEU and chrF.
 
     Args:
@@ -128,16 +164,25 @@ def paired_tests(hyps: Mapping[str, Sequence[str]], refs: Sequence[str], *, base
     for metric, key in zip(METRICS, [k for k in bs if k != "System"]):  # sacrebleu's keys: BLEU, chrF2
         for i, (name, out) in enumerate(systems):
             r, same = bs[key][i], i > 0 and out == systems[0][1]  # same: the baseline's own output
-            rows.append({"arm": name, "metric": metric, "score": float(r.score),
-                         "p_value": None if i == 0 else 1.0 if same else float(r.p_value),
-                         "ci_low": float(r.mean - r.ci), "ci_high": float(r.mean + r.ci),
-                         "p_ar": None if i == 0 or ar is None else 1.0 if same else float(ar[key][i].p_value),
-                         "sentences": len(refs), "signature": str(signatures[key])})
+            rows.append(
+                {
+                    "arm": name,
+                    "metric": metric,
+                    "score": float(r.score),
+                    "p_value": None if i == 0 else 1.0 if same else float(r.p_value),
+                    "ci_low": float(r.mean - r.ci),
+                    "ci_high": float(r.mean + r.ci),
+                    "p_ar": None if i == 0 or ar is None else 1.0 if same else float(ar[key][i].p_value),
+                    "sentences": len(refs),
+                    "signature": str(signatures[key]),
+                }
+            )
     return rows
 
 
-def paired_significance(translations: Parts, *, baseline: str, arms: list[str], resamples: int = 1000,
-                        ar_trials: int = 10000, seed: int = 12345) -> pa.Table:
+def paired_significance(
+    translations: Parts, *, baseline: str, arms: list[str], resamples: int = 1000, ar_trials: int = 10000, seed: int = 12345
+) -> pa.Table:
     """``paired_tests`` over the `test_translations` of one test set: each arm's seeds concatenated in the order
     they were listed, seed i of an arm paired with seed i of the baseline (the same test rows: their references)."""
     table = translations.table(["uid", "ref", "hyp", "arm", "seed"])

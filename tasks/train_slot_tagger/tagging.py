@@ -23,18 +23,25 @@ from models.runtime import loaded
 from tasks.c2c.delex import MalformedBio, delexicalise_row
 from tasks.runtime.stage import Stage
 
-PREDICTIONS = pa.schema([
-    ("uid", pa.string()), ("tokens", pa.list_(pa.string())), ("tags", pa.list_(pa.string())),
-    ("predicted", pa.list_(pa.string())), ("source", pa.string()), ("line", pa.int64()), ("arm", pa.string()),
-    ("seed", pa.int64()), ("model", pa.string()),
-])
+PREDICTIONS = pa.schema(
+    [
+        ("uid", pa.string()),
+        ("tokens", pa.list_(pa.string())),
+        ("tags", pa.list_(pa.string())),
+        ("predicted", pa.list_(pa.string())),
+        ("source", pa.string()),
+        ("line", pa.int64()),
+        ("arm", pa.string()),
+        ("seed", pa.int64()),
+        ("model", pa.string()),
+    ]
+)
 
 
 def valid_bio(rows: pa.Table) -> tuple[pa.Table, list[str]]:
     """(the rows whose tags are BIO, ["source:line: why"] of the others)."""
     keep, bad = [], []
-    for i, (tokens, tags, source, line) in enumerate(zip(*(rows[c].to_pylist() for c in
-                                                           ("tokens", "tags", "source", "line")))):
+    for i, (tokens, tags, source, line) in enumerate(zip(*(rows[c].to_pylist() for c in ("tokens", "tags", "source", "line")))):
         try:
             delexicalise_row(tokens, tags)
             keep.append(i)
@@ -48,8 +55,14 @@ def pairs_of(rows: pa.Table) -> list[tuple[list[str], list[str]]]:
     return list(zip(rows["tokens"].to_pylist(), rows["tags"].to_pylist()))
 
 
-def tagger_trainer(train: Sequence[tuple[list[str], list[str]]], dev: Sequence[tuple[list[str], list[str]]] | None, *,
-                   settings: Mapping[str, Any], device: str = "auto", threads: int = 0) -> Callable[[Path], None]:
+def tagger_trainer(
+    train: Sequence[tuple[list[str], list[str]]],
+    dev: Sequence[tuple[list[str], list[str]]] | None,
+    *,
+    settings: Mapping[str, Any],
+    device: str = "auto",
+    threads: int = 0,
+) -> Callable[[Path], None]:
     """``build(path)`` for the flow driver's model stage: models.tagger.train_tagger on ``train`` (torch is imported
     when it trains, not for a cached model)."""
     if not train:
@@ -58,8 +71,9 @@ def tagger_trainer(train: Sequence[tuple[list[str], list[str]]], dev: Sequence[t
     def build(path: Path) -> None:
         from models.tagger import TaggerSettings, train_tagger
 
-        train_tagger(list(train), path, TaggerSettings(**settings), dev=list(dev) if dev else None, device=device,
-                     threads=threads)
+        train_tagger(
+            list(train), path, TaggerSettings(**settings), dev=list(dev) if dev else None, device=device, threads=threads
+        )
 
     return build
 
@@ -73,8 +87,15 @@ def _load_tagger(model_path: str, device: str, threads: int):
 _tagger = loaded(_load_tagger)
 
 
-def tag_slots(rows: pa.Table, *, taggers: list[dict[str, Any]], paths: Mapping[str, str] | None = None,
-              device: str = "auto", threads: int = 0, batch_size: int = 128) -> pa.Table:
+def tag_slots(
+    rows: pa.Table,
+    *,
+    taggers: list[dict[str, Any]],
+    paths: Mapping[str, str] | None = None,
+    device: str = "auto",
+    threads: int = 0,
+    batch_size: int = 128,
+) -> pa.Table:
     """Every tagger's tags for a shard of slots rows: ``taggers`` lists {arm, seed, model} (``model`` the
     fingerprint), ``paths`` (a resource) maps each fingerprint to its directory. Rows by tagger, then input."""
     out = []
@@ -82,11 +103,22 @@ def tag_slots(rows: pa.Table, *, taggers: list[dict[str, Any]], paths: Mapping[s
     for t in taggers:
         tagger = _tagger(str((paths or {})[t["model"]]), device, threads)
         predicted = tagger.predict(rows["tokens"].to_pylist(), batch_size=batch_size) if n else []
-        out.append(pa.table({
-            "uid": rows["uid"], "tokens": rows["tokens"], "tags": rows["tags"],
-            "predicted": pa.array(predicted, pa.list_(pa.string())), "source": rows["source"], "line": rows["line"],
-            "arm": pa.array([t["arm"]] * n, pa.string()), "seed": pa.array([t["seed"]] * n, pa.int64()),
-            "model": pa.array([t["model"]] * n, pa.string())}, schema=PREDICTIONS))
+        out.append(
+            pa.table(
+                {
+                    "uid": rows["uid"],
+                    "tokens": rows["tokens"],
+                    "tags": rows["tags"],
+                    "predicted": pa.array(predicted, pa.list_(pa.string())),
+                    "source": rows["source"],
+                    "line": rows["line"],
+                    "arm": pa.array([t["arm"]] * n, pa.string()),
+                    "seed": pa.array([t["seed"]] * n, pa.int64()),
+                    "model": pa.array([t["model"]] * n, pa.string()),
+                },
+                schema=PREDICTIONS,
+            )
+        )
     return pa.concat_tables(out) if out else PREDICTIONS.empty_table()
 
 
@@ -105,8 +137,18 @@ def score_tags(predictions: Any) -> pa.Table:
     for (arm, seed, model), (gold, pred) in groups.items():
         s = span_scores(gold, pred)
         sig = f"seqeval|conlleval|spans:{s['gold_spans']}|predicted:{s['pred_spans']}|correct:{s['correct']}"
-        rows += [{"arm": arm, "seed": seed, "model": model, "metric": m, "score": float(s[m]), "signature": sig,
-                  "sentences": len(gold)} for m in ("f1", "precision", "recall")]
+        rows += [
+            {
+                "arm": arm,
+                "seed": seed,
+                "model": model,
+                "metric": m,
+                "score": float(s[m]),
+                "signature": sig,
+                "sentences": len(gold),
+            }
+            for m in ("f1", "precision", "recall")
+        ]
     return pa.Table.from_pylist(rows)
 
 

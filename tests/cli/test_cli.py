@@ -19,8 +19,18 @@ from storage.catalog import Catalog
 from storage.views.docs import TABLES, UNDOCUMENTED
 from tests.conftest import subprocess_env
 
-DEMO_PIPELINES = ["ingest", "self_training", "rejuvenation", "paraphrase", "mt_paraphrase", "train_nmt", "epida",
-                  "train_classifier", "c2c", "train_slot_tagger"]  # demo.yaml
+DEMO_PIPELINES = [
+    "ingest",
+    "self_training",
+    "rejuvenation",
+    "paraphrase",
+    "mt_paraphrase",
+    "train_nmt",
+    "epida",
+    "train_classifier",
+    "c2c",
+    "train_slot_tagger",
+]  # demo.yaml
 
 runner = CliRunner()
 
@@ -31,10 +41,19 @@ def fresh_catalog(root: Path) -> None:
         pass
 
 
-@pytest.mark.parametrize("statement", [
-    "CREATE TABLE x AS SELECT 1", "DROP VIEW bitext", "INSERT INTO runs (run_id) VALUES ('x')", "DELETE FROM rejects",
-    "ATTACH '/tmp/x.duckdb' AS x", "COPY (SELECT * FROM runs) TO '/tmp/runs.csv'", "INSTALL httpfs", "LOAD httpfs",
-])
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "CREATE TABLE x AS SELECT 1",
+        "DROP VIEW bitext",
+        "INSERT INTO runs (run_id) VALUES ('x')",
+        "DELETE FROM rejects",
+        "ATTACH '/tmp/x.duckdb' AS x",
+        "COPY (SELECT * FROM runs) TO '/tmp/runs.csv'",
+        "INSTALL httpfs",
+        "LOAD httpfs",
+    ],
+)
 def test_sql_refuses_write_forms_with_exit_2(tmp_path, statement):
     fresh_catalog(tmp_path)
     result = runner.invoke(app, ["sql", statement, "--cache", str(tmp_path)])
@@ -92,8 +111,9 @@ def test_run_with_misaligned_pair_exits_2_naming_both_files(prefect_harness, tmp
     (tmp_path / "a.en").write_text("one\ntwo\nthree\n")
     (tmp_path / "a.de").write_text("eins\nzwei\n")
     profile = tmp_path / "p.yaml"
-    profile.write_text(f"datasets:\n  pair:\n    kind: bitext\n    format: text\n    src: {tmp_path}/a.en\n"
-                       f"    tgt: {tmp_path}/a.de\n")
+    profile.write_text(
+        f"datasets:\n  pair:\n    kind: bitext\n    format: text\n    src: {tmp_path}/a.en\n    tgt: {tmp_path}/a.de\n"
+    )
     result = runner.invoke(app, ["run", "ingest", "--config", str(profile), "--cache", str(tmp_path / "c")])
     text = result.output.replace("\n", "")
     assert result.exit_code == 2, result.output
@@ -105,15 +125,22 @@ def test_export_parquet_jsonl_and_aligned_text(prefect_harness, tmp_path):
     for name, lines in (("x.en", ["a b", "c d", "a b", "e f"]), ("x.de", ["u v", "w x", "u v", "y z"])):
         (tmp_path / name).write_text("\n".join(lines) + "\n")
     profile = tmp_path / "p.yaml"
-    profile.write_text(f"datasets:\n  pair:\n    kind: bitext\n    format: text\n    src: {tmp_path}/x.en\n"
-                       f"    tgt: {tmp_path}/x.de\n")
+    profile.write_text(
+        f"datasets:\n  pair:\n    kind: bitext\n    format: text\n    src: {tmp_path}/x.en\n    tgt: {tmp_path}/x.de\n"
+    )
     cache = str(tmp_path / "c")
     assert runner.invoke(app, ["run", "ingest", "--config", str(profile), "--cache", cache]).exit_code == 0
-    assert runner.invoke(app, ["export", "bitext", "-f", "parquet", "-o", str(tmp_path / "o.parquet"),
-                               "--cache", cache]).exit_code == 0
+    assert (
+        runner.invoke(app, ["export", "bitext", "-f", "parquet", "-o", str(tmp_path / "o.parquet"), "--cache", cache]).exit_code
+        == 0
+    )
     assert pq.read_table(tmp_path / "o.parquet").sort_by("line")["src"].to_pylist() == ["a b", "c d", "e f"]
-    assert runner.invoke(app, ["export", "bitext", "-f", "jsonl", "-o", str(tmp_path / "o.jsonl"), "--cache", cache,
-                               "--where", "line > 1"]).exit_code == 0
+    assert (
+        runner.invoke(
+            app, ["export", "bitext", "-f", "jsonl", "-o", str(tmp_path / "o.jsonl"), "--cache", cache, "--where", "line > 1"]
+        ).exit_code
+        == 0
+    )
     rows = sorted((json.loads(line) for line in (tmp_path / "o.jsonl").read_text().splitlines()), key=lambda r: r["line"])
     assert [(r["src"], r["tgt"], r["line"]) for r in rows] == [("c d", "w x", 2), ("e f", "y z", 4)]
     assert runner.invoke(app, ["export", "bitext", "-f", "text", "-o", str(tmp_path / "o"), "--cache", cache]).exit_code == 0
@@ -129,17 +156,21 @@ PREFECT_SQLITE_LOCKED = re.compile(
     r"^[^\n]*ERROR[^\n]*prefect\.server\.[^\n]*\n"
     r"|^[^\n]*Traceback \(most recent call last\):\n(?:(?!Traceback \(most)[^\n]*\n)*?"
     r"[^\n]*OperationalError[^\n]*database is locked[^\n]*\n(?:[ \t]*\[(?:SQL|parameters):[^\n]*\n"
-    r"|[ \t]*\(Background[^\n]*\n)*", re.M)
+    r"|[ \t]*\(Background[^\n]*\n)*",
+    re.M,
+)
 
 
 def test_only_prefects_own_sqlite_lock_reports_are_set_aside():
-    ours = "Traceback (most recent call last):\n  File \"flows/pipelines/epida.py\", line 3\nValueError: boom\n"
-    locked = ("12:00 | ERROR   | prefect.server.services.task_run_recorder - failed\n"
-              "Traceback (most recent call last):\n  File \"aiosqlite/core.py\", line 63\n"
-              "sqlite3.OperationalError: database is locked\n\nDuring handling of the above exception:\n\n"
-              "Traceback (most recent call last):\n  File \"sqlalchemy/orm/session.py\"\n"
-              "sqlalchemy.exc.OperationalError: (sqlite3.OperationalError) database is locked\n"
-              "[SQL: INSERT INTO task_run_state ...]\n[parameters: {}]\n(Background on this error at: x)\n")
+    ours = 'Traceback (most recent call last):\n  File "flows/pipelines/epida.py", line 3\nValueError: boom\n'
+    locked = (
+        "12:00 | ERROR   | prefect.server.services.task_run_recorder - failed\n"
+        'Traceback (most recent call last):\n  File "aiosqlite/core.py", line 63\n'
+        "sqlite3.OperationalError: database is locked\n\nDuring handling of the above exception:\n\n"
+        'Traceback (most recent call last):\n  File "sqlalchemy/orm/session.py"\n'
+        "sqlalchemy.exc.OperationalError: (sqlite3.OperationalError) database is locked\n"
+        "[SQL: INSERT INTO task_run_state ...]\n[parameters: {}]\n(Background on this error at: x)\n"
+    )
     assert "Traceback" not in PREFECT_SQLITE_LOCKED.sub("", "run ok\n" + locked + "done\n")
     assert PREFECT_SQLITE_LOCKED.sub("", ours + locked) == ours + "\nDuring handling of the above exception:\n\n"
     assert PREFECT_SQLITE_LOCKED.sub("", locked + ours).endswith(ours)
@@ -168,55 +199,74 @@ def test_augdag_demo_exits_0_from_a_clean_cache_with_networking_off(demo_run, tm
         assert out.exit_code == 0, out.output
         return [json.loads(line) for line in out.output.splitlines()]
 
-    found = rows("SELECT (SELECT count(*) FROM bitext WHERE source = 'demo_bitext') AS view_rows, (SELECT rows FROM "
-                 "artifacts WHERE stage = 'clean' AND dataset = 'demo_bitext') AS clean_rows, (SELECT count(*) "
-                 "FROM rejects WHERE source = 'demo_bitext') AS rejected")[0]
+    found = rows(
+        "SELECT (SELECT count(*) FROM bitext WHERE source = 'demo_bitext') AS view_rows, (SELECT rows FROM "
+        "artifacts WHERE stage = 'clean' AND dataset = 'demo_bitext') AS clean_rows, (SELECT count(*) "
+        "FROM rejects WHERE source = 'demo_bitext') AS rejected"
+    )[0]
     assert found["view_rows"] == found["clean_rows"] and found["rejected"] == 5  # 5 planted bad pairs in 3,000
     top = rows("SELECT src FROM word_uncertainty ORDER BY H DESC LIMIT 8")
     assert {r["src"] for r in top} == set(ambiguous_words())  # issue 3
-    found = rows("SELECT (SELECT count(*) FROM sampled_mono) AS n, (SELECT count(*) FROM mono "
-                 "WHERE source = 'demo_mono') AS mono")[0]
+    found = rows(
+        "SELECT (SELECT count(*) FROM sampled_mono) AS n, (SELECT count(*) FROM mono WHERE source = 'demo_mono') AS mono"
+    )[0]
     assert found["n"] == int(0.2 * found["mono"])  # budget_ratio 0.2 of the cleaned monolingual rows
-    found = rows("SELECT (SELECT count(*) FROM synthetic s JOIN sampled_mono m ON s.parent_uid = m.uid "
-                 "AND s.src = m.text) AS synthetic, (SELECT count(*) FROM sampled_mono) AS sampled, "
-                 "(SELECT count(*) FROM inactive) AS inactive, (SELECT count(*) FROM rejuvenated WHERE "
-                 "origin = 'rejuvenated') AS rejuvenated, (SELECT count(*) FROM pair_scores WHERE prob IS "
-                 "NOT NULL) AS scored, (SELECT score FROM evaluations WHERE metric = 'BLEU' AND arm = 'bitext') AS bleu")[0]
+    found = rows(
+        "SELECT (SELECT count(*) FROM synthetic s JOIN sampled_mono m ON s.parent_uid = m.uid "
+        "AND s.src = m.text) AS synthetic, (SELECT count(*) FROM sampled_mono) AS sampled, "
+        "(SELECT count(*) FROM inactive) AS inactive, (SELECT count(*) FROM rejuvenated WHERE "
+        "origin = 'rejuvenated') AS rejuvenated, (SELECT count(*) FROM pair_scores WHERE prob IS "
+        "NOT NULL) AS scored, (SELECT score FROM evaluations WHERE metric = 'BLEU' AND arm = 'bitext') AS bleu"
+    )[0]
     # issue 4: the teacher, rejuvenation and the student in the demo
     assert 0.5 * found["sampled"] < found["synthetic"] <= found["sampled"]  # filters drop some, lineage on all
     assert found["inactive"] == found["rejuvenated"] == int(0.1 * found["scored"])
     assert found["bleu"] > 20  # a minute of training learns much of the demo grammar
     assert "BLEU = " in proc.stdout and "nrefs:1|case:mixed" in proc.stdout
     # issue 17: three arms against the baseline bitext, p-values for the other two
-    arms = rows("SELECT arm, bool_and(p_value IS NULL) AS baseline, count(*) AS n FROM evaluations "
-                "WHERE model_name = 'student' GROUP BY arm ORDER BY arm")
+    arms = rows(
+        "SELECT arm, bool_and(p_value IS NULL) AS baseline, count(*) AS n FROM evaluations "
+        "WHERE model_name = 'student' GROUP BY arm ORDER BY arm"
+    )
     assert [(a["arm"], a["baseline"], a["n"]) for a in arms] == [
-        ("bitext", True, 2), ("para_10_1_ct", False, 2), ("rejuvenated", False, 2)]
+        ("bitext", True, 2),
+        ("para_10_1_ct", False, 2),
+        ("rejuvenated", False, 2),
+    ]
     assert "paraphrase 10:1 + CT: " in proc.stdout and " BLEU (p = " in proc.stdout
-    found = rows("SELECT (SELECT count(*) FROM curriculum WHERE level = 0) AS originals, "
-                 "(SELECT count(*) FROM labeled WHERE source = 'demo_labeled') AS labeled, "
-                 "(SELECT count(*) FROM curriculum c ANTI JOIN labeled l ON l.uid = c.parent_uid) AS orphans, "
-                 "(SELECT score FROM evaluations WHERE metric = 'accuracy' AND model_name = 'classifier') AS accuracy")[0]
+    found = rows(
+        "SELECT (SELECT count(*) FROM curriculum WHERE level = 0) AS originals, "
+        "(SELECT count(*) FROM labeled WHERE source = 'demo_labeled') AS labeled, "
+        "(SELECT count(*) FROM curriculum c ANTI JOIN labeled l ON l.uid = c.parent_uid) AS orphans, "
+        "(SELECT score FROM evaluations WHERE metric = 'accuracy' AND model_name = 'classifier') AS accuracy"
+    )[0]
     # issue 5: the paraphrase curriculum and its classifier in the demo
     assert found["originals"] == found["labeled"] and found["orphans"] == 0
-    per_level = rows("SELECT level, count(*) AS n, count(DISTINCT parent_uid) AS sentences FROM curriculum "
-                     "WHERE level > 0 GROUP BY level ORDER BY level")
+    per_level = rows(
+        "SELECT level, count(*) AS n, count(DISTINCT parent_uid) AS sentences FROM curriculum "
+        "WHERE level > 0 GROUP BY level ORDER BY level"
+    )
     assert [r["level"] for r in per_level] == [1, 2, 3, 4, 5]
     assert all(r["n"] == 4 * r["sentences"] for r in per_level)  # 20 kept (repeat), 4 per level (appendix A)
     assert found["accuracy"] > 0.5  # 6 topics; measured 0.84 with the demo's 600 labelled rows
     assert "generator: round trip: ctranslate2" in proc.stdout and "similarity: chrf" in proc.stdout
     assert "accuracy = " in proc.stdout and "classes:6|average:macro" in proc.stdout
     # issue 15: EPiDA in the demo, two online rounds of 9 EDA candidates per row, 3 kept
-    per_round = rows("SELECT round, count(*) AS scored, count(*) FILTER (WHERE selected) AS kept, "
-                     "count(DISTINCT parent_uid) AS originals FROM augmented GROUP BY round ORDER BY round")
+    per_round = rows(
+        "SELECT round, count(*) AS scored, count(*) FILTER (WHERE selected) AS kept, "
+        "count(DISTINCT parent_uid) AS originals FROM augmented GROUP BY round ORDER BY round"
+    )
     assert [(r["round"], r["scored"], r["kept"]) for r in per_round] == [
-        (r, 9 * found["labeled"], 3 * found["labeled"]) for r in (0, 1)]
+        (r, 9 * found["labeled"], 3 * found["labeled"]) for r in (0, 1)
+    ]
     assert "epida (both, online, K = 3, m = 3) round 1: kept" in proc.stdout
     # issue 16: C2C-GenDA and the slot taggers in the demo
-    found = rows("SELECT (SELECT count(*) FROM c2c_generated) AS kept, (SELECT count(*) FROM c2c_generated g ANTI JOIN "
-                 "cluster_pairs p ON p.cluster = g.parent_cluster) AS orphans, (SELECT count(*) FROM c2c_generated g "
-                 "JOIN delexicalised d ON d.text = g.delex) AS copies, (SELECT count(DISTINCT arm) FROM evaluations "
-                 "WHERE model_name = 'slot_tagger' AND metric = 'f1') AS arms")[0]
+    found = rows(
+        "SELECT (SELECT count(*) FROM c2c_generated) AS kept, (SELECT count(*) FROM c2c_generated g ANTI JOIN "
+        "cluster_pairs p ON p.cluster = g.parent_cluster) AS orphans, (SELECT count(*) FROM c2c_generated g "
+        "JOIN delexicalised d ON d.text = g.delex) AS copies, (SELECT count(DISTINCT arm) FROM evaluations "
+        "WHERE model_name = 'slot_tagger' AND metric = 'f1') AS arms"
+    )[0]
     assert found["kept"] > 0 and found["orphans"] == 0 and found["copies"] == 0 and found["arms"] == 2
     assert "c2c diversity (delexicalised): Inter ratio" in proc.stdout and "(original+c2c, " in proc.stdout
     # issue 6: the demo is one nightly run; its totals add up to the shard records of its pipelines, each
@@ -230,9 +280,11 @@ def test_augdag_demo_exits_0_from_a_clean_cache_with_networking_off(demo_run, tm
     assert "| augdag.fairseq - Task run 'fairseq' (student) - INFO:fairseq_cli.train:" in student.output
     assert [c["pipeline"] for c in children] == DEMO_PIPELINES and {c["status"] for c in children} == {"completed"}
     ids = ", ".join(f"'{c['run_id']}'" for c in children)
-    shards = rows(f"SELECT count(*) AS n, count(*) FILTER (computed) AS computed, sum(rows_out)::BIGINT AS rows_out "
-                  f"FROM (SELECT fingerprint, shard, bool_or(status = 'computed') AS computed, max(rows_out) AS rows_out "
-                  f"FROM stage_runs WHERE run_id IN ({ids}) GROUP BY fingerprint, shard)")[0]
+    shards = rows(
+        f"SELECT count(*) AS n, count(*) FILTER (computed) AS computed, sum(rows_out)::BIGINT AS rows_out "
+        f"FROM (SELECT fingerprint, shard, bool_or(status = 'computed') AS computed, max(rows_out) AS rows_out "
+        f"FROM stage_runs WHERE run_id IN ({ids}) GROUP BY fingerprint, shard)"
+    )[0]
     models = {}
     for m in (s for c in children for s in c["stages"] if s["kind"] == "model"):  # once each, computed if it was
         models[m["fingerprint"]] = m if m["status"] == "computed" else models.get(m["fingerprint"], m)
@@ -243,14 +295,20 @@ def test_augdag_demo_exits_0_from_a_clean_cache_with_networking_off(demo_run, tm
     assert t["rows_out"] == shards["rows_out"] and t["pipelines"] == {"completed": len(DEMO_PIPELINES)}
     assert t["rejects"] == rows("SELECT count(*) AS n FROM rejects")[0]["n"]  # each rejected input row once
     # a second night over unchanged inputs computes nothing
-    night = subprocess.run([sys.executable, "-m", "flows.cli", "nightly", "--config", "demo", "--cache", cache],
-                           env=subprocess_env(tmp_path, COLUMNS="200", AUGDAG_DEMO_DATA=f"{cache}/demo-data"),
-                           cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    night = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "nightly", "--config", "demo", "--cache", cache],
+        env=subprocess_env(tmp_path, COLUMNS="200", AUGDAG_DEMO_DATA=f"{cache}/demo-data"),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert night.returncode == 0, night.stdout[-3000:] + night.stderr[-3000:]
     second = json.loads(rows("SELECT summary FROM runs WHERE pipeline = 'nightly' ORDER BY started_at DESC")[0]["summary"])
     assert second["totals"]["shards_computed"] == 0 and second["totals"]["shards_cached"] == t["shards"]
-    assert second["totals"]["rows_out"] == t["rows_out"] and second["totals"]["stages"] == {"cached": len(
-        {s["fingerprint"] for c in children for s in c["stages"]})}
+    assert second["totals"]["rows_out"] == t["rows_out"] and second["totals"]["stages"] == {
+        "cached": len({s["fingerprint"] for c in children for s in c["stages"]})
+    }
     assert f"shards: 0 computed, {t['shards']:,} cached" in night.stdout
     # every column of every table and view is documented (`augdag views`)
     columns = [json.loads(line) for line in runner.invoke(app, ["views", "-f", "json", "--cache", cache]).output.splitlines()]

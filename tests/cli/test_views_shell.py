@@ -38,10 +38,16 @@ def _columns(catalog: Catalog, name: str) -> list[str]:
 def test_views_doc_documents_every_column_of_the_ddl_tables_and_base_views(tmp_path):
     catalog = Catalog(tmp_path)
     found = catalog.query("SELECT table_name, table_type FROM information_schema.tables ORDER BY ALL").to_pylist()
-    assert [r["table_name"] for r in found if r["table_type"] == "BASE TABLE"] == DDL_TABLES == sorted(
-        n for n, d in TABLES.items() if d.kind == "table")
-    assert FRESH_VIEWS == sorted([*BASE_VIEWS, "dropped", "evaluation_summary"]) == [
-        r["table_name"] for r in found if r["table_type"] == "VIEW"]
+    assert (
+        [r["table_name"] for r in found if r["table_type"] == "BASE TABLE"]
+        == DDL_TABLES
+        == sorted(n for n, d in TABLES.items() if d.kind == "table")
+    )
+    assert (
+        FRESH_VIEWS
+        == sorted([*BASE_VIEWS, "dropped", "evaluation_summary"])
+        == [r["table_name"] for r in found if r["table_type"] == "VIEW"]
+    )
     for name in DDL_TABLES + FRESH_VIEWS:
         assert list(DOCS[name].columns) == _columns(catalog, name), name  # every column, in order, none stale
         assert DOCS[name].kind == ("table" if name in DDL_TABLES else "view")
@@ -61,10 +67,20 @@ def test_views_doc_matches_the_stage_output_schemas():
     from tasks.train_nmt.experiments import ARM_MIX
     from tasks.train_nmt.significance import TRANSLATIONS
 
-    schemas = {"alignments": ALIGNMENT, "lexicon": LEXICON, "word_uncertainty": WORD_UNCERTAINTY, "uncertainty": SCORED,
-               "sampled_mono": SAMPLED, "pair_scores": SCORES, "rejuvenated": REJUVENATED, "training_mix": ARM_MIX,
-               "curriculum": CURRICULUM, "test_predictions": PREDICTIONS, "augmented": AUGMENTED,
-               "test_translations": TRANSLATIONS}
+    schemas = {
+        "alignments": ALIGNMENT,
+        "lexicon": LEXICON,
+        "word_uncertainty": WORD_UNCERTAINTY,
+        "uncertainty": SCORED,
+        "sampled_mono": SAMPLED,
+        "pair_scores": SCORES,
+        "rejuvenated": REJUVENATED,
+        "training_mix": ARM_MIX,
+        "curriculum": CURRICULUM,
+        "test_predictions": PREDICTIONS,
+        "augmented": AUGMENTED,
+        "test_translations": TRANSLATIONS,
+    }
     for view, schema in schemas.items():
         assert list(VIEWS[view].columns) == schema.names, view
     assert list(VIEWS["inactive"].columns) == BITEXT.names + ["tokens", "cross_entropy", "prob", "state"]
@@ -74,16 +90,18 @@ def test_views_doc_matches_the_stage_output_schemas():
 
 
 def test_views_doc_covers_every_view_a_stage_or_flow_declares():
-    declared = {m for f in [*(REPO / "tasks").rglob("*.py"), *(REPO / "flows").rglob("*.py")]
-                for m in re.findall(r'view="(\w+)"', f.read_text())}
+    declared = {
+        m
+        for f in [*(REPO / "tasks").rglob("*.py"), *(REPO / "flows").rglob("*.py")]
+        for m in re.findall(r'view="(\w+)"', f.read_text())
+    }
     assert declared | set(BASE_VIEWS) == set(VIEWS)  # a view a stage fills without docs fails here, by name
 
 
 def test_views_lists_tables_then_views_with_counts_and_descriptions_on_a_fresh_catalog(tmp_path):
     result = runner.invoke(app, ["views", "--cache", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in result.output.splitlines()
-            if line.startswith("│")]
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in result.output.splitlines() if line.startswith("│")]
     names = DDL_TABLES + FRESH_VIEWS
     assert rows == [[n, "table" if n in DDL_TABLES else "view", "0", DOCS[n].what] for n in names]
     assert result.output.splitlines()[-1] == "13 row(s)"
@@ -95,40 +113,68 @@ def test_views_name_json_gives_every_column_with_type_and_description(tmp_path):
     rows = [json.loads(line) for line in result.output.splitlines()]
     assert {(r["name"], r["kind"]) for r in rows} == {("bitext", "view")}
     assert [(r["column"], r["type"]) for r in rows] == [
-        ("uid", "VARCHAR"), ("src", "VARCHAR"), ("tgt", "VARCHAR"), ("source", "VARCHAR"), ("line", "BIGINT")]
+        ("uid", "VARCHAR"),
+        ("src", "VARCHAR"),
+        ("tgt", "VARCHAR"),
+        ("source", "VARCHAR"),
+        ("line", "BIGINT"),
+    ]
     assert [r["description"] for r in rows] == [DOCS["bitext"].columns[r["column"]] for r in rows]
     assert rows[1]["description"] == "source-language sentence"
-    everything = [json.loads(line) for line in
-                  runner.invoke(app, ["views", "-f", "json", "--cache", str(tmp_path)]).output.splitlines()]
+    everything = [
+        json.loads(line) for line in runner.invoke(app, ["views", "-f", "json", "--cache", str(tmp_path)]).output.splitlines()
+    ]
     assert len(everything) == 84 + 2 + 10 + 6 + 10 + 1 and not [  # + 1: mono's sentence, always there (issue 26)
-        r for r in everything if r["description"] == UNDOCUMENTED]
+        r for r in everything if r["description"] == UNDOCUMENTED
+    ]
 
 
 def test_views_unknown_name_exits_2_naming_the_known_ones(tmp_path):
     result = runner.invoke(app, ["views", "nope", "--cache", str(tmp_path)])
     assert result.exit_code == 2
-    assert ("unknown table or view 'nope'; expected one of artifacts, evaluations, lineage, models, rejects, runs, "
-            "stage_runs, bitext, dropped, evaluation_summary, labeled, mono, slots") in " ".join(result.output.split())
+    assert (
+        "unknown table or view 'nope'; expected one of artifacts, evaluations, lineage, models, rejects, runs, "
+        "stage_runs, bitext, dropped, evaluation_summary, labeled, mono, slots"
+    ) in " ".join(result.output.split())
     later = runner.invoke(app, ["views", "curriculum", "--cache", str(tmp_path)])
     assert later.exit_code == 2 and "not in this catalog until its stage has run" in later.output
 
 
 def test_views_column_the_registry_lacks_shows_undocumented(tmp_path, monkeypatch):
     monkeypatch.setitem(INGEST_VIEWS, "mono", INGEST_VIEWS["mono"].__class__("m", {"uid": "u"}))
-    rows = [json.loads(line) for line in
-            runner.invoke(app, ["views", "mono", "-f", "json", "--cache", str(tmp_path)]).output.splitlines()]
+    rows = [
+        json.loads(line)
+        for line in runner.invoke(app, ["views", "mono", "-f", "json", "--cache", str(tmp_path)]).output.splitlines()
+    ]
     assert [r["description"] for r in rows] == ["u", UNDOCUMENTED, UNDOCUMENTED, UNDOCUMENTED, UNDOCUMENTED]
 
 
 def test_sql_shell_runs_multiline_statements_refuses_writes_and_goes_on(tmp_path):
-    result = runner.invoke(app, ["sql", "--shell", "--cache", str(tmp_path)],
-                           input="SELECT 1 AS a;\nSELECT\n 2 AS b;\nDROP TABLE runs;\n.views\n.quit\n")
+    result = runner.invoke(
+        app,
+        ["sql", "--shell", "--cache", str(tmp_path)],
+        input="SELECT 1 AS a;\nSELECT\n 2 AS b;\nDROP TABLE runs;\n.views\n.quit\n",
+    )
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert lines[:12] == ["┏━━━┓", "┃ a ┃", "┡━━━┩", "│ 1 │", "└───┘", "1 row(s)",
-                          "┏━━━┓", "┃ b ┃", "┡━━━┩", "│ 2 │", "└───┘", "1 row(s)"]
-    assert lines[12] == ("error: refused: `augdag sql` is read-only and this is a DROP statement: 'DROP TABLE runs'. "
-                         "Hint: use SELECT over the views; `augdag export VIEW` writes files.")
+    assert lines[:12] == [
+        "┏━━━┓",
+        "┃ a ┃",
+        "┡━━━┩",
+        "│ 1 │",
+        "└───┘",
+        "1 row(s)",
+        "┏━━━┓",
+        "┃ b ┃",
+        "┡━━━┩",
+        "│ 2 │",
+        "└───┘",
+        "1 row(s)",
+    ]
+    assert lines[12] == (
+        "error: refused: `augdag sql` is read-only and this is a DROP statement: 'DROP TABLE runs'. "
+        "Hint: use SELECT over the views; `augdag export VIEW` writes files."
+    )
     listed = [line.split("│")[1].strip() for line in lines[13:] if line.startswith("│")]
     assert listed == DDL_TABLES + FRESH_VIEWS  # .views ran after the refusal
     assert lines[-1] == "13 row(s)"
@@ -136,37 +182,51 @@ def test_sql_shell_runs_multiline_statements_refuses_writes_and_goes_on(tmp_path
 
 
 def test_sql_shell_prints_errors_runs_dot_commands_and_stops_at_eof(tmp_path):
-    script = ("SELECT * FROM no_such_view;\n.schema labeled\n.schema nope\n.frobnicate\n"
-              "-- a comment; not a statement\nSELECT 'a;b' AS s;\nSELECT 3 AS c")
+    script = (
+        "SELECT * FROM no_such_view;\n.schema labeled\n.schema nope\n.frobnicate\n"
+        "-- a comment; not a statement\nSELECT 'a;b' AS s;\nSELECT 3 AS c"
+    )
     result = runner.invoke(app, ["sql", "--shell", "-f", "json", "--cache", str(tmp_path)], input=script)
     assert result.exit_code == 0, result.output
     out = result.output
     assert "error: query failed: Catalog Error: Table with name no_such_view does not exist" in out
     assert "error: unknown table or view 'nope'" in out and "error: unknown command '.frobnicate'" in out
     assert [json.loads(line)["column"] for line in out.splitlines() if line.startswith('{"column"')] == [
-        "uid", "text", "label", "source", "line"]
+        "uid",
+        "text",
+        "label",
+        "source",
+        "line",
+    ]
     assert '{"s": "a;b"}' in out.splitlines()
     assert out.splitlines()[-1] == "error: not run: the last statement has no `;`: 'SELECT 3 AS c'"
 
 
-@pytest.mark.parametrize("args, says", [
-    (["sql"], "give a QUERY, or --shell"), (["sql", "SELECT 1", "--shell"], "give no QUERY"),
-    (["views", "--format", "csv"], "expected one of table, json"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["sql"], "give a QUERY, or --shell"),
+        (["sql", "SELECT 1", "--shell"], "give no QUERY"),
+        (["views", "--format", "csv"], "expected one of table, json"),
+    ],
+)
 def test_sql_and_views_bad_usage_exits_2(tmp_path, args, says):
     result = runner.invoke(app, [*args, "--cache", str(tmp_path)])
     assert result.exit_code == 2 and says in result.output
 
 
-@pytest.mark.parametrize("text, done, rest", [
-    ("SELECT 1;", ["SELECT 1"], ""),
-    ("SELECT 1; SELECT 2;\nSELECT", ["SELECT 1", "SELECT 2"], "\nSELECT"),
-    ("SELECT 'a;''b'; SELECT \"x;y\" FROM t;", ["SELECT 'a;''b'", 'SELECT "x;y" FROM t'], ""),
-    ("SELECT 1 -- no; end\n;", ["SELECT 1 -- no; end"], ""),
-    ("SELECT /* ; */ 1;;", ["SELECT /* ; */ 1"], ""),
-    ("SELECT 'open;\n", [], "SELECT 'open;\n"),
-    ("-- only; a comment\n ;", [], ""),
-    ("/* open; ", [], "/* open; "),
-])
+@pytest.mark.parametrize(
+    "text, done, rest",
+    [
+        ("SELECT 1;", ["SELECT 1"], ""),
+        ("SELECT 1; SELECT 2;\nSELECT", ["SELECT 1", "SELECT 2"], "\nSELECT"),
+        ("SELECT 'a;''b'; SELECT \"x;y\" FROM t;", ["SELECT 'a;''b'", 'SELECT "x;y" FROM t'], ""),
+        ("SELECT 1 -- no; end\n;", ["SELECT 1 -- no; end"], ""),
+        ("SELECT /* ; */ 1;;", ["SELECT /* ; */ 1"], ""),
+        ("SELECT 'open;\n", [], "SELECT 'open;\n"),
+        ("-- only; a comment\n ;", [], ""),
+        ("/* open; ", [], "/* open; "),
+    ],
+)
 def test_split_statements_ends_at_semicolons_outside_quotes_and_comments(text, done, rest):
     assert split_statements(text) == (done, rest)

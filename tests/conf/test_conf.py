@@ -31,8 +31,12 @@ def conf_error(*args, **kwargs) -> str:
 def test_load_profile_empty_file_gives_the_defaults(tmp_path):
     conf = load_profile(write(tmp_path, ""), environ={})
     assert conf == AugdagConf()
-    assert (conf.cache, conf.shard_size, conf.pipelines, conf.ingest.clean.max_ratio) == (Path(".augdag"), 100_000,
-                                                                                          ["ingest"], 1.5)
+    assert (conf.cache, conf.shard_size, conf.pipelines, conf.ingest.clean.max_ratio) == (
+        Path(".augdag"),
+        100_000,
+        ["ingest"],
+        1.5,
+    )
     assert dump_conf(conf) == AugdagConf().model_dump(mode="json")
     assert dump_conf(conf)["cache"] == ".augdag"
 
@@ -43,21 +47,40 @@ def test_load_profile_comments_only_file_gives_the_defaults(tmp_path):
 
 def test_parse_sets_parses_values_as_yaml():
     assert parse_sets(["a.b=3", "c=true", "d=[x, y]", "e=x", "f=1.5", "g=", "h=a=b"]) == [
-        SetItem("a.b", 3, "a.b=3"), SetItem("c", True, "c=true"), SetItem("d", ["x", "y"], "d=[x, y]"),
-        SetItem("e", "x", "e=x"), SetItem("f", 1.5, "f=1.5"), SetItem("g", None, "g="), SetItem("h", "a=b", "h=a=b"),
+        SetItem("a.b", 3, "a.b=3"),
+        SetItem("c", True, "c=true"),
+        SetItem("d", ["x", "y"], "d=[x, y]"),
+        SetItem("e", "x", "e=x"),
+        SetItem("f", 1.5, "f=1.5"),
+        SetItem("g", None, "g="),
+        SetItem("h", "a=b", "h=a=b"),
     ]
 
 
 def test_load_profile_set_coerces_int_bool_list_and_nests(tmp_path):
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         shard_size: 10
         ingest:
           clean:
             dedup: true
-        """)
-    conf = load_profile(path, ["shard_size=3", "ingest.clean.dedup=false", "ingest.clean.max_ratio=2",
-                               "pipelines=[ingest]", "task_runner.max_workers=4", "datasets.d1.kind=mono",
-                               "datasets.d1.format=text", "datasets.d1.path=m.txt"], environ={})
+        """,
+    )
+    conf = load_profile(
+        path,
+        [
+            "shard_size=3",
+            "ingest.clean.dedup=false",
+            "ingest.clean.max_ratio=2",
+            "pipelines=[ingest]",
+            "task_runner.max_workers=4",
+            "datasets.d1.kind=mono",
+            "datasets.d1.format=text",
+            "datasets.d1.path=m.txt",
+        ],
+        environ={},
+    )
     assert (conf.shard_size, conf.ingest.clean.dedup, conf.ingest.clean.max_ratio) == (3, False, 2.0)
     assert (conf.pipelines, conf.task_runner.max_workers, conf.ingest.clean.max_tokens) == (["ingest"], 4, 250)
     assert conf.datasets == {"d1": DatasetConf(kind="mono", format="text", path=Path("m.txt"))}
@@ -91,14 +114,17 @@ def test_load_profile_cache_from_set_counts_as_the_profile(tmp_path):
 
 
 def test_load_profile_interpolates_env_with_default_and_dollar_escape(tmp_path):
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         shard_size: ${N}
         cache: ${ROOT:-/tmp/default}/c$$1
         datasets:
           d1: {kind: mono, format: text, path: "${DATA}/m-${EMPTY:-x}.txt"}
         demo:
           seed: ${SEED:-7}
-        """)
+        """,
+    )
     conf = load_profile(path, environ={"N": "5", "DATA": "/data", "EMPTY": ""})
     assert (conf.shard_size, conf.cache, conf.demo.seed) == (5, Path("/tmp/default/c$1"), 7)
     assert conf.datasets["d1"].path == Path("/data/m-x.txt")
@@ -110,11 +136,14 @@ def test_load_profile_set_values_are_not_interpolated(tmp_path):
 
 
 def test_load_profile_undefined_env_names_file_line_key_and_variable(tmp_path):
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         demo:
           seed: 1
           bitext_rows: ${ROWS}
-        """)
+        """,
+    )
     assert conf_error(path) == (
         f"{path}:3: demo.bitext_rows: environment variable ROWS is not set (use ${{ROWS:-default}} for a default)"
     )
@@ -128,26 +157,32 @@ def test_load_profile_malformed_interpolation_is_refused(tmp_path):
 
 
 def test_load_profile_unknown_top_level_key_lists_the_allowed_keys(tmp_path):
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         shard_size: 5
         shard_sise: 6
-        """)
+        """,
+    )
     assert conf_error(path) == (
         f"{path}:2: shard_sise: unknown key; expected one of: "
         "cache, shard_size, task_runner, orchestration, datasets, pipelines, ingest, self_training, rejuvenation, "
-            "train_nmt, paraphrase, train_classifier, epida, c2c, mt_paraphrase, train_slot_tagger, nightly, demo"
+        "train_nmt, paraphrase, train_classifier, epida, c2c, mt_paraphrase, train_slot_tagger, nightly, demo"
     )
 
 
 def test_load_profile_unknown_key_in_a_dataset_names_its_dotted_key(tmp_path):
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         datasets:
           d1:
             kind: mono
             format: text
             path: m.txt
             colums: [text]
-        """)
+        """,
+    )
     assert conf_error(path) == (
         f"{path}:6: datasets.d1.colums: unknown key; expected one of: "
         "kind, format, path, src, tgt, columns, rename, header, split, encoding, on_decode_error, split_sentences, "
@@ -156,10 +191,13 @@ def test_load_profile_unknown_key_in_a_dataset_names_its_dotted_key(tmp_path):
 
 
 def test_load_profile_wrong_type_names_file_line_key_and_value(tmp_path):
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         # sizes
         shard_size: many
-        """)
+        """,
+    )
     assert conf_error(path) == (
         f"{path}:2: shard_size: Input should be a valid integer, unable to parse string as an integer, found 'many'"
     )
@@ -167,27 +205,31 @@ def test_load_profile_wrong_type_names_file_line_key_and_value(tmp_path):
 
 def test_load_profile_out_of_range_names_the_bound(tmp_path):
     path = write(tmp_path, "ingest:\n  clean:\n    max_ratio: 0.5\n")
-    assert conf_error(path) == (
-        f"{path}:3: ingest.clean.max_ratio: Input should be greater than or equal to 1, found 0.5"
-    )
+    assert conf_error(path) == (f"{path}:3: ingest.clean.max_ratio: Input should be greater than or equal to 1, found 0.5")
 
 
 def test_load_profile_missing_dataset_kind_names_the_parent_line(tmp_path):
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         datasets:
           d1:
             format: text
             path: m.txt
-        """)
+        """,
+    )
     assert conf_error(path) == f"{path}:2: datasets.d1.kind: missing required key"
 
 
 def test_load_profile_lists_every_error_one_per_line(tmp_path):
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         shard_size: 0
         pipelines: [ingest, rejuvenate]
         task_runner: {kind: mpi}
-        """)
+        """,
+    )
     assert conf_error(path).splitlines() == [
         f"{path}:1: shard_size: Input should be greater than or equal to 1, found 0",
         f"{path}:3: task_runner.kind: Input should be 'threads', 'processes', 'dask' or 'ray', found 'mpi'",
@@ -198,13 +240,16 @@ def test_load_profile_lists_every_error_one_per_line(tmp_path):
 
 
 def test_load_profile_bitext_text_with_path_gets_the_validator_message(tmp_path):
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         datasets:
           wmt:
             kind: bitext
             format: text
             path: wmt.txt
-        """)
+        """,
+    )
     assert conf_error(path) == (
         f"{path}:2: datasets.wmt: a bitext in format 'text' needs `src` and `tgt` (two line-aligned files), not `path`"
     )
@@ -213,8 +258,7 @@ def test_load_profile_bitext_text_with_path_gets_the_validator_message(tmp_path)
 def test_load_profile_bad_set_value_names_the_set(tmp_path):
     path = write(tmp_path, "shard_size: 5\n")
     assert conf_error(path, ["shard_size=many"]) == (
-        "--set shard_size=many: shard_size: Input should be a valid integer, unable to parse string as an integer, "
-        "found 'many'"
+        "--set shard_size=many: shard_size: Input should be a valid integer, unable to parse string as an integer, found 'many'"
     )
 
 
@@ -268,11 +312,14 @@ def test_load_profile_file_path_beats_the_packaged_name(tmp_path, monkeypatch):
 
 
 def test_load_profile_yaml_syntax_error_names_the_line(tmp_path):
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         shard_size: 5
         pipelines: [ingest
         demo: {}
-        """)
+        """,
+    )
     assert conf_error(path) == (
         f"{path}:3: YAML syntax error: expected ',' or ']', but got ':' (while parsing a flow sequence at line 2)"
     )
@@ -284,27 +331,35 @@ def test_load_profile_top_level_must_be_a_mapping(tmp_path):
 
 
 def test_load_profile_duplicate_key_is_refused(tmp_path):
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         demo:
           seed: 1
           seed: 2
-        """)
+        """,
+    )
     assert conf_error(path) == f"{path}:3: demo.seed: duplicate key (first at line 2)"
 
 
 def test_self_training_names_datasets_of_the_right_kind(tmp_path):
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         pipelines: [self_training]
         datasets:
           pairs: {kind: bitext, format: tsv, path: p.tsv}
           lines: {kind: mono, format: text, path: m.txt}
         self_training:
           mono: [pairs]
-        """)
+        """,
+    )
     assert conf_error(path) == (
-        f"{path}:6: self_training.mono: dataset 'pairs' must be of kind 'mono', found kind 'bitext'; "
-        "mono datasets: ['lines']")  # the line of the key, and what it could name (issue 26)
-    ok = write(tmp_path, """
+        f"{path}:6: self_training.mono: dataset 'pairs' must be of kind 'mono', found kind 'bitext'; mono datasets: ['lines']"
+    )  # the line of the key, and what it could name (issue 26)
+    ok = write(
+        tmp_path,
+        """
         pipelines: [self_training]
         datasets:
           pairs: {kind: bitext, format: tsv, path: p.tsv}
@@ -312,8 +367,13 @@ def test_self_training_names_datasets_of_the_right_kind(tmp_path):
         self_training:
           sampling: {budget: 10, beta: 3}
           tokenizer: {kind: moses, src_lang: en, tgt_lang: de}
-        """, "ok.yaml")
+        """,
+        "ok.yaml",
+    )
     conf = load_profile(ok, environ={})
     assert conf.self_training_datasets() == ("pairs", ["lines"])
-    assert (conf.self_training.sampling.budget, conf.self_training.sampling.beta,
-            conf.self_training.sampling.percentile_r) == (10, 3.0, 90.0)
+    assert (conf.self_training.sampling.budget, conf.self_training.sampling.beta, conf.self_training.sampling.percentile_r) == (
+        10,
+        3.0,
+        90.0,
+    )

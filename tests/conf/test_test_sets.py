@@ -62,8 +62,15 @@ def _files(root: Path, profile: str = PROFILE) -> Path:
 
 
 def _augdag(root: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*AUGDAG, *args, "--cache", str(root / "cache")], cwd=root, env=subprocess_env(root, **env),
-                          capture_output=True, text=True, timeout=600, check=False)
+    return subprocess.run(
+        [*AUGDAG, *args, "--cache", str(root / "cache")],
+        cwd=root,
+        env=subprocess_env(root, **env),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -80,24 +87,37 @@ def ingested(prefect_harness, tmp_path_factory) -> Path:
 
 
 def test_a_held_out_set_keeps_its_copies_and_long_pairs_and_clean_false_keeps_a_training_sets(ingested):
-    lines = {r["source"]: r["lines"] for r in catalog_rows(ingested, "SELECT source, list(line ORDER BY line) AS lines "
-                                                           "FROM bitext GROUP BY source")}
-    assert lines == {"test": [1, 2, 3, 4, 5, 6],  # held out: every line, copies and the 9:1 pair included
-                     "train": [1, 2, 5],  # the same files cleaned: copies (3, 6) and the ratio (4) dropped
-                     "raw": [1, 2, 3, 4, 5, 6],  # clean: false
-                     "loose": [1, 2, 4, 5]}  # clean: {max_ratio: 10}: copies dropped, a ratio of 9 kept
+    lines = {
+        r["source"]: r["lines"]
+        for r in catalog_rows(ingested, "SELECT source, list(line ORDER BY line) AS lines FROM bitext GROUP BY source")
+    }
+    assert lines == {
+        "test": [1, 2, 3, 4, 5, 6],  # held out: every line, copies and the 9:1 pair included
+        "train": [1, 2, 5],  # the same files cleaned: copies (3, 6) and the ratio (4) dropped
+        "raw": [1, 2, 3, 4, 5, 6],  # clean: false
+        "loose": [1, 2, 4, 5],
+    }  # clean: {max_ratio: 10}: copies dropped, a ratio of 9 kept
     assert [r["line"] for r in catalog_rows(ingested, "SELECT line FROM labeled WHERE source = 'ltest' ORDER BY line")] == [
-        1, 2, 3, 5]  # the copy (3) kept ...
+        1,
+        2,
+        3,
+        5,
+    ]  # the copy (3) kept ...
     assert catalog_rows(ingested, "SELECT line, reason FROM rejects WHERE source = 'ltest'") == [
-        {"line": 4, "reason": "column_count"}]  # ... the broken row rejected, as in any dataset
-    assert catalog_rows(ingested, "SELECT reason, list(line ORDER BY line) AS lines FROM dropped WHERE source = 'train' "
-                        "GROUP BY reason ORDER BY reason") == [{"reason": "duplicate", "lines": [3, 6]},
-                                                              {"reason": "length_ratio", "lines": [4]}]
+        {"line": 4, "reason": "column_count"}
+    ]  # ... the broken row rejected, as in any dataset
+    assert catalog_rows(
+        ingested,
+        "SELECT reason, list(line ORDER BY line) AS lines FROM dropped WHERE source = 'train' GROUP BY reason ORDER BY reason",
+    ) == [{"reason": "duplicate", "lines": [3, 6]}, {"reason": "length_ratio", "lines": [4]}]
     assert catalog_rows(ingested, "SELECT count(*) AS n FROM dropped WHERE source IN ('test', 'ltest', 'raw')") == [{"n": 0}]
-    stages = {(r["stage"], r["dataset"]): json.loads(r["params"]) for r in catalog_rows(
-        ingested, "SELECT stage, dataset, params FROM artifacts WHERE stage <> 'read'")}
+    stages = {
+        (r["stage"], r["dataset"]): json.loads(r["params"])
+        for r in catalog_rows(ingested, "SELECT stage, dataset, params FROM artifacts WHERE stage <> 'read'")
+    }
     assert {k: v for k, v in stages.items() if v == {"cleans": False}} == {  # the fingerprint says it did not clean
-        ("clean", ds): {"cleans": False} for ds in ("test", "ltest", "raw")}
+        ("clean", ds): {"cleans": False} for ds in ("test", "ltest", "raw")
+    }
     assert sorted(ds for stage, ds in stages if stage == "duplicates") == ["loose", "train"]
 
 
@@ -116,8 +136,7 @@ def test_bleu_and_chrf_on_a_held_out_set_equal_sacrebleu_on_the_raw_reference_li
     for i in range(art["n_shards"]):
         rows = pq.read_table(ingested / art["path"] / part_name(i))  # relative to the cache, or absolute
         parts.append(ingested / f"translations-{i}.parquet")
-        pq.write_table(evaluation.translate_test(rows, model=None, model_path=None, runtime=None, decode=None),
-                       parts[-1])
+        pq.write_table(evaluation.translate_test(rows, model=None, model_path=None, runtime=None, decode=None), parts[-1])
     scores = {r["metric"]: r for r in evaluation.evaluate(Parts(tuple(parts))).to_pylist()}
     refs = (ingested.parent / "test.de").read_text(encoding="utf-8").splitlines()
     hyps = [HYP[s] for s in (ingested.parent / "test.en").read_text(encoding="utf-8").splitlines()]
@@ -125,26 +144,40 @@ def test_bleu_and_chrf_on_a_held_out_set_equal_sacrebleu_on_the_raw_reference_li
     assert scores["BLEU"]["score"] == sacrebleu.corpus_bleu(hyps, [refs]).score
     assert scores["chrF"]["score"] == sacrebleu.corpus_chrf(hyps, [refs]).score
     kept = [1, 2, 5]  # what cleaning would have scored: another number
-    assert scores["BLEU"]["score"] != sacrebleu.corpus_bleu([hyps[i - 1] for i in kept],
-                                                             [[refs[i - 1] for i in kept]]).score
+    assert scores["BLEU"]["score"] != sacrebleu.corpus_bleu([hyps[i - 1] for i in kept], [[refs[i - 1] for i in kept]]).score
 
 
-@pytest.mark.parametrize("extra, message", [
-    ("self_training:\n  bitext: test\n",
-     ("p.yaml:10: train_nmt.tests.0: dataset 'test' is held out for evaluation, but self_training.bitext trains on "
-      "it: a score on data a model learnt from is not a held-out score. Hint: evaluate on another dataset, or train "
-      "on another one")),
-    ("epida:\n  dataset: ltest\n",
-     "p.yaml:12: train_classifier.test: dataset 'ltest' is held out for evaluation, but epida.dataset trains on it"),
-    ("datasets:\n  test: {kind: bitext, format: text, src: test.en, tgt: test.de, clean: {dedup: false}}\n",
-     ("datasets.test.clean: 'test' is held out for evaluation (train_nmt.tests.0) and a held-out set is never "
-      "cleaned: its scores are on the file as it is. Hint: remove `clean`")),
-], ids=["self_training", "epida", "own_clean"])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (
+            "self_training:\n  bitext: test\n",
+            (
+                "p.yaml:10: train_nmt.tests.0: dataset 'test' is held out for evaluation, but self_training.bitext trains on "
+                "it: a score on data a model learnt from is not a held-out score. Hint: evaluate on another dataset, or train "
+                "on another one"
+            ),
+        ),
+        (
+            "epida:\n  dataset: ltest\n",
+            "p.yaml:12: train_classifier.test: dataset 'ltest' is held out for evaluation, but epida.dataset trains on it",
+        ),
+        (
+            "datasets:\n  test: {kind: bitext, format: text, src: test.en, tgt: test.de, clean: {dedup: false}}\n",
+            (
+                "datasets.test.clean: 'test' is held out for evaluation (train_nmt.tests.0) and a held-out set is never "
+                "cleaned: its scores are on the file as it is. Hint: remove `clean`"
+            ),
+        ),
+    ],
+    ids=["self_training", "epida", "own_clean"],
+)
 def test_a_held_out_set_that_is_trained_on_or_cleaned_is_one_line_exit_2(tmp_path, extra, message):
     profile = _files(tmp_path).read_text()
     if extra.startswith("datasets:"):  # the test set's own line replaced
-        profile = profile.replace("  test:  {kind: bitext, format: text, src: test.en, tgt: test.de}\n",
-                                  extra.removeprefix("datasets:\n"))
+        profile = profile.replace(
+            "  test:  {kind: bitext, format: text, src: test.en, tgt: test.de}\n", extra.removeprefix("datasets:\n")
+        )
     else:
         profile += extra
     (tmp_path / "p.yaml").write_text(profile)
@@ -159,15 +192,17 @@ def test_the_demo_holds_out_its_three_test_sets_and_trains_on_none_of_them():
     from conf.roles import evaluation_datasets, training_datasets
 
     conf = load_profile("demo", [], environ={"AUGDAG_DEMO_DATA": "/nonexistent"})
-    assert evaluation_datasets(conf) == {"demo_test": ["train_nmt.tests.0"],
-                                         "demo_labeled_test": ["train_classifier.test", "epida.test"],
-                                         "demo_slots_test": ["train_slot_tagger.test"]}
+    assert evaluation_datasets(conf) == {
+        "demo_test": ["train_nmt.tests.0"],
+        "demo_labeled_test": ["train_classifier.test", "epida.test"],
+        "demo_slots_test": ["train_slot_tagger.test"],
+    }
     assert training_datasets(conf) == {
-        "demo_bitext": ["self_training.bitext", "rejuvenation.bitext", "paraphrase.generator.bitext",
-                        "mt_paraphrase.bitext"],
+        "demo_bitext": ["self_training.bitext", "rejuvenation.bitext", "paraphrase.generator.bitext", "mt_paraphrase.bitext"],
         "demo_mono": ["self_training.mono.0"],
         "demo_labeled": ["paraphrase.dataset", "train_classifier.dataset", "epida.dataset"],
-        "demo_slots": ["c2c.dataset", "train_slot_tagger.dataset"]}
+        "demo_slots": ["c2c.dataset", "train_slot_tagger.dataset"],
+    }
 
 
 def test_an_unnamed_default_test_set_counts_only_when_its_pipeline_is_enabled(tmp_path):
@@ -178,6 +213,9 @@ def test_an_unnamed_default_test_set_counts_only_when_its_pipeline_is_enabled(tm
     assert evaluation_datasets(load_profile(tmp_path / "p.yaml", [])) == {}  # ingest alone: b is cleaned
     conf = load_profile(tmp_path / "p.yaml", ["pipelines=[ingest, train_nmt]"])
     assert evaluation_datasets(conf) == {"b": ["train_nmt.test"]}  # train_nmt's default: the only bitext
-    with pytest.raises(ConfError, match=r"train_nmt.test: dataset 'b' is held out for evaluation, but "
-                                        r"rejuvenation.bitext trains on it"):
+    with pytest.raises(
+        ConfError,
+        match=r"train_nmt.test: dataset 'b' is held out for evaluation, but "
+        r"rejuvenation.bitext trains on it",
+    ):
         load_profile(tmp_path / "p.yaml", ["pipelines=[ingest, rejuvenation, train_nmt]"])  # both by default

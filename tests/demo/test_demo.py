@@ -18,8 +18,18 @@ from demo.draws import CHUNK_ROWS
 from demo.grammar import CLASS_WORDS, TEMPLATES
 from demo.labeled import LABEL_NOUNS
 
-DATA_FILES = ["train.en", "train.de", "train.align", "test.en", "test.de", "mono.en", "labeled.tsv", "slots.jsonl",
-              "labeled_test.tsv", "slots_test.jsonl"]
+DATA_FILES = [
+    "train.en",
+    "train.de",
+    "train.align",
+    "test.en",
+    "test.de",
+    "mono.en",
+    "labeled.tsv",
+    "slots.jsonl",
+    "labeled_test.tsv",
+    "slots_test.jsonl",
+]
 
 
 @pytest.fixture(scope="module")
@@ -57,10 +67,22 @@ def test_write_demo_same_seed_same_bytes_other_seed_differs(tmp_path, written):
 
 def test_demo_paths_name_the_files_under_root(tmp_path):
     paths = DemoPaths.at(tmp_path)
-    assert [p.name for p in (paths.train_src, paths.train_tgt, paths.alignments, paths.test_src, paths.test_tgt,
-                             paths.mono, paths.labeled, paths.slots, paths.labeled_test, paths.slots_test,
-                             paths.lexicon)] == DATA_FILES + [
-        "lexicon.tsv"]
+    assert [
+        p.name
+        for p in (
+            paths.train_src,
+            paths.train_tgt,
+            paths.alignments,
+            paths.test_src,
+            paths.test_tgt,
+            paths.mono,
+            paths.labeled,
+            paths.slots,
+            paths.labeled_test,
+            paths.slots_test,
+            paths.lexicon,
+        )
+    ] == DATA_FILES + ["lexicon.tsv"]
 
 
 @pytest.mark.parametrize("iterate", [demo.iter_mono, demo.iter_labeled, demo.iter_slots])
@@ -247,13 +269,22 @@ def _bad(name: str, line: bytes) -> str | None:
 def test_write_demo_bad_rows_are_exactly_at_the_returned_lines(written):
     _, planted, raw = written
     assert {name: len(bad) for name, bad in planted.items()} == {
-        "train.en": 5, "train.de": 5, "train.align": 5, "mono.en": 4, "labeled.tsv": 5, "slots.jsonl": 5}
+        "train.en": 5,
+        "train.de": 5,
+        "train.align": 5,
+        "mono.en": 4,
+        "labeled.tsv": 5,
+        "slots.jsonl": 5,
+    }
     assert sorted(planted["train.en"].values()) == sorted(demo.BAD_REASONS["bitext"])
     for name in ("mono.en", "labeled.tsv", "slots.jsonl"):
         found = {i + 1: why for i, line in enumerate(raw[name]) if (why := _bad(name, line))}
         assert found == planted[name], name
-    found = {i + 1: f"{_bad('', en) or _bad('', de)}_{'src' if _bad('', en) else 'tgt'}"
-             for i, (en, de) in enumerate(zip(raw["train.en"], raw["train.de"])) if _bad("", en) or _bad("", de)}
+    found = {
+        i + 1: f"{_bad('', en) or _bad('', de)}_{'src' if _bad('', en) else 'tgt'}"
+        for i, (en, de) in enumerate(zip(raw["train.en"], raw["train.de"]))
+        if _bad("", en) or _bad("", de)
+    }
     assert found == planted["train.en"] == planted["train.de"] == planted["train.align"]
     assert {i + 1 for i, line in enumerate(raw["train.align"]) if not line} == set(planted["train.align"])
 
@@ -279,5 +310,11 @@ def test_bad_lines_count_is_one_in_2000_and_each_reason_once_from_500_rows():
 def test_write_demo_defaults_are_the_demo_profile_sizes():
     params = inspect.signature(write_demo).parameters
     assert {name: params[name].default for name in DemoConf.model_fields} == DemoConf().model_dump()
-    assert DemoConf().model_dump() == {"seed": 0, "bitext_rows": 3000, "mono_rows": 5000, "labeled_rows": 1200,
-                                       "slots_rows": 1200, "test_rows": 300}
+    assert DemoConf().model_dump() == {
+        "seed": 0,
+        "bitext_rows": 3000,
+        "mono_rows": 5000,
+        "labeled_rows": 1200,
+        "slots_rows": 1200,
+        "test_rows": 300,
+    }

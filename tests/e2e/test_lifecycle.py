@@ -36,14 +36,31 @@ from tests.conftest import subprocess_env
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
 # train_nmt's one arm `mix`: the demo's arms read paraphrased_bitext, which needs mt_paraphrase
-TINY = ["--bitext-rows", "300", "--set", "shard_size=100", "--set", "pipelines=[ingest,self_training,rejuvenation,train_nmt]",
-        "--set", "train_nmt.experiments={}",
-        "--set", "demo.mono_rows=500", "--set", "demo.test_rows=50", "--set", "self_training.teacher.train.max_update=20",
-        "--set", "rejuvenation.identification.train.max_update=20", "--set", "train_nmt.student.train.max_update=20"]
+TINY = [
+    "--bitext-rows",
+    "300",
+    "--set",
+    "shard_size=100",
+    "--set",
+    "pipelines=[ingest,self_training,rejuvenation,train_nmt]",
+    "--set",
+    "train_nmt.experiments={}",
+    "--set",
+    "demo.mono_rows=500",
+    "--set",
+    "demo.test_rows=50",
+    "--set",
+    "self_training.teacher.train.max_update=20",
+    "--set",
+    "rejuvenation.identification.train.max_update=20",
+    "--set",
+    "train_nmt.student.train.max_update=20",
+]
 KILL_IN, KILL_SHARDS = "teacher_translate", 5  # the stage the tiny demo is killed in: 500 mono rows, shards of 100
 
 
 # -- helpers ----------------------------------------------------------------------------------------
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -60,8 +77,7 @@ def refused(port: int) -> bool:
 
 
 def augdag(tmp_path: Path, *args: str, **env: str) -> tuple[list[str], dict]:
-    return [sys.executable, "-m", "flows.cli", *args], {"env": subprocess_env(tmp_path, COLUMNS="200", **env),
-                                                        "cwd": tmp_path}
+    return [sys.executable, "-m", "flows.cli", *args], {"env": subprocess_env(tmp_path, COLUMNS="200", **env), "cwd": tmp_path}
 
 
 def run_augdag(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
@@ -91,8 +107,9 @@ def api_post(url: str, path: str, body: dict, *, tries: int = 5) -> list | dict:
     """POST to the Prefect API; a 503 (the SQLite server busy on a loaded machine: CI saw one on
     create_flow_run) is tried again, 2 s later, up to ``tries`` times."""
     for attempt in range(1, tries + 1):
-        req = urllib.request.Request(f"{url}{path}", data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            f"{url}{path}", data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+        )
         try:
             with urllib.request.urlopen(req, timeout=30) as r:
                 return json.loads(r.read())
@@ -120,8 +137,9 @@ class Server:
 
     def __init__(self, tmp_path: Path, cache: Path) -> None:
         self.cache, self.port, self.reports_port = cache, free_port(), free_port()
-        cmd, kw = augdag(tmp_path, "server", "--cache", str(cache), "--port", str(self.port),
-                         "--reports-port", str(self.reports_port))
+        cmd, kw = augdag(
+            tmp_path, "server", "--cache", str(cache), "--port", str(self.port), "--reports-port", str(self.reports_port)
+        )
         self.log = open(tmp_path / f"server-{self.port}.out", "w+")  # noqa: SIM115
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, **kw)
         state = wait_for("server.json with the reports URL", self._recorded)
@@ -158,10 +176,11 @@ def assert_stops_cleanly(server: Server, sig: int) -> None:
 
 # -- fast: the pieces -------------------------------------------------------------------------------
 
+
 def test_catalog_migration_adds_the_owner_columns_to_an_old_catalog(tmp_path):
     import duckdb
 
-    old_ddl = DDL[:DDL.index("ALTER TABLE")]
+    old_ddl = DDL[: DDL.index("ALTER TABLE")]
     with duckdb.connect(str(tmp_path / "catalog.duckdb")) as con:
         con.execute(old_ddl)
         con.execute("INSERT INTO runs VALUES ('old', 'ingest', 'p', 'running', now(), NULL, NULL, '{}', NULL)")
@@ -173,7 +192,8 @@ def test_catalog_migration_adds_the_owner_columns_to_an_old_catalog(tmp_path):
     me = current_owner()
     assert catalog.query("SELECT run_id, status, host, pid, pid_started FROM runs ORDER BY run_id").to_pylist() == [
         {"run_id": "new", "status": "running", "host": me.host, "pid": me.pid, "pid_started": me.started},
-        {"run_id": "old", "status": "running", "host": None, "pid": None, "pid_started": None}]
+        {"run_id": "old", "status": "running", "host": None, "pid": None, "pid_started": None},
+    ]
 
 
 def test_reap_crashed_marks_only_runs_whose_process_is_certainly_gone(tmp_path):
@@ -183,19 +203,30 @@ def test_reap_crashed_marks_only_runs_whose_process_is_certainly_gone(tmp_path):
     dead.kill()
     dead.wait()
     me = current_owner()
-    owners = {"dead": dead_owner, "reused": Owner(host, me.pid, me.started + "0"), "alive": me,
-              "elsewhere": Owner("another-host", dead.pid, None)}
+    owners = {
+        "dead": dead_owner,
+        "reused": Owner(host, me.pid, me.started + "0"),
+        "alive": me,
+        "elsewhere": Owner("another-host", dead.pid, None),
+    }
     for run_id, owner in owners.items():
         catalog.start_run(run_id, pipeline="ingest", profile="p", config={}, flow_run_id=f"fr-{run_id}", owner=owner)
     gone = catalog.reap_crashed()
-    assert gone == [{"run_id": r, "pipeline": "ingest", "flow_run_id": f"fr-{r}",
-                     "error": f"process {owners[r].pid} on {host} is gone"} for r in ("dead", "reused")]
+    assert gone == [
+        {"run_id": r, "pipeline": "ingest", "flow_run_id": f"fr-{r}", "error": f"process {owners[r].pid} on {host} is gone"}
+        for r in ("dead", "reused")
+    ]
     assert catalog.reap_crashed() == []
-    rows = catalog.query("SELECT run_id, status, finished_at IS NOT NULL AS finished, crash_reported,"
-                         " json_extract_string(summary, '$.error') AS error FROM runs ORDER BY run_id").to_pylist()
+    rows = catalog.query(
+        "SELECT run_id, status, finished_at IS NOT NULL AS finished, crash_reported,"
+        " json_extract_string(summary, '$.error') AS error FROM runs ORDER BY run_id"
+    ).to_pylist()
     assert [(r["run_id"], r["status"], r["finished"], r["crash_reported"]) for r in rows] == [
-        ("alive", "running", False, None), ("dead", "crashed", True, False), ("elsewhere", "running", False, None),
-        ("reused", "crashed", True, False)]
+        ("alive", "running", False, None),
+        ("dead", "crashed", True, False),
+        ("elsewhere", "running", False, None),
+        ("reused", "crashed", True, False),
+    ]
     assert sorted(c["run_id"] for c in catalog.unreported_crashes()) == ["dead", "reused"]
     catalog.mark_crash_reported(["dead"])
     assert [c["run_id"] for c in catalog.unreported_crashes()] == ["reused"]
@@ -223,8 +254,9 @@ def test_report_http_serves_files_under_reports_only(tmp_path):
     (cache / "catalog.duckdb").write_bytes(b"secret")
     (page.parent / "out").symlink_to(cache / "catalog.duckdb")
     assert report_url(cache, page) is None  # no server: the artifact says where the file is instead
-    assert f"`{page}`" in file_link_markdown(cache, page, "report") and f"augdag server --cache {cache}" in \
-        file_link_markdown(cache, page, "report")
+    assert f"`{page}`" in file_link_markdown(cache, page, "report") and f"augdag server --cache {cache}" in file_link_markdown(
+        cache, page, "report"
+    )
     httpd = serve_reports(cache / "reports", 0)
     try:
         base = f"http://127.0.0.1:{httpd.server_address[1]}"
@@ -232,8 +264,15 @@ def test_report_http_serves_files_under_reports_only(tmp_path):
         record(cache, "http://127.0.0.1:9/api", 1, reports_url=base)
         assert report_url(cache, page) == f"{base}/run-1/report%20page.html"
         assert http_get(report_url(cache, page)) == (200, b"<h1>report</h1>")
-        for path in ("/", "/run-1/", "/run-1", "/../catalog.duckdb", "/run-1/%2e%2e/%2e%2e/catalog.duckdb",
-                     "/run-1/out", "/%2fetc/passwd"):
+        for path in (
+            "/",
+            "/run-1/",
+            "/run-1",
+            "/../catalog.duckdb",
+            "/run-1/%2e%2e/%2e%2e/catalog.duckdb",
+            "/run-1/out",
+            "/%2fetc/passwd",
+        ):
             assert http_get(base + path)[0] == 404, path
         req = urllib.request.Request(f"{base}/run-1/report%20page.html", data=b"x", method="PUT")
         with pytest.raises(urllib.error.HTTPError, match="501"):
@@ -245,6 +284,7 @@ def test_report_http_serves_files_under_reports_only(tmp_path):
 
 
 # -- slow: real servers and runs --------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
@@ -271,8 +311,11 @@ def parquet_digests(cache: Path) -> dict[str, str]:
 def scores(cache: Path) -> list[dict]:
     """Every distinct score: a model evaluated again by a retry, or cached in a later run, records its row again
     (the same score; a different one would show as a second row)."""
-    return Catalog(cache).query("SELECT DISTINCT model_name, testset, metric, score, signature, sentences "
-                                "FROM evaluations ORDER BY ALL").to_pylist()
+    return (
+        Catalog(cache)
+        .query("SELECT DISTINCT model_name, testset, metric, score, signature, sentences FROM evaluations ORDER BY ALL")
+        .to_pylist()
+    )
 
 
 def freeze_mid_stage(proc: subprocess.Popen, cache: Path, stage: str) -> tuple[Path, set[int]]:
@@ -295,12 +338,22 @@ def freeze_mid_stage(proc: subprocess.Popen, cache: Path, stage: str) -> tuple[P
 def test_kill_9_mid_stage_then_retry_completes_as_an_uninterrupted_run(server, tmp_path):
     cache, data = server.cache, str(tmp_path / "demo-data")  # one copy of the demo data: the same fingerprints
     # the reference: the same tiny demo, uninterrupted (alongside, in its own cache)
-    ref_cmd, ref_kw = augdag(tmp_path, "demo", "--cache", str(tmp_path / "reference"), *TINY,
-                             PREFECT_API_URL=server.url, AUGDAG_DEMO_DATA=data, PREFECT_HOME=str(tmp_path / "ref-home"))
+    ref_cmd, ref_kw = augdag(
+        tmp_path,
+        "demo",
+        "--cache",
+        str(tmp_path / "reference"),
+        *TINY,
+        PREFECT_API_URL=server.url,
+        AUGDAG_DEMO_DATA=data,
+        PREFECT_HOME=str(tmp_path / "ref-home"),
+    )
     cmd, kw = augdag(tmp_path, "demo", "--cache", str(cache), *TINY, AUGDAG_DEMO_DATA=data)
     log = open(tmp_path / "killed.out", "w+")  # noqa: SIM115
-    with process_group(ref_cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **ref_kw) as reference, \
-            process_group(cmd, stdout=log, stderr=subprocess.STDOUT, **kw) as killed:
+    with (
+        process_group(ref_cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **ref_kw) as reference,
+        process_group(cmd, stdout=log, stderr=subprocess.STDOUT, **kw) as killed,
+    ):
         kill_9_then_retry(server, tmp_path, reference, killed, log)
 
 
@@ -316,8 +369,7 @@ def process_group(cmd: list[str], **popen) -> Iterator[subprocess.Popen]:
             proc.wait()
 
 
-def kill_9_then_retry(server: Server, tmp_path: Path, reference: subprocess.Popen, killed: subprocess.Popen,
-                      log) -> None:
+def kill_9_then_retry(server: Server, tmp_path: Path, reference: subprocess.Popen, killed: subprocess.Popen, log) -> None:
     cache = server.cache
     try:
         stage_dir, done = freeze_mid_stage(killed, cache, KILL_IN)
@@ -334,8 +386,14 @@ def kill_9_then_retry(server: Server, tmp_path: Path, reference: subprocess.Pope
     # `augdag runs` (with an API that does not answer) shows the killed runs crashed
     listed = run_augdag(tmp_path, "runs", "--cache", str(cache), PREFECT_API_URL=f"http://127.0.0.1:{free_port()}/api")
     assert listed.returncode == 0, listed.stderr[-3000:]
-    crashed = Catalog(cache).query("SELECT run_id, pipeline, flow_run_id, json_extract_string(summary, '$.error') AS error,"
-                                   " crash_reported FROM runs WHERE status = 'crashed' ORDER BY run_id").to_pylist()
+    crashed = (
+        Catalog(cache)
+        .query(
+            "SELECT run_id, pipeline, flow_run_id, json_extract_string(summary, '$.error') AS error,"
+            " crash_reported FROM runs WHERE status = 'crashed' ORDER BY run_id"
+        )
+        .to_pylist()
+    )
     assert Catalog(cache).query("SELECT count(*) FILTER (status = 'running') AS n FROM runs").column(0).to_pylist() == [0]
     assert {r["pipeline"] for r in crashed} >= {"nightly", "self_training"}
     assert {r["error"] for r in crashed} == {f"process {killed.pid} on {socket.gethostname()} is gone"}
@@ -352,19 +410,25 @@ def kill_9_then_retry(server: Server, tmp_path: Path, reference: subprocess.Pope
     assert Catalog(cache).query("SELECT bool_and(crash_reported) FROM runs WHERE status = 'crashed'").column(0)[0].as_py()
 
     # only what was missing was computed: the killed stage's other shards, and what no manifest finished
-    last = Catalog(cache).query("SELECT run_id, summary FROM runs WHERE pipeline = 'nightly' AND status = 'completed'"
-                                ).to_pylist()
+    last = (
+        Catalog(cache).query("SELECT run_id, summary FROM runs WHERE pipeline = 'nightly' AND status = 'completed'").to_pylist()
+    )
     assert len(last) == 1
     stages = [s for p in json.loads(last[0]["summary"])["pipelines"] for s in p["stages"]]
     assert {s["kind"] for s in stages if s["fingerprint"] in finished_before | models_before} == {"artifact", "model"}
     for s in stages:
         if s["fingerprint"] in finished_before | models_before:
             assert s["status"] == "cached", s
-    shards = Catalog(cache).query(
-        "SELECT DISTINCT shard, status FROM stage_runs WHERE fingerprint = $f AND run_id IN "
-        "(SELECT run_id FROM runs WHERE status = 'completed') ORDER BY shard", {"f": stage_dir.name}).to_pylist()
-    assert [(r["shard"], r["status"]) for r in shards] == [(i, "cached" if i in done else "computed")
-                                                                for i in range(KILL_SHARDS)]
+    shards = (
+        Catalog(cache)
+        .query(
+            "SELECT DISTINCT shard, status FROM stage_runs WHERE fingerprint = $f AND run_id IN "
+            "(SELECT run_id FROM runs WHERE status = 'completed') ORDER BY shard",
+            {"f": stage_dir.name},
+        )
+        .to_pylist()
+    )
+    assert [(r["shard"], r["status"]) for r in shards] == [(i, "cached" if i in done else "computed") for i in range(KILL_SHARDS)]
 
     # byte-identical artifacts and identical scores to the uninterrupted run
     out, _ = reference.communicate(timeout=600)
@@ -375,8 +439,10 @@ def kill_9_then_retry(server: Server, tmp_path: Path, reference: subprocess.Pope
 
     # the reports of the retry link over HTTP to `augdag server`'s copy of <cache>/reports
     ids = Catalog(cache).query("SELECT flow_run_id FROM runs WHERE status = 'completed'").column(0).to_pylist()
-    data = [str(a["data"]) for a in api_post(server.url, "/artifacts/filter",
-                                             {"artifacts": {"flow_run_id": {"any_": ids}}, "limit": 200})]
+    data = [
+        str(a["data"])
+        for a in api_post(server.url, "/artifacts/filter", {"artifacts": {"flow_run_id": {"any_": ids}}, "limit": 200})
+    ]
     urls = [u for d in data for u in re.findall(r"\]\((\w+://[^)\s]+)\)", d)]  # a link artifact: [text](url)
     assert len(urls) >= 2 and all(u.startswith(server.reports + "/") for u in urls), urls
     assert not any("file://" in d for d in data)
@@ -404,25 +470,44 @@ def test_serve_stopped_by_sigterm_leaves_no_flow_run_process(server, tmp_path):
     cache = tmp_path / "cache"
     (tmp_path / "a.txt").write_text("hello world\n")
     profile = tmp_path / "p.yaml"
-    profile.write_text("pipelines: [ingest]\nnightly: {overlap: wait}\n"
-                       f"datasets:\n  a: {{kind: mono, format: text, path: {tmp_path / 'a.txt'}}}\n")
+    profile.write_text(
+        "pipelines: [ingest]\nnightly: {overlap: wait}\n"
+        f"datasets:\n  a: {{kind: mono, format: text, path: {tmp_path / 'a.txt'}}}\n"
+    )
     held = FileLock(cache / "nightly.lock")  # the served run waits for it: it is running when stopped
     cache.mkdir()
     held.acquire()
     # a stopped flow run reports Crashed to the server first, which a loaded machine's SQLite server slows down
-    cmd, kw = augdag(tmp_path, "serve", "--config", str(profile), "--cache", str(cache), "--name", "lifecycle",
-                     PREFECT_API_URL=server.url, PREFECT_RUNNER_POLL_FREQUENCY="1", AUGDAG_STOP_GRACE_S="20")
+    cmd, kw = augdag(
+        tmp_path,
+        "serve",
+        "--config",
+        str(profile),
+        "--cache",
+        str(cache),
+        "--name",
+        "lifecycle",
+        PREFECT_API_URL=server.url,
+        PREFECT_RUNNER_POLL_FREQUENCY="1",
+        AUGDAG_STOP_GRACE_S="20",
+    )
     serve = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
     try:
-        deployment = wait_for("the served deployment", lambda: api_post(
-            server.url, "/deployments/filter", {"deployments": {"name": {"any_": ["lifecycle"]}}}))[0]
+        deployment = wait_for(
+            "the served deployment",
+            lambda: api_post(server.url, "/deployments/filter", {"deployments": {"name": {"any_": ["lifecycle"]}}}),
+        )[0]
         flow_run = api_post(server.url, f"/deployments/{deployment['id']}/create_flow_run", {})
         wait_for("the flow run to run", lambda: flow_run_states(server.url, [flow_run["id"]])[flow_run["id"]] == "Running")
         # stopped while it waits for the lock (its log says so), not while "Running" still means starting: twice, on
         # a loaded CI machine, a run stopped that early went on to wait for the lock after the stop
-        wait_for("the flow run to wait for the lock", lambda: any(
-            "waiting up to" in r["message"] and "nightly.lock" in r["message"] for r in api_post(
-                server.url, "/logs/filter", {"logs": {"flow_run_id": {"any_": [flow_run["id"]]}}})))
+        wait_for(
+            "the flow run to wait for the lock",
+            lambda: any(
+                "waiting up to" in r["message"] and "nightly.lock" in r["message"]
+                for r in api_post(server.url, "/logs/filter", {"logs": {"flow_run_id": {"any_": [flow_run["id"]]}}})
+            ),
+        )
         below = tree(serve.pid)
         assert any("multiprocessing" in Path(f"/proc/{p}/cmdline").read_text() for p, _ in below)  # the flow run's
         os.kill(serve.pid, signal.SIGTERM)

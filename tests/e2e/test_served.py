@@ -32,8 +32,18 @@ from tests.e2e.test_server import free_port
 
 pytestmark = pytest.mark.slow
 
-PIPELINES = ["ingest", "self_training", "rejuvenation", "paraphrase", "mt_paraphrase", "train_nmt", "epida",
-             "train_classifier", "c2c", "train_slot_tagger"]
+PIPELINES = [
+    "ingest",
+    "self_training",
+    "rejuvenation",
+    "paraphrase",
+    "mt_paraphrase",
+    "train_nmt",
+    "epida",
+    "train_classifier",
+    "c2c",
+    "train_slot_tagger",
+]
 PREFECT = str(Path(sys.executable).parent / "prefect")
 FINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 FAST_POLL = {"PREFECT_RUNNER_POLL_FREQUENCY": "1", "PREFECT_WORKER_QUERY_SECONDS": "1"}
@@ -62,8 +72,9 @@ class prefect_server:
         saved = {k: os.environ.get(k) for k in extra}
         os.environ.update(extra)
         try:
-            self.proc, url = start_server(self.cache, port=free_port(), timeout_s=180,
-                                          log=self.logs / f"server-{self.cache.parent.name}.log")
+            self.proc, url = start_server(
+                self.cache, port=free_port(), timeout_s=180, log=self.logs / f"server-{self.cache.parent.name}.log"
+            )
         finally:
             for k, v in saved.items():
                 if v is None:
@@ -109,8 +120,15 @@ class background:
 
     def __enter__(self) -> background:
         with open(self.log, "wb") as out:
-            self.proc = subprocess.Popen(self.cmd, env=self.env, cwd=self.cwd, stdout=out, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
+            self.proc = subprocess.Popen(
+                self.cmd,
+                env=self.env,
+                cwd=self.cwd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         return self
 
     def output(self) -> str:
@@ -152,8 +170,14 @@ def finished(url: str, flow_run_id: str, proc: background, timeout_s: float = 24
 
 
 def augdag(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "flows.cli", *args], env=subprocess_env(cwd, COLUMNS="200", **env),
-                          cwd=cwd, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "flows.cli", *args],
+        env=subprocess_env(cwd, COLUMNS="200", **env),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def serve(cache: Path, cwd: Path, name: str, extra: Sequence[str] = ()) -> background:
@@ -165,8 +189,14 @@ def serve(cache: Path, cwd: Path, name: str, extra: Sequence[str] = ()) -> backg
 
 
 def nightly_record(cache: Path, flow_run_id: str) -> dict:
-    rows = Catalog(cache).query("SELECT run_id, status, profile, summary FROM runs WHERE pipeline = 'nightly' AND "
-                                "flow_run_id = $f", {"f": flow_run_id}).to_pylist()
+    rows = (
+        Catalog(cache)
+        .query(
+            "SELECT run_id, status, profile, summary FROM runs WHERE pipeline = 'nightly' AND flow_run_id = $f",
+            {"f": flow_run_id},
+        )
+        .to_pylist()
+    )
     assert len(rows) == 1, rows
     return {**rows[0], "summary": json.loads(rows[0]["summary"])}
 
@@ -178,20 +208,28 @@ def assert_every_pipeline_completed(cache: Path, flow_run_id: str) -> dict:
     assert (run["status"], run["profile"]) == ("completed", "demo")
     assert [(c["pipeline"], c["status"]) for c in children] == [(p, "completed") for p in PIPELINES]
     ids = [c["run_id"] for c in children]
-    status = Catalog(cache).query("SELECT pipeline, status FROM runs WHERE run_id IN (SELECT unnest($ids)) "
-                                  "ORDER BY started_at", {"ids": ids}).to_pylist()
+    status = (
+        Catalog(cache)
+        .query("SELECT pipeline, status FROM runs WHERE run_id IN (SELECT unnest($ids)) ORDER BY started_at", {"ids": ids})
+        .to_pylist()
+    )
     assert sorted((r["pipeline"], r["status"]) for r in status) == sorted((p, "completed") for p in PIPELINES)
-    found = Catalog(cache).query(
-        "SELECT (SELECT count(*) FROM bitext WHERE source = 'demo_bitext') AS bitext, (SELECT rows FROM artifacts "
-        "WHERE stage = 'clean' AND dataset = 'demo_bitext' LIMIT 1) AS clean_rows, "
-        "(SELECT count(*) FROM mono WHERE source = 'demo_mono') AS mono, (SELECT count(*) FROM sampled_mono) AS sampled, "
-        "(SELECT count(*) FROM synthetic) AS synthetic, (SELECT count(*) FROM inactive) AS inactive, "
-        "(SELECT count(*) FROM pair_scores WHERE prob IS NOT NULL) AS scored, "
-        "(SELECT count(*) FROM rejuvenated WHERE origin = 'rejuvenated') AS rejuvenated, "
-        "(SELECT count(*) FROM labeled WHERE source = 'demo_labeled') AS labeled, "
-        "(SELECT count(*) FROM curriculum WHERE level = 0) AS originals, "
-        "(SELECT count(*) FROM curriculum WHERE level > 0) AS paraphrases, "
-        "(SELECT list(DISTINCT metric ORDER BY metric) FROM evaluations) AS metrics").to_pylist()[0]
+    found = (
+        Catalog(cache)
+        .query(
+            "SELECT (SELECT count(*) FROM bitext WHERE source = 'demo_bitext') AS bitext, (SELECT rows FROM artifacts "
+            "WHERE stage = 'clean' AND dataset = 'demo_bitext' LIMIT 1) AS clean_rows, "
+            "(SELECT count(*) FROM mono WHERE source = 'demo_mono') AS mono, (SELECT count(*) FROM sampled_mono) AS sampled, "
+            "(SELECT count(*) FROM synthetic) AS synthetic, (SELECT count(*) FROM inactive) AS inactive, "
+            "(SELECT count(*) FROM pair_scores WHERE prob IS NOT NULL) AS scored, "
+            "(SELECT count(*) FROM rejuvenated WHERE origin = 'rejuvenated') AS rejuvenated, "
+            "(SELECT count(*) FROM labeled WHERE source = 'demo_labeled') AS labeled, "
+            "(SELECT count(*) FROM curriculum WHERE level = 0) AS originals, "
+            "(SELECT count(*) FROM curriculum WHERE level > 0) AS paraphrases, "
+            "(SELECT list(DISTINCT metric ORDER BY metric) FROM evaluations) AS metrics"
+        )
+        .to_pylist()[0]
+    )
     assert found["bitext"] == found["clean_rows"] > 0  # ingest
     assert found["sampled"] == int(0.2 * found["mono"]) and 0 < found["synthetic"] <= found["sampled"]  # self_training
     assert found["inactive"] == found["rejuvenated"] == int(0.1 * found["scored"]) > 0  # rejuvenation
@@ -202,8 +240,9 @@ def assert_every_pipeline_completed(cache: Path, flow_run_id: str) -> dict:
 
 
 @contextlib.contextmanager
-def served_nightly(cache: Path, url: str, cwd: Path, name: str,
-                   extra: Sequence[str] = ()) -> Iterator[tuple[str, float, background]]:
+def served_nightly(
+    cache: Path, url: str, cwd: Path, name: str, extra: Sequence[str] = ()
+) -> Iterator[tuple[str, float, background]]:
     """Serve the tiny demo as deployment ``nightly/<name>`` and run it with the command `augdag serve` prints
     (no PREFECT_API_URL in the environment): (flow run id, seconds to Completed, the serve process)."""
     with serve(cache, cwd, name, extra) as served:
@@ -223,8 +262,12 @@ def served_nightly(cache: Path, url: str, cwd: Path, name: str,
 def assert_subflows_completed(url: str, run: dict) -> None:
     """Every pipeline's flow run, as the catalog recorded it, is a Completed subflow run on the server."""
     for child in run["summary"]["pipelines"]:
-        flow_run_id = Catalog(Path(run["summary"]["cache"])).query(
-            "SELECT flow_run_id FROM runs WHERE run_id = $r", {"r": child["run_id"]}).column(0)[0].as_py()
+        flow_run_id = (
+            Catalog(Path(run["summary"]["cache"]))
+            .query("SELECT flow_run_id FROM runs WHERE run_id = $r", {"r": child["run_id"]})
+            .column(0)[0]
+            .as_py()
+        )
         flow_run = api(url, "GET", f"/flow_runs/{flow_run_id}")
         assert (flow_run["state"]["type"], flow_run["parent_task_run_id"] is not None) == ("COMPLETED", True)
 
@@ -257,9 +300,25 @@ def test_a_second_night_beside_the_served_one_gives_the_same_bytes_and_scores(se
 
     cache = tmp_path / "cache"
     env = subprocess_env(tmp_path, PREFECT_API_URL=served.url, AUGDAG_DEMO_DATA=str(served.cache / "demo-data"))
-    proc = subprocess.run([sys.executable, "-m", "flows.cli", "nightly", "--config", "demo",
-                           *(a for s in TINY for a in ("--set", s)), "-q", "--cache", str(cache)],
-                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "flows.cli",
+            "nightly",
+            "--config",
+            "demo",
+            *(a for s in TINY for a in ("--set", s)),
+            "-q",
+            "--cache",
+            str(cache),
+        ],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     served_hashes, hashes = parquet_hashes(served.cache), parquet_hashes(cache)
     assert len(hashes) > 100 and hashes.keys() == served_hashes.keys()
@@ -268,10 +327,14 @@ def test_a_second_night_beside_the_served_one_gives_the_same_bytes_and_scores(se
     assert len(scores) >= 8 and scores == evaluation_scores(served.cache)
 
 
-@pytest.mark.parametrize("override, error", [
-    ("shard_size=0", "--set shard_size=0: shard_size: Input should be greater than or equal to 1, found 0"),
-    ("datasets.demo_mono.path=/nonexistent/mono.en", "datasets.demo_mono: /nonexistent/mono.en: no such file"),
-], ids=["invalid-profile", "missing-input"])
+@pytest.mark.parametrize(
+    "override, error",
+    [
+        ("shard_size=0", "--set shard_size=0: shard_size: Input should be greater than or equal to 1, found 0"),
+        ("datasets.demo_mono.path=/nonexistent/mono.en", "datasets.demo_mono: /nonexistent/mono.en: no such file"),
+    ],
+    ids=["invalid-profile", "missing-input"],
+)
 def test_a_served_run_that_cannot_start_is_a_failed_run_in_the_catalog(served, tmp_path, override, error):
     d = deployment(served.url, "served")
     bad = api(served.url, "POST", f"/deployments/{d['id']}/create_flow_run", {"parameters": {"overrides": [*TINY, override]}})
@@ -280,7 +343,10 @@ def test_a_served_run_that_cannot_start_is_a_failed_run_in_the_catalog(served, t
     assert (failed["status"], failed["summary"]["error"], failed["summary"]["pipelines"]) == ("failed", error, [])
     runs = augdag(tmp_path, "runs", "--limit", "20", "--cache", str(served.cache))
     assert next(line for line in runs.stdout.splitlines() if line.startswith(failed["run_id"])).split()[1:4] == [
-        "nightly", "demo", "failed"]
+        "nightly",
+        "demo",
+        "failed",
+    ]
     # retrying it loads its profile and overrides anew, and says the same thing (not "unknown key profile")
     again = augdag(tmp_path, "retry", failed["run_id"], "--cache", str(served.cache))
     assert again.returncode == 2 and error in " ".join(again.stderr.split())
@@ -298,8 +364,21 @@ def test_schedules_lists_a_header_and_the_next_scheduled_run(served, tmp_path):
     lines = wait_for("the next scheduled run", listed, timeout_s=60)
     assert lines[0].split() == ["deployment", "cron", "timezone", "state", "next", "run", "concurrency"]
     row = next(line for line in lines if line.startswith("nightly/served"))
-    assert row.split() == ["nightly/served", "0", "2", "*", "*", "*", "UTC", "active",
-                           night.strftime("%Y-%m-%d"), "02:00", "UTC", "1", "(CANCEL_NEW)"]
+    assert row.split() == [
+        "nightly/served",
+        "0",
+        "2",
+        "*",
+        "*",
+        "*",
+        "UTC",
+        "active",
+        night.strftime("%Y-%m-%d"),
+        "02:00",
+        "UTC",
+        "1",
+        "(CANCEL_NEW)",
+    ]
 
 
 def test_a_process_worker_runs_the_prefect_yaml_deployment(served, tmp_path):
@@ -309,12 +388,23 @@ def test_a_process_worker_runs_the_prefect_yaml_deployment(served, tmp_path):
     pipeline runs in the served night above."""
     url, cache = served.url, served.cache  # the served run's cache: every stage is there already
     env = subprocess_env(tmp_path, PREFECT_API_URL=url, **FAST_POLL)
-    pool = subprocess.run([PREFECT, "work-pool", "create", "served-pool", "--type", "process"], env=env,
-                          capture_output=True, text=True, timeout=120)
+    pool = subprocess.run(
+        [PREFECT, "work-pool", "create", "served-pool", "--type", "process"], env=env, capture_output=True, text=True, timeout=120
+    )
     assert pool.returncode == 0, pool.stdout + pool.stderr
     overrides = [*TINY, "pipelines=[ingest]"]
-    deployed = augdag(tmp_path, "deploy", "--pool", "served-pool", "--config", "demo", "--cache", str(cache),
-                      *(a for s in overrides for a in ("--set", s)), PREFECT_API_URL=url)
+    deployed = augdag(
+        tmp_path,
+        "deploy",
+        "--pool",
+        "served-pool",
+        "--config",
+        "demo",
+        "--cache",
+        str(cache),
+        *(a for s in overrides for a in ("--set", s)),
+        PREFECT_API_URL=url,
+    )
     assert deployed.returncode == 0, deployed.stdout[-3000:] + deployed.stderr[-3000:]
     d = deployment(url, "nightly")
     assert d["parameters"] == {"profile": "demo", "overrides": overrides, "cache": str(cache)}
@@ -329,18 +419,20 @@ def test_a_process_worker_runs_the_prefect_yaml_deployment(served, tmp_path):
         print(f"\nworker nightly (ingest, cached): {time.monotonic() - t0:.0f} s from the API call to Completed")
     night = nightly_record(cache, flow_run["id"])
     assert (night["status"], [(c["pipeline"], c["status"]) for c in night["summary"]["pipelines"]]) == (
-        "completed", [("ingest", "completed")])
+        "completed",
+        [("ingest", "completed")],
+    )
     assert_subflows_completed(url, night)
     first = next(c for c in nightly_record(cache, served.flow_run_id)["summary"]["pipelines"] if c["pipeline"] == "ingest")
     ingest = night["summary"]["pipelines"][0]
-    assert [(s["fingerprint"], s["status"]) for s in ingest["stages"]] == [
-        (s["fingerprint"], "cached") for s in first["stages"]]
+    assert [(s["fingerprint"], s["status"]) for s in ingest["stages"]] == [(s["fingerprint"], "cached") for s in first["stages"]]
     totals = night["summary"]["totals"]
     assert (totals["shards_computed"], totals["shards_cached"]) == (0, sum(s["shards"] for s in first["stages"]))
 
 
 def postgres_bin() -> Path:
     """Debian's PostgreSQL server binaries, installed when missing (as root with apt); skips otherwise."""
+
     def found() -> Path | None:
         versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[-3]))
         return versions[-1].parent if versions else None
@@ -361,16 +453,18 @@ def postgres():
     if as_postgres:
         shutil.chown(data, "postgres", "postgres")
     try:
-        for cmd in ([str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"],
-                    [str(bin_dir / "pg_ctl"), "-D", str(data), "-o", f"-p {port} -k {data}", "-l", str(data / "log"),
-                     "-w", "start"],
-                    [str(bin_dir / "createdb"), "-h", str(data), "-p", str(port), "-U", "postgres", "prefect"]):
+        for cmd in (
+            [str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"],
+            [str(bin_dir / "pg_ctl"), "-D", str(data), "-o", f"-p {port} -k {data}", "-l", str(data / "log"), "-w", "start"],
+            [str(bin_dir / "createdb"), "-h", str(data), "-p", str(port), "-U", "postgres", "prefect"],
+        ):
             proc = subprocess.run([*as_postgres, *cmd], capture_output=True, text=True, timeout=120)
             assert proc.returncode == 0, f"{' '.join(cmd)}: {proc.stdout}{proc.stderr}"
         yield f"postgresql+asyncpg://postgres@127.0.0.1:{port}/prefect"
     finally:
-        subprocess.run([*as_postgres, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"],
-                       capture_output=True, timeout=120)
+        subprocess.run(
+            [*as_postgres, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"], capture_output=True, timeout=120
+        )
         shutil.rmtree(data, ignore_errors=True)
 
 
@@ -381,17 +475,24 @@ def test_served_nightly_completes_against_postgres(postgres, tmp_path_factory, t
     pipelines = ["ingest"]
     with (
         prefect_server(cache, tmp_path_factory.getbasetemp(), database=postgres) as (_, url),
-        served_nightly(cache, url, tmp_path, "served-pg", [f"pipelines=[{','.join(pipelines)}]"]) as (
-            flow_run_id, seconds, _),
+        served_nightly(cache, url, tmp_path, "served-pg", [f"pipelines=[{','.join(pipelines)}]"]) as (flow_run_id, seconds, _),
     ):
         print(f"served nightly against PostgreSQL: {seconds:.0f} s from `prefect deployment run` to Completed")
         run = nightly_record(cache, flow_run_id)
         assert (run["status"], [(c["pipeline"], c["status"]) for c in run["summary"]["pipelines"]]) == (
-            "completed", [(p, "completed") for p in pipelines])
+            "completed",
+            [(p, "completed") for p in pipelines],
+        )
         assert_subflows_completed(url, run)
-        found = Catalog(cache).query("SELECT (SELECT count(*) FROM bitext WHERE source = 'demo_bitext') AS bitext, "
-                                     "(SELECT rows FROM artifacts WHERE stage = 'clean' AND dataset = "
-                                     "'demo_bitext') AS clean_rows").to_pylist()[0]
+        found = (
+            Catalog(cache)
+            .query(
+                "SELECT (SELECT count(*) FROM bitext WHERE source = 'demo_bitext') AS bitext, "
+                "(SELECT rows FROM artifacts WHERE stage = 'clean' AND dataset = "
+                "'demo_bitext') AS clean_rows"
+            )
+            .to_pylist()[0]
+        )
         assert found["bitext"] == found["clean_rows"] > 0
 
 
@@ -401,8 +502,9 @@ def test_demo_data_follows_the_cache_not_the_working_directory(server, tmp_path)
     elsewhere.mkdir()
     missing = augdag(elsewhere, "run", "ingest", "--config", "demo", AUGDAG_CACHE=str(cache))
     assert missing.returncode == 2
-    assert missing.stderr.splitlines() == [f"error: datasets.demo_bitext: {cache}/demo-data/train.en: no such file "
-                                           "(and 8 more missing)"]
+    assert missing.stderr.splitlines() == [
+        f"error: datasets.demo_bitext: {cache}/demo-data/train.en: no such file (and 8 more missing)"
+    ]
     from demo import write_demo
 
     write_demo(cache / "demo-data", bitext_rows=100, mono_rows=100, labeled_rows=100, slots_rows=100, test_rows=50)
@@ -413,5 +515,6 @@ def test_demo_data_follows_the_cache_not_the_working_directory(server, tmp_path)
     assert Catalog(cache).query(
         "SELECT (SELECT count(*) FROM rejects WHERE source = 'demo_bitext') AS rejected, (SELECT rows FROM artifacts "
         "WHERE stage = 'read' AND dataset = 'demo_bitext') AS read, (SELECT count(*) FROM bitext WHERE source = "
-        "'demo_bitext') AS kept").to_pylist() == [{"rejected": 1, "read": 99, "kept": 97}]
+        "'demo_bitext') AS kept"
+    ).to_pylist() == [{"rejected": 1, "read": 99, "kept": 97}]
     assert not (elsewhere / ".augdag").exists()

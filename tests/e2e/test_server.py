@@ -38,8 +38,7 @@ def server(tmp_path_factory):
     loop = "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS"  # the scheduler looks for due runs every 2 s, not 60
     os.environ[loop] = "2"
     try:
-        proc, url = start_server(cache, port=free_port(), timeout_s=180,
-                                 log=tmp_path_factory.getbasetemp() / "server.log")
+        proc, url = start_server(cache, port=free_port(), timeout_s=180, log=tmp_path_factory.getbasetemp() / "server.log")
     finally:
         del os.environ[loop]
     assert (state_dir(cache) / "prefect.db").exists()
@@ -55,16 +54,25 @@ def write_profile(root: Path) -> Path:
         (root / f"{name}.en").write_text("".join(f"hello {name} world {i}\n" for i in range(50)))
         (root / f"{name}.de").write_text("".join(f"hallo {name} welt {i}\n" for i in range(50)))
     profile = root / "p.yaml"
-    profile.write_text("pipelines: [ingest]\nshard_size: 20\norchestration: {retries: 1, retry_delay_s: 0}\n"
-                       "datasets:\n  a: {kind: bitext, format: text, src: a.en, tgt: a.de}\n"
-                       "  b: {kind: bitext, format: text, src: b.en, tgt: b.de}\n")
+    profile.write_text(
+        "pipelines: [ingest]\nshard_size: 20\norchestration: {retries: 1, retry_delay_s: 0}\n"
+        "datasets:\n  a: {kind: bitext, format: text, src: a.en, tgt: a.de}\n"
+        "  b: {kind: bitext, format: text, src: b.en, tgt: b.de}\n"
+    )
     return profile
 
 
 def augdag(tmp_path: Path, *args: str, api: str | None = None) -> subprocess.CompletedProcess:
     env = subprocess_env(tmp_path, COLUMNS="200", **({"PREFECT_API_URL": api} if api else {}))
-    return subprocess.run([sys.executable, "-m", "flows.cli", *args], env=env, cwd=tmp_path, capture_output=True,
-                          text=True, timeout=600, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "flows.cli", *args],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
 
 def api_post(url: str, path: str, body: dict) -> list[dict]:
@@ -82,8 +90,9 @@ def task_runs(url: str, flow_run_id: str) -> list[tuple[str, str]]:
 
 
 def recorded(cache: Path, run_id: str | None = None) -> dict:
-    q = "SELECT run_id, flow_run_id, status, summary FROM runs " + ("WHERE run_id = $r" if run_id else
-                                                                   "ORDER BY started_at DESC LIMIT 1")
+    q = "SELECT run_id, flow_run_id, status, summary FROM runs " + (
+        "WHERE run_id = $r" if run_id else "ORDER BY started_at DESC LIMIT 1"
+    )
     return Catalog(cache).query(q, {"r": run_id} if run_id else None).to_pylist()[0]
 
 
@@ -125,8 +134,12 @@ def test_retry_recomputes_only_the_failed_shard(server, served_run, profile, tmp
     cache = tmp_path / "cache"
     # the fault: the path of shard 1's `dropped` output of `clean[a]` is taken by a directory, so committing
     # that shard fails (and so does its retry); the fingerprint is the one the run above computed
-    fp = Catalog(server[0]).query("SELECT fingerprint FROM artifacts WHERE stage = 'clean' AND dataset = 'a'"
-                                  ).column(0).to_pylist()[0]
+    fp = (
+        Catalog(server[0])
+        .query("SELECT fingerprint FROM artifacts WHERE stage = 'clean' AND dataset = 'a'")
+        .column(0)
+        .to_pylist()[0]
+    )
     blocked = cache / "artifacts" / "clean" / fp / "dropped-00001.parquet"
     (blocked / "in-the-way").parent.mkdir(parents=True)
     (blocked / "in-the-way").write_text("")
@@ -142,15 +155,26 @@ def test_retry_recomputes_only_the_failed_shard(server, served_run, profile, tmp
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     retried = recorded(cache)
     assert retried["run_id"] != failed["run_id"] and retried["status"] == "completed"
-    shards = Catalog(cache).query(
-        "SELECT stage, dataset, shard, status FROM stage_runs WHERE run_id = $r AND stage = 'clean' ORDER BY ALL",
-        {"r": retried["run_id"]}).to_pylist()
+    shards = (
+        Catalog(cache)
+        .query(
+            "SELECT stage, dataset, shard, status FROM stage_runs WHERE run_id = $r AND stage = 'clean' ORDER BY ALL",
+            {"r": retried["run_id"]},
+        )
+        .to_pylist()
+    )
     computed = [(r["dataset"], r["shard"]) for r in shards if r["status"] == "computed"]
     # dataset b never ran (the flow stopped at a's failure): all of its shards are new; of a, shard 1 only
     assert computed == [("a", 1), ("b", 0), ("b", 1), ("b", 2)]
     # a's finished shards 0 and 2 show as Cached; a's shard 1 and all of b's ran
-    assert [s for n, s in task_runs(url, retried["flow_run_id"]) if n.startswith("clean-")] == \
-        ["Cached", "Completed", "Completed", "Completed", "Cached", "Completed"]
+    assert [s for n, s in task_runs(url, retried["flow_run_id"]) if n.startswith("clean-")] == [
+        "Cached",
+        "Completed",
+        "Completed",
+        "Completed",
+        "Cached",
+        "Completed",
+    ]
     # the retried artifact equals a fault-free run's, byte for byte
     clean = Catalog(cache).query("SELECT path FROM artifacts WHERE stage = 'clean' AND dataset = 'a'").column(0)[0]
     reference = Catalog(server[0]).query("SELECT path FROM artifacts WHERE fingerprint = $f", {"f": fp}).column(0)[0]
@@ -162,16 +186,23 @@ def test_prefect_yaml_deploys_the_nightly_with_its_schedule(server, tmp_path):
     cache, url = server
     env = subprocess_env(tmp_path, PREFECT_API_URL=url)
     prefect = str(Path(sys.executable).parent / "prefect")
-    pool = subprocess.run([prefect, "work-pool", "create", "augdag", "--type", "process"], env=env, capture_output=True,
-                          text=True, timeout=120, check=False)
+    pool = subprocess.run(
+        [prefect, "work-pool", "create", "augdag", "--type", "process"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert pool.returncode == 0, pool.stdout + pool.stderr
     deployed = augdag(tmp_path, "deploy", "--pool", "augdag", api=url)
     assert deployed.returncode == 0, deployed.stdout[-3000:] + deployed.stderr[-3000:]
     listed = augdag(tmp_path, "schedules", "--cache", str(cache))
     assert listed.returncode == 0, listed.stderr
     line = next(line for line in listed.stdout.splitlines() if line.startswith("nightly/nightly"))
-    assert (line.split()[1:7] == ["0", "2", "*", "*", "*", "UTC"] and "active" in line
-            and line.split()[-2:] == ["1", "(CANCEL_NEW)"])
+    assert (
+        line.split()[1:7] == ["0", "2", "*", "*", "*", "UTC"] and "active" in line and line.split()[-2:] == ["1", "(CANCEL_NEW)"]
+    )
     d = api_post(url, "/deployments/filter", {"deployments": {"name": {"any_": ["nightly"]}}})[0]
     # the scheduler created the coming nights (it cannot with SQLAlchemy 2.1: pyproject pins < 2.1)
     deadline, scheduled = time.monotonic() + 60, []
@@ -197,10 +228,19 @@ def chromium() -> str:
 
 
 def headless(browser: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={tmp_path / 'chromium-profile'}", "--window-size=1400,900",
-             "--virtual-time-budget=20000"]
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+        "--window-size=1400,900",
+        "--virtual-time-budget=20000",
+    ]
     return subprocess.run([browser, *flags, *args], capture_output=True, text=True, timeout=180, check=False)
 
 

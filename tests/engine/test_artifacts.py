@@ -31,11 +31,19 @@ def test_fingerprint_same_inputs_same_config_same_fingerprint():
     assert fingerprint(**reordered) == fingerprint(**BASE)
 
 
-@pytest.mark.parametrize("change", [
-    {"stage": "dedup"}, {"version": "2"}, {"params": {"min_tokens": 2, "max_ratio": 1.5}},
-    {"params": {"min_tokens": 1, "max_ratio": 1.5, "extra": None}}, {"inputs": ["b" * 32]},
-    {"inputs": ["a" * 32, "b" * 32]}, {"models": ["m2"]}, {"models": []},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"stage": "dedup"},
+        {"version": "2"},
+        {"params": {"min_tokens": 2, "max_ratio": 1.5}},
+        {"params": {"min_tokens": 1, "max_ratio": 1.5, "extra": None}},
+        {"inputs": ["b" * 32]},
+        {"inputs": ["a" * 32, "b" * 32]},
+        {"models": ["m2"]},
+        {"models": []},
+    ],
+)
 def test_fingerprint_any_change_gives_a_new_one(change):
     assert fingerprint(**{**BASE, **change}) != fingerprint(**BASE)
 
@@ -97,7 +105,10 @@ def test_manifest_records_rows_bytes_sha256_and_params(tmp_path):
     assert (m["rows"], m["n_shards"], m["params"], m["inputs"]) == (4, 2, {"k": 2}, ["i"])
     files = {f["file"]: f for f in m["files"]}
     assert {k: (f["role"], f["shard"], f["rows"]) for k, f in files.items()} == {
-        "dropped-00000.parquet": ("dropped", 0, 2), "part-00000.parquet": ("part", 0, 3), "part-00001.parquet": ("part", 1, 1)}
+        "dropped-00000.parquet": ("dropped", 0, 2),
+        "part-00000.parquet": ("part", 0, 3),
+        "part-00001.parquet": ("part", 1, 1),
+    }
     assert files["part-00001.parquet"]["sha256"] == hash_file(ref.path(1))
     assert files["part-00001.parquet"]["bytes"] == ref.path(1).stat().st_size
     assert json.loads((ref.dir / "manifest.json").read_text()) == m

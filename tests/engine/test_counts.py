@@ -26,10 +26,18 @@ from tests.conftest import REPO, bitext, subprocess_env
 
 NOTICE = "Still processing items"
 # line: (src, tgt). 1, 2 kept; 3 and 5 copies of 1; 4 a ratio of 6; 6 a copy of 2; 7 to 9 kept; 10 over max_line_chars
-LINES = [(b"the cat sat", b"die katze sass"), (b"a dog ran", b"ein hund lief"), (b"the cat sat", b"die katze sass"),
-         (b"one two three four five six", b"eins"), (b"the cat sat", b"die katze sass"),
-         (b"a dog ran", b"ein hund lief"), (b"good day", b"guten tag"), (b"see you soon", b"bis bald"),
-         (b"thank you", b"danke dir"), (b"far " * 12, b"weit")]
+LINES = [
+    (b"the cat sat", b"die katze sass"),
+    (b"a dog ran", b"ein hund lief"),
+    (b"the cat sat", b"die katze sass"),
+    (b"one two three four five six", b"eins"),
+    (b"the cat sat", b"die katze sass"),
+    (b"a dog ran", b"ein hund lief"),
+    (b"good day", b"guten tag"),
+    (b"see you soon", b"bis bald"),
+    (b"thank you", b"danke dir"),
+    (b"far " * 12, b"weit"),
+]
 # stage: (rows in, kept, rejected, dropped). duplicates: 2 groups, 3 copies after the first of each (not "kept 2")
 TABLE = {"read": ("10", "9", "1", "0"), "duplicates": ("9", "6", "0", "3"), "clean": ("9", "5", "0", "4")}
 TOTALS = "rows in the views it filled: bitext 5; rejects 1; dropped 4"
@@ -41,8 +49,15 @@ def write(path: Path, table: pa.Table) -> Path:
 
 
 def augdag(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "flows.cli", *args], env=subprocess_env(tmp_path, COLUMNS="200", **env),
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "flows.cli", *args],
+        env=subprocess_env(tmp_path, COLUMNS="200", **env),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def stage_rows(stdout: str) -> dict[str, tuple[str, ...]]:
@@ -59,8 +74,9 @@ def ingested(prefect_harness, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("counts")
     (tmp / "x.en").write_bytes(b"".join(s + b"\n" for s, _ in LINES))
     (tmp / "x.de").write_bytes(b"".join(t + b"\n" for _, t in LINES))
-    (tmp / "p.yaml").write_text("ingest: {max_line_chars: 40}\n"
-                                f"datasets:\n  pair: {{kind: bitext, format: text, src: {tmp}/x.en, tgt: {tmp}/x.de}}\n")
+    (tmp / "p.yaml").write_text(
+        f"ingest: {{max_line_chars: 40}}\ndatasets:\n  pair: {{kind: bitext, format: text, src: {tmp}/x.en, tgt: {tmp}/x.de}}\n"
+    )
     return tmp, str(tmp / "cache"), PREFECT_API_URL.value()
 
 
@@ -70,8 +86,18 @@ def test_stage_counts_are_rows_computed_or_cached_and_totals_print_in_every_mode
     runs = Catalog(Path(cache))
 
     def run(*args: str, server: bool = True, **env: str) -> tuple[subprocess.CompletedProcess, str]:
-        done = augdag(tmp, "--cache", cache, *args, "run", "ingest", "--config", str(tmp / "p.yaml"),
-                      **({"PREFECT_API_URL": url} if server else {}), **env)
+        done = augdag(
+            tmp,
+            "--cache",
+            cache,
+            *args,
+            "run",
+            "ingest",
+            "--config",
+            str(tmp / "p.yaml"),
+            **({"PREFECT_API_URL": url} if server else {}),
+            **env,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         return done, runs.query("SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1")["run_id"][0].as_py()
 
@@ -96,15 +122,20 @@ def test_stage_counts_are_rows_computed_or_cached_and_totals_print_in_every_mode
     summary = json.loads(runs.query("SELECT summary FROM runs WHERE run_id = $r", {"r": fifth})["summary"][0].as_py())
     stages = {s["stage"]: s for s in summary["stages"]}
     assert {s: (r["rows_in"], r["kept"], r["dropped"], r["rows_out"]["part"]) for s, r in stages.items()} == {
-        "read": (10, 9, 0, 9), "duplicates": (9, 6, 3, 2), "clean": (9, 5, 4, 5)}  # the artifact keeps its 2 groups
+        "read": (10, 9, 0, 9),
+        "duplicates": (9, 6, 3, 2),
+        "clean": (9, 5, 4, 5),
+    }  # the artifact keeps its 2 groups
 
 
 @pytest.mark.slow
 def test_dropped_detail_is_the_value_cut_on_and_why_prints_the_row(ingested):
     tmp, cache, url = ingested
     if not (Path(cache) / "catalog.duckdb").exists():
-        assert augdag(tmp, "--cache", cache, "-q", "run", "ingest", "--config", str(tmp / "p.yaml"),
-                      PREFECT_API_URL=url).returncode == 0
+        assert (
+            augdag(tmp, "--cache", cache, "-q", "run", "ingest", "--config", str(tmp / "p.yaml"), PREFECT_API_URL=url).returncode
+            == 0
+        )
     done = augdag(tmp, "--cache", cache, "sql", "SELECT line, reason, detail FROM dropped ORDER BY line", "--format", "csv")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
@@ -112,13 +143,17 @@ def test_dropped_detail_is_the_value_cut_on_and_why_prints_the_row(ingested):
         '3,"duplicate","the same row as line 1, which is kept"',
         '4,"length_ratio","ratio=6 (src_tokens=6, tgt_tokens=1)"',
         '5,"duplicate","the same row as line 1, which is kept"',
-        '6,"duplicate","the same row as line 2, which is kept"']
+        '6,"duplicate","the same row as line 2, which is kept"',
+    ]
     run_id = Catalog(Path(cache)).query("SELECT created_run FROM artifacts WHERE stage = 'clean'")["created_run"][0]
     why = augdag(tmp, "--cache", cache, "why", "pair", "4")
     assert why.returncode == 0, why.stderr
     assert why.stdout.splitlines()[1:] == [
-        "  src: one two three four five six", "  tgt: eins", f"  read: kept  (run {run_id})",
-        f"  clean: dropped, length_ratio: ratio=6 (src_tokens=6, tgt_tokens=1)  (run {run_id})"]
+        "  src: one two three four five six",
+        "  tgt: eins",
+        f"  read: kept  (run {run_id})",
+        f"  clean: dropped, length_ratio: ratio=6 (src_tokens=6, tgt_tokens=1)  (run {run_id})",
+    ]
     kept = augdag(tmp, "--cache", cache, "why", "pair", "7")
     assert kept.stdout.splitlines()[1:3] == ["  src: good day", "  tgt: guten tag"]
     rejected = augdag(tmp, "--cache", cache, "why", "pair", "10")
@@ -134,15 +169,26 @@ def test_clean_detail_is_the_value_each_row_was_cut_on(tmp_path):
         {"line": 2, "reason": "duplicate", "detail": "the same row as line 1, which is kept"},
         {"line": 3, "reason": "too_few_tokens", "detail": "src_tokens=0, tgt_tokens=1"},
         {"line": 4, "reason": "too_many_tokens", "detail": "src_tokens=5, tgt_tokens=5"},
-        {"line": 5, "reason": "length_ratio", "detail": "ratio=2 (src_tokens=4, tgt_tokens=2)"}]
+        {"line": 5, "reason": "length_ratio", "detail": "ratio=2 (src_tokens=4, tgt_tokens=2)"},
+    ]
     # a line split into sentences: its second sentence repeats its first
-    mono = with_uid(pa.table({"uid": pa.nulls(3, pa.string()), "text": ["Hi there.", "Hi there.", "Yes."],
-                              "source": ["m"] * 3, "line": pa.array([1, 1, 2], pa.int64()),
-                              "sentence": pa.array([1, 2, 1], pa.int32())}), "mono")
+    mono = with_uid(
+        pa.table(
+            {
+                "uid": pa.nulls(3, pa.string()),
+                "text": ["Hi there.", "Hi there.", "Yes."],
+                "source": ["m"] * 3,
+                "line": pa.array([1, 1, 2], pa.int64()),
+                "sentence": pa.array([1, 2, 1], pa.int32()),
+            }
+        ),
+        "mono",
+    )
     out = clean(mono, find_duplicates(Parts((write(tmp_path / "m.parquet", mono),))), kind="mono", min_tokens=2)
     assert out["dropped"].select(["line", "sentence", "detail"]).to_pylist() == [
         {"line": 1, "sentence": 2, "detail": "the same sentence as line 1 sentence 1, which is kept"},
-        {"line": 2, "sentence": 1, "detail": "tokens=1"}]
+        {"line": 2, "sentence": 1, "detail": "tokens=1"},
+    ]
 
 
 def test_duplicates_stage_counts_rows_not_groups(tmp_path):
@@ -183,7 +229,8 @@ def test_events_worker_drain_notice_is_not_on_the_cli_stderr(tmp_path, setup, sh
     """Prefect drains its events worker at interpreter exit and warns "Still processing items" while items
     wait; the CLI's processes (``prepare`` calls ``quiet_prefect_exit``) keep that off the terminal."""
     env = subprocess_env(tmp_path, PREFECT_API_URL="http://127.0.0.1:9/api")  # no server: the slow client sends
-    done = subprocess.run([sys.executable, "-c", DRAIN, setup], env=env, cwd=REPO, capture_output=True, text=True,
-                          timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", DRAIN, setup], env=env, cwd=REPO, capture_output=True, text=True, timeout=120, check=False
+    )
     assert done.returncode == 0 and done.stdout == "sent\n", done.stderr
     assert (NOTICE in done.stderr) is shown and (done.stderr == "") is not shown

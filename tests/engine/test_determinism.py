@@ -27,8 +27,7 @@ TARGETS = [i % 3 for i in range(len(TEXTS))]
 
 def train_classifier(steps: int = 4) -> bytes:
     """A builtin classifier (dropout 0.5: every step draws) trained ``steps`` steps: its distributions' bytes."""
-    clf = build_classifier("builtin", LABELS, seed=3, lr=0.05, device="cpu", threads=1, dropout=0.5, dim=16,
-                           buckets=1024)
+    clf = build_classifier("builtin", LABELS, seed=3, lr=0.05, device="cpu", threads=1, dropout=0.5, dim=16, buckets=1024)
     for _ in range(steps):
         clf.train_step(TEXTS, TARGETS)
     return clf.predict_proba(TEXTS).tobytes()
@@ -112,6 +111,7 @@ def test_a_part_computed_again_with_other_bytes_fails_naming_stage_shard_and_bot
 
 # -- what two nights are compared by (tests/e2e/test_served.py) ------------------------------------------------
 
+
 def parquet_hashes(cache: Path) -> dict[str, str]:
     """Every Parquet file under the cache's artifacts, by path, with its sha256."""
     return {str(p.relative_to(cache)): hash_file(p) for p in sorted((cache / "artifacts").rglob("*.parquet"))}
@@ -121,5 +121,4 @@ def evaluation_scores(cache: Path) -> list[tuple]:
     import duckdb
 
     with duckdb.connect(str(cache / "catalog.duckdb"), read_only=True) as con:
-        return con.execute("SELECT model_name, arm, testset, metric, seed, score FROM evaluations "
-                           "ORDER BY ALL").fetchall()
+        return con.execute("SELECT model_name, arm, testset, metric, seed, score FROM evaluations ORDER BY ALL").fetchall()

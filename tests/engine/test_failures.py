@@ -27,18 +27,32 @@ runner = CliRunner()
 
 # -- defect 6: only transient errors are retried ------------------------------------------------------------
 
+
 class OutOfMemoryError(RuntimeError):  # torch.cuda.OutOfMemoryError is torch.OutOfMemoryError
     __module__ = "torch"
 
 
-@pytest.mark.parametrize("error, transient", [
-    (OSError(5, "Input/output error"), True), (TimeoutError("slow"), True), (ConnectionResetError(), True),
-    (MemoryError(), True), (pa.ArrowMemoryError("arrow"), True), (OutOfMemoryError("CUDA out of memory"), True),
-    (FileNotFoundError(2, "No such file"), False), (PermissionError(13, "denied"), False),
-    (IsADirectoryError(21, "Is a directory"), False), (NotADirectoryError(20, "Not a directory"), False),
-    (ValueError("bad"), False), (KeyError("column"), False), (pa.ArrowInvalid("Index not in dictionary bounds"), False),
-    (InputError("x.tsv:3: bad"), False), (ModelError("no model"), False), (RuntimeError("bug"), False),
-])
+@pytest.mark.parametrize(
+    "error, transient",
+    [
+        (OSError(5, "Input/output error"), True),
+        (TimeoutError("slow"), True),
+        (ConnectionResetError(), True),
+        (MemoryError(), True),
+        (pa.ArrowMemoryError("arrow"), True),
+        (OutOfMemoryError("CUDA out of memory"), True),
+        (FileNotFoundError(2, "No such file"), False),
+        (PermissionError(13, "denied"), False),
+        (IsADirectoryError(21, "Is a directory"), False),
+        (NotADirectoryError(20, "Not a directory"), False),
+        (ValueError("bad"), False),
+        (KeyError("column"), False),
+        (pa.ArrowInvalid("Index not in dictionary bounds"), False),
+        (InputError("x.tsv:3: bad"), False),
+        (ModelError("no model"), False),
+        (RuntimeError("bug"), False),
+    ],
+)
 def test_is_transient_allows_io_timeouts_and_memory_only(error, transient):
     from flows.engine.transient import is_transient
 
@@ -60,9 +74,11 @@ def same(table: pa.Table, **_params) -> pa.Table:
 
 def rows(n: int, size: int):
     """A reader of ``n`` rows in shards of ``size``."""
+
     def produce():
         for i in range(0, n, size):
             yield i // size, {"part": pa.table({"x": list(range(i, min(n, i + size)))})}
+
     return produce
 
 
@@ -78,8 +94,15 @@ def tiny_flow():
     from tasks.runtime.stage import Stage
 
     def source(run: Run, dataset: str, n: int = 8, size: int = 2):
-        return run_source_stage(run, name="src", version="1", produce=rows(n, size), params={"n": n, "size": size},
-                                input_fingerprint=f"input-{dataset}", dataset=dataset)
+        return run_source_stage(
+            run,
+            name="src",
+            version="1",
+            produce=rows(n, size),
+            params={"n": n, "size": size},
+            input_fingerprint=f"input-{dataset}",
+            dataset=dataset,
+        )
 
     @flow(name="failures_test")
     def tiny(cache: str, mode: str, calls: str = "") -> dict:
@@ -89,12 +112,15 @@ def tiny_flow():
                 x = source(run, "x")
                 for k in (1, 2):
                     run_stage(run, Stage("same", "1", same), inputs=[x], params={"k": k})
-                run_stage(run, Stage("flaky", "1", flaky), inputs=[x],
-                          params={"calls": calls, "error": mode.removeprefix("flaky-"), "fail_at": 6})
+                run_stage(
+                    run,
+                    Stage("flaky", "1", flaky),
+                    inputs=[x],
+                    params={"calls": calls, "error": mode.removeprefix("flaky-"), "fail_at": 6},
+                )
             else:
                 x, y = source(run, "x"), source(run, "y", n=4)
-                score = {d: run_stage(run, Stage("score", "1", same), inputs=[ref], params={})
-                         for d, ref in (("x", x), ("y", y))}
+                score = {d: run_stage(run, Stage("score", "1", same), inputs=[ref], params={}) for d, ref in (("x", x), ("y", y))}
                 run_stage(run, Stage("bins", "1", same), inputs=[score["x"]], params={})
                 run_stage(run, Stage("bins", "1", same), inputs=[y], params={})
         return run.finish()
@@ -102,20 +128,23 @@ def tiny_flow():
     return tiny
 
 
-@pytest.mark.parametrize("error, attempts, why", [
-    ("ValueError", 1, "ValueError: boom at row 6"),
-    ("TimeoutError", 3, "TimeoutError: boom at row 6 (still failing after 2 retries)"),
-])
-def test_a_deterministic_error_fails_at_once_a_transient_one_is_retried_twice(
-        prefect_harness, tmp_path, error, attempts, why):
+@pytest.mark.parametrize(
+    "error, attempts, why",
+    [
+        ("ValueError", 1, "ValueError: boom at row 6"),
+        ("TimeoutError", 3, "TimeoutError: boom at row 6 (still failing after 2 retries)"),
+    ],
+)
+def test_a_deterministic_error_fails_at_once_a_transient_one_is_retried_twice(prefect_harness, tmp_path, error, attempts, why):
     calls = tmp_path / "calls.txt"
     with pytest.raises(StageError) as failed:
         tiny_flow()(str(tmp_path), f"flaky-{error}", str(calls))
     assert len(calls.read_text().splitlines()) == attempts
     e = failed.value
     src = next((tmp_path / "artifacts" / "src").iterdir())
-    assert str(e) == (f"stage 'flaky' (dataset x) failed on shard 3 of 4, input {src}/part-00003.parquet: {why}. "
-                      "3 written shard(s) are kept.")
+    assert str(e) == (
+        f"stage 'flaky' (dataset x) failed on shard 3 of 4, input {src}/part-00003.parquet: {why}. 3 written shard(s) are kept."
+    )
     assert (e.exit_code, e.run_id, e.cache) == (1, load_run(Catalog(tmp_path), e.run_id)["run_id"], tmp_path)
     assert e.log == tmp_path / "logs" / f"{e.run_id}.log"
     log = e.log.read_text()
@@ -130,18 +159,25 @@ def test_a_deterministic_error_fails_at_once_a_transient_one_is_retried_twice(
         "src x shards 4 of 4 written (4 computed, 0 cached) rows out 8",
         "same x shards 4 of 4 written (4 computed, 0 cached) rows out 8",
         "same x shards 4 of 4 written (4 computed, 0 cached) rows out 8",  # another fingerprint: not merged
-        "flaky x shards 3 of 4 written (3 computed, 0 cached), 1 failed rows out 6"]
+        "flaky x shards 3 of 4 written (3 computed, 0 cached), 1 failed rows out 6",
+    ]
     stages = load_run(Catalog(tmp_path), e.run_id)["summary"]["stages"]
     assert [w[2] for w in lines[1:]] == [s["fingerprint"][:12] for s in stages]
 
 
 # -- defect 6, 7, 12: the CLI's last line, the run's log, `augdag runs`, the retry chain --------------------
 
+
 def corrupt_parquet(path: Path) -> None:
     """100 rows in row groups of 20; a byte of row group 3's dictionary indices overwritten:
     pyarrow reads rows 61-80 as ArrowInvalid: Index not in dictionary bounds."""
-    pq.write_table(pa.table({"text": [f"sentence number {i % 7} here" for i in range(100)]}), path,
-                   row_group_size=20, use_dictionary=True, compression="none")
+    pq.write_table(
+        pa.table({"text": [f"sentence number {i % 7} here" for i in range(100)]}),
+        path,
+        row_group_size=20,
+        use_dictionary=True,
+        compression="none",
+    )
     column = pq.ParquetFile(path).metadata.row_group(3).column(0)
     data = bytearray(path.read_bytes())
     data[column.dictionary_page_offset + column.total_compressed_size - 8] = 0xFF
@@ -156,8 +192,15 @@ def api_url() -> str:
 
 def augdag(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     env = subprocess_env(tmp_path, COLUMNS="300", PREFECT_API_URL=api_url())
-    return subprocess.run([sys.executable, "-m", "flows.cli", *args], env=env, cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "flows.cli", *args],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def test_a_corrupt_input_ends_with_one_line_naming_shard_file_and_retry_command(prefect_harness, tmp_path):
@@ -168,14 +211,19 @@ def test_a_corrupt_input_ends_with_one_line_naming_shard_file_and_retry_command(
     first = augdag(tmp_path, "run", "ingest", "--config", str(profile), "--cache", str(cache))
     catalog = Catalog(cache)
     run_id = catalog.query("SELECT run_id FROM runs").column(0)[0].as_py()
-    failed = (f"stage 'read' (dataset m) failed on shard 3 (of at least 4): {data}: rows 61-80 of 100 cannot be "
-              "decoded (ArrowInvalid: Index not in dictionary bounds). Hint: the file is corrupt or truncated: write "
-              "it again from its source. 3 written shard(s) are kept.")
+    failed = (
+        f"stage 'read' (dataset m) failed on shard 3 (of at least 4): {data}: rows 61-80 of 100 cannot be "
+        "decoded (ArrowInvalid: Index not in dictionary bounds). Hint: the file is corrupt or truncated: write "
+        "it again from its source. 3 written shard(s) are kept."
+    )
     assert first.returncode == 2  # bad input, not retried
     assert first.stderr.splitlines() == [
         f"reporting to the Prefect server at {api_url()}",
-        (f"error: {failed} Once the input is fixed: augdag retry {run_id} --cache {cache}  "
-         f"(log: {cache}/logs/{run_id}.log; -v shows it here)")]
+        (
+            f"error: {failed} Once the input is fixed: augdag retry {run_id} --cache {cache}  "
+            f"(log: {cache}/logs/{run_id}.log; -v shows it here)"
+        ),
+    ]
     assert first.stdout == ""
     log = (cache / "logs" / f"{run_id}.log").read_text()
     assert "Traceback (most recent call last)" in log and "pyarrow.lib.ArrowInvalid: Index not in dictionary bounds" in log
@@ -186,7 +234,8 @@ def test_a_corrupt_input_ends_with_one_line_naming_shard_file_and_retry_command(
     assert "Traceback (most recent call last)" in again.stderr
     second = catalog.query("SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1").column(0)[0].as_py()
     assert again.stderr.splitlines()[-1].startswith(
-        f"error: {failed} Once the input is fixed: augdag retry {second} --cache {cache}")
+        f"error: {failed} Once the input is fixed: augdag retry {second} --cache {cache}"
+    )
 
     pq.write_table(pa.table({"text": [f"sentence number {i % 7} here" for i in range(100)]}), data)  # fixed
     fixed = augdag(tmp_path, "retry", second, "--cache", str(cache))
@@ -195,19 +244,23 @@ def test_a_corrupt_input_ends_with_one_line_naming_shard_file_and_retry_command(
 
     shown = runner.invoke(app, ["runs", "--stages", "--cache", str(cache)])
     lines = [line.split() for line in shown.output.splitlines()]
-    chain = {w[0]: (w[3], " ".join(w[w.index("->") + 3:])) for w in lines if w[0].startswith("ingest-")}
-    assert chain == {third: ("completed", f"retry of {second}"),
-                     second: ("failed", f"retry of {run_id} retried by {third}"),
-                     run_id: ("failed", f"retried by {second}")}
+    chain = {w[0]: (w[3], " ".join(w[w.index("->") + 3 :])) for w in lines if w[0].startswith("ingest-")}
+    assert chain == {
+        third: ("completed", f"retry of {second}"),
+        second: ("failed", f"retry of {run_id} retried by {third}"),
+        run_id: ("failed", f"retried by {second}"),
+    }
     assert [" ".join(w if w[0] == "error:" else w[:2] + w[3:-2]) for w in lines if w[0] in ("read", "error:")] == [
         "read m shards 5 of 5 written (5 computed, 0 cached) rows out 100",  # third
         f"error: {failed}",  # second: the first's 3 shards are there
         "read m shards 3 of at least 4 written (0 computed, 3 cached), 1 failed rows out 60",
         f"error: {failed}",  # first
-        "read m shards 3 of at least 4 written (3 computed, 0 cached), 1 failed rows out 60"]
+        "read m shards 3 of at least 4 written (3 computed, 0 cached), 1 failed rows out 60",
+    ]
 
 
 # -- defect 8: the nightly totals count each artifact once --------------------------------------------------
+
 
 def test_totals_count_an_artifact_read_again_by_another_pipeline_once(prefect_harness, tmp_path):
     from flows.engine.nightly import totals
@@ -215,8 +268,13 @@ def test_totals_count_an_artifact_read_again_by_another_pipeline_once(prefect_ha
 
     (tmp_path / "a.de").write_text("".join(f"hallo welt {i}\n" for i in range(40)))
     (tmp_path / "a.en").write_text("".join("\n" if i in (4, 17, 30) else f"hello world {i}\n" for i in range(40)))
-    conf = AugdagConf.model_validate({"cache": str(tmp_path / "cache"), "shard_size": 20, "datasets": {"a": {
-        "kind": "bitext", "format": "text", "src": str(tmp_path / "a.en"), "tgt": str(tmp_path / "a.de")}}})
+    conf = AugdagConf.model_validate(
+        {
+            "cache": str(tmp_path / "cache"),
+            "shard_size": 20,
+            "datasets": {"a": {"kind": "bitext", "format": "text", "src": str(tmp_path / "a.en"), "tgt": str(tmp_path / "a.de")}},
+        }
+    )
     first, again = ingest_flow(conf, profile="t"), ingest_flow(conf, profile="t")  # again: all cached, as a re-read
     night = totals([{**first, "pipeline": "ingest"}, {**again, "pipeline": "self_training"}], 1.0)
     assert night["rejects"] == 3  # 3 empty source lines, counted once (was 6)
@@ -227,6 +285,7 @@ def test_totals_count_an_artifact_read_again_by_another_pipeline_once(prefect_ha
 
 
 # -- defect 9: --from recomputes exactly the stage's descendants ---------------------------------------------
+
 
 def test_retry_from_a_stage_with_siblings_recomputes_its_descendants_only(prefect_harness, tmp_path):
     first = tiny_flow()(str(tmp_path), "lineage")
@@ -240,5 +299,10 @@ def test_retry_from_a_stage_with_siblings_recomputes_its_descendants_only(prefec
     with forcing(list(forced)):
         again = tiny_flow()(str(tmp_path), "lineage")
     assert [(s["stage"], s["dataset"], s["status"], s["shards_computed"]) for s in again["stages"]] == [
-        ("src", "x", "cached", 0), ("src", "y", "cached", 0), ("score", "x", "computed", 4),
-        ("score", "y", "cached", 0), ("bins", "x", "computed", 4), ("bins", "y", "cached", 0)]
+        ("src", "x", "cached", 0),
+        ("src", "y", "cached", 0),
+        ("score", "x", "computed", 4),
+        ("score", "y", "cached", 0),
+        ("bins", "x", "computed", 4),
+        ("bins", "y", "cached", 0),
+    ]

@@ -26,8 +26,7 @@ def lazy_imports() -> dict[str, set[str]]:
                         entries = [a.name for a in node.names]
                     elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                         top = node.module.split(".")[0]
-                        entries = ([f"{node.module}:{a.name}" for a in node.names] if top in LAZY_ATTRIBUTES
-                                   else [node.module])
+                        entries = [f"{node.module}:{a.name}" for a in node.names] if top in LAZY_ATTRIBUTES else [node.module]
                     else:
                         continue
                     for entry in entries:

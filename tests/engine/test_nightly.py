@@ -25,9 +25,12 @@ def write_profile(root: Path, *, lines: int = 50, extra: str = "") -> Path:
         (root / f"{name}.en").write_text("".join(f"hello {name} world {i}\n" for i in range(lines)))
         (root / f"{name}.de").write_text("".join(f"hallo {name} welt {i}\n" for i in range(lines)))
     profile = root / "p.yaml"
-    profile.write_text("pipelines: [ingest]\nshard_size: 20\norchestration: {retries: 0}\n" + extra +
-                       f"datasets:\n  a: {{kind: bitext, format: text, src: {root}/a.en, tgt: {root}/a.de}}\n"
-                       f"  b: {{kind: bitext, format: text, src: {root}/b.en, tgt: {root}/b.de}}\n")
+    profile.write_text(
+        "pipelines: [ingest]\nshard_size: 20\norchestration: {retries: 0}\n"
+        + extra
+        + f"datasets:\n  a: {{kind: bitext, format: text, src: {root}/a.en, tgt: {root}/a.de}}\n"
+        f"  b: {{kind: bitext, format: text, src: {root}/b.en, tgt: {root}/b.de}}\n"
+    )
     return profile
 
 
@@ -120,6 +123,7 @@ def test_retry_from_a_stage_recomputes_it_and_its_descendants_only(prefect_harne
     catalog = Catalog(cache)
     run_id = catalog.query("SELECT run_id FROM runs").column(0)[0].as_py()
     run = load_run(catalog, run_id)
+
     def forced(**names) -> list[str]:
         return list(forced_artifacts(catalog, run, **{"stage": None, "start": None, **names}).values())
 
@@ -127,18 +131,27 @@ def test_retry_from_a_stage_recomputes_it_and_its_descendants_only(prefect_harne
     assert forced(start="duplicates") == ["duplicates[a]", "clean[a]", "duplicates[b]", "clean[b]"]
     assert forced(start="duplicates[b]") == ["duplicates[b]", "clean[b]"]
     assert forced(stage="duplicates") == ["duplicates[a]", "duplicates[b]"]
-    with pytest.raises(ConfError, match=r"has no stage 'nope'; its stages and models: clean, duplicates, read\. "
-                                        r"Hint: S or S\[dataset\], e\.g\. read\[a\]"):
+    with pytest.raises(
+        ConfError,
+        match=r"has no stage 'nope'; its stages and models: clean, duplicates, read\. "
+        r"Hint: S or S\[dataset\], e\.g\. read\[a\]",
+    ):
         forced(stage="nope")
 
     before = _hashes(cache, "clean")
     again = runner.invoke(app, ["retry", run_id, "--from", "duplicates", "--cache", str(cache)])
     assert again.exit_code == 0, again.output
     last = catalog.query("SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1").column(0)[0].as_py()
-    counts = catalog.query("SELECT stage, count(*) FILTER (status = 'computed') AS computed, count(*) AS shards "
-                           "FROM stage_runs WHERE run_id = $r GROUP BY stage ORDER BY stage", {"r": last}).to_pylist()
-    assert counts == [{"stage": "clean", "computed": 6, "shards": 6}, {"stage": "duplicates", "computed": 2, "shards": 2},
-                      {"stage": "read", "computed": 0, "shards": 6}]
+    counts = catalog.query(
+        "SELECT stage, count(*) FILTER (status = 'computed') AS computed, count(*) AS shards "
+        "FROM stage_runs WHERE run_id = $r GROUP BY stage ORDER BY stage",
+        {"r": last},
+    ).to_pylist()
+    assert counts == [
+        {"stage": "clean", "computed": 6, "shards": 6},
+        {"stage": "duplicates", "computed": 2, "shards": 2},
+        {"stage": "read", "computed": 0, "shards": 6},
+    ]
     assert _hashes(cache, "clean") == before  # same fingerprint, same bytes
 
     # a changed parameter: a new fingerprint for clean, the reader's output reused

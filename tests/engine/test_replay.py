@@ -20,13 +20,15 @@ runner = CliRunner()
 
 
 def runs(cache: Path) -> list[dict]:
-    return Catalog(cache).query("SELECT run_id, pipeline, status, flow_run_id, summary FROM runs "
-                                "ORDER BY started_at").to_pylist()
+    return Catalog(cache).query("SELECT run_id, pipeline, status, flow_run_id, summary FROM runs ORDER BY started_at").to_pylist()
 
 
 def shard_statuses(cache: Path, run_id: str) -> dict[str, int]:
-    rows = Catalog(cache).query("SELECT status, count(*) AS n FROM stage_runs WHERE run_id = $r GROUP BY status",
-                                {"r": run_id}).to_pylist()
+    rows = (
+        Catalog(cache)
+        .query("SELECT status, count(*) AS n FROM stage_runs WHERE run_id = $r GROUP BY status", {"r": run_id})
+        .to_pylist()
+    )
     return {r["status"]: r["n"] for r in rows}
 
 
@@ -70,11 +72,14 @@ def test_a_cached_nightly_replays_its_pipelines(prefect_harness, tmp_path):
     assert "shards: 0 computed, 14 cached of 14" in result.output
 
     # as a user runs it, a process of its own: the replayed night never imports Prefect (~1.5 s of its start)
-    script = ("import runpy, sys\nsys.argv = ['augdag', *sys.argv[1:]]\ntry:\n"
-              "    runpy.run_module('flows.cli', run_name='__main__')\nexcept SystemExit as e:\n    code = e.code\n"
-              "print('exit', code, 'prefect imported:', any(m.split('.')[0] == 'prefect' for m in sys.modules))\n")
-    proc = subprocess.run([sys.executable, "-c", script, *args], env=subprocess_env(tmp_path), capture_output=True,
-                          text=True, timeout=120)
+    script = (
+        "import runpy, sys\nsys.argv = ['augdag', *sys.argv[1:]]\ntry:\n"
+        "    runpy.run_module('flows.cli', run_name='__main__')\nexcept SystemExit as e:\n    code = e.code\n"
+        "print('exit', code, 'prefect imported:', any(m.split('.')[0] == 'prefect' for m in sys.modules))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script, *args], env=subprocess_env(tmp_path), capture_output=True, text=True, timeout=120
+    )
     assert proc.stdout.splitlines()[-1] == "exit 0 prefect imported: False", proc.stdout + proc.stderr
     assert len(runs(cache)) == before + 4 and runs(cache)[-2]["flow_run_id"] is None
 

@@ -23,8 +23,9 @@ slow = pytest.mark.slow
 
 
 def _conf(cache: Path, data: Path, *sets: str) -> AugdagConf:
-    return load_profile(REPO / "conf" / "demo.yaml", ["shard_size=500", *sets], cache=cache,
-                        environ={"AUGDAG_DEMO_DATA": str(data)})
+    return load_profile(
+        REPO / "conf" / "demo.yaml", ["shard_size=500", *sets], cache=cache, environ={"AUGDAG_DEMO_DATA": str(data)}
+    )
 
 
 def _sampling_flow():
@@ -46,9 +47,13 @@ def _sampling_flow():
 def _parts(cache: Path) -> dict[str, dict[str, str]]:
     """fingerprint -> {file name: sha256} of every artifact the catalog lists."""
     rows = Catalog(cache).query("SELECT stage, fingerprint FROM artifacts").to_pylist()
-    return {r["fingerprint"]: {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
-                               for p in sorted((cache / "artifacts" / r["stage"] / r["fingerprint"]).glob("*.parquet"))}
-            for r in rows}
+    return {
+        r["fingerprint"]: {
+            p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted((cache / "artifacts" / r["stage"] / r["fingerprint"]).glob("*.parquet"))
+        }
+        for r in rows
+    }
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +82,7 @@ def test_dask_two_workers_write_the_same_artifacts_as_threads(by_threads, tmp_pa
     assert _parts(tmp_path) == _parts(threads)
 
 
-needs_ray = pytest.mark.skipif(importlib.util.find_spec("prefect_ray") is None,
-                               reason="no `ray` extra: pip install -e .[ray]")
+needs_ray = pytest.mark.skipif(importlib.util.find_spec("prefect_ray") is None, reason="no `ray` extra: pip install -e .[ray]")
 
 
 @slow
@@ -140,8 +144,9 @@ def _two_gpu_tasks():
 
 
 def _on_two_threads(cache: Path, *, gpu_slots: int | None) -> AugdagConf:
-    return AugdagConf(cache=cache, task_runner=TaskRunnerConf(max_workers=2),
-                      orchestration=OrchestrationConf(gpu_slots=gpu_slots))
+    return AugdagConf(
+        cache=cache, task_runner=TaskRunnerConf(max_workers=2), orchestration=OrchestrationConf(gpu_slots=gpu_slots)
+    )
 
 
 @slow
@@ -183,17 +188,20 @@ def test_ray_runner_without_the_extra_names_the_key_and_the_extra(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_ray)
     with pytest.raises(ConfError) as e:
         make_task_runner(TaskRunnerConf(kind="ray"))
-    assert str(e.value) == ("task_runner.kind ray needs the `ray` extra (prefect_ray is not installed): "
-                            "pip install -e .[ray]")
+    assert str(e.value) == ("task_runner.kind ray needs the `ray` extra (prefect_ray is not installed): pip install -e .[ray]")
 
 
 def test_local_dask_cluster_workers_get_one_core_and_the_given_environment():
     from flows.engine.runners import make_task_runner
 
     runner = make_task_runner(TaskRunnerConf(kind="dask", n_workers=3), worker_env={"PREFECT_API_URL": "http://x/api"})
-    assert runner.cluster_kwargs == {"n_workers": 3, "threads_per_worker": 1, "processes": True,
-                                      "dashboard_address": None,
-                                      "env": {"NUMBA_NUM_THREADS": "1", "PREFECT_API_URL": "http://x/api"}}
+    assert runner.cluster_kwargs == {
+        "n_workers": 3,
+        "threads_per_worker": 1,
+        "processes": True,
+        "dashboard_address": None,
+        "env": {"NUMBA_NUM_THREADS": "1", "PREFECT_API_URL": "http://x/api"},
+    }
     assert make_task_runner(TaskRunnerConf(kind="dask", address="tcp://h:8786")).address == "tcp://h:8786"
 
 

@@ -73,9 +73,14 @@ def link_keys(al: Alignment) -> np.ndarray:
 
 
 # ---- the maths
-@pytest.mark.parametrize("j, row", [
-    (1, [0.08, 0.690131, 0.181917, 0.047953]), (2, [0.08, 0.158794, 0.602412, 0.158794]),
-    (3, [0.08, 0.047953, 0.181917, 0.690131])])
+@pytest.mark.parametrize(
+    "j, row",
+    [
+        (1, [0.08, 0.690131, 0.181917, 0.047953]),
+        (2, [0.08, 0.158794, 0.602412, 0.158794]),
+        (3, [0.08, 0.047953, 0.181917, 0.690131]),
+    ],
+)
 def test_diagonal_prior_row_for_tension_4_m_n_3(j, row):
     assert diagonal_prior(j, 3, 3, tension=4.0, p0=0.08) == pytest.approx(row, abs=1e-6)
 
@@ -112,8 +117,11 @@ def test_train_reproduces_fast_align_statistics_on_toy_2000(toy):
 def test_train_links_and_scores_match_fast_align_on_toy_2000(toy):
     src, tgt, (fwd_model, rev_model, fwd, rev) = toy
     # fast_align -s, lines 1-3: links ||| ln p (forward, then -r); "la" (tgt 2 of pair 2) goes to NULL
-    assert fwd.to_pharaoh()[:3] == rev.to_pharaoh()[:3] == [
-        "0-0 1-1 2-2 3-3 4-4 5-5 6-6 7-7 8-8 9-9 10-10", "0-0 1-1 2-3 3-4", "0-0 1-1 2-2 3-3 4-4 5-5"]
+    assert (
+        fwd.to_pharaoh()[:3]
+        == rev.to_pharaoh()[:3]
+        == ["0-0 1-1 2-2 3-3 4-4 5-5 6-6 7-7 8-8 9-9 10-10", "0-0 1-1 2-3 3-4", "0-0 1-1 2-2 3-3 4-4 5-5"]
+    )
     assert fwd_model.align(src[:3], tgt[:3])[1] == pytest.approx([-18.7008, -7.29073, -7.46596], rel=1e-5)
     assert rev_model.align(src[:3], tgt[:3])[1] == pytest.approx([-16.7939, -5.00916, -6.45362], rel=1e-5)
 
@@ -138,9 +146,10 @@ def test_train_model_1_without_vb_is_plain_relative_counts():
     model, _ = FastAlign.train(["a b", "b"], ["x y", "y"], iterations=2, favor_diagonal=False, variational_bayes=False)
     # uniform 1/(n+1) over NULL and the words: c(NULL, y) = 1/3 + 1/2, c(a, x) = 1/3, …; θ = c / row total
     # EM's counts through ln θ and back vs the fractions: equal up to the last bits
-    assert {(r["e"], r["f"]): math.exp(r["log_prob"]) for r in model.table().to_pylist()} == pytest.approx({
-        ("<eps>", "x"): 2 / 7, ("<eps>", "y"): 5 / 7, ("a", "x"): 0.5, ("a", "y"): 0.5,
-        ("b", "x"): 2 / 7, ("b", "y"): 5 / 7}, rel=1e-12)
+    assert {(r["e"], r["f"]): math.exp(r["log_prob"]) for r in model.table().to_pylist()} == pytest.approx(
+        {("<eps>", "x"): 2 / 7, ("<eps>", "y"): 5 / 7, ("a", "x"): 0.5, ("a", "y"): 0.5, ("b", "x"): 2 / 7, ("b", "y"): 5 / 7},
+        rel=1e-12,
+    )
 
 
 @pytest.mark.parametrize("indexed_share", [0.0, 0.5])
@@ -163,7 +172,8 @@ def test_sentence_index_finds_every_cell_as_a_search_of_the_row_does():
 
     rng = np.random.default_rng(3)
     rows = [np.array([], np.int32), np.arange(0, 60, dtype=np.int32)] + [
-        np.sort(rng.choice(60, size=rng.integers(1, 40), replace=False)).astype(np.int32) for _ in range(8)]
+        np.sort(rng.choice(60, size=rng.integers(1, 40), replace=False)).astype(np.int32) for _ in range(8)
+    ]
     row_ptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
     cols = np.concatenate(rows).astype(np.int32)
     where = {(e, int(f)): row_ptr[e] + k for e, r in enumerate(rows) for k, f in enumerate(r)}
@@ -229,8 +239,9 @@ def test_train_accepts_arrow_arrays_and_chunked_arrays(demo3k):
 
 # ---- force alignment and tables
 def tiny_model(**kw) -> FastAlign:
-    table = pa.table({"e": ["<eps>", "a", "a", "b", "b"], "f": ["x", "x", "y", "y", "z"],
-                      "log_prob": np.log([0.1, 0.6, 0.3, 0.7, 0.2])})
+    table = pa.table(
+        {"e": ["<eps>", "a", "a", "b", "b"], "f": ["x", "x", "y", "y", "z"], "log_prob": np.log([0.1, 0.6, 0.3, 0.7, 0.2])}
+    )
     return FastAlign.from_table(table, tension=4.0, mean_srclen_multiplier=1.5, **kw)
 
 
@@ -261,8 +272,7 @@ def test_export_table_keeps_rows_within_the_beam_of_each_source_word(tmp_path):
     # b: max θ 0.7, keep ln θ >= 4·ln 0.7 = −1.43: "b z" (ln 0.2 = −1.61) is dropped;
     # a: 4·ln 0.6 = −2.04 keeps both
     lines = (tmp_path / "t.tsv").read_text().splitlines()
-    assert rows == 4 and [tuple(line.split("\t")[:2]) for line in lines] == [
-        ("<eps>", "x"), ("a", "x"), ("a", "y"), ("b", "y")]
+    assert rows == 4 and [tuple(line.split("\t")[:2]) for line in lines] == [("<eps>", "x"), ("a", "x"), ("a", "y"), ("b", "y")]
     # the file holds the table's own ln θ to the last bit (shortest round-trip print): exact
     assert float(lines[1].split("\t")[2]) == model.table()["log_prob"][1].as_py()
     # that is np.log(np.exp(np.log(0.6))) (numpy's SIMD loops) vs libm's math.log: equal up to the last bits
@@ -288,8 +298,11 @@ def test_train_first_em_step_is_vb_of_the_prior_posteriors():
     post = [diagonal_prior(j, 2, 2) for j in (1, 2)] + [diagonal_prior(1, 1, 1)]  # θ = 1e-9: posterior = prior
     post = [p / p.sum() for p in post]
     # counts[e][f] over the cells (sentence 1: x at j=1, y at j=2 over NULL, a, b; sentence 2: y over NULL, b)
-    rows = {"<eps>": {"x": post[0][0], "y": post[1][0] + post[2][0]}, "a": {"x": post[0][1], "y": post[1][1]},
-            "b": {"x": post[0][2], "y": post[1][2] + post[2][1]}}
+    rows = {
+        "<eps>": {"x": post[0][0], "y": post[1][0] + post[2][0]},
+        "a": {"x": post[0][1], "y": post[1][1]},
+        "b": {"x": post[0][2], "y": post[1][2] + post[2][1]},
+    }
     expected = {(e, f): math.log(t) for e, cpd in rows.items() for f, t in zip(cpd, vb_normalize(list(cpd.values())))}
     table = model.table().to_pylist()
     assert [(r["e"], r["f"]) for r in table] == list(expected)
@@ -299,8 +312,7 @@ def test_train_first_em_step_is_vb_of_the_prior_posteriors():
 
 def test_fingerprint_changes_with_tension_and_table():
     a, b = tiny_model(), tiny_model()
-    c = FastAlign.from_table(pa.table({"e": ["a"], "f": ["x"], "log_prob": [0.0]}), tension=4.0,
-                             mean_srclen_multiplier=1.5)
+    c = FastAlign.from_table(pa.table({"e": ["a"], "f": ["x"], "log_prob": [0.0]}), tension=4.0, mean_srclen_multiplier=1.5)
     d = FastAlign.from_table(tiny_model().table(), tension=5.0, mean_srclen_multiplier=1.5)
     assert a.fingerprint() == b.fingerprint() and len({a.fingerprint(), c.fingerprint(), d.fingerprint()}) == 3
 
@@ -364,8 +376,7 @@ def ttable_rows(path: Path) -> dict[tuple[str, str], float]:
 @pytest.fixture(scope="module")
 def fixture_models():
     src, tgt = fixture_corpus()
-    return {direction: FastAlign.train(src, tgt, reverse=direction == "reverse")
-            for direction in ("forward", "reverse")}
+    return {direction: FastAlign.train(src, tgt, reverse=direction == "reverse") for direction in ("forward", "reverse")}
 
 
 @pytest.mark.parametrize("direction", ["forward", "reverse"])
@@ -413,8 +424,7 @@ def test_grow_diag_final_and_equals_atools_on_fast_align_fixture():
     (fwd, _, _), (rev, _, _) = fixture_output("forward"), fixture_output("reverse")
     lengths = [np.array([len(x.split()) for x in side]) for side in (src, tgt)]
     gdfa = (FIXTURE / "gdfa.align").read_text(encoding="utf-8").splitlines()
-    f_sets, r_sets, g_sets = ([set(line.split()) for line in lines]
-                              for lines in (fwd.to_pharaoh(), rev.to_pharaoh(), gdfa))
+    f_sets, r_sets, g_sets = ([set(line.split()) for line in lines] for lines in (fwd.to_pharaoh(), rev.to_pharaoh(), gdfa))
     # the fixture exercises grow and final-and: in 19 pairs the directions differ, gdfa is more than their
     # intersection in those 19 and less than their union in 8
     assert sum(f != r for f, r in zip(f_sets, r_sets)) == 19
@@ -446,15 +456,21 @@ def test_reference_binary_links_scores_and_table_agree(demo3k, tmp_path):
         tension = float(out.stderr.rsplit("final tension:", 1)[1].split()[0])
         assert model.tension == pytest.approx(tension, abs=1e-5)
         model.export_table(tmp_path / f"ours{flag}")
-        rows = [{tuple(line.split("\t")[:2]) for line in (tmp_path / name).read_text().splitlines()}
-                for name in (f"t{flag}", f"ours{flag}")]
+        rows = [
+            {tuple(line.split("\t")[:2]) for line in (tmp_path / name).read_text().splitlines()}
+            for name in (f"t{flag}", f"ours{flag}")
+        ]
         assert rows[0] == rows[1]
         ours[flag] = (tmp_path / f"a{flag}", links)
         ours[flag][0].write_text("\n".join(links.to_pharaoh()) + "\n")
     atools = Path(FAST_ALIGN_BIN).with_name("atools")
     if atools.exists():
-        out = subprocess.run([str(atools), "-i", str(ours[""][0]), "-j", str(ours["-r"][0]), "-c",
-                              "grow-diag-final-and"], capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [str(atools), "-i", str(ours[""][0]), "-j", str(ours["-r"][0]), "-c", "grow-diag-final-and"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         lengths = [np.array([len(x.split()) for x in side]) for side in (src, tgt)]
         assert grow_diag_final_and(ours[""][1], ours["-r"][1], *lengths).to_pharaoh() == out.stdout.splitlines()
 

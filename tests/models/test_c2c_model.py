@@ -32,16 +32,26 @@ torch.set_num_threads(1)
 
 # four clusters of delexicalised ATIS-like utterances, each with its targets in rank order
 PAIRS = [
-    ([["show", "me", "flights", "from", "<fromloc.city_name>"], ["list", "flights", "from", "<fromloc.city_name>"]],
-     [["i", "need", "a", "flight", "leaving", "<fromloc.city_name>"],
-      ["what", "leaves", "<fromloc.city_name>", "today"]]),
-    ([["fares", "to", "<toloc.city_name>"], ["how", "much", "to", "fly", "to", "<toloc.city_name>"]],
-     [["what", "is", "the", "price", "to", "<toloc.city_name>"],
-      ["cost", "of", "a", "ticket", "to", "<toloc.city_name>"], ["cheapest", "fare", "<toloc.city_name>"]]),
-    ([["flights", "on", "<depart_date.day_name>"], ["leaving", "<depart_date.day_name>"]],
-     [["anything", "departing", "<depart_date.day_name>", "morning"], ["<depart_date.day_name>", "flights", "please"]]),
-    ([["airlines", "at", "<airport_name>"], ["which", "carriers", "serve", "<airport_name>"]],
-     [["list", "airlines", "flying", "out", "of", "<airport_name>"], ["what", "airlines", "use", "<airport_name>"]]),
+    (
+        [["show", "me", "flights", "from", "<fromloc.city_name>"], ["list", "flights", "from", "<fromloc.city_name>"]],
+        [["i", "need", "a", "flight", "leaving", "<fromloc.city_name>"], ["what", "leaves", "<fromloc.city_name>", "today"]],
+    ),
+    (
+        [["fares", "to", "<toloc.city_name>"], ["how", "much", "to", "fly", "to", "<toloc.city_name>"]],
+        [
+            ["what", "is", "the", "price", "to", "<toloc.city_name>"],
+            ["cost", "of", "a", "ticket", "to", "<toloc.city_name>"],
+            ["cheapest", "fare", "<toloc.city_name>"],
+        ],
+    ),
+    (
+        [["flights", "on", "<depart_date.day_name>"], ["leaving", "<depart_date.day_name>"]],
+        [["anything", "departing", "<depart_date.day_name>", "morning"], ["<depart_date.day_name>", "flights", "please"]],
+    ),
+    (
+        [["airlines", "at", "<airport_name>"], ["which", "carriers", "serve", "<airport_name>"]],
+        [["list", "airlines", "flying", "out", "of", "<airport_name>"], ["what", "airlines", "use", "<airport_name>"]],
+    ),
 ]
 # γ = 0.1: with the regulariser as a mean over (i, j, t) terms, γ > 1/2 pays for mispredicting shared tokens
 # (models/c2c/attention.py); 150 epochs × 4 clusters = 600 steps at the from-scratch lr 1e-3
@@ -61,8 +71,13 @@ def tiny_batch(lam: float):
     utterances = [u for inputs, outputs in PAIRS for u in (*inputs, *outputs)]
     model = new_model(C2CSettings(lam=lam, layers=2, d_model=32, heads=2), utterances).eval()
     inputs, outputs = PAIRS[1]
-    batch = cluster_batch([encode(model.tokenizer, u) for u in inputs], [encode(model.tokenizer, u) for u in outputs],
-                          model.specials, model.max_length, "PAIRS[1]")
+    batch = cluster_batch(
+        [encode(model.tokenizer, u) for u in inputs],
+        [encode(model.tokenizer, u) for u in outputs],
+        model.specials,
+        model.max_length,
+        "PAIRS[1]",
+    )
     return model, to_tensors(batch, "cpu")
 
 
@@ -75,8 +90,7 @@ def test_cluster_batch_serialises_prefix_rank_and_target_and_cuts_the_prefix_fro
     prefix = [BOS, "a", "b", EOS, BOS, "c", EOS]
     assert rows == [[*prefix, BOS, "<#0>", EOS, BOS, "x", PAD], [*prefix, BOS, "<#1>", EOS, BOS, "y", "z"]]
     assert batch.start == 10  # the target's <|bos|>: position start + k predicts labels[k]
-    assert [tokenizer.convert_ids_to_tokens([i for i in row if i >= 0]) for row in batch.labels] == [["x", EOS],
-                                                                                                   ["y", "z", EOS]]
+    assert [tokenizer.convert_ids_to_tokens([i for i in row if i >= 0]) for row in batch.labels] == [["x", EOS], ["y", "z", EOS]]
     assert batch.labels[0][2] == -100 and batch.attention_mask[0] == [1] * 12 + [0]
     cut = cluster_batch(ids[:2], ids[2:], specials, 10, "pair")  # room for 4 prefix ids: only "c" stays
     assert tokenizer.convert_ids_to_tokens(cut.input_ids[1]) == [BOS, "c", EOS, BOS, "<#1>", EOS, BOS, "y", "z"]
@@ -89,7 +103,7 @@ def test_duplication_aware_attention_subtracts_lambda_times_context():
     model, b = tiny_batch(lam=0.25)
     with torch.no_grad():
         h_prime, _ = model.hidden(b["input_ids"], b["attention_mask"])
-        window = h_prime[:, b["start"]:]
+        window = h_prime[:, b["start"] :]
         h = model.dup(window, b["mask"])
         context = model.dup.context(window, b["mask"])
     assert window.shape == (3, 7, 32) and b["mask"].sum(1).tolist() == [7, 7, 4]
@@ -101,7 +115,7 @@ def test_duplication_aware_attention_lambda_zero_gives_plain_gpt2_logits():
     model, b = tiny_batch(lam=0.0)
     with torch.no_grad():
         ours = model.window_logits(b["input_ids"], b["attention_mask"], b["start"], b["mask"])
-        plain = model.lm(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits[:, b["start"]:]
+        plain = model.lm(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits[:, b["start"] :]
     assert torch.equal(ours, plain)
 
 
@@ -136,8 +150,10 @@ def kl(p: list[float], q: list[float]) -> float:
 
 
 def test_diverse_regulariser_equals_hand_computed_kl_sum():
-    p = [[[0.5, 0.3, 0.2], [0.7, 0.2, 0.1]],  # output 0 at steps 0, 1
-         [[0.1, 0.6, 0.3], [0.2, 0.2, 0.6]]]  # output 1
+    p = [
+        [[0.5, 0.3, 0.2], [0.7, 0.2, 0.1]],  # output 0 at steps 0, 1
+        [[0.1, 0.6, 0.3], [0.2, 0.2, 0.6]],
+    ]  # output 1
     log_probs = torch.tensor(p, dtype=torch.float64).log()
     both = torch.ones(2, 2, dtype=torch.bool)
     expected = -sum(kl(p[i][t], p[j][t]) for t in (0, 1) for i, j in ((0, 1), (1, 0)))
@@ -160,8 +176,9 @@ def test_diverse_regulariser_matches_pairwise_loop_with_padding():
     log_probs = torch.log_softmax(torch.randn(3, 4, 5, dtype=torch.float64), dim=-1)
     mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [1, 1, 1, 0]], dtype=torch.bool)
     p = log_probs.exp().tolist()
-    loop = -sum(kl(p[i][t], p[j][t]) for t in range(4) for i in range(3) for j in range(3)
-                if i != j and mask[i, t] and mask[j, t])
+    loop = -sum(
+        kl(p[i][t], p[j][t]) for t in range(4) for i in range(3) for j in range(3) if i != j and mask[i, t] and mask[j, t]
+    )
     assert diverse_regulariser(log_probs, mask).item() == pytest.approx(loop, rel=1e-9)
     assert diverse_terms(mask) == 6 + 6 + 2 + 0
 
@@ -176,7 +193,7 @@ def test_train_c2c_overfits_four_clusters_and_reproduces_targets_by_rank(overfit
     generator = C2CGenerator.load(out, device="cpu", threads=1)
     got = generator.generate([inputs for inputs, _ in PAIRS], n_outputs=3, temperature=1e-3)
     for (_, targets), outputs in zip(PAIRS, got, strict=True):
-        assert outputs[:len(targets)] == targets  # <#0> first, as trained
+        assert outputs[: len(targets)] == targets  # <#0> first, as trained
 
 
 def test_c2c_generator_round_trip_seeding_and_outputs(overfit):
@@ -209,9 +226,16 @@ def test_joint_decoding_agrees_with_the_training_forward_pass(overfit):
     model.dup.lam = 0.07  # 7x the trained λ: the other rows' states change the outputs (0.06–0.08 do, on this model)
     got = generator.generate([inputs], n_outputs=3, temperature=1e-3, max_tokens=12)[0]
     assert got != PAIRS[1][1] and len({len(u) for u in got}) > 1 and max(len(u) for u in got) < 12  # padding
-    batch = to_tensors(cluster_batch([encode(model.tokenizer, u) for u in inputs],
-                                     [encode(model.tokenizer, u) for u in got], model.specials, model.max_length,
-                                     "generated"), "cpu")
+    batch = to_tensors(
+        cluster_batch(
+            [encode(model.tokenizer, u) for u in inputs],
+            [encode(model.tokenizer, u) for u in got],
+            model.specials,
+            model.max_length,
+            "generated",
+        ),
+        "cpu",
+    )
     with torch.no_grad():
         logits = model.window_logits(batch["input_ids"], batch["attention_mask"], batch["start"], batch["mask"])
     logits[..., list(model.specials.banned)] = float("-inf")
@@ -234,12 +258,17 @@ def tiny_gpt2_checkpoint(path):
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
-    bpe.train_from_iterator(text, trainers.BpeTrainer(vocab_size=320, special_tokens=["<|endoftext|>"],
-                                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    bpe.train_from_iterator(
+        text,
+        trainers.BpeTrainer(
+            vocab_size=320, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<|endoftext|>", eos_token="<|endoftext|>")
     torch.manual_seed(0)
-    config = GPT2Config(vocab_size=len(tokenizer), n_positions=128, n_embd=32, n_layer=1, n_head=2,
-                        bos_token_id=0, eos_token_id=0)
+    config = GPT2Config(
+        vocab_size=len(tokenizer), n_positions=128, n_embd=32, n_layer=1, n_head=2, bos_token_id=0, eos_token_id=0
+    )
     GPT2LMHeadModel(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
 
@@ -247,8 +276,7 @@ def tiny_gpt2_checkpoint(path):
 def test_train_c2c_from_a_local_gpt2_checkpoint(tmp_path):
     tiny_gpt2_checkpoint(tmp_path / "gpt2")
     out = tmp_path / "c2c"
-    result = train_c2c(PAIRS, out, settings=C2CSettings(init=str(tmp_path / "gpt2"), epochs=1), device="cpu",
-                       threads=1)
+    result = train_c2c(PAIRS, out, settings=C2CSettings(init=str(tmp_path / "gpt2"), epochs=1), device="cpu", threads=1)
     assert result["steps"] == 4 and len(result["losses"]) == 1
     card = json.loads((out / "c2c.json").read_text())
     assert (card["lr"], card["max_length"]) == (6.25e-5, 128)  # the authors' rate; the checkpoint's positions
@@ -267,8 +295,6 @@ def test_train_c2c_from_a_local_gpt2_checkpoint(tmp_path):
 
 def test_train_c2c_refuses_a_missing_init_and_too_many_outputs(tmp_path):
     with pytest.raises(ModelError, match="no-such-checkpoint"):
-        train_c2c(PAIRS, tmp_path / "m", settings=C2CSettings(init=str(tmp_path / "no-such-checkpoint")),
-                  device="cpu", threads=1)
+        train_c2c(PAIRS, tmp_path / "m", settings=C2CSettings(init=str(tmp_path / "no-such-checkpoint")), device="cpu", threads=1)
     with pytest.raises(ModelError, match=r"pairs\[0\]: 3 output utterances; expected 1 … 2"):
-        train_c2c([(PAIRS[0][0], PAIRS[1][1])], tmp_path / "m", settings=C2CSettings(max_outputs=2), device="cpu",
-                  threads=1)
+        train_c2c([(PAIRS[0][0], PAIRS[1][1])], tmp_path / "m", settings=C2CSettings(max_outputs=2), device="cpu", threads=1)

@@ -85,17 +85,24 @@ def word_level_tokenizer():
     vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, **{w: i + 4 for i, w in enumerate(words)}}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]",
-                                                       special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                                   sep_token="[SEP]")
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]"
+    )
 
 
 def tiny_bert_config(**kwargs):
     from transformers import BertConfig
 
-    return BertConfig(vocab_size=4 + 12 + len(FILLER), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                      intermediate_size=64, max_position_embeddings=64, **kwargs)
+    return BertConfig(
+        vocab_size=4 + 12 + len(FILLER),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        **kwargs,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -125,8 +132,9 @@ def hf_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("tiny-bert-cls")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        model = BertForSequenceClassification(tiny_bert_config(num_labels=2, id2label={0: "no", 1: "yes"},
-                                                               label2id={"no": 0, "yes": 1}))
+        model = BertForSequenceClassification(
+            tiny_bert_config(num_labels=2, id2label={0: "no", 1: "yes"}, label2id={"no": 0, "yes": 1})
+        )
     model.save_pretrained(out)
     word_level_tokenizer().save_pretrained(out)
     return out
@@ -141,17 +149,22 @@ def test_hashed_ngrams_are_lowercased_unigrams_then_bigrams_with_a_stable_hash()
     import zlib
 
     assert hashed_ngrams("The  cat\tSAT", buckets=1000) == [
-        zlib.crc32(s.encode()) % 1000 for s in ("the", "cat", "sat", "the cat", "cat sat")]
-    assert hashed_ngrams("The cat", buckets=2 ** 18) == [93670, 148392, 224200]  # crc32: the same in any process
+        zlib.crc32(s.encode()) % 1000 for s in ("the", "cat", "sat", "the cat", "cat sat")
+    ]
+    assert hashed_ngrams("The cat", buckets=2**18) == [93670, 148392, 224200]  # crc32: the same in any process
     assert hashed_ngrams("a b c", buckets=50, ngrams=1) == [zlib.crc32(s.encode()) % 50 for s in "abc"]
-    assert hashed_ngrams("", buckets=50) == [] and hashed_ngrams("one", buckets=50, ngrams=3) == [
-        zlib.crc32(b"one") % 50]
+    assert hashed_ngrams("", buckets=50) == [] and hashed_ngrams("one", buckets=50, ngrams=3) == [zlib.crc32(b"one") % 50]
 
 
 def test_builtin_learns_the_task_and_generalises_to_held_out_sentences():
     clf = build_classifier("builtin", LABELS, seed=0, device="cpu", threads=1)
     assert (clf.kind, clf.labels, clf.device, clf.lr, clf.options) == (
-        "builtin", LABELS, "cpu", 1e-2, {"buckets": 2 ** 18, "dim": 64, "dropout": 0.1, "ngrams": 2})
+        "builtin",
+        LABELS,
+        "cpu",
+        1e-2,
+        {"buckets": 2**18, "dim": 64, "dropout": 0.1, "ngrams": 2},
+    )
     losses = train(clf, 100)
     assert losses[0] == pytest.approx(np.log(3), abs=0.05)  # a uniform guess to start with
     assert losses[-1] < losses[0] / 4  # measured: 1.08 → 0.0017
@@ -165,20 +178,27 @@ def test_builtin_learns_the_task_and_generalises_to_held_out_sentences():
 
 def test_builtin_is_deterministic_for_a_seed_and_leaves_torch_global_generator_alone():
     state = torch.get_rng_state()
-    runs = [train(build_classifier("builtin", LABELS, seed=seed, device="cpu", threads=1, buckets=4096), 20)
-            for seed in (3, 3, 4)]
+    runs = [
+        train(build_classifier("builtin", LABELS, seed=seed, device="cpu", threads=1, buckets=4096), 20) for seed in (3, 3, 4)
+    ]
     assert runs[0] == runs[1]  # exact float equality, step after step
     assert runs[0] != runs[2]
     assert torch.equal(torch.get_rng_state(), state)
 
 
 def test_builtin_save_and_load_give_identical_predictions(tmp_path):
-    clf = build_classifier("builtin", LABELS, seed=1, device="cpu", threads=1, buckets=2 ** 12, dim=16, dropout=0.2)
+    clf = build_classifier("builtin", LABELS, seed=1, device="cpu", threads=1, buckets=2**12, dim=16, dropout=0.2)
     train(clf, 60)
     clf.save(tmp_path / "clf")
     card = json.loads((tmp_path / "clf" / CARD).read_text())
-    assert card == {"format": 1, "kind": "builtin", "labels": LABELS, "model": None, "steps": 60,
-                    "hyper": {"lr": 0.01, "seed": 1, "buckets": 4096, "dim": 16, "dropout": 0.2, "ngrams": 2}}
+    assert card == {
+        "format": 1,
+        "kind": "builtin",
+        "labels": LABELS,
+        "model": None,
+        "steps": 60,
+        "hyper": {"lr": 0.01, "seed": 1, "buckets": 4096, "dim": 16, "dropout": 0.2, "ngrams": 2},
+    }
     loaded = load_classifier(tmp_path / "clf", device="cpu", threads=1)
     assert (loaded.kind, loaded.labels, loaded.options, loaded.steps) == ("builtin", LABELS, clf.options, 60)
     texts = TEST_TEXTS + TRAIN_TEXTS + ["nothing known here", ""]
@@ -191,7 +211,7 @@ def test_builtin_save_and_load_give_identical_predictions(tmp_path):
 
 
 def test_predict_proba_is_the_softmax_of_the_logits_and_agrees_with_predict():
-    clf = build_classifier("builtin", LABELS, seed=1, device="cpu", threads=1, buckets=2 ** 12, dim=16)
+    clf = build_classifier("builtin", LABELS, seed=1, device="cpu", threads=1, buckets=2**12, dim=16)
     train(clf, 30)
     texts = TEST_TEXTS + TRAIN_TEXTS + [""]
     proba = clf.predict_proba(texts, batch_size=7)
@@ -206,10 +226,8 @@ def test_predict_proba_is_the_softmax_of_the_logits_and_agrees_with_predict():
 
 # ------------------------------------------------------------------------------------ sentence_embedding
 def test_sentence_embedding_trains_the_head_only_and_memoises_encodings(sentence_encoder_dir, tmp_path):
-    clf = build_classifier("sentence_embedding", LABELS, model=str(sentence_encoder_dir), seed=0, device="cpu",
-                           threads=1)
-    assert (clf.kind, clf.lr, clf.options) == ("sentence_embedding", 1e-2,
-                                               {"hidden": 0, "dropout": 0.1, "encode_batch_size": 64})
+    clf = build_classifier("sentence_embedding", LABELS, model=str(sentence_encoder_dir), seed=0, device="cpu", threads=1)
+    assert (clf.kind, clf.lr, clf.options) == ("sentence_embedding", 1e-2, {"hidden": 0, "dropout": 0.1, "encode_batch_size": 64})
     encoder_before = parameters(clf.encoder)
     losses = train(clf, 300, size=10)
     # measured: 1.02 → 0.34 (a random encoder gives close embeddings, the head learns slowly)
@@ -224,15 +242,25 @@ def test_sentence_embedding_trains_the_head_only_and_memoises_encodings(sentence
     clf.save(tmp_path / "clf")
     card = json.loads((tmp_path / "clf" / CARD).read_text())
     assert (card["kind"], card["model"], card["hyper"]["hidden"]) == (
-        "sentence_embedding", str(sentence_encoder_dir.resolve()), 0)
+        "sentence_embedding",
+        str(sentence_encoder_dir.resolve()),
+        0,
+    )
     assert sorted(p.name for p in (tmp_path / "clf").iterdir()) == [CARD, "model.safetensors"]  # no encoder copy
     loaded = load_classifier(tmp_path / "clf", device="cpu", threads=1)
     assert loaded.predict(TEST_TEXTS + TRAIN_TEXTS).tolist() == clf.predict(TEST_TEXTS + TRAIN_TEXTS).tolist()
 
 
 def test_sentence_embedding_with_a_hidden_layer_is_deterministic(sentence_encoder_dir):
-    runs = [train(build_classifier("sentence_embedding", LABELS, model=str(sentence_encoder_dir), seed=2,
-                                   device="cpu", threads=1, hidden=16), 10) for _ in range(2)]
+    runs = [
+        train(
+            build_classifier(
+                "sentence_embedding", LABELS, model=str(sentence_encoder_dir), seed=2, device="cpu", threads=1, hidden=16
+            ),
+            10,
+        )
+        for _ in range(2)
+    ]
     assert runs[0] == runs[1]
 
 
@@ -257,8 +285,7 @@ def test_hf_fine_tunes_a_new_head_and_saves_a_loadable_directory(hf_dir, tmp_pat
 
 
 def test_hf_is_deterministic_for_a_seed(hf_dir):
-    runs = [train(build_classifier("hf", LABELS, model=str(hf_dir), seed=seed, device="cpu", threads=1), 3)
-            for seed in (1, 1, 2)]
+    runs = [train(build_classifier("hf", LABELS, model=str(hf_dir), seed=seed, device="cpu", threads=1), 3) for seed in (1, 1, 2)]
     assert runs[0] == runs[1] and runs[0] != runs[2]
 
 
@@ -272,8 +299,7 @@ def test_classification_scores_on_a_hand_computed_confusion():
     # (sklearn's mean of per-class F1s vs one fraction: equal up to the last bits, hence rel=1e-12)
     assert classification_scores(gold, pred, 3) == pytest.approx({"accuracy": 4 / 6, "macro_f1": 59 / 90}, rel=1e-12)
     # a fourth class, neither present nor predicted, counts as F1 0: (59/30) / 4 = 59/120
-    assert classification_scores(gold, pred, 4) == pytest.approx({"accuracy": 4 / 6, "macro_f1": 59 / 120},
-                                                                 rel=1e-12)
+    assert classification_scores(gold, pred, 4) == pytest.approx({"accuracy": 4 / 6, "macro_f1": 59 / 120}, rel=1e-12)
     # every step exact in binary (F1 2/2 and 0, mean 1/2): exact
     assert classification_scores(np.array([1, 1]), np.array([1, 1]), 2) == {"accuracy": 1.0, "macro_f1": 0.5}
     with pytest.raises(ModelError, match=r"label indices \[3\] outside \[0, 3\)"):
@@ -284,8 +310,11 @@ def test_classification_scores_on_a_hand_computed_confusion():
 
 # ------------------------------------------------------------------------------------------------ errors
 def test_unknown_kind_lists_the_kinds():
-    with pytest.raises(ModelError, match=r"classifier kind 'fasttext' unknown; kinds: builtin \(no model.*"
-                                         r"sentence_embedding \(needs model.*hf \(needs model"):
+    with pytest.raises(
+        ModelError,
+        match=r"classifier kind 'fasttext' unknown; kinds: builtin \(no model.*"
+        r"sentence_embedding \(needs model.*hf \(needs model",
+    ):
         build_classifier("fasttext", LABELS)
 
 

@@ -32,12 +32,40 @@ from tasks.common.nmt import fairseq_builder
 pytestmark = pytest.mark.filterwarnings(
     "ignore:Support for mismatched key_padding_mask:UserWarning",
     "ignore:`torch.jit.script` is deprecated:DeprecationWarning",
-    "ignore:invalid escape sequence:DeprecationWarning")
+    "ignore:invalid escape sequence:DeprecationWarning",
+)
 
-WORDS = ["the", "a", "cat", "dog", "bird", "sees", "likes", "finds", "red", "small", "old", "happy", "today", "and", "near",
-         "river"]
-TINY = NMTTrainConf(encoder_layers=1, decoder_layers=1, embed_dim=16, ffn_dim=32, heads=2, dropout=0.0,
-                    warmup_updates=0, max_update=3, max_tokens=256, seed=3, vocab_size=60)
+WORDS = [
+    "the",
+    "a",
+    "cat",
+    "dog",
+    "bird",
+    "sees",
+    "likes",
+    "finds",
+    "red",
+    "small",
+    "old",
+    "happy",
+    "today",
+    "and",
+    "near",
+    "river",
+]
+TINY = NMTTrainConf(
+    encoder_layers=1,
+    decoder_layers=1,
+    embed_dim=16,
+    ffn_dim=32,
+    heads=2,
+    dropout=0.0,
+    warmup_updates=0,
+    max_update=3,
+    max_tokens=256,
+    seed=3,
+    vocab_size=60,
+)
 
 
 def messy_pairs(n: int, seed: int) -> list[tuple[str, str]]:
@@ -88,10 +116,8 @@ def test_batches_train_byte_for_byte_what_two_lists_train(tmp_path, caught_piece
     from models.nmt import load_model
 
     listed, batched = tmp_path / "listed", tmp_path / "batched"
-    train_fairseq([s for s, _ in PAIRS], [t for _, t in PAIRS], listed, TINY, log=lambda line: None, threads=1,
-                  device="cpu")
-    train_fairseq_batches(lambda: iter(uneven_batches(PAIRS)), batched, TINY, log=lambda line: None, threads=1,
-                          device="cpu")
+    train_fairseq([s for s, _ in PAIRS], [t for _, t in PAIRS], listed, TINY, log=lambda line: None, threads=1, device="cpu")
+    train_fairseq_batches(lambda: iter(uneven_batches(PAIRS)), batched, TINY, log=lambda line: None, threads=1, device="cpu")
     for name in ("spm.model", "dict.src.txt", "dict.tgt.txt"):
         assert (listed / name).read_bytes() == (batched / name).read_bytes(), name
     for lang in ("src", "tgt"):
@@ -109,8 +135,7 @@ def test_batches_train_byte_for_byte_what_two_lists_train(tmp_path, caught_piece
 def test_no_pair_in_any_batch_is_an_error_before_anything_is_written(tmp_path):
     out = tmp_path / "m"
     with pytest.raises(ModelError, match=r"no pair with both sides non-empty to train on \(5 given\)"):
-        train_fairseq_batches(lambda: iter([([], []), (["a", " "], ["", "b"]), (["x", "", "z"], [" ", "", "\n"])]),
-                              out, TINY)
+        train_fairseq_batches(lambda: iter([([], []), (["a", " "], ["", "b"]), (["x", "", "z"], [" ", "", "\n"])]), out, TINY)
     assert not out.exists()
 
 
@@ -138,8 +163,10 @@ def test_sentencepiece_passes_on_what_its_sentences_raise(tmp_path):
 
 
 def test_fairseq_builder_feeds_training_one_part_at_a_time(tmp_path, monkeypatch):
-    tables = [pa.table({"src": [s for s, _ in PAIRS[a:b]], "tgt": [t for _, t in PAIRS[a:b]], "n": range(b - a)})
-              for a, b in ((0, 50), (50, 51), (51, 120))]
+    tables = [
+        pa.table({"src": [s for s, _ in PAIRS[a:b]], "tgt": [t for _, t in PAIRS[a:b]], "n": range(b - a)})
+        for a, b in ((0, 50), (50, 51), (51, 120))
+    ]
     seen = {}
 
     def train(batches, path, conf, **kwargs):

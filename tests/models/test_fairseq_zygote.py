@@ -82,8 +82,9 @@ class FreshInterpreter:
 
     def run(self, steps, *, env, threads, allowed, on_line):
         assert not allowed
-        proc = subprocess.run([sys.executable, "-c", _FRESH, json.dumps(steps)], check=False, env=env,
-                              capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [sys.executable, "-c", _FRESH, json.dumps(steps)], check=False, env=env, capture_output=True, text=True, timeout=600
+        )
         for line in (proc.stdout + proc.stderr).splitlines():
             on_line(line)
         return proc.returncode

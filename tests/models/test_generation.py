@@ -26,6 +26,7 @@ SRC = [s for s, _ in made_up_pairs(12, seed=3)]
 
 # ---- the processor itself --------------------------------------------------------------------------
 
+
 def test_bottom_k_removes_the_k_most_probable_for_the_first_n_steps_only():
     scores = torch.tensor([[0.0, 3.0, 1.0, 2.0, -1.0], [5.0, 4.0, 3.0, 2.0, 1.0]])
     proc = BottomKLogitsProcessor(2, 2, start=1)
@@ -54,6 +55,7 @@ def test_a_row_with_no_more_than_k_allowed_tokens_is_left_alone():
 
 # ---- through generate on a tiny seq2seq model ------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def marian(tmp_path_factory):
     from transformers import AutoTokenizer, MarianMTModel
@@ -76,9 +78,18 @@ def _generate(model, tok, texts, *, k, steps, top_k=0, top_p=1.0, seed=0, n=20):
     enc = tok(texts, return_tensors="pt", padding=True)
     torch.manual_seed(seed)
     with torch.inference_mode():
-        return model.generate(**enc, do_sample=True, num_beams=1, num_return_sequences=n, top_k=top_k, top_p=top_p,
-                              max_new_tokens=12, output_scores=True, return_dict_in_generate=True,
-                              logits_processor=LogitsProcessorList([BottomKLogitsProcessor(k, steps, start=1)]))
+        return model.generate(
+            **enc,
+            do_sample=True,
+            num_beams=1,
+            num_return_sequences=n,
+            top_k=top_k,
+            top_p=top_p,
+            max_new_tokens=12,
+            output_scores=True,
+            return_dict_in_generate=True,
+            logits_processor=LogitsProcessorList([BottomKLogitsProcessor(k, steps, start=1)]),
+        )
 
 
 def test_no_token_among_the_top_k_is_chosen_in_the_first_n_steps(marian):
@@ -104,7 +115,7 @@ def test_after_step_n_the_distribution_is_plain_top_k_top_p(marian):
     enc = {k: v.repeat_interleave(3, 0) for k, v in enc.items()}
     warp = lambda ids, s: TopPLogitsWarper(0.9)(ids, TopKLogitsWarper(5)(ids, s))  # noqa: E731
     for step, sampled_from in enumerate(out.scores):
-        prefix = out.sequences[:, :step + 1]
+        prefix = out.sequences[:, : step + 1]
         with torch.inference_mode():
             logits = torch.log_softmax(model(**enc, decoder_input_ids=prefix).logits[:, -1], -1)
         if step < 2:
@@ -120,8 +131,7 @@ def test_with_k_zero_generation_is_plain_sampling(marian):
     enc = tok(SRC, return_tensors="pt", padding=True)
     torch.manual_seed(5)
     with torch.inference_mode():
-        plain = model.generate(**enc, do_sample=True, num_return_sequences=4, top_k=120, top_p=0.95,
-                               max_new_tokens=12)
+        plain = model.generate(**enc, do_sample=True, num_return_sequences=4, top_k=120, top_p=0.95, max_new_tokens=12)
     ours = _generate(model, tok, SRC, k=0, steps=1, top_k=120, top_p=0.95, seed=5, n=4).sequences
     assert torch.equal(plain, ours)
 
@@ -148,6 +158,7 @@ def test_hf_paraphraser_seq2seq_bags_are_seeded_and_in_input_order(marian):
 
 # ---- a causal LM -----------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def gpt2_dir(tmp_path_factory):
     from transformers import GPT2Config, GPT2LMHeadModel
@@ -155,8 +166,18 @@ def gpt2_dir(tmp_path_factory):
     tok = word_level_tokenizer()
     tok.bos_token = tok.eos_token
     torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=64, n_embd=32, n_layer=1, n_head=2,
-                                       bos_token_id=0, eos_token_id=0, pad_token_id=tok.pad_token_id))
+    model = GPT2LMHeadModel(
+        GPT2Config(
+            vocab_size=len(tok),
+            n_positions=64,
+            n_embd=32,
+            n_layer=1,
+            n_head=2,
+            bos_token_id=0,
+            eos_token_id=0,
+            pad_token_id=tok.pad_token_id,
+        )
+    )
     out = tmp_path_factory.mktemp("gpt2")
     model.save_pretrained(out)
     tok.save_pretrained(out)
@@ -168,8 +189,9 @@ def test_hf_paraphraser_causal_lm_continues_the_prompt_without_echoing_it(gpt2_d
 
     para = HFParaphraser.load(gpt2_dir, device="cpu", threads=1, prompt="{text} ka")
     assert not para.encoder_decoder
-    out = para.generate(SRC[:5], [(Sampler(BOTTOM_K, top_k=0, top_p=1.0, bottom_k=3, bottom_k_steps=1), 4)],
-                        max_len_a=0, max_len_b=3)[BOTTOM_K]
+    out = para.generate(
+        SRC[:5], [(Sampler(BOTTOM_K, top_k=0, top_p=1.0, bottom_k=3, bottom_k_steps=1), 4)], max_len_a=0, max_len_b=3
+    )[BOTTOM_K]
     assert [len(b) for b in out] == [4] * 5
     model, tok = GPT2LMHeadModel.from_pretrained(gpt2_dir).eval(), AutoTokenizer.from_pretrained(gpt2_dir)
     for text, bag in zip(SRC[:5], out):
@@ -186,6 +208,7 @@ def test_prompt_without_placeholder_is_refused(gpt2_dir):
 
 
 # ---- round trip through the NMT backends -----------------------------------------------------------
+
 
 def test_round_trip_pivots_once_and_samples_back_with_bottom_k(marian, tmp_path):
     """Forward and backward are the same tiny Marian here (ka→AL, and AL is unknown to it): what is checked is
@@ -205,8 +228,11 @@ def test_round_trip_pivots_once_and_samples_back_with_bottom_k(marian, tmp_path)
     rt = RoundTripParaphraser(Counting(nmt), Counting(nmt), pivot_beam=2)
     easy, hard = pcc_samplers()
     out = rt.generate(SRC[:5], [(easy, 4), (hard, 2)])
-    assert [(n, o.sampling, o.beam if not o.sampling else o.bottom_k) for n, o in calls] == [(5, False, 2), (20, True, 0),
-                                                                                            (10, True, 2)]
+    assert [(n, o.sampling, o.beam if not o.sampling else o.bottom_k) for n, o in calls] == [
+        (5, False, 2),
+        (20, True, 0),
+        (10, True, 2),
+    ]
     assert [len(b) for b in out[TOP_K_TOP_P]] == [4] * 5 and [len(b) for b in out[BOTTOM_K]] == [2] * 5
 
 
@@ -219,6 +245,7 @@ def test_ctranslate2_refuses_bottom_k_with_a_hint(marian, tmp_path):
 
 
 # ---- bags and metrics ------------------------------------------------------------------------------
+
 
 def test_candidate_bag_dedups_normalises_and_never_keeps_the_input():
     bag = candidate_bag("a b  c", {"top_k_top_p": ["a b c", " x  y", "x y", ""], "bottom_k": ["x y", "z", "a  b c"]})
@@ -242,13 +269,36 @@ def test_generate_candidates_stage_keeps_lineage_and_never_the_input(marian):
 
     from tasks.paraphrase.candidates import CANDIDATES, generate_candidates, sampling_plan
 
-    rows = pa.table({"uid": [f"u{i}" for i in range(4)], "text": SRC[:4], "label": ["a", "b", "a", "b"],
-                     "source": ["d"] * 4, "line": [1, 2, 3, 4]})
-    plan = sampling_plan(candidates=5, bottom_k_candidates=1, oversample=2.0, top_k=120, top_p=0.95, bottom_k=2,
-                         bottom_k_steps=1, temperature=1.0, seed=0)
-    out = generate_candidates(rows, generator={"kind": "hf", "prompt": "{text}"},
-                              plan=[{"sampler": s.__dict__, "n": n} for s, n in plan], generator_fingerprint="gen",
-                              max_tokens=4096, model_path=str(marian[0]), device="cpu", threads=1)
+    rows = pa.table(
+        {
+            "uid": [f"u{i}" for i in range(4)],
+            "text": SRC[:4],
+            "label": ["a", "b", "a", "b"],
+            "source": ["d"] * 4,
+            "line": [1, 2, 3, 4],
+        }
+    )
+    plan = sampling_plan(
+        candidates=5,
+        bottom_k_candidates=1,
+        oversample=2.0,
+        top_k=120,
+        top_p=0.95,
+        bottom_k=2,
+        bottom_k_steps=1,
+        temperature=1.0,
+        seed=0,
+    )
+    out = generate_candidates(
+        rows,
+        generator={"kind": "hf", "prompt": "{text}"},
+        plan=[{"sampler": s.__dict__, "n": n} for s, n in plan],
+        generator_fingerprint="gen",
+        max_tokens=4096,
+        model_path=str(marian[0]),
+        device="cpu",
+        threads=1,
+    )
     assert out.schema == CANDIDATES and out.num_rows > 0
     got = out.to_pylist()
     by_uid = {r["uid"]: r for r in rows.to_pylist()}

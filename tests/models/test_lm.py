@@ -28,16 +28,46 @@ def _have_lmplz() -> bool:
         return False
 
 
-needs_lmplz = pytest.mark.skipif(not _have_lmplz(), reason="KenLM's lmplz is not built here: run `make kenlm` "
-                                 "(make install builds it into .venv/bin; CI does)")
+needs_lmplz = pytest.mark.skipif(
+    not _have_lmplz(), reason="KenLM's lmplz is not built here: run `make kenlm` (make install builds it into .venv/bin; CI does)"
+)
 MEMORY = "200M"  # lmplz's sorting memory: plenty for these corpora, less RSS than the default 20 %
 
 # -- a small in-domain corpus: determiner phrases, verbs, an optional tail; Zipf-weighted choices --------
 DET = ["the", "a", "my", "our", "every"]
 ADJ = ["red", "small", "old", "happy", "quiet", "new", "green"]
-NOUN = ["cat", "dog", "child", "teacher", "bird", "car", "house", "garden", "book", "river", "friend",
-        "station", "doctor", "farmer", "boat", "letter", "window", "apple", "song", "horse", "city", "lamp",
-        "chair", "road", "tree", "baker", "student", "key", "door", "map"]
+NOUN = [
+    "cat",
+    "dog",
+    "child",
+    "teacher",
+    "bird",
+    "car",
+    "house",
+    "garden",
+    "book",
+    "river",
+    "friend",
+    "station",
+    "doctor",
+    "farmer",
+    "boat",
+    "letter",
+    "window",
+    "apple",
+    "song",
+    "horse",
+    "city",
+    "lamp",
+    "chair",
+    "road",
+    "tree",
+    "baker",
+    "student",
+    "key",
+    "door",
+    "map",
+]
 VERB = ["sees", "likes", "finds", "follows", "watches", "helps", "calls", "meets", "visits"]
 TAIL = ["in the morning", "after lunch", "near the station", "every day", "at night", "with a smile", "again"]
 
@@ -76,8 +106,7 @@ def shuffled(texts: list[str], seed: int = 2) -> list[str]:
 
 @pytest.fixture(scope="module")
 def trigram(tmp_path_factory) -> Path:
-    return train_arpa(TRAIN, tmp_path_factory.mktemp("lm") / "tri.arpa", order=3, discount_fallback=False,
-                      memory=MEMORY)
+    return train_arpa(TRAIN, tmp_path_factory.mktemp("lm") / "tri.arpa", order=3, discount_fallback=False, memory=MEMORY)
 
 
 # -- a corpus small enough to do modified Kneser-Ney by hand -------------------------------------------
@@ -129,6 +158,7 @@ def assert_arpa_like(text: str, expected: str) -> None:
     arithmetic, printed as the shortest float32 repr) within 2e-7 of the hand-computed ones: their 7th-digit
     rounding (5e-8) plus two float32 ulps (6e-8 at 0.65). A last-bit difference of lmplz's build passes, a wrong
     discount or count does not."""
+
     def fields(arpa: str) -> list[list[str]]:
         return [line.split("\t") for line in arpa.split("\n")]
 
@@ -159,7 +189,7 @@ def ngram_counts(texts: list[str], n: int) -> Counter:
     counts: Counter = Counter()
     for s in texts:
         w = ["<s>", *s.split(), "</s>"]
-        counts.update(tuple(w[i:i + n]) for i in range(len(w) - n + 1))
+        counts.update(tuple(w[i : i + n]) for i in range(len(w) - n + 1))
     return counts
 
 
@@ -203,7 +233,8 @@ def test_train_arpa_fivegram_falls_back_on_a_tiny_corpus_and_logs_it(tmp_path, c
     with caplog.at_level(logging.WARNING, logger="models.lm"):
         auto = train_arpa(tiny, tmp_path / "auto.arpa", order=5, memory=MEMORY)
     assert [r.getMessage().split(": ", 1)[1][:103] for r in caplog.records] == [
-        "too few distinct counts to estimate modified Kneser-Ney discounts for the 1, 4, 5-grams; lmplz used its"]
+        "too few distinct counts to estimate modified Kneser-Ney discounts for the 1, 4, 5-grams; lmplz used its"
+    ]
     explicit = train_arpa(tiny, tmp_path / "explicit.arpa", order=5, discount_fallback=True, memory=MEMORY)
     assert auto.read_bytes() == explicit.read_bytes()
     lm = NgramLM.load(auto)
@@ -311,8 +342,13 @@ UIDS = [f"u{i:02d}" for i in range(10)]
 
 def scored_rows(order: list[int] | None = None) -> pa.Table:
     idx = order or list(range(10))
-    return pa.table({"uid": [UIDS[i] for i in idx], "text": [f"s{i}" for i in idx],
-                     "cross_entropy": pa.array([CE[i] for i in idx], pa.float64())})
+    return pa.table(
+        {
+            "uid": [UIDS[i] for i in idx],
+            "text": [f"s{i}" for i in idx],
+            "cross_entropy": pa.array([CE[i] for i in idx], pa.float64()),
+        }
+    )
 
 
 def test_lm_threshold_drops_exactly_the_two_worst_with_reason():
@@ -321,8 +357,12 @@ def test_lm_threshold_drops_exactly_the_two_worst_with_reason():
     kept, dropped = lm_filter(table, threshold=cut)
     assert cut == LmCut(5.0, "u03", 2)
     assert dropped.column_names == ["uid", "text", "cross_entropy", "reason"]
-    assert dropped.to_pydict() == {"uid": ["u03", "u06"], "text": ["s3", "s6"], "cross_entropy": [5.0, 5.0],
-                                   "reason": ["lm_score", "lm_score"]}
+    assert dropped.to_pydict() == {
+        "uid": ["u03", "u06"],
+        "text": ["s3", "s6"],
+        "cross_entropy": [5.0, 5.0],
+        "reason": ["lm_score", "lm_score"],
+    }
     assert kept["uid"].to_pylist() == ["u00", "u01", "u02", "u04", "u05", "u07", "u08", "u09"]
 
 
@@ -356,8 +396,9 @@ def test_lm_threshold_refuses_too_few_candidates():
         lm_threshold(np.array([5.0]), uids=["u01"], n_rows=10, drop_fraction=0.2)
 
 
-@pytest.mark.parametrize("n, f, k", [(10, 0.2, 2), (9, 0.2, 1), (4, 0.2, 0), (100, 0.29, 29), (10, 0.0, 0),
-                                     (10, 1.0, 10), (3, 0.5, 1), (0, 0.2, 0)])
+@pytest.mark.parametrize(
+    "n, f, k", [(10, 0.2, 2), (9, 0.2, 1), (4, 0.2, 0), (100, 0.29, 29), (10, 0.0, 0), (10, 1.0, 10), (3, 0.5, 1), (0, 0.2, 0)]
+)
 def test_lm_drop_count_is_floor_of_the_decimal_fraction(n, f, k):
     assert lm_drop_count(n, f) == k
 
@@ -381,12 +422,12 @@ def test_lm_filter_zero_drop_and_float_threshold():
 
 
 def test_lm_filter_ranks_null_and_nan_worst():
-    table = pa.table({"uid": ["a", "b", "c", "d", "e"],
-                      "cross_entropy": pa.array([1.0, None, 9.0, float("nan"), 2.0], pa.float64())})
+    table = pa.table(
+        {"uid": ["a", "b", "c", "d", "e"], "cross_entropy": pa.array([1.0, None, 9.0, float("nan"), 2.0], pa.float64())}
+    )
     cut = lm_threshold(table["cross_entropy"], uids=table["uid"], drop_fraction=0.4)
     kept, dropped = lm_filter(table, threshold=cut)
-    assert (cut, dropped["uid"].to_pylist(), kept["uid"].to_pylist()) == (
-        LmCut(math.inf, "b", 2), ["b", "d"], ["a", "c", "e"])
+    assert (cut, dropped["uid"].to_pylist(), kept["uid"].to_pylist()) == (LmCut(math.inf, "b", 2), ["b", "d"], ["a", "c", "e"])
 
 
 def test_lm_filter_names_a_missing_column():
@@ -399,10 +440,16 @@ def test_lm_filter_rows_names_the_first_row_whose_score_is_not_its_own():
     out = lm_filter_rows(rows, rows.select(["uid", "cross_entropy"]), cut=cut)
     assert (out["part"].num_rows, out["dropped"]["uid"].to_pylist()) == (8, ["u03", "u06"])
     swapped = scored_rows([0, 1, 3, 2, 4, 5, 6, 7, 8, 9]).select(["uid", "cross_entropy"])
-    with pytest.raises(ArtifactError, match=r"^lm_filter: shard row 3, column uid: expected the scores row for row, "
-                                            r"found uid 'u02' in the rows and uid 'u03' in the scores "
-                                            r"\(10 rows, 10 scores\)\. Hint: "):
+    with pytest.raises(
+        ArtifactError,
+        match=r"^lm_filter: shard row 3, column uid: expected the scores row for row, "
+        r"found uid 'u02' in the rows and uid 'u03' in the scores "
+        r"\(10 rows, 10 scores\)\. Hint: ",
+    ):
         lm_filter_rows(rows, swapped, cut=cut)
-    with pytest.raises(ArtifactError, match=r"^lm_filter: shard row 10, column uid: .* found uid 'u09' in the rows "
-                                            r"and no score in the scores \(10 rows, 9 scores\)"):
+    with pytest.raises(
+        ArtifactError,
+        match=r"^lm_filter: shard row 10, column uid: .* found uid 'u09' in the rows "
+        r"and no score in the scores \(10 rows, 9 scores\)",
+    ):
         lm_filter_rows(rows, rows.slice(0, 9).select(["uid", "cross_entropy"]), cut=cut)

@@ -32,13 +32,20 @@ E, N, C = "ENTAILMENT", "NEUTRAL", "CONTRADICTION"
 
 # (premise, hypothesis, label) over a made-up vocabulary; both directions of every pair are listed
 TABLE: list[tuple[str, str, str]] = [
-    ("ka lo mi", "lo ka mi", E), ("lo ka mi", "ka lo mi", E),  # mutual: MI
-    ("sa vo ni", "vo sa ni", E), ("vo sa ni", "sa vo ni", E),  # mutual: MI
-    ("tu re sa vo", "tu re", E), ("tu re", "tu re sa vo", N),  # forward only
-    ("pe du", "pe du go ba", N), ("pe du go ba", "pe du", E),  # backward only
-    ("ni pe", "du go ba", C), ("du go ba", "ni pe", C),
-    ("fi ze ru", "fi ze ko", N), ("fi ze ko", "fi ze ru", N),
-    ("ko ru", "ba go", C), ("ba go", "ko ru", N),
+    ("ka lo mi", "lo ka mi", E),
+    ("lo ka mi", "ka lo mi", E),  # mutual: MI
+    ("sa vo ni", "vo sa ni", E),
+    ("vo sa ni", "sa vo ni", E),  # mutual: MI
+    ("tu re sa vo", "tu re", E),
+    ("tu re", "tu re sa vo", N),  # forward only
+    ("pe du", "pe du go ba", N),
+    ("pe du go ba", "pe du", E),  # backward only
+    ("ni pe", "du go ba", C),
+    ("du go ba", "ni pe", C),
+    ("fi ze ru", "fi ze ko", N),
+    ("fi ze ko", "fi ze ru", N),
+    ("ko ru", "ba go", C),
+    ("ba go", "ko ru", N),
 ]
 MAX_POSITIONS = 64
 
@@ -55,11 +62,18 @@ def pair_tokenizer(words: Sequence[str], *, max_length: int = MAX_POSITIONS):
     tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
+    )
     # transformers 5 returns token_type_ids only when they are a model input name
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                                   sep_token="[SEP]", model_max_length=max_length,
-                                   model_input_names=["input_ids", "token_type_ids", "attention_mask"])
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        model_max_length=max_length,
+        model_input_names=["input_ids", "token_type_ids", "attention_mask"],
+    )
 
 
 def tiny_bert(vocab_size: int, id2label: Mapping[int, str], *, seed: int = 0, initializer_range: float = 0.02):
@@ -67,11 +81,21 @@ def tiny_bert(vocab_size: int, id2label: Mapping[int, str], *, seed: int = 0, in
     A large ``initializer_range`` (e.g. 0.5) gives an untrained model logits far apart between inputs."""
     from transformers import BertConfig, BertForSequenceClassification
 
-    config = BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=MAX_POSITIONS, num_labels=len(id2label),
-                        id2label=dict(id2label), label2id={v: k for k, v in id2label.items()}, pad_token_id=0,
-                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-                        initializer_range=initializer_range)
+    config = BertConfig(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=MAX_POSITIONS,
+        num_labels=len(id2label),
+        id2label=dict(id2label),
+        label2id={v: k for k, v in id2label.items()},
+        pad_token_id=0,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        initializer_range=initializer_range,
+    )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return BertForSequenceClassification(config)
@@ -81,9 +105,16 @@ def table_words(table: Sequence[tuple[str, str, str]]) -> list[str]:
     return sorted({w for p, h, _ in table for w in f"{p} {h}".split()})
 
 
-def train_tiny_nli(out: Path, table: Sequence[tuple[str, str, str]] = TABLE, *,
-                   id2label: Mapping[int, str] = NON_STANDARD, words: Sequence[str] = (), seed: int = 0,
-                   max_steps: int = 3000, lr: float = 3e-3) -> Path:
+def train_tiny_nli(
+    out: Path,
+    table: Sequence[tuple[str, str, str]] = TABLE,
+    *,
+    id2label: Mapping[int, str] = NON_STANDARD,
+    words: Sequence[str] = (),
+    seed: int = 0,
+    max_steps: int = 3000,
+    lr: float = 3e-3,
+) -> Path:
     """A tiny BERT NLI classifier that reproduces ``table`` exactly, saved to ``out`` (model and tokenizer).
 
     ``table`` rows are (premise, hypothesis, label), the label one of ``id2label``'s names; the vocabulary
@@ -114,8 +145,10 @@ def train_tiny_nli(out: Path, table: Sequence[tuple[str, str, str]] = TABLE, *,
                 out_.loss.backward()
                 optimizer.step()
             else:
-                raise RuntimeError(f"train_tiny_nli: the table is not memorised after {max_steps} steps "
-                                   f"(loss {out_.loss.item():.3f}); raise max_steps or change the seed")
+                raise RuntimeError(
+                    f"train_tiny_nli: the table is not memorised after {max_steps} steps "
+                    f"(loss {out_.loss.item():.3f}); raise max_steps or change the seed"
+                )
     finally:
         torch.set_num_threads(threads)
     model.eval().save_pretrained(out)
@@ -153,10 +186,15 @@ def reference_probs(nli: NLIModel, premise: str, hypothesis: str) -> np.ndarray:
 
 def test_load_reads_the_entailment_class_from_id2label(nli, tiny_nli_dir):
     assert (nli.labels, nli.entailment_index, nli.entailment_label, nli.device) == (
-        ["NEUTRAL", "ENTAILMENT", "CONTRADICTION"], 1, "ENTAILMENT", "cpu")
+        ["NEUTRAL", "ENTAILMENT", "CONTRADICTION"],
+        1,
+        "ENTAILMENT",
+        "cpu",
+    )
     assert nli.fingerprint() == hash_inputs([tiny_nli_dir])
-    assert nli.describe() == (f"nli:{tiny_nli_dir} on cpu (entailment = 'ENTAILMENT', class 1 of "
-                              "['NEUTRAL', 'ENTAILMENT', 'CONTRADICTION'])")
+    assert nli.describe() == (
+        f"nli:{tiny_nli_dir} on cpu (entailment = 'ENTAILMENT', class 1 of ['NEUTRAL', 'ENTAILMENT', 'CONTRADICTION'])"
+    )
 
 
 def test_the_tiny_model_reproduces_its_table(nli):
@@ -196,10 +234,8 @@ def test_mutual_implication_needs_entailment_both_ways(nli):
 def test_mutual_implication_probabilities_are_the_models_own(nli):
     result = nli.mutual_implication(X, XBAR)
     assert (result.p_forward.dtype, result.p_backward.dtype) == (np.float64, np.float64)
-    np.testing.assert_allclose(result.p_forward, [reference_probs(nli, x, xb)[1] for x, xb in zip(X, XBAR)],
-                               rtol=0, atol=1e-5)
-    np.testing.assert_allclose(result.p_backward, [reference_probs(nli, xb, x)[1] for x, xb in zip(X, XBAR)],
-                               rtol=0, atol=1e-5)
+    np.testing.assert_allclose(result.p_forward, [reference_probs(nli, x, xb)[1] for x, xb in zip(X, XBAR)], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(result.p_backward, [reference_probs(nli, xb, x)[1] for x, xb in zip(X, XBAR)], rtol=0, atol=1e-5)
 
 
 def test_results_do_not_depend_on_batching_or_order(nli):
@@ -247,11 +283,17 @@ def test_find_entailment_matches_one_label_case_insensitively():
     assert find_entailment(["contradiction", "neutral", "entailment"], "m") == 2
     assert find_entailment(["Entails", "Other"], "m") == 0
     assert find_entailment(["entailment", "not_entailment"], "m") == 0  # RTE-style: the exact one wins
-    with pytest.raises(ModelError, match=r"m: 2 labels name the entailment class .*"
-                                         r"\['entailment_a', 'entailment_b'\].*entailment_label"):
+    with pytest.raises(
+        ModelError,
+        match=r"m: 2 labels name the entailment class .*"
+        r"\['entailment_a', 'entailment_b'\].*entailment_label",
+    ):
         find_entailment(["entailment_a", "entailment_b"], "m")
-    with pytest.raises(ModelError, match=r"m: no label names the entailment class .*\['yes', 'no'\].*"
-                                         r"Hint: set entailment_label"):
+    with pytest.raises(
+        ModelError,
+        match=r"m: no label names the entailment class .*\['yes', 'no'\].*"
+        r"Hint: set entailment_label",
+    ):
         find_entailment(["yes", "no"], "m")
 
 

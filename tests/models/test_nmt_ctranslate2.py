@@ -43,8 +43,7 @@ def hf(marian_dir) -> TransformersModel:
 
 def test_piece_codec_from_a_card_naming_a_sentencepiece_model(tmp_path):
     """A fairseq conversion: pieces on both sides, no specials (CTranslate2 appends the source's </s>)."""
-    train_sentencepiece([s for pair in made_up_pairs(200, seed=3) for s in pair], tmp_path / "spm.model",
-                        vocab_size=100)
+    train_sentencepiece([s for pair in made_up_pairs(200, seed=3) for s in pair], tmp_path / "spm.model", vocab_size=100)
     card = ModelCard(backend="ctranslate2", subwords="spm.model", converted_from="fairseq")
     codec = load_codec(tmp_path, card)
     assert isinstance(codec, PieceCodec) and codec.prefix == []
@@ -83,7 +82,12 @@ def test_convert_refuses_a_directory_that_is_not_empty(marian_dir, tmp_path):
 @pytest.mark.slow
 def test_load_model_picks_ctranslate2_from_the_card(ct2):
     assert (type(ct2), ct2.backend, ct2.device, ct2.max_positions, ct2.source_extra) == (
-        CT2Model, "ctranslate2", "cpu", MAX_POSITIONS, 0)
+        CT2Model,
+        "ctranslate2",
+        "cpu",
+        MAX_POSITIONS,
+        0,
+    )
     assert isinstance(ct2.codec, TokenizerCodec) and ct2.codec.prefix == []
     # Marian: the source carries its </s>; the target leaves it to CTranslate2
     assert ct2.codec.source(["ka lo zz"]) == [["ka", "lo", "<unk>", "</s>"]]
@@ -157,12 +161,25 @@ def nllb_style_dir(out: Path) -> Path:
     for piece in ["▁" + c for c in chars] + chars + ["▁" + w for w in SRC_WORDS + TGT_WORDS]:
         vocab.setdefault(piece, len(vocab))
     merges = [("▁", c) for c in chars] + [("▁" + w[0], w[1:]) for w in SRC_WORDS + TGT_WORDS]
-    tokenizer = NllbTokenizer(vocab=vocab, merges=merges, extra_special_tokens=["eng_Latn", "fra_Latn"],
-                              src_lang="eng_Latn", tgt_lang="fra_Latn")
-    config = M2M100Config(vocab_size=len(tokenizer), d_model=32, encoder_layers=1, decoder_layers=1,
-                          encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
-                          decoder_ffn_dim=64, max_position_embeddings=32, pad_token_id=1, bos_token_id=0,
-                          eos_token_id=2, decoder_start_token_id=2, scale_embedding=True)
+    tokenizer = NllbTokenizer(
+        vocab=vocab, merges=merges, extra_special_tokens=["eng_Latn", "fra_Latn"], src_lang="eng_Latn", tgt_lang="fra_Latn"
+    )
+    config = M2M100Config(
+        vocab_size=len(tokenizer),
+        d_model=32,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        max_position_embeddings=32,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+        decoder_start_token_id=2,
+        scale_embedding=True,
+    )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         M2M100ForConditionalGeneration(config).eval().save_pretrained(out)

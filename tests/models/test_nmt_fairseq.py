@@ -30,19 +30,77 @@ from storage.artifacts import hash_file
 pytestmark = pytest.mark.filterwarnings(
     "ignore:Support for mismatched key_padding_mask:UserWarning",  # fairseq's decoder masks, torch >= 2.0
     "ignore:`torch.jit.script` is deprecated:DeprecationWarning",  # importing fairseq
-    "ignore:invalid escape sequence:DeprecationWarning")
+    "ignore:invalid escape sequence:DeprecationWarning",
+)
 
-WORDS = ["the", "a", "cat", "dog", "bird", "child", "teacher", "house", "river", "tree", "sees", "likes",
-         "finds", "follows", "helps", "red", "small", "old", "happy", "green", "quickly", "today", "and", "near"]
-MADE_UP = {"the": "lotu", "a": "nu", "cat": "nomo", "dog": "romo", "bird": "sose", "child": "fina",
-           "teacher": "zalofo", "house": "fibu", "river": "peka", "tree": "gano", "sees": "kotu", "likes": "kofe",
-           "finds": "niza", "follows": "bupora", "helps": "nori", "red": "belo", "small": "fuba", "old": "naru",
-           "happy": "naka", "green": "fano", "quickly": "pitapa", "today": "daso", "and": "ruze", "near": "nibi"}
+WORDS = [
+    "the",
+    "a",
+    "cat",
+    "dog",
+    "bird",
+    "child",
+    "teacher",
+    "house",
+    "river",
+    "tree",
+    "sees",
+    "likes",
+    "finds",
+    "follows",
+    "helps",
+    "red",
+    "small",
+    "old",
+    "happy",
+    "green",
+    "quickly",
+    "today",
+    "and",
+    "near",
+]
+MADE_UP = {
+    "the": "lotu",
+    "a": "nu",
+    "cat": "nomo",
+    "dog": "romo",
+    "bird": "sose",
+    "child": "fina",
+    "teacher": "zalofo",
+    "house": "fibu",
+    "river": "peka",
+    "tree": "gano",
+    "sees": "kotu",
+    "likes": "kofe",
+    "finds": "niza",
+    "follows": "bupora",
+    "helps": "nori",
+    "red": "belo",
+    "small": "fuba",
+    "old": "naru",
+    "happy": "naka",
+    "green": "fano",
+    "quickly": "pitapa",
+    "today": "daso",
+    "and": "ruze",
+    "near": "nibi",
+}
 N_PAIRS, MAX_UPDATE, MAX_POSITIONS = 300, 200, 64
-CONF = NMTTrainConf(encoder_layers=2, decoder_layers=2, embed_dim=64, ffn_dim=128, heads=4, dropout=0.1,
-                    lr=5e-3, warmup_updates=40, max_update=MAX_UPDATE, max_tokens=1024, seed=1, vocab_size=200,
-                    extra_args=["--max-source-positions", str(MAX_POSITIONS),
-                                "--max-target-positions", str(MAX_POSITIONS)])
+CONF = NMTTrainConf(
+    encoder_layers=2,
+    decoder_layers=2,
+    embed_dim=64,
+    ffn_dim=128,
+    heads=4,
+    dropout=0.1,
+    lr=5e-3,
+    warmup_updates=40,
+    max_update=MAX_UPDATE,
+    max_tokens=1024,
+    seed=1,
+    vocab_size=200,
+    extra_args=["--max-source-positions", str(MAX_POSITIONS), "--max-target-positions", str(MAX_POSITIONS)],
+)
 MODEL_FILES = {CARD, CHECKPOINT, "dict.src.txt", "dict.tgt.txt", "spm.model"}
 
 
@@ -63,8 +121,16 @@ def trained(tmp_path_factory):
     out = tmp_path_factory.mktemp("fairseq") / "model"
     lines, calls = [], []
     start = time.perf_counter()
-    train_fairseq([s for s, _ in PAIRS], [t for _, t in PAIRS], out, CONF, log=lines.append,
-                  progress=lambda done, total: calls.append((done, total)), threads=1, device="cpu")
+    train_fairseq(
+        [s for s, _ in PAIRS],
+        [t for _, t in PAIRS],
+        out,
+        CONF,
+        log=lines.append,
+        progress=lambda done, total: calls.append((done, total)),
+        threads=1,
+        device="cpu",
+    )
     return out, lines, calls, time.perf_counter() - start
 
 
@@ -73,8 +139,13 @@ def model(trained) -> FairseqModel:
     return load_model(trained[0], device="cpu", threads=1)
 
 
-def user_copy(trained_dir: Path, dest: Path, *, files=("checkpoint.pt", "dict.src.txt", "dict.tgt.txt", "spm.model"),
-              card: dict | None = None) -> Path:
+def user_copy(
+    trained_dir: Path,
+    dest: Path,
+    *,
+    files=("checkpoint.pt", "dict.src.txt", "dict.tgt.txt", "spm.model"),
+    card: dict | None = None,
+) -> Path:
     """Some of the model's files in another directory, as a user's fairseq model would come (no card)."""
     dest.mkdir()
     for name in files:
@@ -91,11 +162,21 @@ def test_train_args_map_conf_and_append_extra_args_last(tmp_path):
     args = _train_args(tmp_path, CONF, "cpu")
     flag = {a: args[i + 1] for i, a in enumerate(args[:-1]) if a.startswith("--")}
     assert args[:2] == ["fairseq_cli.train", str(tmp_path / "bin")]
-    assert (flag["--arch"], flag["--encoder-layers"], flag["--decoder-embed-dim"], flag["--encoder-ffn-embed-dim"],
-            flag["--decoder-attention-heads"], flag["--lr"], flag["--warmup-updates"], flag["--max-update"],
-            flag["--max-tokens"], flag["--seed"], flag["--label-smoothing"], flag["--lr-scheduler"],
-            flag["--log-interval"]) == ("transformer", "2", "64", "128", "4", "0.005", "40", "200", "1024", "1",
-                                        "0.1", "inverse_sqrt", "4")
+    assert (
+        flag["--arch"],
+        flag["--encoder-layers"],
+        flag["--decoder-embed-dim"],
+        flag["--encoder-ffn-embed-dim"],
+        flag["--decoder-attention-heads"],
+        flag["--lr"],
+        flag["--warmup-updates"],
+        flag["--max-update"],
+        flag["--max-tokens"],
+        flag["--seed"],
+        flag["--label-smoothing"],
+        flag["--lr-scheduler"],
+        flag["--log-interval"],
+    ) == ("transformer", "2", "64", "128", "4", "0.005", "40", "200", "1024", "1", "0.1", "inverse_sqrt", "4")
     assert {"--share-all-embeddings", "--disable-validation", "--no-epoch-checkpoints", "--cpu"} <= set(args)
     assert args[-4:] == CONF.extra_args
     assert "--cpu" not in _train_args(tmp_path, CONF, "cuda")
@@ -109,9 +190,13 @@ def test_train_args_without_warmup_use_a_fixed_schedule(tmp_path):
 def test_progress_parser_reads_both_log_formats_and_reports_each_update_once():
     calls = []
     on_line = _progress_parser(lambda done, total: calls.append((done, total)), 200)
-    for line in ["epoch 001:      5 / 9 loss=4.1, nll_loss=3.9, num_updates=5, lr=0.000625",
-                 "train | epoch 001 | loss 4.0 | num_updates 9 | lr 0.001", "no count here",
-                 "train | epoch 002 | loss 3.0 | num_updates 9 | lr 0.001", "epoch 002: num_updates=14, lr=1"]:
+    for line in [
+        "epoch 001:      5 / 9 loss=4.1, nll_loss=3.9, num_updates=5, lr=0.000625",
+        "train | epoch 001 | loss 4.0 | num_updates 9 | lr 0.001",
+        "no count here",
+        "train | epoch 002 | loss 3.0 | num_updates 9 | lr 0.001",
+        "epoch 002: num_updates=14, lr=1",
+    ]:
         on_line(line)
     assert calls == [(5, 200), (9, 200), (14, 200)]
 
@@ -159,7 +244,6 @@ def test_own_checkpoint_needs_only_the_allow_listed_globals(trained):
 
     assert get_unsafe_globals_in_checkpoint(str(trained[0] / CHECKPOINT)) == ["argparse.Namespace"]
     assert [f"{g.__module__}.{g.__qualname__}" for g in ALLOWED_GLOBALS] == ["argparse.Namespace"]
-
 
 
 def test_allow_listed_loads_in_threads_never_lose_the_allow_list(trained, monkeypatch):
@@ -343,9 +427,11 @@ def test_malicious_pickle_runs_neither_untrusted_nor_behind_a_forged_card(tmp_pa
     with pytest.raises(ModelError, match="augdag did not train it"):
         FairseqModel.load(evil)
     ModelCard(backend="fairseq", checkpoint=CHECKPOINT, checkpoint_sha256=hash_file(evil / CHECKPOINT)).write(evil)
-    refused = (r"cannot load the fairseq checkpoint: UnpicklingError: WeightsUnpickler error: Unsupported global: "
-               r"GLOBAL io.open was not an allowed global by default. It needs more than augdag allow-lists "
-               r"\(argparse.Namespace\)")
+    refused = (
+        r"cannot load the fairseq checkpoint: UnpicklingError: WeightsUnpickler error: Unsupported global: "
+        r"GLOBAL io.open was not an allowed global by default. It needs more than augdag allow-lists "
+        r"\(argparse.Namespace\)"
+    )
     with pytest.raises(ModelError, match=refused):
         FairseqModel.load(evil)
     assert not marker.exists()
@@ -360,7 +446,8 @@ def test_user_model_without_subword_model_takes_tokenised_text(trained, model, t
     for a, b in zip(tokenised.score(src, tgt), model.score(SRC, TGT)):
         np.testing.assert_array_equal(a, b)
     assert tokenised.translate(src[:5], DecodeOptions(beam=4)) == [
-        " ".join(p) for p in model.pieces(model.translate(SRC[:5], DecodeOptions(beam=4)))]
+        " ".join(p) for p in model.pieces(model.translate(SRC[:5], DecodeOptions(beam=4)))
+    ]
 
 
 @pytest.mark.slow
@@ -434,6 +521,8 @@ def test_bottom_k_sampling_never_starts_with_one_of_the_top_k_tokens(model):
     first = [model._ids([h], model.tgt_dict)[0][:1] for h in model.translate(repeated, hard)]
     assert all(f and f[0] not in top2[i // 8] for i, f in enumerate(first))
     assert model.translate(repeated, hard) == model.translate(repeated, hard)
-    plain = [model._ids([h], model.tgt_dict)[0][:1] for h in
-             model.translate(repeated, DecodeOptions(sampling=True, topk=120, topp=0.95, seed=3))]
+    plain = [
+        model._ids([h], model.tgt_dict)[0][:1]
+        for h in model.translate(repeated, DecodeOptions(sampling=True, topk=120, topp=0.95, seed=3))
+    ]
     assert sum(f[0] in top2[i // 8] for i, f in enumerate(plain) if f) > 0.9 * len(repeated)  # the model's habit

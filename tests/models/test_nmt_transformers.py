@@ -64,11 +64,26 @@ def train_tiny_marian(out: Path, *, steps: int = 300, seed: int = 0) -> Path:
 
     tokenizer = word_level_tokenizer()
     pad, size = tokenizer.pad_token_id, len(tokenizer)
-    config = MarianConfig(vocab_size=size, decoder_vocab_size=size, d_model=64, encoder_layers=1, decoder_layers=1,
-                          encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=128,
-                          decoder_ffn_dim=128, max_position_embeddings=MAX_POSITIONS, pad_token_id=pad,
-                          eos_token_id=0, decoder_start_token_id=pad, forced_eos_token_id=0, scale_embedding=True,
-                          dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
+    config = MarianConfig(
+        vocab_size=size,
+        decoder_vocab_size=size,
+        d_model=64,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=128,
+        decoder_ffn_dim=128,
+        max_position_embeddings=MAX_POSITIONS,
+        pad_token_id=pad,
+        eos_token_id=0,
+        decoder_start_token_id=pad,
+        forced_eos_token_id=0,
+        scale_embedding=True,
+        dropout=0.0,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+    )
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a tiny model trains faster on one thread, and the same on every machine
     try:
@@ -132,8 +147,11 @@ def test_marian_tokenizer_has_no_target_prefix_and_appends_eos():
 
 
 def test_load_missing_model_says_it_was_looked_up_offline():
-    with pytest.raises(ModelError, match=r"augdag-tests/no-such-model: no seq2seq transformers model found, "
-                                         r"looked up offline"):
+    with pytest.raises(
+        ModelError,
+        match=r"augdag-tests/no-such-model: no seq2seq transformers model found, "
+        r"looked up offline",
+    ):
         load_model("augdag-tests/no-such-model")
 
 
@@ -197,8 +215,13 @@ def test_translate_reproduces_the_made_up_mapping(marian):
 @pytest.mark.slow
 def test_translate_returns_input_order_whatever_batching(marian):
     src = ["ka lo mi tu re sa vo", "ka ka ka", "mi tu re", "lo lo lo ni", "sa vo ni pe du"]
-    assert marian.translate(src, max_tokens=8) == ["AL BE CI DO EF GU HA", "AL AL AL", "CI DO EF", "BE BE BE IK",
-                                                   "GU HA IK JO KU"]
+    assert marian.translate(src, max_tokens=8) == [
+        "AL BE CI DO EF GU HA",
+        "AL AL AL",
+        "CI DO EF",
+        "BE BE BE IK",
+        "GU HA IK JO KU",
+    ]
     assert marian.translate(src[::-1], max_tokens=4096) == marian.translate(src, max_tokens=8)[::-1]
 
 

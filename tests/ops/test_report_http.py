@@ -71,21 +71,44 @@ def test_report_http_follows_links_inside_and_refuses_links_out(served):
     (reports / "loop").symlink_to("loop")
     for path in ("/rel", "/abs", "/dir/page.html", "/run-1/../rel"):
         assert get(port, path)[:2] == (200, INSIDE), path
-    for path in ("/out", "/up", "/outdir/passwd", "/loop", "/", "/run-1", "/run-1/", "/../outside/passwd",
-                 "/run-1/%2e%2e/%2e%2e/outside/passwd", "//outside/passwd", "/%2f../outside/passwd"):
+    for path in (
+        "/out",
+        "/up",
+        "/outdir/passwd",
+        "/loop",
+        "/",
+        "/run-1",
+        "/run-1/",
+        "/../outside/passwd",
+        "/run-1/%2e%2e/%2e%2e/outside/passwd",
+        "//outside/passwd",
+        "/%2f../outside/passwd",
+    ):
         assert get(port, path)[0] == 404, path
 
 
-@pytest.mark.parametrize("target", ["/run-1/page.html%00", "/run-1/page%00.html", "/%ff.html", "/run-1/%zz",
-                                    "/run-1/page.html%"])
+@pytest.mark.parametrize("target", ["/run-1/page.html%00", "/run-1/page%00.html", "/%ff.html", "/run-1/%zz", "/run-1/page.html%"])
 def test_report_http_refuses_nul_and_bad_percent_encoding_with_400(served, target):
     assert get(served[2], target)[0] == 400
 
 
-@pytest.mark.parametrize("host, status", [
-    ("127.0.0.1", 200), ("127.0.0.1:{port}", 200), ("localhost:{port}", 200), ("LocalHost", 200),
-    ("[::1]:{port}", 200), ("evil.example", 421), ("evil.example:{port}", 421), ("127.0.0.1.evil.example", 421),
-    ("localhost.:{port}", 421), ("localhost:{port}@evil.example", 421), ("0.0.0.0:{port}", 421), (None, 400)])
+@pytest.mark.parametrize(
+    "host, status",
+    [
+        ("127.0.0.1", 200),
+        ("127.0.0.1:{port}", 200),
+        ("localhost:{port}", 200),
+        ("LocalHost", 200),
+        ("[::1]:{port}", 200),
+        ("evil.example", 421),
+        ("evil.example:{port}", 421),
+        ("127.0.0.1.evil.example", 421),
+        ("localhost.:{port}", 421),
+        ("localhost:{port}@evil.example", 421),
+        ("0.0.0.0:{port}", 421),
+        (None, 400),
+    ],
+)
 def test_report_http_accepts_only_a_loopback_host(served, host, status):
     code, body, headers = get(served[2], "/run-1/page.html", host=host)
     assert code == status and (body == INSIDE) == (status == 200)

@@ -54,10 +54,14 @@ def test_deferred_registrations_of_known_artifacts_move_the_views_as_one_by_one(
     cat.deferred = None
     assert cat.query("SELECT src FROM bitext")["src"].to_pylist() == ["a b"]  # a, registered last, is current
     assert cat.query("SELECT fingerprint, last_run FROM artifacts ORDER BY ALL").to_pylist() == [
-        {"fingerprint": "a" * 32, "last_run": "r4"}, {"fingerprint": "b" * 32, "last_run": "r3"}]
+        {"fingerprint": "a" * 32, "last_run": "r4"},
+        {"fingerprint": "b" * 32, "last_run": "r3"},
+    ]
     assert cat.query("SELECT run_id, fingerprint FROM stage_runs ORDER BY ALL").to_pylist() == [
-        {"run_id": "r3", "fingerprint": "a" * 32}, {"run_id": "r3", "fingerprint": "b" * 32},
-        {"run_id": "r4", "fingerprint": "a" * 32}]
+        {"run_id": "r3", "fingerprint": "a" * 32},
+        {"run_id": "r3", "fingerprint": "b" * 32},
+        {"run_id": "r4", "fingerprint": "a" * 32},
+    ]
 
 
 def test_a_registration_rebuilds_only_the_views_it_moves(tmp_path):
@@ -89,8 +93,17 @@ def test_base_views_exist_and_are_empty_before_any_run(tmp_path):
 
 def test_rejects_are_copied_once_per_artifact(tmp_path):
     cat = Catalog(tmp_path)
-    rej = pa.table({"source": ["d"], "file": ["x.en"], "line": pa.array([7], pa.int64()), "reason": ["nul_byte"],
-                    "detail": ["NUL byte in src"], "content": ["a\\x00b"]}, schema=REJECTS)
+    rej = pa.table(
+        {
+            "source": ["d"],
+            "file": ["x.en"],
+            "line": pa.array([7], pa.int64()),
+            "reason": ["nul_byte"],
+            "detail": ["NUL byte in src"],
+            "content": ["a\\x00b"],
+        },
+        schema=REJECTS,
+    )
     ref, m = _artifact(tmp_path, "c" * 32, bitext([("a", "b")]), rejects=rej)
     cat.register(ref, m, run_id="r1")
     cat.register(ref, m, run_id="r2")
@@ -114,27 +127,53 @@ def test_two_processes_writing_and_reading_take_turns(tmp_path):
         p.join(120)
     assert [p.exitcode for p in procs] == [0, 0]
     assert Catalog(tmp_path).query(
-        "SELECT count(*) AS n, count(*) FILTER (status = 'completed') AS done FROM runs").to_pylist() == [{"n": 30, "done": 30}]
+        "SELECT count(*) AS n, count(*) FILTER (status = 'completed') AS done FROM runs"
+    ).to_pylist() == [{"n": 30, "done": 30}]
 
 
-@pytest.mark.parametrize("statement", [
-    "CREATE TABLE t (a INT)", "CREATE VIEW v AS SELECT 1", "DROP TABLE runs", "ALTER TABLE runs ADD COLUMN x INT",
-    "INSERT INTO runs (run_id) VALUES ('x')", "UPDATE runs SET status = 'x'", "DELETE FROM runs",
-    "ATTACH 'other.duckdb' AS o", "DETACH o", "COPY runs TO 'runs.csv'", "COPY (SELECT 1) TO 'x.parquet' (FORMAT parquet)",
-    "COPY runs FROM 'runs.csv'", "INSTALL httpfs", "LOAD httpfs", "SET threads = 1", "PRAGMA enable_profiling",
-    "CALL checkpoint()", "CHECKPOINT", "EXPORT DATABASE 'dump'", "VACUUM", "SELECT 1; DROP TABLE runs",
-])
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "CREATE TABLE t (a INT)",
+        "CREATE VIEW v AS SELECT 1",
+        "DROP TABLE runs",
+        "ALTER TABLE runs ADD COLUMN x INT",
+        "INSERT INTO runs (run_id) VALUES ('x')",
+        "UPDATE runs SET status = 'x'",
+        "DELETE FROM runs",
+        "ATTACH 'other.duckdb' AS o",
+        "DETACH o",
+        "COPY runs TO 'runs.csv'",
+        "COPY (SELECT 1) TO 'x.parquet' (FORMAT parquet)",
+        "COPY runs FROM 'runs.csv'",
+        "INSTALL httpfs",
+        "LOAD httpfs",
+        "SET threads = 1",
+        "PRAGMA enable_profiling",
+        "CALL checkpoint()",
+        "CHECKPOINT",
+        "EXPORT DATABASE 'dump'",
+        "VACUUM",
+        "SELECT 1; DROP TABLE runs",
+    ],
+)
 def test_read_only_guard_refuses_every_write_form(statement):
     with pytest.raises(CatalogError, match="refused: `augdag sql` is read-only"):
         check_read_only(statement)
 
 
-@pytest.mark.parametrize("query, column, head", [
-    ("SELECT 1", "1", [1]), ("WITH a AS (SELECT 1 AS x) SELECT * FROM a", "x", [1]),
-    ("FROM runs", "run_id", []),  # a fresh catalog: no run yet
-    ("DESCRIBE runs", "column_name", ["run_id"]), ("EXPLAIN SELECT 1", "explain_key", ["physical_plan"]),
-    ("SHOW TABLES", "name", ["artifacts"]), ("SUMMARIZE runs", "count", [0]),
-])
+@pytest.mark.parametrize(
+    "query, column, head",
+    [
+        ("SELECT 1", "1", [1]),
+        ("WITH a AS (SELECT 1 AS x) SELECT * FROM a", "x", [1]),
+        ("FROM runs", "run_id", []),  # a fresh catalog: no run yet
+        ("DESCRIBE runs", "column_name", ["run_id"]),
+        ("EXPLAIN SELECT 1", "explain_key", ["physical_plan"]),
+        ("SHOW TABLES", "name", ["artifacts"]),
+        ("SUMMARIZE runs", "count", [0]),
+    ],
+)
 def test_read_only_guard_lets_queries_through(tmp_path, query, column, head):
     assert check_read_only(query) is None
     got = Catalog(tmp_path).query(query, sandbox=True)  # what `augdag sql` runs once the guard let it through

@@ -28,15 +28,23 @@ TOOL = {"gzip": "gzip", "bzip2": "bzip2", "xz": "xz", "zstd": "zstd"}
 
 
 def compress(codec: str, data: bytes) -> bytes:
-    return {"plain": lambda d: d, "gzip": gzip.compress, "bzip2": bz2.compress, "xz": lzma.compress,
-            "zstd": zstandard.ZstdCompressor().compress}[codec](data)
+    return {
+        "plain": lambda d: d,
+        "gzip": gzip.compress,
+        "bzip2": bz2.compress,
+        "xz": lzma.compress,
+        "zstd": zstandard.ZstdCompressor().compress,
+    }[codec](data)
 
 
 def decompressed_prefix(codec: str, cut: bytes) -> bytes:
     """What a one-shot decoder gets out of a cut stream: the reference for the line a reader reaches."""
-    return {"gzip": lambda d: zlib.decompressobj(31).decompress(d), "bzip2": bz2.BZ2Decompressor().decompress,
-            "xz": lzma.LZMADecompressor().decompress,
-            "zstd": zstandard.ZstdDecompressor().decompressobj().decompress}[codec](cut)
+    return {
+        "gzip": lambda d: zlib.decompressobj(31).decompress(d),
+        "bzip2": bz2.BZ2Decompressor().decompress,
+        "xz": lzma.LZMADecompressor().decompress,
+        "zstd": zstandard.ZstdDecompressor().decompressobj().decompress,
+    }[codec](cut)
 
 
 def corpus(n: int, seed: int = 0) -> bytes:
@@ -49,8 +57,10 @@ def corpus(n: int, seed: int = 0) -> bytes:
 # mono text with a bad line, an empty line, CRLF and an unended last line
 TEXT = b"Hello world\r\nbad \xff byte\n\n  spaced  \nsecond line\nHello world\nno newline"
 TSV = b"label\ttext\npos\tgood film\nneg\tbad \xfe film\nthree\tfields\there\n\tempty label\nneg\tawful\n"
-JSONL = (b'{"text": "good", "label": "pos"}\n{"text": "x", "label": 3}\nnot json\n'
-         b'{"text": "bad \xff", "label": "neg"}\n{"label": "neg"}\n')
+JSONL = (
+    b'{"text": "good", "label": "pos"}\n{"text": "x", "label": 3}\nnot json\n'
+    b'{"text": "bad \xff", "label": "neg"}\n{"label": "neg"}\n'
+)
 
 
 def rows_and_rejects(ds: DatasetConf, **kwargs) -> tuple[list[dict], list[dict], list[int]]:
@@ -65,8 +75,9 @@ def rows_and_rejects(ds: DatasetConf, **kwargs) -> tuple[list[dict], list[dict],
 
 
 @pytest.mark.parametrize("codec", CODECS)
-@pytest.mark.parametrize("fmt, data, extra", [
-    ("text", TEXT, {}), ("tsv", TSV, {"header": True, "columns": ["label", "text"]}), ("jsonl", JSONL, {})])
+@pytest.mark.parametrize(
+    "fmt, data, extra", [("text", TEXT, {}), ("tsv", TSV, {"header": True, "columns": ["label", "text"]}), ("jsonl", JSONL, {})]
+)
 def test_compressed_file_reads_to_the_plain_files_rows_lines_uids_and_batches(tmp_path, codec, fmt, data, extra):
     kind = "mono" if fmt == "text" else "labeled"
     plain = DatasetConf(kind=kind, format=fmt, path=write(tmp_path, "plain", data), **extra)
@@ -81,14 +92,15 @@ def test_compressed_file_reads_to_the_plain_files_rows_lines_uids_and_batches(tm
 @pytest.mark.parametrize("codec", CODECS[1:])
 def test_bitext_one_side_compressed_other_plain_reads_as_both_plain(tmp_path, codec):
     src, tgt = b"Hallo\nWelt\n\xff\nzwei\n", b"Hello\nworld\nbad\ntwo\n"
-    both_plain = DatasetConf(kind="bitext", format="text", src=write(tmp_path, "a.de", src),
-                             tgt=write(tmp_path, "a.en", tgt))
+    both_plain = DatasetConf(kind="bitext", format="text", src=write(tmp_path, "a.de", src), tgt=write(tmp_path, "a.en", tgt))
     mixed = both_plain.model_copy(update={"src": write(tmp_path, "a.de.x", compress(codec, src))})
     rows, rejects, batches = rows_and_rejects(mixed, batch_rows=3)
     assert (rows, rejects, batches) == rows_and_rejects(both_plain, batch_rows=3)
     assert [(r["src"], r["tgt"], r["line"], r["uid"]) for r in rows] == [
-        ("Hallo", "Hello", 1, md5("d", "Hallo", "Hello")), ("Welt", "world", 2, md5("d", "Welt", "world")),
-        ("zwei", "two", 4, md5("d", "zwei", "two"))]
+        ("Hallo", "Hello", 1, md5("d", "Hallo", "Hello")),
+        ("Welt", "world", 2, md5("d", "Welt", "world")),
+        ("zwei", "two", 4, md5("d", "zwei", "two")),
+    ]
     assert [(r["line"], r["reason"]) for r in rejects] == [(3, "invalid_utf8")] and batches == [3, 1]
 
 
@@ -130,7 +142,8 @@ def test_truncated_stream_is_an_input_error_at_the_line_reached_after_its_rows(t
     assert str(err.value) == (
         f"{path}: truncated {codec} stream after line {n:,} (the {unfinished:,} bytes read of line {n + 1:,} are "
         f"dropped). Hint: the file was cut short or damaged (an interrupted download or copy?): fetch or compress it "
-        f"again; `{TOOL[codec]} -t {path}` tests it")
+        f"again; `{TOOL[codec]} -t {path}` tests it"
+    )
     assert [b.n_input for b in batches] == [1000] * (n // 1000) + [n % 1000]  # the rows before the break, all of them
     assert [t for b in batches for t in b.rows.column("text").to_pylist()] == data.decode().splitlines()[:n]
 
@@ -140,8 +153,11 @@ def test_corrupt_gzip_names_the_check_that_failed_after_every_line_it_decoded(tm
     whole[-8] ^= 0xFF  # the CRC-32 of the trailer
     path = write(tmp_path, "bad.gz", bytes(whole))
     batches = []
-    with pytest.raises(InputError, match=rf"^{re.escape(str(path))}: corrupt gzip stream \(CRC check failed .*\) "
-                                         r"after line 3\. Hint: .*`gzip -t "):
+    with pytest.raises(
+        InputError,
+        match=rf"^{re.escape(str(path))}: corrupt gzip stream \(CRC check failed .*\) "
+        r"after line 3\. Hint: .*`gzip -t ",
+    ):
         for b in read_dataset("d", DatasetConf(kind="mono", format="text", path=path)):
             batches.append(b)
     assert [r["text"] for b in batches for r in b.rows.to_pylist()] == ["a", "b", "c"]
@@ -174,32 +190,39 @@ def test_latin1_lines_rejected_as_utf8_read_exactly_as_latin1_kept_with_ufffd_on
     assert [(r["text"], r["line"]) for r in rows] == [("plain line", 2)]
     assert [(r["line"], r["reason"], r["detail"], r["content"]) for r in rejects] == [
         (1, "invalid_utf8", "text: invalid UTF-8 at byte 3", "Caf\ufffd cr\ufffdme"),
-        (3, "invalid_utf8", "text: invalid UTF-8 at byte 2", "na\ufffdve Stra\ufffde")]
+        (3, "invalid_utf8", "text: invalid UTF-8 at byte 2", "na\ufffdve Stra\ufffde"),
+    ]
     rows, rejects, _ = read(ds.model_copy(update={"encoding": "iso8859-1"}))
     assert [r["text"] for r in rows] == NEWS.splitlines() and rejects == []
     rows, rejects, _ = read(ds.model_copy(update={"on_decode_error": "replace"}))
     assert [(r["text"], r["line"]) for r in rows] == [
-        ("Caf\ufffd cr\ufffdme", 1), ("plain line", 2), ("na\ufffdve Stra\ufffde", 3)] and rejects == []
+        ("Caf\ufffd cr\ufffdme", 1),
+        ("plain line", 2),
+        ("na\ufffdve Stra\ufffde", 3),
+    ] and rejects == []
 
 
 def test_cp1252_undefined_byte_is_rejected_naming_the_encoding(tmp_path):
     path = write(tmp_path, "m.txt", "€ 5\n".encode("cp1252") + b"odd \x81\n")
     rows, rejects, _ = read(DatasetConf(kind="mono", format="text", path=path, encoding="cp1252"))
     assert [r["text"] for r in rows] == ["€ 5"]
-    assert [(r["line"], r["reason"], r["detail"]) for r in rejects] == [
-        (2, "invalid_encoding", "text: invalid cp1252 at byte 4")]
+    assert [(r["line"], r["reason"], r["detail"]) for r in rejects] == [(2, "invalid_encoding", "text: invalid cp1252 at byte 4")]
 
 
 UTF8_CORPUS = {  # read with max_line_chars=40: a line of 41 accented characters is too long in any encoding
     "text": ("Café crème\n\nœuvre à 5 €\n" + "é" * 41 + "\nStraße\n", {}),
     "tsv": ("pos\tCafé crème\nneg\tœuvre à 5 €\tx\nneg\tStraße\n", {"columns": ["label", "text"]}),
-    "jsonl": ('{"text": "Café crème", "label": "pos"}\n{"text": "œuvre", "label": "é"}\nnot json é\n'
-              '{"text": "ééééééééééééééééééééééééééééé", "label": "x"}\n', {}),
+    "jsonl": (
+        '{"text": "Café crème", "label": "pos"}\n{"text": "œuvre", "label": "é"}\nnot json é\n'
+        '{"text": "ééééééééééééééééééééééééééééé", "label": "x"}\n',
+        {},
+    ),
 }
 
 
-@pytest.mark.parametrize("encoding, codec", [("iso8859-1", "plain"), ("cp1252", "plain"), ("cp1252", "gzip"),
-                                             ("iso8859-15", "zstd")])
+@pytest.mark.parametrize(
+    "encoding, codec", [("iso8859-1", "plain"), ("cp1252", "plain"), ("cp1252", "gzip"), ("iso8859-15", "zstd")]
+)
 @pytest.mark.parametrize("fmt", ["text", "tsv", "jsonl"])
 def test_other_encoding_reads_to_the_rows_of_the_utf8_file(tmp_path, encoding, codec, fmt):
     text, extra = UTF8_CORPUS[fmt]
@@ -207,8 +230,7 @@ def test_other_encoding_reads_to_the_rows_of_the_utf8_file(tmp_path, encoding, c
         text = text.replace("œ", "o").replace("€", "E")  # not in Latin-1
     kind = "mono" if fmt == "text" else "labeled"
     utf8 = DatasetConf(kind=kind, format=fmt, path=write(tmp_path, "u", text), **extra)
-    other = utf8.model_copy(update={"path": write(tmp_path, "o", compress(codec, text.encode(encoding))),
-                                    "encoding": encoding})
+    other = utf8.model_copy(update={"path": write(tmp_path, "o", compress(codec, text.encode(encoding))), "encoding": encoding})
     expect = rows_and_rejects(utf8, max_line_chars=40, batch_rows=2)
     assert rows_and_rejects(other, max_line_chars=40, batch_rows=2) == expect
     assert expect[0] and expect[1]
@@ -217,8 +239,7 @@ def test_other_encoding_reads_to_the_rows_of_the_utf8_file(tmp_path, encoding, c
 def test_other_encoding_bitext_pair_reads_to_the_utf8_pair(tmp_path):
     src, tgt = "Straße\nœuvre\n", "street\nwork\n"
     utf8 = DatasetConf(kind="bitext", format="text", src=write(tmp_path, "s", src), tgt=write(tmp_path, "t", tgt))
-    other = utf8.model_copy(update={"src": write(tmp_path, "s.gz", gzip.compress(src.encode("cp1252"))),
-                                    "encoding": "cp1252"})
+    other = utf8.model_copy(update={"src": write(tmp_path, "s.gz", gzip.compress(src.encode("cp1252"))), "encoding": "cp1252"})
     assert rows_and_rejects(other) == rows_and_rejects(utf8)
     assert [r["src"] for r in rows_and_rejects(other)[0]] == ["Straße", "œuvre"]
 
@@ -236,13 +257,23 @@ def test_encoding_is_checked_and_named_canonically_and_defaults_stay_out_of_the_
 
     ds = DatasetConf(kind="mono", format="text", path=Path("m.txt"))
     assert ds.model_dump(mode="json") == {  # as before `encoding` existed: a cache's reads stay valid
-        "kind": "mono", "format": "text", "path": "m.txt", "src": None, "tgt": None, "columns": None, "rename": {},
-        "header": False, "split": None}
+        "kind": "mono",
+        "format": "text",
+        "path": "m.txt",
+        "src": None,
+        "tgt": None,
+        "columns": None,
+        "rename": {},
+        "header": False,
+        "split": None,
+    }
     latin = ds.model_copy(update={"encoding": "iso8859-1"})
     assert DatasetConf(kind="mono", format="text", path=Path("m.txt"), encoding="Latin-1") == latin
     assert DatasetConf(kind="mono", format="text", path=Path("m.txt"), encoding="UTF8") == ds
-    fps = {fingerprint("read", READ_VERSION, read_params("d", d, max_line_chars=9, shard_size=9), ["x"])
-           for d in (ds, latin, ds.model_copy(update={"on_decode_error": "replace"}))}
+    fps = {
+        fingerprint("read", READ_VERSION, read_params("d", d, max_line_chars=9, shard_size=9), ["x"])
+        for d in (ds, latin, ds.model_copy(update={"on_decode_error": "replace"}))
+    }
     assert len(fps) == 3  # changing either setting reads again
     for bad, why in [("klingon", "unknown encoding; expected a Python codec"), ("utf-16", "tab and newline as single")]:
         with pytest.raises(ValueError, match=why):
@@ -255,8 +286,12 @@ def test_a_compressed_input_joins_the_read_fingerprint_and_a_plain_one_adds_noth
     plain, packed = tmp_path / "a.txt", tmp_path / "b.txt"
     plain.write_bytes(b"one\ntwo\n")
     packed.write_bytes(gzip.compress(b"one\ntwo\n"))  # named .txt: the content decides
-    params = lambda p: read_params("d", DatasetConf(kind="mono", format="text", path=p), max_line_chars=9,  # noqa: E731
-                                   shard_size=9)
+    params = lambda p: read_params(  # noqa: E731
+        "d",
+        DatasetConf(kind="mono", format="text", path=p),
+        max_line_chars=9,
+        shard_size=9,
+    )
     assert "compression" not in params(plain)  # fingerprints of plain inputs are as before
     assert params(packed)["compression"] == {"path": "gzip"}  # a .gz read as bytes before is not reused
 
@@ -275,18 +310,33 @@ def test_ingest_of_a_truncated_gzip_records_the_rows_before_the_break(prefect_ha
     n = got.count(b"\n")
     assert 800 < n < 1200  # three shards of 400 lines and a fourth short one before the break
     path = write(tmp_path, "train.en.gz", cut)
-    profile = write(tmp_path, "p.yaml", json.dumps({"shard_size": 400, "pipelines": ["ingest"], "datasets": {
-        "news": {"kind": "mono", "format": "text", "path": str(path)}}}))
+    profile = write(
+        tmp_path,
+        "p.yaml",
+        json.dumps(
+            {
+                "shard_size": 400,
+                "pipelines": ["ingest"],
+                "datasets": {"news": {"kind": "mono", "format": "text", "path": str(path)}},
+            }
+        ),
+    )
     with pytest.raises(StageError) as err:
         ingest_flow(load_profile(profile, cache=tmp_path / "cache", environ={}), profile="test")
     assert err.value.exit_code == 2
     assert f"failed on shard 3 (of at least 4): {path}: truncated gzip stream after line {n:,} (the " in str(err.value)
     assert str(err.value).endswith("3 written shard(s) are kept.")
     cat = Catalog(tmp_path / "cache")
-    shards = cat.query("SELECT shard, status, rows_out FROM stage_runs WHERE run_id = $r AND stage = 'read' "
-                       "ORDER BY shard", {"r": err.value.run_id}).to_pylist()
+    shards = cat.query(
+        "SELECT shard, status, rows_out FROM stage_runs WHERE run_id = $r AND stage = 'read' ORDER BY shard",
+        {"r": err.value.run_id},
+    ).to_pylist()
     assert [(s["shard"], s["status"], s["rows_out"]) for s in shards] == [
-        (0, "computed", 400), (1, "computed", 400), (2, "computed", n - 800), (3, "failed", None)]
+        (0, "computed", 400),
+        (1, "computed", 400),
+        (2, "computed", n - 800),
+        (3, "failed", None),
+    ]
     parts = sorted((tmp_path / "cache" / "artifacts" / "read").glob("*/part-*.parquet"))
     texts = [t for p in parts for t in pq.read_table(p, columns=["text"]).column("text").to_pylist()]
     assert texts == data.decode().splitlines()[:n]

@@ -51,7 +51,8 @@ def test_latin1_on_a_valid_utf8_side_is_an_input_error_naming_file_and_side(tmp_
     assert str(err.value) == (
         f"{ds.src}:1: side src of dataset 'd' is read as iso8859-1, but the file is valid UTF-8 with non-ASCII text: "
         "'It’s a test.' would become 'Itâ\\x80\\x99s a test.'. Hint: it is valid UTF-8: set "
-        "encoding: {src: utf-8, tgt: iso8859-1}")
+        "encoding: {src: utf-8, tgt: iso8859-1}"
+    )
     both = ds.model_copy(update={"tgt": ds.src})  # both sides UTF-8: the hint is utf-8 for the pair
     with pytest.raises(InputError, match=r"Hint: it is valid UTF-8: set encoding: utf-8 \(the default"):
         read(both)
@@ -62,8 +63,11 @@ def test_latin1_on_a_valid_utf8_side_is_an_input_error_naming_file_and_side(tmp_
 
 def test_mono_jsonl_and_tsv_in_latin1_that_are_utf8_are_refused_and_real_latin1_reads(tmp_path):
     utf8 = write(tmp_path, "m.txt", "Straße\nnaïve\n".encode())
-    with pytest.raises(InputError, match=rf"^{re.escape(str(utf8))}:1: dataset 'd' is read as cp1252, but the file "
-                                         r"is valid UTF-8 .* set encoding: utf-8 \(the default"):
+    with pytest.raises(
+        InputError,
+        match=rf"^{re.escape(str(utf8))}:1: dataset 'd' is read as cp1252, but the file "
+        r"is valid UTF-8 .* set encoding: utf-8 \(the default",
+    ):
         read(DatasetConf(kind="mono", format="text", path=utf8, encoding="cp1252"))
     jsonl = write(tmp_path, "l.jsonl", '{"text": "ok", "label": "a"}\n{"text": "né", "label": "b"}\n'.encode())
     with pytest.raises(InputError, match=rf"^{re.escape(str(jsonl))}:2: dataset 'd' is read as iso8859-1"):
@@ -82,15 +86,24 @@ def _tsv(tmp_path: Path, header: bool = False) -> Path:
 
 def test_tsv_bitext_decodes_each_column_with_its_sides_encoding(tmp_path):
     """A TSV bitext with per-side codecs works: its fields are split on the tab byte, then each is decoded."""
-    ds = DatasetConf(kind="bitext", format="tsv", path=_tsv(tmp_path, header=True), columns=["tgt", "src"],
-                     header=True, encoding={"src": "utf-8", "tgt": "latin-1"})
+    ds = DatasetConf(
+        kind="bitext",
+        format="tsv",
+        path=_tsv(tmp_path, header=True),
+        columns=["tgt", "src"],
+        header=True,
+        encoding={"src": "utf-8", "tgt": "latin-1"},
+    )
     rows, rejects, _ = read(ds)
-    assert [(r["src"], r["tgt"], r["line"]) for r in rows] == [(e, d, i + 2) for i, (e, d) in
-                                                               enumerate(zip(EN[:4], DE[:4]))] and rejects == []
+    assert [(r["src"], r["tgt"], r["line"]) for r in rows] == [
+        (e, d, i + 2) for i, (e, d) in enumerate(zip(EN[:4], DE[:4]))
+    ] and rejects == []
     with pytest.raises(InputError) as err:  # one codec for both columns: the src column is valid UTF-8
         read(DatasetConf(**{**dict(ds), "encoding": "latin-1"}))
-    assert str(err.value).startswith(f"{ds.path}:2: side src of dataset 'd' is read as iso8859-1, but the file (its "
-                                     "src column) is valid UTF-8 with non-ASCII text: 'It’s a test.' would become ")
+    assert str(err.value).startswith(
+        f"{ds.path}:2: side src of dataset 'd' is read as iso8859-1, but the file (its "
+        "src column) is valid UTF-8 with non-ASCII text: 'It’s a test.' would become "
+    )
     assert str(err.value).endswith("Hint: it is valid UTF-8: set encoding: {src: utf-8, tgt: iso8859-1}")
 
 
@@ -101,7 +114,8 @@ def test_tsv_per_side_rejects_name_the_side_and_on_decode_error_applies_per_side
     assert [(r["src"], r["tgt"]) for r in rows] == [("café", "café")]
     assert [(r["line"], r["reason"], r["detail"]) for r in rejects] == [
         (2, "invalid_utf8", "tgt: invalid UTF-8 at byte 4"),
-        (3, "column_count", "expected 2 tab-separated fields (src, tgt), found 3")]
+        (3, "column_count", "expected 2 tab-separated fields (src, tgt), found 3"),
+    ]
     rows, rejects, _ = read(DatasetConf(**{**dict(ds), "on_decode_error": {"tgt": "replace"}}))
     assert [(r["src"], r["tgt"]) for r in rows] == [("café", "café"), ("ok", "bad \ufffd")]
     assert [r["reason"] for r in rejects] == ["column_count"]
@@ -114,16 +128,18 @@ def test_per_side_settings_are_checked_and_equal_sides_are_one_value(tmp_path):
     base = {"kind": "bitext", "format": "text", "src": Path("a"), "tgt": Path("b")}
     same = DatasetConf(**base, encoding={"src": "UTF8", "tgt": "utf-8"}, on_decode_error={"src": "reject"})
     assert same == DatasetConf(**base) and "encoding" not in same.model_dump()  # the default's dump and fingerprint
-    assert fingerprint("read", READ_VERSION, read_params("d", same, max_line_chars=9, shard_size=9), []) == \
-        fingerprint("read", READ_VERSION, read_params("d", DatasetConf(**base), max_line_chars=9, shard_size=9), [])
+    assert fingerprint("read", READ_VERSION, read_params("d", same, max_line_chars=9, shard_size=9), []) == fingerprint(
+        "read", READ_VERSION, read_params("d", DatasetConf(**base), max_line_chars=9, shard_size=9), []
+    )
     split = DatasetConf(**base, encoding={"tgt": "latin-1"})
     assert split.model_dump(mode="json")["encoding"] == {"src": "utf-8", "tgt": "iso8859-1"}
     assert (split.codec("src"), split.codec("tgt"), split.codec(None)) == ("utf-8", "iso8859-1", "utf-8")
     for kw, why in [
-        ({"kind": "mono", "format": "text", "path": Path("m"), "encoding": {"tgt": "latin-1"}},
-         "is for a bitext's two sides"),
-        ({"kind": "bitext", "format": "jsonl", "path": Path("j"), "on_decode_error": {"tgt": "replace"}},
-         "cannot apply to jsonl, where a line is one JSON document"),
+        ({"kind": "mono", "format": "text", "path": Path("m"), "encoding": {"tgt": "latin-1"}}, "is for a bitext's two sides"),
+        (
+            {"kind": "bitext", "format": "jsonl", "path": Path("j"), "on_decode_error": {"tgt": "replace"}},
+            "cannot apply to jsonl, where a line is one JSON document",
+        ),
         ({**base, "encoding": {"tgt": "klingon"}}, "unknown encoding"),
         ({**base, "encoding": {"de": "latin-1"}}, "Extra inputs are not permitted"),
     ]:
@@ -135,9 +151,15 @@ def test_per_side_settings_are_checked_and_equal_sides_are_one_value(tmp_path):
 
 
 def _augdag(tmp_path: Path, *args: str, prefix: tuple[str, ...] = (), **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*prefix, *AUGDAG, "--cache", str(tmp_path / "cache"), *args], check=False,
-                          capture_output=True, text=True, cwd=tmp_path, env=subprocess_env(tmp_path, **env),
-                          timeout=600)
+    return subprocess.run(
+        [*prefix, *AUGDAG, "--cache", str(tmp_path / "cache"), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=subprocess_env(tmp_path, **env),
+        timeout=600,
+    )
 
 
 PROFILE = """\
@@ -161,13 +183,17 @@ def test_ingest_reads_sides_right_and_warns_of_a_latin1_side_read_as_utf8(prefec
     cat = Catalog(tmp_path / "cache")
     got = cat.query("SELECT src, tgt FROM bitext WHERE source = 'pair' ORDER BY line").to_pylist()
     assert [(r["src"], r["tgt"]) for r in got] == list(zip(EN, DE))[:4]  # the rest are duplicates
-    assert cat.query("SELECT count(*) AS n FROM rejects WHERE source = 'raw' AND reason = 'invalid_utf8'"
-                     ).to_pylist() == [{"n": 10}]  # the 10 of 20 German lines with an umlaut
+    assert cat.query("SELECT count(*) AS n FROM rejects WHERE source = 'raw' AND reason = 'invalid_utf8'").to_pylist() == [
+        {"n": 10}
+    ]  # the 10 of 20 German lines with an umlaut
     warned = [line for line in done.stderr.splitlines() if "were rejected as invalid_utf8" in line]
     assert len(warned) == 1, done.stderr  # under the run's summary, once
-    m = re.fullmatch(rf"warning: {re.escape(str(tmp_path / 'a.de'))}: 10 of 20 lines \(50%\) of dataset 'raw' \(side tgt\) "
-                  r"were rejected as invalid_utf8; charset-normalizer proposes (\S+)(?: \(or [^)]*\))? for them\. "
-                  r"Hint: if that is right, set encoding: \{src: utf-8, tgt: (\S+)\} in datasets\.raw", warned[0])
+    m = re.fullmatch(
+        rf"warning: {re.escape(str(tmp_path / 'a.de'))}: 10 of 20 lines \(50%\) of dataset 'raw' \(side tgt\) "
+        r"were rejected as invalid_utf8; charset-normalizer proposes (\S+)(?: \(or [^)]*\))? for them\. "
+        r"Hint: if that is right, set encoding: \{src: utf-8, tgt: (\S+)\} in datasets\.raw",
+        warned[0],
+    )
     assert m and m[1] == m[2], warned[0]
     assert (tmp_path / "a.de").read_bytes().decode(m[1]).splitlines() == DE  # what it proposes reads the file right
 
@@ -180,9 +206,11 @@ def test_ingest_with_latin1_on_the_utf8_side_exits_2_with_one_line_naming_file_a
     assert (done.returncode, done.stdout) == (2, "")
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in done.stderr, done.stderr
-    assert (f"{tmp_path / 'a.en'}:1: side src of dataset 'pair' is read as iso8859-1, but the file is valid UTF-8 "
-            "with non-ASCII text: 'It’s a test.' would become 'Itâ\\x80\\x99s a test.'. Hint: it is valid UTF-8: set "
-            "encoding: {src: utf-8, tgt: iso8859-1}") in lines[0]
+    assert (
+        f"{tmp_path / 'a.en'}:1: side src of dataset 'pair' is read as iso8859-1, but the file is valid UTF-8 "
+        "with non-ASCII text: 'It’s a test.' would become 'Itâ\\x80\\x99s a test.'. Hint: it is valid UTF-8: set "
+        "encoding: {src: utf-8, tgt: iso8859-1}"
+    ) in lines[0]
 
 
 # --- unreadable inputs (defect 7) ------------------------------------------------------------------------------------
@@ -195,8 +223,9 @@ def test_an_input_that_is_a_directory_says_so_exit_2(tmp_path):
     (tmp_path / "p.yaml").write_text("datasets:\n  m: {kind: mono, format: text, path: data}\n", encoding="utf-8")
     done = _augdag(tmp_path, "run", "ingest", "--config", "p.yaml")
     assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr == f"error: datasets.m: {tmp_path / 'data'}: is a directory; expected a file. Hint: name the " \
-                          "file inside it\n"
+    assert (
+        done.stderr == f"error: datasets.m: {tmp_path / 'data'}: is a directory; expected a file. Hint: name the file inside it\n"
+    )
 
 
 @pytest.mark.skipif(not shutil.which("setpriv") and ROOT, reason="as root a mode of 000 blocks nothing without setpriv")
@@ -211,9 +240,11 @@ def test_an_unreadable_input_is_one_line_exit_2_naming_the_file(tmp_path):
     finally:
         (tmp_path / "a.de").chmod(0o644)
     assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr == (f"error: datasets.pair: {tmp_path / 'a.de'}: permission denied: it cannot be read. Hint: "
-                           f"check its mode and owner (ls -ld {tmp_path / 'a.de'}) (and 1 more missing or "
-                           "unreadable)\n")  # dataset `raw` reads it too
+    assert done.stderr == (
+        f"error: datasets.pair: {tmp_path / 'a.de'}: permission denied: it cannot be read. Hint: "
+        f"check its mode and owner (ls -ld {tmp_path / 'a.de'}) (and 1 more missing or "
+        "unreadable)\n"
+    )  # dataset `raw` reads it too
 
 
 def test_the_read_stage_itself_names_an_unreadable_file(tmp_path):

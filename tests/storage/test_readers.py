@@ -76,10 +76,10 @@ def test_read_text_bitext_reads_both_files_in_lockstep(tmp_path):
 
 def test_read_tsv_bitext_and_labeled_with_column_order(tmp_path):
     rows, _, _ = read(DatasetConf(kind="bitext", format="tsv", path=write(tmp_path, "p.tsv", "a b\tA B\nc\tC\n")))
-    assert rows == [{"src": "a b", "tgt": "A B", "source": "d", "line": 1},
-                    {"src": "c", "tgt": "C", "source": "d", "line": 2}]
-    ds = DatasetConf(kind="labeled", format="tsv", path=write(tmp_path, "l.tsv", "7\tpos\tgood film\n"),
-                     columns=["id", "label", "text"])  # a column that is no field is skipped
+    assert rows == [{"src": "a b", "tgt": "A B", "source": "d", "line": 1}, {"src": "c", "tgt": "C", "source": "d", "line": 2}]
+    ds = DatasetConf(
+        kind="labeled", format="tsv", path=write(tmp_path, "l.tsv", "7\tpos\tgood film\n"), columns=["id", "label", "text"]
+    )  # a column that is no field is skipped
     rows, rejects, batches = read(ds)
     assert rows == [{"text": "good film", "label": "pos", "source": "d", "line": 1}] and rejects == []
     assert batches[0].rows.schema == LABELED
@@ -89,9 +89,15 @@ def test_read_tsv_slots_splits_tokens_and_tags_on_spaces(tmp_path):
     ds = DatasetConf(kind="slots", format="tsv", path=write(tmp_path, "s.tsv", "book a  flight\tO O B-act\n"))
     batch = next(read_dataset("atis", ds))
     assert batch.rows.schema == SLOTS
-    assert batch.rows.to_pylist() == [{"uid": md5("atis", "book\x1ea\x1eflight", "O\x1eO\x1eB-act"),
-                                       "tokens": ["book", "a", "flight"], "tags": ["O", "O", "B-act"],
-                                       "source": "atis", "line": 1}]
+    assert batch.rows.to_pylist() == [
+        {
+            "uid": md5("atis", "book\x1ea\x1eflight", "O\x1eO\x1eB-act"),
+            "tokens": ["book", "a", "flight"],
+            "tags": ["O", "O", "B-act"],
+            "source": "atis",
+            "line": 1,
+        }
+    ]
 
 
 def test_read_jsonl_renames_fields_and_numeric_label_becomes_its_string(tmp_path):
@@ -111,10 +117,12 @@ def test_read_jsonl_slots_lists(tmp_path):
 
 def test_read_parquet_line_is_the_row_number_across_row_groups(tmp_path):
     path = tmp_path / "b.parquet"
-    pq.write_table(pa.table({"de": ["a", "b", "c", "d", "e"], "en": ["A", "B", "C", "D", "E"], "x": [1] * 5}), path,
-                   row_group_size=2)
-    rows, _, batches = read(DatasetConf(kind="bitext", format="parquet", path=path, rename={"src": "de", "tgt": "en"}),
-                            batch_rows=3)
+    pq.write_table(
+        pa.table({"de": ["a", "b", "c", "d", "e"], "en": ["A", "B", "C", "D", "E"], "x": [1] * 5}), path, row_group_size=2
+    )
+    rows, _, batches = read(
+        DatasetConf(kind="bitext", format="parquet", path=path, rename={"src": "de", "tgt": "en"}), batch_rows=3
+    )
     assert [(r["src"], r["tgt"], r["line"]) for r in rows] == [(c, c.upper(), i) for i, c in enumerate("abcde", 1)]
     assert [(b.first_line, b.n_input) for b in batches] == [(1, 3), (4, 2)]
 
@@ -129,28 +137,39 @@ def test_read_parquet_integer_label_and_null_field(tmp_path):
 
 def test_read_parquet_binary_column_decoded_in_the_datasets_encoding(tmp_path):
     path = tmp_path / "b.parquet"
-    pq.write_table(pa.table({"text": pa.array([b"caf\xe9", None, b"two\nlines \xe9"], pa.binary()),
-                             "label": ["a", "b", "c"]}), path)
+    pq.write_table(
+        pa.table({"text": pa.array([b"caf\xe9", None, b"two\nlines \xe9"], pa.binary()), "label": ["a", "b", "c"]}), path
+    )
     ds = DatasetConf(kind="labeled", format="parquet", path=path, encoding="latin-1")
     rows, rejects, _ = read(ds)
     assert [(r["text"], r["line"]) for r in rows] == [("café", 1), ("two\nlines é", 3)]  # a newline inside a value
     assert why(rejects) == [(2, "missing_field")]
     rows, rejects, _ = read(ds.model_copy(update={"encoding": "utf-8"}))
-    assert rows == [] and [r["detail"] for r in rejects] == ["text: invalid UTF-8 at byte 3", "column 'text' is null",
-                                                            "text: invalid UTF-8 at byte 10"]
+    assert rows == [] and [r["detail"] for r in rejects] == [
+        "text: invalid UTF-8 at byte 3",
+        "column 'text' is null",
+        "text: invalid UTF-8 at byte 10",
+    ]
 
 
 def test_read_hf_dataset_dict_split_with_class_label_names(tmp_path):
     datasets = pytest.importorskip("datasets")
-    features = datasets.Features({"tokens": datasets.Sequence(datasets.Value("string")),
-                                  "ner": datasets.Sequence(datasets.ClassLabel(names=["O", "B-loc"]))})
-    train = datasets.Dataset.from_dict({"tokens": [["in", "Rome"], ["hi"], ["x"]], "ner": [[0, 1], [0], [0, 0]]},
-                                       features=features)
+    features = datasets.Features(
+        {
+            "tokens": datasets.Sequence(datasets.Value("string")),
+            "ner": datasets.Sequence(datasets.ClassLabel(names=["O", "B-loc"])),
+        }
+    )
+    train = datasets.Dataset.from_dict(
+        {"tokens": [["in", "Rome"], ["hi"], ["x"]], "ner": [[0, 1], [0], [0, 0]]}, features=features
+    )
     datasets.DatasetDict({"train": train, "test": train.select([0])}).save_to_disk(str(tmp_path / "hf"))
     ds = DatasetConf(kind="slots", format="hf", path=tmp_path / "hf", split="train", rename={"tags": "ner"})
     rows, rejects, batches = read(ds, batch_rows=2)
-    assert rows == [{"tokens": ["in", "Rome"], "tags": ["O", "B-loc"], "source": "d", "line": 1},
-                    {"tokens": ["hi"], "tags": ["O"], "source": "d", "line": 2}]
+    assert rows == [
+        {"tokens": ["in", "Rome"], "tags": ["O", "B-loc"], "source": "d", "line": 1},
+        {"tokens": ["hi"], "tags": ["O"], "source": "d", "line": 2},
+    ]
     assert [(r["line"], r["reason"], r["detail"]) for r in rejects] == [(3, "tags_mismatch", "1 tokens but 2 tags")]
     assert [b.n_input for b in batches] == [2, 1]
 
@@ -179,8 +198,7 @@ def test_read_tsv_header_is_skipped_and_lines_stay_file_lines(tmp_path):
 def test_read_block_boundary_inside_a_line_keeps_every_line(tmp_path, block_bytes):
     text = "alpha beta\r\ngamma\n\ndelta epsilon zeta\nlast"
     rows, rejects, _ = read(mono(write(tmp_path, "m.txt", text)), block_bytes=block_bytes)
-    assert [(r["text"], r["line"]) for r in rows] == [("alpha beta", 1), ("gamma", 2), ("delta epsilon zeta", 4),
-                                                      ("last", 5)]
+    assert [(r["text"], r["line"]) for r in rows] == [("alpha beta", 1), ("gamma", 2), ("delta epsilon zeta", 4), ("last", 5)]
     assert why(rejects) == [(3, "empty")]
 
 
@@ -200,7 +218,10 @@ def test_read_batches_cover_batch_rows_input_rows_kept_plus_rejected(tmp_path):
     path = write(tmp_path, "m.txt", "\n".join(lines) + "\n")
     _, _, batches = read(mono(path), batch_rows=4)
     assert [(b.index, b.first_line, b.n_input, b.rows.num_rows, b.rejects.num_rows) for b in batches] == [
-        (0, 1, 4, 3, 1), (1, 5, 4, 3, 1), (2, 9, 2, 2, 0)]
+        (0, 1, 4, 3, 1),
+        (1, 5, 4, 3, 1),
+        (2, 9, 2, 2, 0),
+    ]
 
 
 @pytest.mark.parametrize("batch_rows", [1, 3, 4, 10, 1000])
@@ -225,8 +246,11 @@ def test_read_text_rejects_invalid_utf8_nul_too_long_empty(tmp_path):
     rows, rejects, batches = read(mono(path), max_line_chars=10)
     assert [r["line"] for r in rows] == [1, 6]
     assert [(r["line"], r["reason"], r["file"], r["content"]) for r in rejects] == [
-        (2, "invalid_utf8", str(path), "bad \ufffd byte"), (3, "nul_byte", str(path), "nul\x00here"),
-        (4, "too_long", str(path), "y" * 11), (5, "empty", str(path), "   ")]
+        (2, "invalid_utf8", str(path), "bad \ufffd byte"),
+        (3, "nul_byte", str(path), "nul\x00here"),
+        (4, "too_long", str(path), "y" * 11),
+        (5, "empty", str(path), "   "),
+    ]
     assert rejects[2]["detail"] == "text: 11 characters, max_line_chars is 10"
     assert rejects[0]["detail"] == "text: invalid UTF-8 at byte 4"
     assert sum(b.n_input for b in batches) == 6
@@ -243,7 +267,10 @@ def test_read_bitext_pair_rejected_for_either_side_names_that_sides_file(tmp_pat
     rows, rejects, _ = read(pair(src, tgt))
     assert [(r["src"], r["tgt"]) for r in rows] == [("good", "gut")]
     assert [(r["line"], r["reason"], r["file"], r["content"]) for r in rejects] == [
-        (2, "invalid_utf8", str(src), "\ufffd"), (3, "empty", str(tgt), " "), (4, "invalid_utf8", str(tgt), "\ufffd")]
+        (2, "invalid_utf8", str(src), "\ufffd"),
+        (3, "empty", str(tgt), " "),
+        (4, "invalid_utf8", str(tgt), "\ufffd"),
+    ]
 
 
 def test_read_tsv_column_count_says_expected_and_found(tmp_path):
@@ -252,7 +279,8 @@ def test_read_tsv_column_count_says_expected_and_found(tmp_path):
     assert len(rows) == 1
     assert [(r["line"], r["reason"], r["detail"], r["content"]) for r in rejects] == [
         (2, "column_count", "expected 2 tab-separated fields (src, tgt), found 3", "a\tb\tc"),
-        (3, "column_count", "expected 2 tab-separated fields (src, tgt), found 1", "solo")]
+        (3, "column_count", "expected 2 tab-separated fields (src, tgt), found 1", "solo"),
+    ]
 
 
 def test_read_tsv_rejects_empty_fields_and_too_long_lines(tmp_path):
@@ -260,7 +288,9 @@ def test_read_tsv_rejects_empty_fields_and_too_long_lines(tmp_path):
     rows, rejects, _ = read(DatasetConf(kind="bitext", format="tsv", path=path), max_line_chars=7)
     assert [r["line"] for r in rows] == [3]  # 7 characters: at the limit, kept
     assert [(r["line"], r["reason"], r["detail"]) for r in rejects] == [
-        (1, "empty", "tgt: empty or whitespace-only"), (2, "too_long", "line: 8 characters, max_line_chars is 7")]
+        (1, "empty", "tgt: empty or whitespace-only"),
+        (2, "too_long", "line: 8 characters, max_line_chars is 7"),
+    ]
 
 
 def test_read_jsonl_rejects_a_line_over_the_limit_even_when_each_field_fits(tmp_path):
@@ -271,28 +301,53 @@ def test_read_jsonl_rejects_a_line_over_the_limit_even_when_each_field_fits(tmp_
 
 
 def test_read_jsonl_rejects_bad_json_missing_field_bad_type(tmp_path):
-    path = write(tmp_path, "l.jsonl", '{"text": "a", "label": 1}\n{"text": "a"\n{"text": "b"}\n'
-                                      '["x"]\n{"text": 5, "label": "x"}\n{"text": "c", "label": true}\n'
-                                      '{"text": "d", "label": null}\n\n{"text": "\\u0000", "label": "x"}\n')
+    path = write(
+        tmp_path,
+        "l.jsonl",
+        '{"text": "a", "label": 1}\n{"text": "a"\n{"text": "b"}\n'
+        '["x"]\n{"text": 5, "label": "x"}\n{"text": "c", "label": true}\n'
+        '{"text": "d", "label": null}\n\n{"text": "\\u0000", "label": "x"}\n',
+    )
     rows, rejects, batches = read(DatasetConf(kind="labeled", format="jsonl", path=path), batch_rows=4)
     assert [r["line"] for r in rows] == [1]
-    assert why(rejects) == [(2, "bad_json"), (3, "missing_field"), (4, "bad_type"), (5, "bad_type"), (6, "bad_type"),
-                            (7, "missing_field"), (8, "empty"), (9, "nul_byte")]
+    assert why(rejects) == [
+        (2, "bad_json"),
+        (3, "missing_field"),
+        (4, "bad_type"),
+        (5, "bad_type"),
+        (6, "bad_type"),
+        (7, "missing_field"),
+        (8, "empty"),
+        (9, "nul_byte"),
+    ]
     assert rejects[1]["detail"] == "no key 'label'" and rejects[3]["detail"] == "'text' is int, expected a string"
     assert sum(b.n_input for b in batches) == 9
 
 
 def test_read_slots_tags_mismatch_and_bad_type(tmp_path):
-    path = write(tmp_path, "s.jsonl", '{"tokens": ["a", "b"], "tags": ["O"]}\n{"tokens": "a b", "tags": ["O", "O"]}\n'
-                                      '{"tokens": [], "tags": []}\n')
+    path = write(
+        tmp_path,
+        "s.jsonl",
+        '{"tokens": ["a", "b"], "tags": ["O"]}\n{"tokens": "a b", "tags": ["O", "O"]}\n{"tokens": [], "tags": []}\n',
+    )
     rows, rejects, _ = read(DatasetConf(kind="slots", format="jsonl", path=path))
     assert rows == [] and why(rejects) == [(1, "tags_mismatch"), (2, "bad_type"), (3, "empty")]
     assert rejects[0]["detail"] == "2 tokens but 1 tags"
 
 
 def test_read_reasons_are_the_fixed_vocabulary():
-    assert set(REASONS) == {"invalid_utf8", "invalid_encoding", "nul_byte", "empty", "too_long", "column_count", "bad_json",
-                            "missing_field", "bad_type", "tags_mismatch"}
+    assert set(REASONS) == {
+        "invalid_utf8",
+        "invalid_encoding",
+        "nul_byte",
+        "empty",
+        "too_long",
+        "column_count",
+        "bad_json",
+        "missing_field",
+        "bad_type",
+        "tags_mismatch",
+    }
 
 
 def test_read_reject_content_is_cut_to_200_characters(tmp_path):
@@ -321,8 +376,9 @@ def test_read_parquet_missing_column_lists_the_columns_present(tmp_path):
     pq.write_table(pa.table({"de": ["a"], "english": ["A"]}), path)
     with pytest.raises(InputError) as info:
         read_dataset("d", DatasetConf(kind="bitext", format="parquet", path=path, rename={"src": "de"}))
-    assert str(info.value) == (f"{path}: no column 'tgt' for field 'tgt'; columns present: de, english. "
-                               "Hint: map it with `rename: {tgt: <column>}`")
+    assert str(info.value) == (
+        f"{path}: no column 'tgt' for field 'tgt'; columns present: de, english. Hint: map it with `rename: {{tgt: <column>}}`"
+    )
 
 
 def test_read_parquet_column_of_the_wrong_type(tmp_path):
@@ -338,8 +394,9 @@ def test_read_hf_dataset_dict_without_split_lists_the_splits(tmp_path):
     datasets.DatasetDict({"train": one, "validation": one}).save_to_disk(str(tmp_path / "hf"))
     with pytest.raises(InputError) as info:
         read_dataset("d", DatasetConf(kind="mono", format="hf", path=tmp_path / "hf"))
-    assert str(info.value) == (f"{tmp_path / 'hf'}: a DatasetDict with splits ['train', 'validation'], "
-                               "no `split` set. Hint: set `split: train`")
+    assert str(info.value) == (
+        f"{tmp_path / 'hf'}: a DatasetDict with splits ['train', 'validation'], no `split` set. Hint: set `split: train`"
+    )
 
 
 def test_read_conf_mistakes_are_conf_errors(tmp_path):

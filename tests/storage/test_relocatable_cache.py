@@ -20,17 +20,27 @@ from tests.conftest import bitext, subprocess_env
 
 pytestmark = pytest.mark.slow
 # 1, 2 kept; 3 a duplicate of 1 (dropped); 4 bad UTF-8 (rejected); 5 kept
-BITEXT = [(b"the cat sat", b"die katze sass"), (b"a dog ran home", b"ein hund lief heim"),
-          (b"the cat sat", b"die katze sass"), (b"bad \xff byte", b"schlecht"), (b"good morning", b"guten morgen")]
+BITEXT = [
+    (b"the cat sat", b"die katze sass"),
+    (b"a dog ran home", b"ein hund lief heim"),
+    (b"the cat sat", b"die katze sass"),
+    (b"bad \xff byte", b"schlecht"),
+    (b"good morning", b"guten morgen"),
+]
 MONO = b"one sentence here\nanother one there\none sentence here\n"
 
 
 def _fingerprint_sql(views: list[str]) -> str:
     """Per view: its row count and the md5 of its rows, each row as text, in sorted order (so the files' order and
     the scan's do not matter)."""
-    return " UNION ALL ".join(
-        f"SELECT '{v}' AS view, count(*) AS n, md5(coalesce(string_agg(r, '|' ORDER BY r), '')) AS h "
-        f'FROM (SELECT CAST(t AS VARCHAR) AS r FROM "{v}" t)' for v in views) + " ORDER BY view"
+    return (
+        " UNION ALL ".join(
+            f"SELECT '{v}' AS view, count(*) AS n, md5(coalesce(string_agg(r, '|' ORDER BY r), '')) AS h "
+            f'FROM (SELECT CAST(t AS VARCHAR) AS r FROM "{v}" t)'
+            for v in views
+        )
+        + " ORDER BY view"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +52,11 @@ def moved(prefect_harness, tmp_path_factory):
     (data / "train.en").write_bytes(b"".join(s + b"\n" for s, _ in BITEXT))
     (data / "train.de").write_bytes(b"".join(t + b"\n" for _, t in BITEXT))
     (data / "mono.en").write_bytes(MONO)
-    (data / "p.yaml").write_text("pipelines: [ingest]\nshard_size: 2\ndatasets:\n"
-                                 "  tiny: {kind: bitext, format: text, src: train.en, tgt: train.de}\n"
-                                 "  news: {kind: mono, format: text, path: mono.en}\n")
+    (data / "p.yaml").write_text(
+        "pipelines: [ingest]\nshard_size: 2\ndatasets:\n"
+        "  tiny: {kind: bitext, format: text, src: train.en, tgt: train.de}\n"
+        "  news: {kind: mono, format: text, path: mono.en}\n"
+    )
     root = tmp_path_factory.mktemp("reloc")
     original = root / "first" / ".augdag"
     ingest_flow(load_profile(data / "p.yaml", [], cache=original), profile="test")
@@ -64,9 +76,15 @@ def test_moved_cache_answers_every_view_identically_through_the_cli(moved, tmp_p
     assert {"bitext", "mono", "dropped", "labeled", "slots"} <= set(views)
     counts = {r["view"]: r["n"] for r in before}
     assert (counts["bitext"], counts["mono"], counts["dropped"]) == (3, 2, 2)  # the rows the fixture planted
-    done = subprocess.run([sys.executable, "-m", "flows.cli", "--cache", str(copy), "sql", _fingerprint_sql(views),
-                           "--format", "json"], check=False, capture_output=True, text=True, cwd=tmp_path,
-                          env=subprocess_env(tmp_path), timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "--cache", str(copy), "sql", _fingerprint_sql(views), "--format", "json"],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=subprocess_env(tmp_path),
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert [json.loads(line) for line in done.stdout.splitlines()] == before
 
@@ -75,8 +93,9 @@ def test_moved_cache_stores_no_path_of_where_it_was_made(moved):
     copy, _, _, _, original = moved
     catalog = Catalog(copy)
     assert catalog.query("SELECT count(*) AS n FROM artifacts WHERE path NOT LIKE 'artifacts/%'").to_pylist() == [{"n": 0}]
-    found = catalog.query("SELECT view_name FROM duckdb_views() WHERE NOT internal AND contains(sql, $old)",
-                          {"old": str(original.parent)})
+    found = catalog.query(
+        "SELECT view_name FROM duckdb_views() WHERE NOT internal AND contains(sql, $old)", {"old": str(original.parent)}
+    )
     assert found.num_rows == 0
     assert catalog.query("SELECT count(*) AS n FROM rejects").to_pylist() == [{"n": 1}]
 

@@ -24,23 +24,52 @@ from tasks.c2c.diversity import diversity, med_histogram, med_to_training
 from tasks.c2c.edit_distance import TokenCodes, distance_matrix, min_distances
 from tasks.c2c.pairing import assign_folds, cluster_pairs, furthest_including, medoids_of
 
-ROW = (["i", "want", "a", "flight", "from", "new", "york", "to", "san", "francisco", "on", "monday"],
-       ["O", "O", "O", "O", "O", "B-fromloc.city_name", "I-fromloc.city_name", "O", "B-toloc.city_name",
-        "I-toloc.city_name", "O", "B-depart_date.day_name"])
+ROW = (
+    ["i", "want", "a", "flight", "from", "new", "york", "to", "san", "francisco", "on", "monday"],
+    [
+        "O",
+        "O",
+        "O",
+        "O",
+        "O",
+        "B-fromloc.city_name",
+        "I-fromloc.city_name",
+        "O",
+        "B-toloc.city_name",
+        "I-toloc.city_name",
+        "O",
+        "B-depart_date.day_name",
+    ],
+)
 
 
 def slots(rows: list[tuple[list[str], list[str]]], source: str = "s") -> pa.Table:
-    table = pa.table({"tokens": [r[0] for r in rows], "tags": [r[1] for r in rows], "source": [source] * len(rows),
-                      "line": pa.array(range(1, len(rows) + 1), pa.int64())})
+    table = pa.table(
+        {
+            "tokens": [r[0] for r in rows],
+            "tags": [r[1] for r in rows],
+            "source": [source] * len(rows),
+            "line": pa.array(range(1, len(rows) + 1), pa.int64()),
+        }
+    )
     return with_uid(table, "slots")
 
 
 def test_delexicalise_row_and_relexicalise_round_trip_exactly():
     delex, values = delexicalise_row(*ROW)
-    assert delex == ["i", "want", "a", "flight", "from", "<fromloc.city_name>", "to", "<toloc.city_name>", "on",
-                     "<depart_date.day_name>"]
-    assert values == [("fromloc.city_name", "new york"), ("toloc.city_name", "san francisco"),
-                      ("depart_date.day_name", "monday")]
+    assert delex == [
+        "i",
+        "want",
+        "a",
+        "flight",
+        "from",
+        "<fromloc.city_name>",
+        "to",
+        "<toloc.city_name>",
+        "on",
+        "<depart_date.day_name>",
+    ]
+    assert values == [("fromloc.city_name", "new york"), ("toloc.city_name", "san francisco"), ("depart_date.day_name", "monday")]
     assert frame_of(values) == "depart_date.day_name fromloc.city_name toloc.city_name"
     assert relexicalise_row(delex, [v for _, v in values]) == (ROW[0], ROW[1])
 
@@ -52,18 +81,27 @@ def test_frame_collapses_a_repeated_slot_type():
 
 
 def test_delexicalise_stage_rejects_malformed_bio_with_its_line_and_drops_rows_without_slots():
-    rows = slots([ROW, (["to", "paris"], ["O", "I-city"]), (["hello", "there"], ["O", "O"]),
-                  (["a", "b"], ["B-x", "I-y"]), (["a"], ["X-city"])])
+    rows = slots(
+        [
+            ROW,
+            (["to", "paris"], ["O", "I-city"]),
+            (["hello", "there"], ["O", "O"]),
+            (["a", "b"], ["B-x", "I-y"]),
+            (["a"], ["X-city"]),
+        ]
+    )
     out = delexicalise(rows, file="data/slots.jsonl")
     assert out["part"]["line"].to_pylist() == [1]
     assert out["part"]["text"].to_pylist() == [
-        "i want a flight from <fromloc.city_name> to <toloc.city_name> on <depart_date.day_name>"]
+        "i want a flight from <fromloc.city_name> to <toloc.city_name> on <depart_date.day_name>"
+    ]
     rejects = out["rejects"].to_pylist()
     assert [(r["file"], r["line"], r["reason"]) for r in rejects] == [
-        ("data/slots.jsonl", 2, "malformed_bio"), ("data/slots.jsonl", 4, "malformed_bio"),
-        ("data/slots.jsonl", 5, "malformed_bio")]
-    assert rejects[0]["detail"] == ("s:2: tags[1] = 'I-city' follows 'O': an I- tag must continue a B-/I- span of "
-                                    "type 'city'")
+        ("data/slots.jsonl", 2, "malformed_bio"),
+        ("data/slots.jsonl", 4, "malformed_bio"),
+        ("data/slots.jsonl", 5, "malformed_bio"),
+    ]
+    assert rejects[0]["detail"] == ("s:2: tags[1] = 'I-city' follows 'O': an I- tag must continue a B-/I- span of type 'city'")
     assert rejects[1]["detail"].startswith("s:4: tags[1] = 'I-y' follows 'B-x'")
     assert rejects[2]["detail"] == "s:5: tags[0] = 'X-city' is not O, B-<slot> or I-<slot>"
     assert out["dropped"]["line"].to_pylist() == [3] and out["dropped"]["reason"].to_pylist() == ["no_slots"]
@@ -71,19 +109,22 @@ def test_delexicalise_stage_rejects_malformed_bio_with_its_line_and_drops_rows_w
 
 
 def test_value_pool_keeps_repeats_and_draws_are_seeded():
-    part = delexicalise(slots([ROW, (["to", "boston"], ["O", "B-toloc.city_name"]),
-                               (["to", "boston", "now"], ["O", "B-toloc.city_name", "O"])]))["part"]
+    part = delexicalise(
+        slots([ROW, (["to", "boston"], ["O", "B-toloc.city_name"]), (["to", "boston", "now"], ["O", "B-toloc.city_name", "O"])])
+    )["part"]
     pool = value_pool(part)
-    assert pool == {"depart_date.day_name": ["monday"], "fromloc.city_name": ["new york"],
-                    "toloc.city_name": ["boston", "boston", "san francisco"]}
+    assert pool == {
+        "depart_date.day_name": ["monday"],
+        "fromloc.city_name": ["new york"],
+        "toloc.city_name": ["boston", "boston", "san francisco"],
+    }
     delex = ["to", "<toloc.city_name>", "<unknown>"]
     draws = [tuple(draw_values(delex, pool, np.random.default_rng([7, i]))) for i in range(300)]
     assert draws == [tuple(draw_values(delex, pool, np.random.default_rng([7, i]))) for i in range(300)]
     share = sum(d == ("boston",) for d in draws) / len(draws)
     assert abs(share - 2 / 3) < 0.08  # frequency-weighted: boston is 2 of the 3 values
     tokens, tags = relexicalise_row(delex, ["san francisco"], pool)
-    assert tokens == ["to", "san", "francisco", "<unknown>"] and tags == ["O", "B-toloc.city_name",
-                                                                           "I-toloc.city_name", "O"]
+    assert tokens == ["to", "san", "francisco", "<unknown>"] and tags == ["O", "B-toloc.city_name", "I-toloc.city_name", "O"]
 
 
 def test_token_edit_distance_counts_tokens_not_characters():
@@ -102,16 +143,23 @@ G2 = ["m", "n", "o", "p", "q", "r", "s", "t"]
 
 
 def variants(centre: list[str], tag: str) -> list[list[str]]:
-    return [centre] + [centre[:i] + [f"{tag}{i}"] + centre[i + 1:] for i in (0, 2, 4)]
+    return [centre] + [centre[:i] + [f"{tag}{i}"] + centre[i + 1 :] for i in (0, 2, 4)]
 
 
 FRAME = variants(G0, "x") + variants(G1, "y") + variants(G2, "z")  # 12 utterances; index = line - 1
 
 
 def frame_parts(directory: Path, utterances: list[list[str]], frame: str = "city") -> Parts:
-    table = pa.table({"uid": [f"u{i:02d}" for i in range(len(utterances))], "source": ["s"] * len(utterances),
-                      "line": pa.array(range(1, len(utterances) + 1), pa.int64()), "delex": utterances,
-                      "text": [" ".join(u) for u in utterances], "frame": [frame] * len(utterances)})
+    table = pa.table(
+        {
+            "uid": [f"u{i:02d}" for i in range(len(utterances))],
+            "source": ["s"] * len(utterances),
+            "line": pa.array(range(1, len(utterances) + 1), pa.int64()),
+            "delex": utterances,
+            "text": [" ".join(u) for u in utterances],
+            "frame": [frame] * len(utterances),
+        }
+    )
     return Parts.of_tables([table.slice(0, 5), table.slice(5)], directory / frame)
 
 
@@ -136,12 +184,18 @@ def test_furthest_including_picks_in_order_and_stops_below_the_distance():
 def test_cluster_pairs_of_the_constructed_frame(tmp_path):
     pairs = cluster_pairs(frame_parts(tmp_path, FRAME), cluster_size=4, folds=2, seed=42).to_pylist()
     inputs = [(r["cluster"][-3:], r["uid"], r["medoid"]) for r in pairs if r["role"] == "input"]
-    assert inputs == [("000", f"u{i:02d}", i == 0) for i in range(4)] + [
-        ("001", f"u{i:02d}", i == 4) for i in range(4, 8)] + [("002", f"u{i:02d}", i == 8) for i in range(8, 12)]
+    assert inputs == [("000", f"u{i:02d}", i == 0) for i in range(4)] + [("001", f"u{i:02d}", i == 4) for i in range(4, 8)] + [
+        ("002", f"u{i:02d}", i == 8) for i in range(8, 12)
+    ]
     outputs = [(r["cluster"][-3:], r["rank"], r["uid"], r["distance"]) for r in pairs if r["role"] == "output"]
-    assert outputs == [("000", 0, "u08", 8), ("000", 1, "u04", 6),
-                       ("001", 0, "u08", 8), ("001", 1, "u00", 6),
-                       ("002", 0, "u00", 8), ("002", 1, "u04", 6)]
+    assert outputs == [
+        ("000", 0, "u08", 8),
+        ("000", 1, "u04", 6),
+        ("001", 0, "u08", 8),
+        ("001", 1, "u00", 6),
+        ("002", 0, "u00", 8),
+        ("002", 1, "u04", 6),
+    ]
     folds = {r["cluster"]: r["fold"] for r in pairs}
     assert sorted(folds.values()) == [0, 0, 1] or sorted(folds.values()) == [0, 1, 1]
     assert folds == assign_folds(sorted(folds), folds=2, seed=42)
@@ -164,8 +218,16 @@ def test_diversity_table_5_on_a_hand_made_set():
     assert d["intra_med"] == (1 + 0 + 0 + 4) / 4  # each to the closest other generated one
     assert med_to_training(generated, training).tolist() == [0, 1, 1, 4]
     assert med_histogram(np.array([0, 1, 1, 4, 25])) == [
-        ("0", 0.2), ("1", 0.4), ("2", 0.0), ("3", 0.0), ("4-5", 0.2), ("6-10", 0.0), ("11-15", 0.0), ("16-20", 0.0),
-        (">20", 0.2)]
+        ("0", 0.2),
+        ("1", 0.4),
+        ("2", 0.0),
+        ("3", 0.0),
+        ("4-5", 0.2),
+        ("6-10", 0.0),
+        ("11-15", 0.0),
+        ("16-20", 0.0),
+        (">20", 0.2),
+    ]
     empty = diversity([], training)
     assert empty["generated"] == 0 and np.isnan(empty["inter_ratio"])
 
@@ -173,4 +235,4 @@ def test_diversity_table_5_on_a_hand_made_set():
 @pytest.mark.parametrize("n", [1, 2])
 def test_intra_med_needs_another_generated_utterance(n):
     d = diversity([["a"]] * n, [["b"]])
-    assert (np.isnan(d["intra_med"]) if n == 1 else d["intra_med"] == 0.0)
+    assert np.isnan(d["intra_med"]) if n == 1 else d["intra_med"] == 0.0

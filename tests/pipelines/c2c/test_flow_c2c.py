@@ -21,12 +21,25 @@ FOLDS, OUTPUTS = 2, 4
 SLOTS_ROWS = 200  # two shards of 150 (the resume test deletes the second)
 # 2-epoch generators write word salad up to the length cap: 16 tokens instead of 40 halve the sampling. A one-layer
 # tagger without dropout learns in 2 epochs (span F1 0.3-0.55, where 3 epochs of the default two layers gave 0)
-SETS = ["shard_size=150", "pipelines=[c2c, train_slot_tagger]", "c2c.cluster_size=3", f"c2c.folds={FOLDS}",
-        f"c2c.n_outputs={OUTPUTS}", "c2c.max_tokens=16", "c2c.model.epochs=2", "c2c.model.d_model=32",
-        "c2c.model.threads=1", "train_slot_tagger.seeds=[0, 1]", "train_slot_tagger.tagger.epochs=2",
-        "train_slot_tagger.tagger.layers=1", "train_slot_tagger.tagger.dropout=0", "train_slot_tagger.tagger.lr=0.02",
-        "train_slot_tagger.tagger.batch_size=16", "train_slot_tagger.tagger.embedding_dim=16",
-        "train_slot_tagger.tagger.hidden=16"]
+SETS = [
+    "shard_size=150",
+    "pipelines=[c2c, train_slot_tagger]",
+    "c2c.cluster_size=3",
+    f"c2c.folds={FOLDS}",
+    f"c2c.n_outputs={OUTPUTS}",
+    "c2c.max_tokens=16",
+    "c2c.model.epochs=2",
+    "c2c.model.d_model=32",
+    "c2c.model.threads=1",
+    "train_slot_tagger.seeds=[0, 1]",
+    "train_slot_tagger.tagger.epochs=2",
+    "train_slot_tagger.tagger.layers=1",
+    "train_slot_tagger.tagger.dropout=0",
+    "train_slot_tagger.tagger.lr=0.02",
+    "train_slot_tagger.tagger.batch_size=16",
+    "train_slot_tagger.tagger.embedding_dim=16",
+    "train_slot_tagger.tagger.hidden=16",
+]
 MALFORMED = {"tokens": ["fly", "to", "paris"], "tags": ["O", "O", "I-toloc.city_name"]}
 
 
@@ -36,8 +49,7 @@ def runs(prefect_harness, tmp_path_factory):
     from flows.pipelines.train_slot_tagger import train_slot_tagger_flow
 
     data, cache = tmp_path_factory.mktemp("c2c-data"), tmp_path_factory.mktemp("c2c-cache")
-    paths, _ = write_demo(data, seed=4, bitext_rows=100, mono_rows=100, labeled_rows=100, slots_rows=SLOTS_ROWS,
-                          test_rows=60)
+    paths, _ = write_demo(data, seed=4, bitext_rows=100, mono_rows=100, labeled_rows=100, slots_rows=SLOTS_ROWS, test_rows=60)
     with open(paths.slots, "a", encoding="utf-8") as f:  # line SLOTS_ROWS + 1: an I- tag that continues nothing
         f.write(json.dumps(MALFORMED) + "\n")
     conf = load_profile(REPO / "conf" / "demo.yaml", SETS, cache=cache, environ={"AUGDAG_DEMO_DATA": str(data)})
@@ -56,9 +68,15 @@ def test_every_slots_row_is_delexicalised_rejected_or_dropped_with_a_reason(runs
     assert (c["malformed_bio"], c["no_slots"]) == (1, 0)  # every demo template has a slot
     reject = catalog_rows(cache, "SELECT file, line, reason, detail FROM rejects WHERE reason = 'malformed_bio'")
     line = SLOTS_ROWS + 1
-    assert reject == [{"file": str(paths.slots), "line": line, "reason": "malformed_bio",
-                       "detail": f"demo_slots:{line}: tags[2] = 'I-toloc.city_name' follows 'O': an I- tag must "
-                                 "continue a B-/I- span of type 'toloc.city_name'"}]
+    assert reject == [
+        {
+            "file": str(paths.slots),
+            "line": line,
+            "reason": "malformed_bio",
+            "detail": f"demo_slots:{line}: tags[2] = 'I-toloc.city_name' follows 'O': an I- tag must "
+            "continue a B-/I- span of type 'toloc.city_name'",
+        }
+    ]
 
 
 def test_cluster_pairs_follow_alg_1(runs):
@@ -70,14 +88,21 @@ def test_cluster_pairs_follow_alg_1(runs):
         by_cluster.setdefault(r["cluster"], []).append(r["rank"])
     assert all(ranks == list(range(len(ranks))) and len(ranks) <= conf.c2c.max_outputs for ranks in by_cluster.values())
     assert all(r["distance"] >= conf.c2c.min_distance for r in outputs if r["rank"] > 0)  # the stop rule
-    medoids = catalog_rows(cache, "SELECT cluster, count(*) FILTER (WHERE medoid) AS m FROM cluster_pairs WHERE role = 'input' "
-                        "GROUP BY cluster")
+    medoids = catalog_rows(
+        cache, "SELECT cluster, count(*) FILTER (WHERE medoid) AS m FROM cluster_pairs WHERE role = 'input' GROUP BY cluster"
+    )
     assert {r["m"] for r in medoids} == {1} and len(medoids) == summary["c2c"]["clusters"]
     # a pair never takes an output from its own input cluster, and every member is a delexicalised row
-    own = catalog_rows(cache, "SELECT count(*) AS n FROM cluster_pairs o JOIN cluster_pairs i ON o.cluster = i.cluster AND "
-                    "o.uid = i.uid AND o.role = 'output' AND i.role = 'input'")[0]["n"]
-    strays = catalog_rows(cache, "SELECT count(*) AS n FROM cluster_pairs p ANTI JOIN delexicalised d ON d.uid = p.uid AND "
-                       "d.text = p.text AND d.frame = p.frame")[0]["n"]
+    own = catalog_rows(
+        cache,
+        "SELECT count(*) AS n FROM cluster_pairs o JOIN cluster_pairs i ON o.cluster = i.cluster AND "
+        "o.uid = i.uid AND o.role = 'output' AND i.role = 'input'",
+    )[0]["n"]
+    strays = catalog_rows(
+        cache,
+        "SELECT count(*) AS n FROM cluster_pairs p ANTI JOIN delexicalised d ON d.uid = p.uid AND "
+        "d.text = p.text AND d.frame = p.frame",
+    )[0]["n"]
     assert own == 0 and strays == 0
     assert sorted({r["fold"] for r in rows}) == list(range(FOLDS))
 
@@ -88,31 +113,41 @@ def test_generated_rows_are_new_relexicalised_and_trace_to_their_cluster_and_fol
     assert gen and len(gen) == summary["c2c"]["kept"]
     training = {r["text"] for r in catalog_rows(cache, "SELECT text FROM delexicalised")}
     assert not {g["delex"] for g in gen} & training and len({g["delex"] for g in gen}) == len(gen)
-    pool = {(r["slot"], r["value"])
-            for r in catalog_rows(cache, "SELECT unnest(slot_values, recursive := true) FROM delexicalised")}
+    pool = {
+        (r["slot"], r["value"]) for r in catalog_rows(cache, "SELECT unnest(slot_values, recursive := true) FROM delexicalised")
+    }
     for g in gen:
         delex, values = delexicalise_row(g["tokens"], g["tags"])  # valid BIO, and it round-trips
         assert delex == g["delex"].split() and set(values) <= pool
     folds = {r["cluster"]: r["fold"] for r in catalog_rows(cache, "SELECT DISTINCT cluster, fold FROM cluster_pairs")}
-    models = {r["name"]: r["fingerprint"] for r in catalog_rows(cache, "SELECT name, fingerprint FROM models WHERE name LIKE "
-                                                             "'c2c_fold_%'")}
+    models = {
+        r["name"]: r["fingerprint"]
+        for r in catalog_rows(cache, "SELECT name, fingerprint FROM models WHERE name LIKE 'c2c_fold_%'")
+    }
     assert all(folds[g["parent_cluster"]] == g["fold"] and g["model"] == models[f"c2c_fold_{g['fold']}"] for g in gen)
     # every input cluster of every fold generated n_outputs: kept + dropped by reason
     c = summary["c2c"]
     assert c["generated"] == OUTPUTS * c["clusters"] == c["kept"] + sum(c["dropped"].values())
-    chain = catalog_rows(cache, """
+    chain = catalog_rows(
+        cache,
+        """
         WITH RECURSIVE up(fp) AS (SELECT fingerprint FROM artifacts WHERE view = 'c2c_generated'
                                   UNION SELECT l.parent FROM lineage l JOIN up ON l.child = up.fp)
         SELECT DISTINCT coalesce(a.stage, m.name) AS what FROM up LEFT JOIN artifacts a ON a.fingerprint = up.fp
-        LEFT JOIN models m ON m.fingerprint = up.fp""")
-    assert {"c2c_select", "c2c_generate", "cluster_pairs", "delexicalise", "clean", "read", "c2c_fold_0",
-            "c2c_fold_1"} <= {r["what"] for r in chain}
+        LEFT JOIN models m ON m.fingerprint = up.fp""",
+    )
+    assert {"c2c_select", "c2c_generate", "cluster_pairs", "delexicalise", "clean", "read", "c2c_fold_0", "c2c_fold_1"} <= {
+        r["what"] for r in chain
+    }
 
 
 def test_table_5_diversity_equals_the_metrics_of_the_raw_generation(runs):
     cache, _, _, summary, _ = runs
-    raw = [pq.read_table(p) for s in _stage(summary, "c2c_generate")
-           for p in sorted((cache / "artifacts" / "c2c_generate" / s["fingerprint"]).glob("part-*.parquet"))]
+    raw = [
+        pq.read_table(p)
+        for s in _stage(summary, "c2c_generate")
+        for p in sorted((cache / "artifacts" / "c2c_generate" / s["fingerprint"]).glob("part-*.parquet"))
+    ]
     delex = [d.split() for t in raw for d in t["delex"].to_pylist()]
     training = catalog_rows(cache, "SELECT delex, tokens FROM delexicalised")
     expected = diversity(delex, [r["delex"] for r in training])
@@ -131,13 +166,14 @@ def test_taggers_per_arm_and_seed_with_f1_from_their_predictions(runs):
     cache, _, _, c2c, tagged = runs
     rows = catalog_rows(cache, "SELECT arm, seed, metric, score FROM evaluations WHERE model_name = 'slot_tagger'")
     assert sorted({(r["arm"], r["seed"], r["metric"]) for r in rows}) == [
-        (a, s, m) for a in ("original", "original+c2c") for s in (0, 1) for m in ("f1", "precision", "recall")]
+        (a, s, m) for a in ("original", "original+c2c") for s in (0, 1) for m in ("f1", "precision", "recall")
+    ]
     for r in (r for r in rows if r["metric"] == "f1"):
         preds = catalog_rows(
-            cache, f"SELECT tags, predicted FROM slot_predictions WHERE arm = '{r['arm']}' AND seed = {r['seed']}")
+            cache, f"SELECT tags, predicted FROM slot_predictions WHERE arm = '{r['arm']}' AND seed = {r['seed']}"
+        )
         assert len(preds) == 60
-        assert r["score"] == pytest.approx(span_f1([p["tags"] for p in preds], [p["predicted"] for p in preds]),
-                                           rel=1e-12)
+        assert r["score"] == pytest.approx(span_f1([p["tags"] for p in preds], [p["predicted"] for p in preds]), rel=1e-12)
     arms = tagged["train_slot_tagger"]["arms"]
     assert arms["original+c2c"] == arms["original"] + c2c["c2c"]["kept"]
 

@@ -28,14 +28,29 @@ def mlm_dir(tmp_path_factory):
     vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *EXTRA, *WORDS])}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2),
-                                                                                                 ("[SEP]", 3)])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                                   sep_token="[SEP]", mask_token="[MASK]", model_max_length=64)
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_max_length=64,
+    )
     torch.manual_seed(0)
-    model = BertForMaskedLM(BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1,
-                                       num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
-                                       pad_token_id=0, initializer_range=0.5))
+    model = BertForMaskedLM(
+        BertConfig(
+            vocab_size=len(vocab),
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=64,
+            pad_token_id=0,
+            initializer_range=0.5,
+        )
+    )
     out = tmp_path_factory.mktemp("tiny-mlm")
     model.save_pretrained(out)
     fast.save_pretrained(out)
@@ -43,8 +58,14 @@ def mlm_dir(tmp_path_factory):
 
 
 def rows(texts: list[str], source: str = "t") -> pa.Table:
-    table = pa.table({"text": texts, "label": ["x"] * len(texts), "source": [source] * len(texts),
-                      "line": pa.array(range(1, len(texts) + 1), pa.int64())})
+    table = pa.table(
+        {
+            "text": texts,
+            "label": ["x"] * len(texts),
+            "source": [source] * len(texts),
+            "line": pa.array(range(1, len(texts) + 1), pa.int64()),
+        }
+    )
     return with_uid(table, "labeled")
 
 
@@ -58,8 +79,16 @@ def cwe(table, mlm_dir, **kw):
 def test_one_whole_word_changes_per_candidate_and_everything_else_is_kept(mlm_dir):
     table = rows(TEXTS)
     out = cwe(table, mlm_dir, alpha=0.1)
-    assert out.num_rows == 12 and out.column_names == ["uid", "text", "label", "source", "line", "parent_uid",
-                                                       "method", "candidate"]
+    assert out.num_rows == 12 and out.column_names == [
+        "uid",
+        "text",
+        "label",
+        "source",
+        "line",
+        "parent_uid",
+        "method",
+        "candidate",
+    ]
     assert set(out["method"].to_pylist()) == {"cwe"} and out["candidate"].to_pylist() == [0, 1, 2] * 4
     assert out["parent_uid"].to_pylist() == [u for u in table["uid"].to_pylist() for _ in range(3)]
     assert out["line"].to_pylist() == [1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4]

@@ -19,8 +19,7 @@ from tasks.epida.eda import (
 )
 
 FOX = "the quick brown fox jumps over the lazy dog"
-SYNONYMS = {"quick": ["fast", "speedy"], "fox": ["dodger"], "jumps": ["leaps"], "dog": ["hound", "puppy"],
-            "lazy": ["idle"]}
+SYNONYMS = {"quick": ["fast", "speedy"], "fox": ["dodger"], "jumps": ["leaps"], "dog": ["hound", "puppy"], "lazy": ["idle"]}
 
 
 def synonyms(word: str) -> list[str]:
@@ -29,8 +28,9 @@ def synonyms(word: str) -> list[str]:
 
 def _rows(*texts: str) -> pa.Table:
     n = len(texts)
-    return with_uid(pa.table({"text": list(texts), "label": ["animals"] * n, "source": ["d"] * n,
-                              "line": list(range(1, n + 1))}), "labeled")
+    return with_uid(
+        pa.table({"text": list(texts), "label": ["animals"] * n, "source": ["d"] * n, "line": list(range(1, n + 1))}), "labeled"
+    )
 
 
 def test_eda_each_operation_gives_the_expected_sentence_for_a_fixed_seed():
@@ -74,8 +74,21 @@ def test_wordnet_synonyms_offline_from_the_debian_database():
         pytest.skip("no WordNet database: apt-get install wordnet-base wordnet-sense-index (make install does it)")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # nltk: "multilingual functions are not available" (WordNet 3.0 only)
-        assert wordnet_synonyms("quick") == ["agile", "fast", "flying", "immediate", "nimble", "prompt", "promptly",
-                                             "quickly", "ready", "speedy", "spry", "straightaway", "warm"]
+        assert wordnet_synonyms("quick") == [
+            "agile",
+            "fast",
+            "flying",
+            "immediate",
+            "nimble",
+            "prompt",
+            "promptly",
+            "quickly",
+            "ready",
+            "speedy",
+            "spry",
+            "straightaway",
+            "warm",
+        ]
         assert wordnet_synonyms("the") == []
 
 

@@ -24,8 +24,14 @@ CLF = {"kind": "builtin", "lr": 0.05, "device": "cpu", "threads": 1}
 
 
 def labelled(rows: list[tuple[str, str]], source: str = "t") -> pa.Table:
-    table = pa.table({"text": [t for t, _ in rows], "label": [lb for _, lb in rows], "source": [source] * len(rows),
-                      "line": pa.array(range(1, len(rows) + 1), pa.int64())})
+    table = pa.table(
+        {
+            "text": [t for t, _ in rows],
+            "label": [lb for _, lb in rows],
+            "source": [source] * len(rows),
+            "line": pa.array(range(1, len(rows) + 1), pa.int64()),
+        }
+    )
     return with_uid(table, "labeled")
 
 
@@ -34,12 +40,21 @@ def candidates(parent: pa.Table, texts: dict[int, list[str]], method: str = "eda
     out = []
     for i, cands in texts.items():
         row = parent.slice(i, 1).to_pylist()[0]
-        out += [{"text": t, "label": row["label"], "source": row["source"], "line": row["line"],
-                 "parent_uid": row["uid"], "method": method, "candidate": j} for j, t in enumerate(cands)]
+        out += [
+            {
+                "text": t,
+                "label": row["label"],
+                "source": row["source"],
+                "line": row["line"],
+                "parent_uid": row["uid"],
+                "method": method,
+                "candidate": j,
+            }
+            for j, t in enumerate(cands)
+        ]
     table = with_uid(pa.Table.from_pylist(out).select(["text", "label", "source", "line"]), "labeled")
     for name in ("parent_uid", "method", "candidate"):
-        table = table.append_column(name, pa.array([r[name] for r in out], pa.int32() if name == "candidate"
-                                                   else pa.string()))
+        table = table.append_column(name, pa.array([r[name] for r in out], pa.int32() if name == "candidate" else pa.string()))
     return table
 
 
@@ -51,8 +66,7 @@ def trained(tmp_path, rows: list[tuple[str, str]], name: str, epochs: int = 30) 
 
 def test_eq14_batches_pair_every_original_once_per_epoch_with_as_many_augmented_rows():
     steps = list(eq14_batches(10, 7, epochs=2, batch_size=4, seed=3))
-    assert [(e, len(o), len(a)) for e, o, a in steps] == [(0, 4, 4), (0, 4, 4), (0, 2, 2), (1, 4, 4), (1, 4, 4),
-                                                          (1, 2, 2)]
+    assert [(e, len(o), len(a)) for e, o, a in steps] == [(0, 4, 4), (0, 4, 4), (0, 2, 2), (1, 4, 4), (1, 4, 4), (1, 2, 2)]
     for epoch in (0, 1):
         assert sorted(np.concatenate([o for e, o, _ in steps if e == epoch]).tolist()) == list(range(10))
     drawn = np.concatenate([a for _, _, a in steps]).tolist()  # 20 draws cycle through permutations of 7
@@ -66,8 +80,9 @@ def test_training_goes_on_from_the_saved_classifier(tmp_path):
     path = trained(tmp_path, rows, "pt", epochs=2)
     assert load_classifier(tmp_path / "pt", device="cpu").steps == 4  # 8 rows / batch 4 × 2 epochs
     aug = labelled([("plum apple", "fruit"), ("flute violin", "music")])
-    model, losses = train_on(labelled(rows), aug, labels=LABELS, classifier=CLF, epochs=3, batch_size=4, seed=0,
-                             init=path, round=1)
+    model, losses = train_on(
+        labelled(rows), aug, labels=LABELS, classifier=CLF, epochs=3, batch_size=4, seed=0, init=path, round=1
+    )
     assert model.steps == 4 + 6
     assert losses.column_names == ["round", "epoch", "step", "loss"]
     assert losses["round"].to_pylist() == [1] * 6 and losses["epoch"].to_pylist() == [0, 0, 1, 1, 2, 2]
@@ -81,11 +96,16 @@ def shard(tmp_path_factory):
     fruit by 'apple', B by 'pear' (each saw only its word)."""
     tmp = tmp_path_factory.mktemp("seas")
     rows = labelled([("apple pear fruit", "fruit"), ("violin drum", "music")])
-    cands = pa.concat_tables([
-        candidates(rows, {0: ["apple pear", "apple stone", "pear stone"], 1: ["violin", "drum song", "violin stone"]}),
-        candidates(rows, {0: ["apple fruit pear", "pear fruit", "stone apple"], 1: ["drum violin", "drum", "song"]},
-                   method="back_translation"),
-    ])
+    cands = pa.concat_tables(
+        [
+            candidates(rows, {0: ["apple pear", "apple stone", "pear stone"], 1: ["violin", "drum song", "violin stone"]}),
+            candidates(
+                rows,
+                {0: ["apple fruit pear", "pear fruit", "stone apple"], 1: ["drum violin", "drum", "song"]},
+                method="back_translation",
+            ),
+        ]
+    )
     music = [("violin drum", "music"), ("drum song", "music"), ("violin song", "music")]
     a = trained(tmp, [("apple", "fruit"), ("apple tree", "fruit"), *music], "a")
     b = trained(tmp, [("pear", "fruit"), ("pear tree", "fruit"), *music], "b")
@@ -94,8 +114,9 @@ def shard(tmp_path_factory):
 
 def test_seas_scores_are_rem_and_cem_of_the_classifiers_probabilities(shard):
     rows, cands, a, _ = shard
-    out = seas_score(rows, cands.slice(0, 6), cands.slice(6), m=2, round=3, classifier="fp-a", model_path=a,
-                     device="cpu", threads=1)
+    out = seas_score(
+        rows, cands.slice(0, 6), cands.slice(6), m=2, round=3, classifier="fp-a", model_path=a, device="cpu", threads=1
+    )
     assert out.schema == AUGMENTED and out.num_rows == 12
     model = load_classifier(a, device="cpu")
     p_t = model.predict_proba(cands["text"].to_pylist())
@@ -119,8 +140,11 @@ def test_the_online_round_reselects_with_the_changed_classifier(shard):
     picks = {}
     for name, path in (("a", a), ("b", b)):
         out = seas_score(rows, cands, m=1, mode="rem_only", classifier=name, model_path=path, device="cpu", threads=1)
-        picks[name] = {t for t, s, p in zip(out["text"].to_pylist(), out["selected"].to_pylist(),
-                                              out["parent_uid"].to_pylist()) if s and p == rows["uid"][0].as_py()}
+        picks[name] = {
+            t
+            for t, s, p in zip(out["text"].to_pylist(), out["selected"].to_pylist(), out["parent_uid"].to_pylist())
+            if s and p == rows["uid"][0].as_py()
+        }
     # REM keeps the fruit candidate the classifier finds least fruit-like: without 'apple' for A, without 'pear' for B
     assert picks == {"a": {"pear stone", "pear fruit"}, "b": {"apple stone", "stone apple"}}
 
@@ -135,15 +159,50 @@ def test_a_candidate_of_an_unknown_parent_or_label_is_an_input_error(shard):
 
 
 def test_back_translation_keeps_the_first_n_draws_of_each_row():
-    drawn = pa.table({"uid": ["u3", "u1", "u2", "v1"], "parent_uid": ["p", "p", "p", "q"],
-                      "text": ["c", "a", "b", "x"], "label": ["l"] * 4, "source": ["s"] * 4,
-                      "line": pa.array([1, 1, 1, 2], pa.int64()), "sampler": ["top_k_top_p"] * 4,
-                      "sample": pa.array([5, 0, 2, 1], pa.int32()), "model": ["g"] * 4, "original": ["o"] * 4})
+    drawn = pa.table(
+        {
+            "uid": ["u3", "u1", "u2", "v1"],
+            "parent_uid": ["p", "p", "p", "q"],
+            "text": ["c", "a", "b", "x"],
+            "label": ["l"] * 4,
+            "source": ["s"] * 4,
+            "line": pa.array([1, 1, 1, 2], pa.int64()),
+            "sampler": ["top_k_top_p"] * 4,
+            "sample": pa.array([5, 0, 2, 1], pa.int32()),
+            "model": ["g"] * 4,
+            "original": ["o"] * 4,
+        }
+    )
     out = back_translation_source(drawn, n_aug=2)
     assert out.to_pylist() == [
-        {"uid": "u1", "text": "a", "label": "l", "source": "s", "line": 1, "parent_uid": "p",
-         "method": "back_translation", "candidate": 0},
-        {"uid": "u2", "text": "b", "label": "l", "source": "s", "line": 1, "parent_uid": "p",
-         "method": "back_translation", "candidate": 2},
-        {"uid": "v1", "text": "x", "label": "l", "source": "s", "line": 2, "parent_uid": "q",
-         "method": "back_translation", "candidate": 1}]
+        {
+            "uid": "u1",
+            "text": "a",
+            "label": "l",
+            "source": "s",
+            "line": 1,
+            "parent_uid": "p",
+            "method": "back_translation",
+            "candidate": 0,
+        },
+        {
+            "uid": "u2",
+            "text": "b",
+            "label": "l",
+            "source": "s",
+            "line": 1,
+            "parent_uid": "p",
+            "method": "back_translation",
+            "candidate": 2,
+        },
+        {
+            "uid": "v1",
+            "text": "x",
+            "label": "l",
+            "source": "s",
+            "line": 2,
+            "parent_uid": "q",
+            "method": "back_translation",
+            "candidate": 1,
+        },
+    ]

@@ -22,8 +22,10 @@ def test_duplicates_across_shards_keep_the_first_occurrence(tmp_path):
     kept_a, kept_b = (clean(t, dups, kind="bitext")["part"] for t in (a, b))
     assert kept_a["line"].to_pylist() == [1, 2] and kept_b["line"].to_pylist() == [5]
     dropped_b = clean(b, dups, kind="bitext")["dropped"]
-    assert dropped_b.select(["line", "reason"]).to_pylist() == [{"line": 4, "reason": "duplicate"},
-                                                                {"line": 6, "reason": "duplicate"}]
+    assert dropped_b.select(["line", "reason"]).to_pylist() == [
+        {"line": 4, "reason": "duplicate"},
+        {"line": 6, "reason": "duplicate"},
+    ]
 
 
 def test_duplicates_same_text_other_source_is_not_a_duplicate(tmp_path):
@@ -33,20 +35,23 @@ def test_duplicates_same_text_other_source_is_not_a_duplicate(tmp_path):
 
 def test_clean_filters_tokens_and_ratio_with_thesis_defaults_and_keeps_every_row_accounted():
     pairs = [
-        ("one two three", "eins zwei drei"),         # kept
-        ("", "leer"),                               # 0 tokens < 1
-        ("a " * 251, "b " * 251),                   # 251 tokens > 250
-        ("a b c d", "w x"),                         # ratio 2.0 > 1.5
-        ("a b c", "w x"),                           # ratio 1.5: kept (not above)
-        ("a  b\tc", "x y z"),                       # whitespace runs: 3 vs 3 tokens, kept
-        ("a b", "x y z w"),                         # ratio 2.0 the other way
+        ("one two three", "eins zwei drei"),  # kept
+        ("", "leer"),  # 0 tokens < 1
+        ("a " * 251, "b " * 251),  # 251 tokens > 250
+        ("a b c d", "w x"),  # ratio 2.0 > 1.5
+        ("a b c", "w x"),  # ratio 1.5: kept (not above)
+        ("a  b\tc", "x y z"),  # whitespace runs: 3 vs 3 tokens, kept
+        ("a b", "x y z w"),  # ratio 2.0 the other way
     ]
     rows = bitext(pairs)
     out = clean(rows, pa.table({"uid": pa.array([], pa.string()), "first_line": pa.array([], pa.int64())}), kind="bitext")
     assert out["part"]["line"].to_pylist() == [1, 5, 6]
     assert out["dropped"].select(["line", "reason"]).to_pylist() == [
-        {"line": 2, "reason": "too_few_tokens"}, {"line": 3, "reason": "too_many_tokens"},
-        {"line": 4, "reason": "length_ratio"}, {"line": 7, "reason": "length_ratio"}]
+        {"line": 2, "reason": "too_few_tokens"},
+        {"line": 3, "reason": "too_many_tokens"},
+        {"line": 4, "reason": "length_ratio"},
+        {"line": 7, "reason": "length_ratio"},
+    ]
     assert out["part"].num_rows + out["dropped"].num_rows == rows.num_rows
     assert out["part"].schema == rows.schema
 
@@ -60,12 +65,20 @@ def test_clean_parameters_change_the_outcome():
 
 
 def test_clean_mono_and_slots_count_their_own_fields():
-    mono = pa.table({"uid": ["u1", "u2"], "text": ["a b c", "a " * 300], "source": ["m", "m"],
-                     "line": pa.array([1, 2], pa.int64())})
+    mono = pa.table(
+        {"uid": ["u1", "u2"], "text": ["a b c", "a " * 300], "source": ["m", "m"], "line": pa.array([1, 2], pa.int64())}
+    )
     empty = pa.table({"uid": pa.array([], pa.string()), "first_line": pa.array([], pa.int64())})
     assert clean(mono, empty, kind="mono")["dropped"]["reason"].to_pylist() == ["too_many_tokens"]
-    slots = pa.table({"uid": ["s1", "s2"], "tokens": [["fly", "to", "paris"], []], "tags": [["O", "O", "B-city"], []],
-                      "source": ["s", "s"], "line": pa.array([1, 2], pa.int64())})
+    slots = pa.table(
+        {
+            "uid": ["s1", "s2"],
+            "tokens": [["fly", "to", "paris"], []],
+            "tags": [["O", "O", "B-city"], []],
+            "source": ["s", "s"],
+            "line": pa.array([1, 2], pa.int64()),
+        }
+    )
     assert clean(slots, empty, kind="slots")["part"]["uid"].to_pylist() == ["s1"]
 
 
@@ -79,7 +92,8 @@ def test_keep_valid_keeps_every_row_in_order_and_drops_none_with_cleans_columns(
     assert clean(rows, find_duplicates(_shards(tmp_path, rows)), kind="bitext")["part"]["line"].to_pylist() == [1]
     assert (KEEP_VALID.name, KEEP_VALID.version) == ("clean", CLEAN.version)  # one stage for the view, either way
     assert KEEP_VALID.bind({"cleans": False}, n_inputs=1).model_dump(mode="json", exclude_unset=True) == {
-        "cleans": False}  # the fingerprint's params say it does not clean
+        "cleans": False
+    }  # the fingerprint's params say it does not clean
 
 
 def test_dataset_clean_replaces_only_the_keys_a_dataset_gives_and_false_is_no_cleaning():

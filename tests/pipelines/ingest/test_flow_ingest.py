@@ -36,8 +36,10 @@ def _conf(cache: Path, data: Path, *sets: str):
 
 def _parts(cache: Path) -> dict[str, str]:
     """sha256 of every committed Parquet part under the cache, by path relative to it."""
-    return {str(p.relative_to(cache)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted((cache / "artifacts").rglob("*.parquet"))}
+    return {
+        str(p.relative_to(cache)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted((cache / "artifacts").rglob("*.parquet"))
+    }
 
 
 def _ingest(conf):
@@ -67,10 +69,24 @@ def test_ingest_flow_accounts_for_every_input_row(first, demo_data):
     paths, bad = demo_data
     tmp_path, summary, _ = first
     stages = {(s["stage"], s["dataset"]): s for s in summary["stages"]}
-    lines = {"demo_bitext": 3000, "demo_test": 300, "demo_mono": 1000, "demo_labeled": 600, "demo_labeled_test": 300,
-             "demo_slots": 600, "demo_slots_test": 300}
-    planted = {"demo_bitext": "train.en", "demo_test": "test.en", "demo_mono": "mono.en", "demo_labeled": "labeled.tsv",
-               "demo_labeled_test": "labeled_test.tsv", "demo_slots": "slots.jsonl", "demo_slots_test": "slots_test.jsonl"}
+    lines = {
+        "demo_bitext": 3000,
+        "demo_test": 300,
+        "demo_mono": 1000,
+        "demo_labeled": 600,
+        "demo_labeled_test": 300,
+        "demo_slots": 600,
+        "demo_slots_test": 300,
+    }
+    planted = {
+        "demo_bitext": "train.en",
+        "demo_test": "test.en",
+        "demo_mono": "mono.en",
+        "demo_labeled": "labeled.tsv",
+        "demo_labeled_test": "labeled_test.tsv",
+        "demo_slots": "slots.jsonl",
+        "demo_slots_test": "slots_test.jsonl",
+    }
     cat = Catalog(tmp_path)
     for ds, n in lines.items():
         read, clean = stages[("read", ds)]["rows_out"], stages[("clean", ds)]["rows_out"]
@@ -79,28 +95,37 @@ def test_ingest_flow_accounts_for_every_input_row(first, demo_data):
         rejected = cat.query("SELECT line FROM rejects WHERE source = $s ORDER BY line", {"s": ds})["line"].to_pylist()
         assert rejected == sorted(bad.get(planted[ds], []))  # the held-out test set is clean
     assert stages[("read", "demo_bitext")]["shards"] == 6
-    views = cat.query("SELECT (SELECT count(*) FROM bitext) b, (SELECT count(*) FROM mono) m, "
-                      "(SELECT count(*) FROM labeled) l, (SELECT count(*) FROM slots) s").to_pylist()[0]
+    views = cat.query(
+        "SELECT (SELECT count(*) FROM bitext) b, (SELECT count(*) FROM mono) m, "
+        "(SELECT count(*) FROM labeled) l, (SELECT count(*) FROM slots) s"
+    ).to_pylist()[0]
     bitext_rows = sum(stages[("clean", ds)]["rows_out"]["part"] for ds in ("demo_bitext", "demo_test"))
     labeled_rows = sum(stages[("clean", ds)]["rows_out"]["part"] for ds in ("demo_labeled", "demo_labeled_test"))
     slots_rows = sum(stages[("clean", ds)]["rows_out"]["part"] for ds in ("demo_slots", "demo_slots_test"))
-    assert views == {"b": bitext_rows, "m": stages[("clean", "demo_mono")]["rows_out"]["part"],
-                     "l": labeled_rows, "s": slots_rows}
+    assert views == {
+        "b": bitext_rows,
+        "m": stages[("clean", "demo_mono")]["rows_out"]["part"],
+        "l": labeled_rows,
+        "s": slots_rows,
+    }
     # no duplicate survives in a cleaned dataset, a held-out one keeps every valid row (issue 26), and every kept
     # row traces back to its input line
-    assert cat.query("SELECT count(*) - count(DISTINCT uid) AS d FROM bitext WHERE source = 'demo_bitext'"
-                     ).to_pylist() == [{"d": 0}]
+    assert cat.query("SELECT count(*) - count(DISTINCT uid) AS d FROM bitext WHERE source = 'demo_bitext'").to_pylist() == [
+        {"d": 0}
+    ]
     for ds in ("demo_test", "demo_labeled_test", "demo_slots_test"):
         assert stages[("clean", ds)]["rows_out"]["part"] == stages[("read", ds)]["rows_out"]["part"]
         assert ("duplicates", ds) not in stages
     src = paths.train_src.read_bytes().split(b"\n")
     for row in cat.query(
-            "SELECT src, line FROM bitext WHERE source = 'demo_bitext' USING SAMPLE 20 ROWS (reservoir, 1)").to_pylist():
+        "SELECT src, line FROM bitext WHERE source = 'demo_bitext' USING SAMPLE 20 ROWS (reservoir, 1)"
+    ).to_pylist():
         assert src[row["line"] - 1].decode() == row["src"]
 
 
-def test_cached_rerun_registers_no_new_artifacts_and_param_change_recomputes_downstream_only(prefect_harness, demo_data,
-                                                                                              tmp_path):
+def test_cached_rerun_registers_no_new_artifacts_and_param_change_recomputes_downstream_only(
+    prefect_harness, demo_data, tmp_path
+):
     paths, _ = demo_data
     first = _ingest(_conf(tmp_path, paths.root))
     cat = Catalog(tmp_path)
@@ -112,8 +137,9 @@ def test_cached_rerun_registers_no_new_artifacts_and_param_change_recomputes_dow
     # 7 datasets × read, clean + 4 cleaned × duplicates
     assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist()[0]["n"] == n_artifacts == 18
     assert _parts(tmp_path) == before
-    shards = cat.query("SELECT status, count(*) AS n FROM stage_runs WHERE run_id = $r GROUP BY status",
-                       {"r": again["run_id"]}).to_pylist()
+    shards = cat.query(
+        "SELECT status, count(*) AS n FROM stage_runs WHERE run_id = $r GROUP BY status", {"r": again["run_id"]}
+    ).to_pylist()
     assert shards == [{"status": "cached", "n": sum(s["shards"] for s in first["stages"])}]
     changed = _ingest(_conf(tmp_path, paths.root, "ingest.clean.max_ratio=3"))
     status = {(s["stage"], s["dataset"]): s["status"] for s in changed["stages"]}
@@ -122,7 +148,8 @@ def test_cached_rerun_registers_no_new_artifacts_and_param_change_recomputes_dow
     assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist()[0]["n"] == 22  # + a new clean artifact per
     # cleaned dataset (a held-out one is not cleaned: max_ratio is not in its fingerprint)
     assert cat.query("SELECT count(*) AS n FROM bitext WHERE source = 'demo_bitext'").to_pylist()[0]["n"] == next(
-        s["rows_out"]["part"] for s in changed["stages"] if s["stage"] == "clean" and s["dataset"] == "demo_bitext")
+        s["rows_out"]["part"] for s in changed["stages"] if s["stage"] == "clean" and s["dataset"] == "demo_bitext"
+    )
 
 
 def test_deleted_part_is_recomputed_alone_and_identically(first, demo_data):
@@ -161,13 +188,29 @@ app(sys.argv[1:])
 def test_crash_mid_stage_resumes_missing_shards_byte_identical(first, demo_data, tmp_path):
     paths, _ = demo_data
     crashed = tmp_path / "crashed"
-    args = ["run", "ingest", "--config", str(REPO / "conf" / "demo.yaml"), "--set", "shard_size=500",
-            "--set", "task_runner.max_workers=1", "--cache", str(crashed)]
+    args = [
+        "run",
+        "ingest",
+        "--config",
+        str(REPO / "conf" / "demo.yaml"),
+        "--set",
+        "shard_size=500",
+        "--set",
+        "task_runner.max_workers=1",
+        "--cache",
+        str(crashed),
+    ]
     env = subprocess_env(tmp_path, AUGDAG_DEMO_DATA=str(paths.root), PREFECT_API_URL=_api_url())
     log = tmp_path / "crash.log"
     with open(log, "w") as out:  # not a pipe: what a killed run leaves running would hold it open
-        proc = subprocess.Popen([sys.executable, "-c", CRASH, *args], env=env, cwd=tmp_path, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", CRASH, *args],
+            env=env,
+            cwd=tmp_path,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             returncode = proc.wait(timeout=600)
         finally:
@@ -193,13 +236,23 @@ def test_two_concurrent_ingest_runs_on_one_cache_both_succeed(prefect_harness, d
     cache = tmp_path / "cache"
     env = subprocess_env(tmp_path, AUGDAG_DEMO_DATA=str(paths.root), PREFECT_API_URL=_api_url())
     cmd = [*AUGDAG, "run", "ingest", "--config", "demo", "--cache", str(cache)]
-    procs = [subprocess.Popen([*cmd, "--set", f"shard_size={size}"], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for size in (400, 700)]
+    procs = [
+        subprocess.Popen(
+            [*cmd, "--set", f"shard_size={size}"],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for size in (400, 700)
+    ]
     outputs = [p.communicate(timeout=600)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], "\n".join(o[-2000:] for o in outputs)
     cat = Catalog(cache)
     assert cat.query("SELECT count(*) AS n, count(*) FILTER (status = 'completed') AS ok FROM runs").to_pylist() == [
-        {"n": 2, "ok": 2}]
+        {"n": 2, "ok": 2}
+    ]
     # 2 runs × 18 (7 × read, clean + 4 × duplicates)
     assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist() == [{"n": 36}]
     # each run's clean artifacts hold the same rows whatever the shard size

@@ -29,13 +29,16 @@ from tests.models.test_nmt_fairseq import CONF, MADE_UP, PAIRS, made_up_pairs
 from tests.models.test_nmt_transformers import marian_dir  # noqa: F401 — the module fixture
 
 
-@pytest.mark.parametrize("a, b, expected", [
-    ("the cat sees a dog", "the dog sees a cat", 1.0),  # the same token set
-    ("a b c", "a b d", 2 / 4),
-    ("The Cat", "the cat", 1.0),  # lower-cased
-    ("a b c d", "e f", 0.0),
-    ("x y", "x y z w v", 2 / 5),
-])
+@pytest.mark.parametrize(
+    "a, b, expected",
+    [
+        ("the cat sees a dog", "the dog sees a cat", 1.0),  # the same token set
+        ("a b c", "a b d", 2 / 4),
+        ("The Cat", "the cat", 1.0),  # lower-cased
+        ("a b c d", "e f", 0.0),
+        ("x y", "x y z w v", 2 / 5),
+    ],
+)
 def test_token_jaccard_on_constructed_pairs(a, b, expected):
     assert jaccard(a, b) == expected
 
@@ -43,8 +46,13 @@ def test_token_jaccard_on_constructed_pairs(a, b, expected):
 def test_idf_is_ln_n_over_document_frequency(tmp_path):
     table = pa.table({"src": ["the cat sat", "the dog", "The cat, the hat"], "tgt": ["x", "y", "z"]})
     idf = {r["token"]: (r["df"], r["idf"]) for r in idf_table(Parts.of_tables([table], tmp_path)).to_pylist()}
-    assert idf == {"the": (3, 0.0), "cat": (2, math.log(3 / 2)), "sat": (1, math.log(3)), "dog": (1, math.log(3)),
-                   "hat": (1, math.log(3))}
+    assert idf == {
+        "the": (3, 0.0),
+        "cat": (2, math.log(3 / 2)),
+        "sat": (1, math.log(3)),
+        "dog": (1, math.log(3)),
+        "hat": (1, math.log(3)),
+    }
 
 
 def test_constraints_keep_names_and_numbers_and_forbid_the_rarest_word():
@@ -62,34 +70,56 @@ def test_constraints_keep_names_and_numbers_and_forbid_the_rarest_word():
 def candidates(rows: list[tuple[str, str, str, str]], side: str = "src") -> pa.Table:
     """(parent_uid, original, other, paraphrase) rows with the constraints of the test."""
     n = len(rows)
-    return pa.table({"parent_uid": [r[0] for r in rows], "source": ["t"] * n, "line": pa.array([1] * n, pa.int64()),
-                     "side": [side] * n, "original": [r[1] for r in rows], "other": [r[2] for r in rows],
-                     "paraphrase": [r[3] for r in rows], "sample": pa.array(range(n), pa.int32()),
-                     "negative": [["bought"]] * n, "positive": [["Anna"]] * n, "model": ["m"] * n}, schema=CANDIDATES)
+    return pa.table(
+        {
+            "parent_uid": [r[0] for r in rows],
+            "source": ["t"] * n,
+            "line": pa.array([1] * n, pa.int64()),
+            "side": [side] * n,
+            "original": [r[1] for r in rows],
+            "other": [r[2] for r in rows],
+            "paraphrase": [r[3] for r in rows],
+            "sample": pa.array(range(n), pa.int32()),
+            "negative": [["bought"]] * n,
+            "positive": [["Anna"]] * n,
+            "model": ["m"] * n,
+        },
+        schema=CANDIDATES,
+    )
 
 
 ORIGINAL = "Anna bought two red apples today"  # 6 tokens
 
 
 def test_selection_keeps_unique_constrained_paraphrases_below_the_jaccard_and_pairs_the_other_side():
-    cands = candidates([
-        ("p", ORIGINAL, "Anna kaufte", "Anna got two red apples today"),           # J = 5/7 = 0.714: too close
-        ("p", ORIGINAL, "Anna kaufte", "Anna purchased a pair of red apples"),     # J = 3/10: kept
-        ("p", ORIGINAL, "Anna kaufte", "Anna purchased a pair of red apples"),     # a repeat
-        ("p", ORIGINAL, "Anna kaufte", "Anna bought some fruit"),                  # the banned word
-        ("p", ORIGINAL, "Anna kaufte", "She purchased apples"),                    # the name is gone
-        ("p", ORIGINAL, "Anna kaufte", ""),
-        ("p", ORIGINAL, "Anna kaufte", "Anna acquired fruit yesterday"),           # J = 1/9: kept
-        ("p", ORIGINAL, "Anna kaufte", "Anna obtained some fruit"),                # over keep = 2
-    ])
+    cands = candidates(
+        [
+            ("p", ORIGINAL, "Anna kaufte", "Anna got two red apples today"),  # J = 5/7 = 0.714: too close
+            ("p", ORIGINAL, "Anna kaufte", "Anna purchased a pair of red apples"),  # J = 3/10: kept
+            ("p", ORIGINAL, "Anna kaufte", "Anna purchased a pair of red apples"),  # a repeat
+            ("p", ORIGINAL, "Anna kaufte", "Anna bought some fruit"),  # the banned word
+            ("p", ORIGINAL, "Anna kaufte", "She purchased apples"),  # the name is gone
+            ("p", ORIGINAL, "Anna kaufte", ""),
+            ("p", ORIGINAL, "Anna kaufte", "Anna acquired fruit yesterday"),  # J = 1/9: kept
+            ("p", ORIGINAL, "Anna kaufte", "Anna obtained some fruit"),  # over keep = 2
+        ]
+    )
     out = select_paraphrases(cands, max_jaccard=0.65, keep=2)
     kept = out["part"].to_pylist()
     assert [(r["src"], r["tgt"], r["sample"]) for r in kept] == [
-        ("Anna purchased a pair of red apples", "Anna kaufte", 1), ("Anna acquired fruit yesterday", "Anna kaufte", 6)]
+        ("Anna purchased a pair of red apples", "Anna kaufte", 1),
+        ("Anna acquired fruit yesterday", "Anna kaufte", 6),
+    ]
     assert [r["jaccard"] for r in kept] == [3 / 10, 1 / 9]
     assert json.loads(kept[0]["constraints"]) == {"negative": ["bought"], "positive": ["Anna"]}
-    assert out["dropped"]["reason"].to_pylist() == ["jaccard", "duplicate", "negative_violated", "positive_missing",
-                                                    "empty", "over_keep"]
+    assert out["dropped"]["reason"].to_pylist() == [
+        "jaccard",
+        "duplicate",
+        "negative_violated",
+        "positive_missing",
+        "empty",
+        "over_keep",
+    ]
     assert out["dropped"]["jaccard"].to_pylist()[0] == 5 / 7
     assert out["part"].num_rows + out["dropped"].num_rows == cands.num_rows
     # the jaccard threshold is strict: J = 0.65 itself is dropped
@@ -99,11 +129,12 @@ def test_selection_keeps_unique_constrained_paraphrases_below_the_jaccard_and_pa
 def test_a_target_side_paraphrase_pairs_with_the_original_source():
     out = select_paraphrases(candidates([("p", ORIGINAL, "Anna kaufte Äpfel", "Anna acquired fruit")], side="tgt"))
     assert out["part"].select(["side", "src", "tgt"]).to_pylist() == [
-        {"side": "tgt", "src": "Anna kaufte Äpfel", "tgt": "Anna acquired fruit"}]
+        {"side": "tgt", "src": "Anna kaufte Äpfel", "tgt": "Anna acquired fruit"}
+    ]
 
 
 def test_in_share_takes_the_first_share_of_the_uid_space():
-    uids = [f"{i:08x}" + "0" * 24 for i in range(0, 2 ** 32, 2 ** 28)]  # 16 evenly spread md5-like uids
+    uids = [f"{i:08x}" + "0" * 24 for i in range(0, 2**32, 2**28)]  # 16 evenly spread md5-like uids
     assert in_share(uids, 0.25) == [True] * 4 + [False] * 12
     assert in_share(uids, 1.0) == [True] * 16
 
@@ -119,22 +150,29 @@ def model(tmp_path_factory):
     from models.nmt import load_model
     from models.nmt.fairseq_train import train_fairseq
 
-    out = train_fairseq([s for s, _ in PAIRS], [t for _, t in PAIRS], tmp_path_factory.mktemp("fairseq") / "model",
-                        CONF.model_copy(update={"max_update": 150}), log=lambda line: None, threads=1, device="cpu")
+    out = train_fairseq(
+        [s for s, _ in PAIRS],
+        [t for _, t in PAIRS],
+        tmp_path_factory.mktemp("fairseq") / "model",
+        CONF.model_copy(update={"max_update": 150}),
+        log=lambda line: None,
+        threads=1,
+        device="cpu",
+    )
     return load_model(out, device="cpu", threads=1)
 
 
 @pytest.mark.slow
 def test_fairseq_constrained_beam_never_emits_a_banned_word_and_always_holds_a_required_one(model):
     banned = [[MADE_UP[s.split()[0]]] for s in SENTENCES]  # the translation of the sentence's first word
-    plain = model.translate_constrained(SENTENCES, banned=[[]] * len(SENTENCES), required=[[]] * len(SENTENCES),
-                                        beam=4, nbest=4)
+    plain = model.translate_constrained(SENTENCES, banned=[[]] * len(SENTENCES), required=[[]] * len(SENTENCES), beam=4, nbest=4)
     assert sum(b[0] in h.split() for b, hs in zip(banned, plain) for h in hs) > len(SENTENCES)  # the ban matters
     required = [["fibu"]] * len(SENTENCES)  # "house": in no source sentence's translation unless it has "house"
     out = model.translate_constrained(SENTENCES, banned=banned, required=required, beam=4, nbest=4)
     assert all(len(hs) == 4 for hs in out)
     assert model.translate_constrained(["house a dog"], banned=[["fibu"]], required=[["fibu"]], beam=4, nbest=4) == [
-        []]  # a contradiction finishes no hypothesis (the pipeline never bans a word it keeps)
+        []
+    ]  # a contradiction finishes no hypothesis (the pipeline never bans a word it keeps)
     for b, hs in zip(banned, out):
         for h in hs:
             assert b[0] not in h.split() and "fibu" in h.split(), (b, h)
@@ -161,9 +199,16 @@ def test_transformers_sampling_never_emits_a_banned_word(marian_dir):  # noqa: F
 
 # 60-update models: poor paraphrases, but the claims below are about the constraints, the selection and the
 # lineage, not quality; some candidates still copy enough of their original to be dropped by the Jaccard rule
-TINY = ["shard_size=100", "pipelines=[mt_paraphrase]", "paraphrase.generator.forward.train.max_update=60",
-        "paraphrase.generator.backward.train.max_update=60", "mt_paraphrase.bitext=demo_bitext", "mt_paraphrase.n=4",
-        "mt_paraphrase.keep=3", "mt_paraphrase.share=0.25"]
+TINY = [
+    "shard_size=100",
+    "pipelines=[mt_paraphrase]",
+    "paraphrase.generator.forward.train.max_update=60",
+    "paraphrase.generator.backward.train.max_update=60",
+    "mt_paraphrase.bitext=demo_bitext",
+    "mt_paraphrase.n=4",
+    "mt_paraphrase.keep=3",
+    "mt_paraphrase.share=0.25",
+]
 
 
 @pytest.fixture(scope="module")
@@ -179,8 +224,11 @@ def run(prefect_harness, tmp_path_factory):
 @pytest.mark.slow
 def test_paraphrased_pairs_keep_their_constraints_and_trace_to_their_pair(run):
     cache, _, summary = run
-    rows = catalog_rows(cache, "SELECT p.*, b.src AS original, b.tgt AS original_tgt FROM paraphrased_bitext p "
-                     "JOIN bitext b ON b.uid = p.parent_uid AND b.source = p.source AND b.line = p.line")
+    rows = catalog_rows(
+        cache,
+        "SELECT p.*, b.src AS original, b.tgt AS original_tgt FROM paraphrased_bitext p "
+        "JOIN bitext b ON b.uid = p.parent_uid AND b.source = p.source AND b.line = p.line",
+    )
     assert rows and len(rows) == summary["mt_paraphrase"]["paraphrased"]
     assert len(rows) == catalog_rows(cache, "SELECT count(*) AS n FROM paraphrased_bitext")[0]["n"]  # no orphan
     for r in rows:
@@ -190,16 +238,20 @@ def test_paraphrased_pairs_keep_their_constraints_and_trace_to_their_pair(run):
         assert violation(r["src"], c["negative"], c["positive"]) is None
         assert c["positive"] == positive_tokens(r["original"]) and len(c["negative"]) <= 1
     per_pair = catalog_rows(
-        cache, "SELECT parent_uid, count(*) AS n, count(DISTINCT src) AS d FROM paraphrased_bitext GROUP BY 1")
+        cache, "SELECT parent_uid, count(*) AS n, count(DISTINCT src) AS d FROM paraphrased_bitext GROUP BY 1"
+    )
     assert all(p["n"] == p["d"] <= 3 for p in per_pair)
     drawn = catalog_rows(cache, "SELECT count(*) AS n FROM bitext WHERE source = 'demo_bitext'")[0]["n"]
     m = summary["mt_paraphrase"]
     assert m["candidates"] == m["paraphrased"] + sum(m["dropped"].values()) and m["candidates"] <= 4 * drawn
     fp = catalog_rows(cache, "SELECT fingerprint FROM artifacts WHERE view = 'paraphrased_bitext'")[0]["fingerprint"]
-    chain = catalog_rows(cache, f"""
+    chain = catalog_rows(
+        cache,
+        f"""
         WITH RECURSIVE up(fp) AS (SELECT '{fp}' UNION SELECT l.parent FROM lineage l JOIN up ON l.child = up.fp)
         SELECT DISTINCT coalesce(a.stage, m.name) AS what FROM up LEFT JOIN artifacts a ON a.fingerprint = up.fp
-        LEFT JOIN models m ON m.fingerprint = up.fp""")
+        LEFT JOIN models m ON m.fingerprint = up.fp""",
+    )
     assert {"constrained_paraphrases", "side_idf", "clean", "read", "paraphrase_backward"} <= {c["what"] for c in chain}
 
 

@@ -28,9 +28,9 @@ go_offline()
 
 # ---- Eq. 4 ------------------------------------------------------------------------------------------
 
+
 def test_twenty_candidates_get_levels_ceil_5_rank_over_20_four_per_level():
-    sim = [0.91, 0.12, 0.55, 0.78, 0.33, 0.67, 0.05, 0.44, 0.89, 0.21,
-           0.60, 0.73, 0.38, 0.95, 0.15, 0.50, 0.82, 0.27, 0.64, 0.09]
+    sim = [0.91, 0.12, 0.55, 0.78, 0.33, 0.67, 0.05, 0.44, 0.89, 0.21, 0.60, 0.73, 0.38, 0.95, 0.15, 0.50, 0.82, 0.27, 0.64, 0.09]
     uids = [f"u{i:02d}" for i in range(20)]
     rank, level = difficulty_levels(sim, uids, levels=5)
     by_sim = sorted(range(20), key=lambda i: -sim[i])
@@ -58,13 +58,25 @@ def test_uneven_bags_follow_the_formula():
 
 # ---- Eq. 3 -------------------------------------------------------------------------------------------
 
+
 def _scored(rows):
     n = len(rows)
-    base = {"uid": [f"c{i}" for i in range(n)], "parent_uid": ["p"] * n, "text": [f"t{i}" for i in range(n)],
-            "label": ["L"] * n, "source": ["s"] * n, "line": [1] * n, "sampler": [TOP_K_TOP_P] * n,
-            "sample": list(range(n)), "model": ["g"] * n, "original": ["o"] * n,
-            "mi": [r[0] for r in rows], "p_entail_fwd": [None] * n, "p_entail_bwd": [None] * n,
-            "sim": [r[1] for r in rows]}
+    base = {
+        "uid": [f"c{i}" for i in range(n)],
+        "parent_uid": ["p"] * n,
+        "text": [f"t{i}" for i in range(n)],
+        "label": ["L"] * n,
+        "source": ["s"] * n,
+        "line": [1] * n,
+        "sampler": [TOP_K_TOP_P] * n,
+        "sample": list(range(n)),
+        "model": ["g"] * n,
+        "original": ["o"] * n,
+        "mi": [r[0] for r in rows],
+        "p_entail_fwd": [None] * n,
+        "p_entail_bwd": [None] * n,
+        "sim": [r[1] for r in rows],
+    }
     return pa.table(base, schema=SCORED)
 
 
@@ -84,13 +96,29 @@ def test_eq_3_with_a_tiny_nli_model_whose_outputs_the_test_controls(tiny_nli_dir
     expected_mi = [(p, h) in entail and (h, p) in entail for p, h in pairs]
     assert any(expected_mi) and not all(expected_mi)
     n = len(pairs)
-    cands = pa.table({"uid": candidate_uids([p for p, _ in pairs], [h for _, h in pairs]),
-                      "parent_uid": [p for p, _ in pairs], "text": [h for _, h in pairs], "label": ["L"] * n,
-                      "source": ["s"] * n, "line": list(range(1, n + 1)), "sampler": [TOP_K_TOP_P] * n,
-                      "sample": list(range(n)), "model": ["g"] * n, "original": [p for p, _ in pairs]})
+    cands = pa.table(
+        {
+            "uid": candidate_uids([p for p, _ in pairs], [h for _, h in pairs]),
+            "parent_uid": [p for p, _ in pairs],
+            "text": [h for _, h in pairs],
+            "label": ["L"] * n,
+            "source": ["s"] * n,
+            "line": list(range(1, n + 1)),
+            "sampler": [TOP_K_TOP_P] * n,
+            "sample": list(range(n)),
+            "model": ["g"] * n,
+            "original": [p for p, _ in pairs],
+        }
+    )
     runtime = {"device": "cpu", "threads": 1, "max_tokens": 4096}
-    scored = score_candidates(cands, nli={"entailment_label": None}, similarity={"kind": "chrf"},
-                              nli_path=str(tiny_nli_dir), nli_runtime=runtime, similarity_runtime=runtime)
+    scored = score_candidates(
+        cands,
+        nli={"entailment_label": None},
+        similarity={"kind": "chrf"},
+        nli_path=str(tiny_nli_dir),
+        nli_runtime=runtime,
+        similarity_runtime=runtime,
+    )
     assert scored["mi"].to_pylist() == expected_mi
     import sacrebleu
 
@@ -102,30 +130,44 @@ def test_eq_3_with_a_tiny_nli_model_whose_outputs_the_test_controls(tiny_nli_dir
 
 # ---- the bag ------------------------------------------------------------------------------------------
 
+
 def _bag(spec):
     return [{"uid": f"{s[0]}{i}", "sampler": s, "sample": i, "sim": g} for s, i, g in spec]
 
 
 def test_select_bag_takes_the_bottom_k_share_then_fills_with_top_k_top_p_in_draw_order():
-    bag = _bag([(BOTTOM_K, 3, .1), (BOTTOM_K, 0, .2), (BOTTOM_K, 1, .3), (TOP_K_TOP_P, 2, .9), (TOP_K_TOP_P, 0, .8),
-                (TOP_K_TOP_P, 5, .7)])
+    bag = _bag(
+        [
+            (BOTTOM_K, 3, 0.1),
+            (BOTTOM_K, 0, 0.2),
+            (BOTTOM_K, 1, 0.3),
+            (TOP_K_TOP_P, 2, 0.9),
+            (TOP_K_TOP_P, 0, 0.8),
+            (TOP_K_TOP_P, 5, 0.7),
+        ]
+    )
     chosen = select_bag(bag, candidates=4, bottom_k_candidates=2)
-    assert [(c["sampler"], c["sample"]) for c in chosen] == [(BOTTOM_K, 0), (BOTTOM_K, 1), (TOP_K_TOP_P, 0),
-                                                             (TOP_K_TOP_P, 2)]
+    assert [(c["sampler"], c["sample"]) for c in chosen] == [(BOTTOM_K, 0), (BOTTOM_K, 1), (TOP_K_TOP_P, 0), (TOP_K_TOP_P, 2)]
     few_easy = select_bag(bag[:3] + bag[4:5], candidates=4, bottom_k_candidates=1)
-    assert [(c["sampler"], c["sample"]) for c in few_easy] == [(BOTTOM_K, 0), (TOP_K_TOP_P, 0), (BOTTOM_K, 1),
-                                                               (BOTTOM_K, 3)]
+    assert [(c["sampler"], c["sample"]) for c in few_easy] == [(BOTTOM_K, 0), (TOP_K_TOP_P, 0), (BOTTOM_K, 1), (BOTTOM_K, 3)]
 
 
 def test_repeat_bag_cycles_most_similar_first_and_numbers_the_copies():
-    bag = _bag([(TOP_K_TOP_P, 0, .2), (TOP_K_TOP_P, 1, .9), (TOP_K_TOP_P, 2, .5)])
+    bag = _bag([(TOP_K_TOP_P, 0, 0.2), (TOP_K_TOP_P, 1, 0.9), (TOP_K_TOP_P, 2, 0.5)])
     rep = repeat_bag(bag, 7)
-    assert [(c["sim"], c["copy"]) for c in rep] == [(.9, 0), (.5, 0), (.2, 0), (.9, 1), (.5, 1), (.2, 1), (.9, 2)]
+    assert [(c["sim"], c["copy"]) for c in rep] == [(0.9, 0), (0.5, 0), (0.2, 0), (0.9, 1), (0.5, 1), (0.2, 1), (0.9, 2)]
 
 
 def _rows(n):
-    return pa.table({"uid": [f"p{i}" for i in range(n)], "text": [f"sentence {i}" for i in range(n)],
-                     "label": ["a", "b"] * (n // 2), "source": ["d"] * n, "line": list(range(1, n + 1))})
+    return pa.table(
+        {
+            "uid": [f"p{i}" for i in range(n)],
+            "text": [f"sentence {i}" for i in range(n)],
+            "label": ["a", "b"] * (n // 2),
+            "source": ["d"] * n,
+            "line": list(range(1, n + 1)),
+        }
+    )
 
 
 def _candidates_for(parents, per_parent, *, sim=lambda i: 1 - i / 40, mi=False):
@@ -134,18 +176,40 @@ def _candidates_for(parents, per_parent, *, sim=lambda i: 1 - i / 40, mi=False):
         for i in range(k):
             rows.append((p, f"{p} paraphrase {i}", BOTTOM_K if i % 5 == 4 else TOP_K_TOP_P, i, sim(i), mi))
     n = len(rows)
-    return pa.table({"uid": candidate_uids([r[0] for r in rows], [r[1] for r in rows]),
-                     "parent_uid": [r[0] for r in rows], "text": [r[1] for r in rows], "label": ["x"] * n,
-                     "source": ["d"] * n, "line": [1] * n, "sampler": [r[2] for r in rows],
-                     "sample": [r[3] for r in rows], "model": ["gen"] * n, "original": ["o"] * n,
-                     "mi": [r[5] for r in rows], "p_entail_fwd": [None] * n, "p_entail_bwd": [None] * n,
-                     "sim": [r[4] for r in rows]}, schema=SCORED)
+    return pa.table(
+        {
+            "uid": candidate_uids([r[0] for r in rows], [r[1] for r in rows]),
+            "parent_uid": [r[0] for r in rows],
+            "text": [r[1] for r in rows],
+            "label": ["x"] * n,
+            "source": ["d"] * n,
+            "line": [1] * n,
+            "sampler": [r[2] for r in rows],
+            "sample": [r[3] for r in rows],
+            "model": ["gen"] * n,
+            "original": ["o"] * n,
+            "mi": [r[5] for r in rows],
+            "p_entail_fwd": [None] * n,
+            "p_entail_bwd": [None] * n,
+            "sim": [r[4] for r in rows],
+        },
+        schema=SCORED,
+    )
 
 
 def test_curriculum_has_originals_at_level_0_and_four_per_level_with_full_bags():
     rows = _rows(2)
-    out = build_curriculum(rows, _candidates_for(["p0", "p1"], [30, 30]), beta=0.5, candidates=20,
-                           bottom_k_candidates=4, levels=5, shortfall="repeat", nli=None, similarity="chrf")
+    out = build_curriculum(
+        rows,
+        _candidates_for(["p0", "p1"], [30, 30]),
+        beta=0.5,
+        candidates=20,
+        bottom_k_candidates=4,
+        levels=5,
+        shortfall="repeat",
+        nli=None,
+        similarity="chrf",
+    )
     cur = out["part"]
     assert cur.schema == CURRICULUM
     for p, label in (("p0", "a"), ("p1", "b")):
@@ -162,8 +226,9 @@ def test_curriculum_has_originals_at_level_0_and_four_per_level_with_full_bags()
 def test_too_few_survivors_are_listed_and_repeated_or_skipped():
     rows = _rows(4)
     cands = _candidates_for(["p0", "p1", "p2"], [30, 7, 1])  # p3 has no candidate at all
-    rep = build_curriculum(rows, cands, beta=0.5, candidates=20, bottom_k_candidates=4, levels=5, shortfall="repeat",
-                           nli=None, similarity="chrf")
+    rep = build_curriculum(
+        rows, cands, beta=0.5, candidates=20, bottom_k_candidates=4, levels=5, shortfall="repeat", nli=None, similarity="chrf"
+    )
     short = rep["shortfall"].to_pylist()
     assert [(r["parent_uid"], r["kept"], r["wanted"]) for r in short] == [("p1", 7, 20), ("p2", 1, 20), ("p3", 0, 20)]
     cur = rep["part"].to_pylist()
@@ -173,31 +238,48 @@ def test_too_few_survivors_are_listed_and_repeated_or_skipped():
     assert [r["level"] for r in cur if r["parent_uid"] == "p3"] == [0]
     p1 = [r for r in cur if r["parent_uid"] == "p1" and r["level"] > 0]
     assert max(r["copy"] for r in p1) == 2 and len({r["uid"] for r in p1}) == 7
-    skip = build_curriculum(rows, cands, beta=0.5, candidates=20, bottom_k_candidates=4, levels=5, shortfall="skip",
-                            nli=None, similarity="chrf")["part"].to_pylist()
+    skip = build_curriculum(
+        rows, cands, beta=0.5, candidates=20, bottom_k_candidates=4, levels=5, shortfall="skip", nli=None, similarity="chrf"
+    )["part"].to_pylist()
     assert sorted(r["level"] for r in skip if r["parent_uid"] == "p1" and r["level"] > 0) == [1, 2, 3, 3, 4, 5, 5]
     assert [r["level"] for r in skip if r["parent_uid"] == "p2"] == [0, 5]
 
 
 # ---- sampling plan -------------------------------------------------------------------------------------
 
+
 def test_sampling_plan_draws_the_appendix_a_shares_oversampled():
-    plan = sampling_plan(candidates=20, bottom_k_candidates=4, oversample=2.0, top_k=120, top_p=0.95, bottom_k=2,
-                         bottom_k_steps=1, temperature=1.0, seed=0)
+    plan = sampling_plan(
+        candidates=20,
+        bottom_k_candidates=4,
+        oversample=2.0,
+        top_k=120,
+        top_p=0.95,
+        bottom_k=2,
+        bottom_k_steps=1,
+        temperature=1.0,
+        seed=0,
+    )
     assert [(s.name, n, s.bottom_k, s.bottom_k_steps, s.top_k, s.top_p) for s, n in plan] == [
-        (TOP_K_TOP_P, 32, 0, 0, 120, 0.95), (BOTTOM_K, 8, 2, 1, 120, 0.95)]
+        (TOP_K_TOP_P, 32, 0, 0, 120, 0.95),
+        (BOTTOM_K, 8, 2, 1, 120, 0.95),
+    ]
 
 
 # ---- schedules (Alg. 1) --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("schedule, expected", [
-    ("original", [0] * 12),
-    ("none", [MIXED] * 12),
-    ("two_stage", [0, 0, 0, 0] + [MIXED] * 8),
-    ("gradual", [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]),
-    ("cyclic", [0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 2, 2]),
-    ("inverse_cyclic", [0, 0, 1, 1, 2, 2, 2, 2, 1, 1, 0, 0]),
-])
+
+@pytest.mark.parametrize(
+    "schedule, expected",
+    [
+        ("original", [0] * 12),
+        ("none", [MIXED] * 12),
+        ("two_stage", [0, 0, 0, 0] + [MIXED] * 8),
+        ("gradual", [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]),
+        ("cyclic", [0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 2, 2]),
+        ("inverse_cyclic", [0, 0, 1, 1, 2, 2, 2, 2, 1, 1, 0, 0]),
+    ],
+)
 def test_level_order_over_steps_matches_each_schedule(schedule, expected):
     assert level_schedule(schedule, levels=2, cycles=2, steps_per_level=2) == expected
 
@@ -206,17 +288,41 @@ def test_cyclic_with_five_levels_and_three_cycles():
     steps = level_schedule("cyclic", levels=5, cycles=3, steps_per_level=1)
     assert steps == [0, 1, 2, 3, 4, 5] * 3
     assert level_schedule("inverse_cyclic", levels=5, cycles=3, steps_per_level=1) == [
-        0, 1, 2, 3, 4, 5, 5, 4, 3, 2, 1, 0, 0, 1, 2, 3, 4, 5]
-    with pytest.raises(ConfError, match=r"^train_classifier.schedule: expected one of original, none, two_stage, "
-                                        r"gradual, cyclic, inverse_cyclic, found 'spiral'$"):
+        0,
+        1,
+        2,
+        3,
+        4,
+        5,
+        5,
+        4,
+        3,
+        2,
+        1,
+        0,
+        0,
+        1,
+        2,
+        3,
+        4,
+        5,
+    ]
+    with pytest.raises(
+        ConfError,
+        match=r"^train_classifier.schedule: expected one of original, none, two_stage, "
+        r"gradual, cyclic, inverse_cyclic, found 'spiral'$",
+    ):
         level_schedule("spiral", levels=5, cycles=1, steps_per_level=1)
 
 
 def test_batches_refuse_a_curriculum_without_original_rows():
     parents, levels, uids = ["p0", "p0", "p1"], [1, 2, 0], ["p0-1", "p0-2", "p1-x"]  # p1-x: level 0, not its parent
-    with pytest.raises(InputError, match=r"^curriculum \(columns level, uid, parent_uid\): expected at least one "
-                                         r"original row \(level 0, uid = parent_uid\), found none in 3 rows, "
-                                         r"levels \[0, 1, 2\]\. Hint: "):
+    with pytest.raises(
+        InputError,
+        match=r"^curriculum \(columns level, uid, parent_uid\): expected at least one "
+        r"original row \(level 0, uid = parent_uid\), found none in 3 rows, "
+        r"levels \[0, 1, 2\]\. Hint: ",
+    ):
         next(curriculum_batches(parents, levels, uids, [0], batch_size=2, original_share=0.5, seed=0))
 
 

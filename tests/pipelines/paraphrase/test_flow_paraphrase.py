@@ -19,10 +19,17 @@ CANDIDATES, BOTTOM = 10, 2
 # 60-update models paraphrase poorly (G ≈ 0.1): a low β keeps enough. One draw per kept candidate (oversample 1,
 # half the sampling) at temperature 1: a few draws fail Eq. 3 (~10 of 600: short ones, neither entailed nor close),
 # so that some sentences fall short of CANDIDATES (~9 of 60) and most do not.
-TINY = ["paraphrase.generator.forward.train.max_update=60", "paraphrase.generator.backward.train.max_update=60",
-        f"paraphrase.candidates={CANDIDATES}", f"paraphrase.bottom_k_candidates={BOTTOM}",
-        "paraphrase.oversample=1", "paraphrase.temperature=1.0",
-        "train_classifier.steps_per_level=4", "train_classifier.batch_size=8", "paraphrase.beta=0.12"]
+TINY = [
+    "paraphrase.generator.forward.train.max_update=60",
+    "paraphrase.generator.backward.train.max_update=60",
+    f"paraphrase.candidates={CANDIDATES}",
+    f"paraphrase.bottom_k_candidates={BOTTOM}",
+    "paraphrase.oversample=1",
+    "paraphrase.temperature=1.0",
+    "train_classifier.steps_per_level=4",
+    "train_classifier.batch_size=8",
+    "paraphrase.beta=0.12",
+]
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +42,12 @@ def demo_root(tmp_path_factory):
 
 
 def _conf(cache, data, *sets):
-    return load_profile(REPO / "conf" / "demo.yaml", ["shard_size=50", "pipelines=[paraphrase, train_classifier]",
-                                                      *TINY, *sets], cache=cache,
-                        environ={"AUGDAG_DEMO_DATA": str(data)})
+    return load_profile(
+        REPO / "conf" / "demo.yaml",
+        ["shard_size=50", "pipelines=[paraphrase, train_classifier]", *TINY, *sets],
+        cache=cache,
+        environ={"AUGDAG_DEMO_DATA": str(data)},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -54,14 +64,20 @@ def test_every_curriculum_row_traces_back_to_an_original_row(runs):
     cache, _, summary, _ = runs
     originals = catalog_rows(cache, "SELECT count(*) AS n FROM labeled WHERE source = 'demo_labeled'")[0]["n"]
     assert catalog_rows(cache, "SELECT count(*) AS n FROM curriculum WHERE level = 0")[0]["n"] == originals
-    orphans = catalog_rows(cache, "SELECT count(*) AS n FROM curriculum c ANTI JOIN labeled l ON l.uid = c.parent_uid "
-                        "AND l.label = c.label AND l.source = c.source AND l.line = c.line")[0]["n"]
+    orphans = catalog_rows(
+        cache,
+        "SELECT count(*) AS n FROM curriculum c ANTI JOIN labeled l ON l.uid = c.parent_uid "
+        "AND l.label = c.label AND l.source = c.source AND l.line = c.line",
+    )[0]["n"]
     assert orphans == 0
     assert catalog_rows(cache, "SELECT count(*) AS n FROM curriculum WHERE level = 0 AND uid <> parent_uid")[0]["n"] == 0
     # every paraphrase is one of its original's scored candidates, with the same G and MI
-    mismatched = catalog_rows(cache, "SELECT count(*) AS n FROM curriculum c ANTI JOIN paraphrase_candidates p "
-                           "ON p.uid = c.uid AND p.parent_uid = c.parent_uid AND p.sim = c.sim AND p.mi = c.mi "
-                           "WHERE c.level > 0")[0]["n"]
+    mismatched = catalog_rows(
+        cache,
+        "SELECT count(*) AS n FROM curriculum c ANTI JOIN paraphrase_candidates p "
+        "ON p.uid = c.uid AND p.parent_uid = c.parent_uid AND p.sim = c.sim AND p.mi = c.mi "
+        "WHERE c.level > 0",
+    )[0]["n"]
     assert mismatched == 0
     pp = summary["paraphrase"]
     assert pp["curriculum"] == catalog_rows(cache, "SELECT count(*) AS n FROM curriculum")[0]["n"]
@@ -80,12 +96,19 @@ def test_eq_3_and_eq_4_hold_on_the_flow_output(runs):
     per_level = catalog_rows(cache, "SELECT parent_uid, level, count(*) AS n FROM curriculum WHERE level > 0 GROUP BY ALL")
     assert {r["n"] for r in per_level} == {CANDIDATES // 5}
     # G never increases with the level within a sentence
-    inverted = catalog_rows(cache, "SELECT count(*) AS n FROM curriculum a JOIN curriculum b USING (parent_uid) "
-                         "WHERE a.level > 0 AND b.level > a.level AND b.sim > a.sim")[0]["n"]
+    inverted = catalog_rows(
+        cache,
+        "SELECT count(*) AS n FROM curriculum a JOIN curriculum b USING (parent_uid) "
+        "WHERE a.level > 0 AND b.level > a.level AND b.sim > a.sim",
+    )[0]["n"]
     assert inverted == 0
     # the shortfall is exactly the sentences with fewer than CANDIDATES Eq. 3 survivors (none counts too)
-    survivors = {r["parent_uid"]: r["n"] for r in catalog_rows(
-        cache, f"SELECT parent_uid, count(*) AS n FROM paraphrase_candidates WHERE mi OR sim >= {beta} GROUP BY ALL")}
+    survivors = {
+        r["parent_uid"]: r["n"]
+        for r in catalog_rows(
+            cache, f"SELECT parent_uid, count(*) AS n FROM paraphrase_candidates WHERE mi OR sim >= {beta} GROUP BY ALL"
+        )
+    }
     originals = [r["uid"] for r in catalog_rows(cache, "SELECT uid FROM curriculum WHERE level = 0")]
     assert summary["paraphrase"]["shortfall"]["count"] == sum(survivors.get(u, 0) < CANDIDATES for u in originals) > 0
     repeated = catalog_rows(cache, "SELECT count(DISTINCT parent_uid) AS n FROM curriculum WHERE copy > 0")[0]["n"]
@@ -98,8 +121,10 @@ def test_diversity_per_sampler_and_bottom_k_first_tokens(runs):
     cache, *_ = runs
     rows = {r["sampler"]: r for r in catalog_rows(cache, "SELECT * FROM paraphrase_diversity")}
     assert set(rows) == {"top_k_top_p", "bottom_k"}
-    counts = {r["sampler"]: r["n"] for r in catalog_rows(cache, "SELECT sampler, count(*) AS n FROM paraphrase_candidates "
-                                                       "GROUP BY sampler")}
+    counts = {
+        r["sampler"]: r["n"]
+        for r in catalog_rows(cache, "SELECT sampler, count(*) AS n FROM paraphrase_candidates GROUP BY sampler")
+    }
     assert {s: rows[s]["candidates"] for s in rows} == counts
     for r in rows.values():
         assert 0 < r["distinct_1"] <= 1 and all(0 <= r[f"distinct_{n}"] <= 1 for n in range(1, 7))
@@ -115,14 +140,14 @@ def test_classifier_is_scored_into_evaluations_with_the_cyclic_loss_curve(runs):
     preds = catalog_rows(cache, "SELECT label, predicted FROM test_predictions")
     assert len(preds) == 60 == evals["accuracy"]["sentences"]
     # the stage's sklearn scores on label indices vs these on the stored rows: equal up to the last bits
-    assert evals["accuracy"]["score"] == pytest.approx(sum(p["label"] == p["predicted"] for p in preds) / 60,
-                                                       rel=1e-12)
+    assert evals["accuracy"]["score"] == pytest.approx(sum(p["label"] == p["predicted"] for p in preds) / 60, rel=1e-12)
     from sklearn.metrics import f1_score
 
     labels = tc["labels"]
-    assert evals["macro_f1"]["score"] == pytest.approx(f1_score([p["label"] for p in preds],
-                                                                [p["predicted"] for p in preds], labels=labels,
-                                                                average="macro", zero_division=0), rel=1e-12)
+    assert evals["macro_f1"]["score"] == pytest.approx(
+        f1_score([p["label"] for p in preds], [p["predicted"] for p in preds], labels=labels, average="macro", zero_division=0),
+        rel=1e-12,
+    )
     assert [(s["level"], s["steps"]) for s in tc["loss_per_level"]] == [(lv, 4) for _ in range(2) for lv in range(6)]
     assert all(math.isfinite(s["mean_loss"]) for s in tc["loss_per_level"])
     assert tc["loss_per_level"][-1]["mean_loss"] < tc["loss_per_level"][0]["mean_loss"]

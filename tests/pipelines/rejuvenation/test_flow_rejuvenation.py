@@ -18,10 +18,15 @@ pytestmark = pytest.mark.slow
 # Each model 200 updates of a transformer with one layer a side and no dropout: it learns the demo grammar in those
 # 200 updates as the default two layers with dropout 0.1 do (the student's BLEU on demo_test: ~11, not ~9) at about
 # 60 % of their CPU time; four models train in this module (identification, rejuvenation, student, backward).
-TINY = ["rejuvenation.rejuvenator=active", "rejuvenation.identification.inference=native",
-        *(f"{model}.train.{setting}" for model in ("rejuvenation.identification", "rejuvenation.rejuvenation",
-                                                   "train_nmt.student")
-          for setting in ("max_update=200", "encoder_layers=1", "decoder_layers=1", "dropout=0.0"))]
+TINY = [
+    "rejuvenation.rejuvenator=active",
+    "rejuvenation.identification.inference=native",
+    *(
+        f"{model}.train.{setting}"
+        for model in ("rejuvenation.identification", "rejuvenation.rejuvenation", "train_nmt.student")
+        for setting in ("max_update=200", "encoder_layers=1", "decoder_layers=1", "dropout=0.0")
+    ),
+]
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +37,12 @@ def demo_root(tmp_path_factory):
 
 
 def _conf(cache, data, *sets):
-    return load_profile(REPO / "conf" / "demo.yaml", ["shard_size=400", "pipelines=[rejuvenation]", *TINY, *sets],
-                        cache=cache, environ={"AUGDAG_DEMO_DATA": str(data)})
+    return load_profile(
+        REPO / "conf" / "demo.yaml",
+        ["shard_size=400", "pipelines=[rejuvenation]", *TINY, *sets],
+        cache=cache,
+        environ={"AUGDAG_DEMO_DATA": str(data)},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -60,27 +69,36 @@ def test_row_accounting_active_plus_inactive_is_the_input(first_run):
     assert rj["rejuvenated"] == rj["active"] + rj["inactive"]
     assert _one(cat, "SELECT count(*) AS n FROM inactive")["n"] == rj["inactive"]
     # inactive = the lowest probabilities: every inactive pair scores at most every scored active pair
-    worst_active = _one(cat, "SELECT min(s.prob) AS p FROM pair_scores s ANTI JOIN inactive USING (uid) "
-                             "WHERE s.prob IS NOT NULL")["p"]
+    worst_active = _one(
+        cat, "SELECT min(s.prob) AS p FROM pair_scores s ANTI JOIN inactive USING (uid) WHERE s.prob IS NOT NULL"
+    )["p"]
     assert _one(cat, "SELECT max(prob) AS p FROM inactive")["p"] <= worst_active
 
 
 def test_inactive_pairs_are_the_active_sides_drops_in_the_dropped_view_and_why(first_run, tmp_path):
     cache, summary = first_run
     cat = Catalog(cache)
-    drops = cat.query("SELECT d.uid, d.source, d.line, d.detail, i.prob FROM dropped d JOIN inactive i USING (uid) "
-                      "WHERE d.stage = 'active' AND d.reason = 'inactive' ORDER BY d.line").to_pylist()
+    drops = cat.query(
+        "SELECT d.uid, d.source, d.line, d.detail, i.prob FROM dropped d JOIN inactive i USING (uid) "
+        "WHERE d.stage = 'active' AND d.reason = 'inactive' ORDER BY d.line"
+    ).to_pylist()
     assert len(drops) == summary["rejuvenation"]["inactive"] > 0
     assert _one(cat, "SELECT count(*) AS n FROM dropped WHERE stage = 'active'")["n"] == len(drops)
     assert all(d["detail"] == f"prob={d['prob']:.6g}" for d in drops)
     # the README's accounting: the active artifact's input (the clean bitext) = active + dropped
     n = _one(cat, "SELECT count(*) AS n FROM bitext WHERE source = 'demo_bitext'")["n"]
-    assert _one(cat, "SELECT rows FROM artifacts WHERE stage = 'active' ORDER BY created_at DESC LIMIT 1")["rows"] \
-        + len(drops) == n
+    assert (
+        _one(cat, "SELECT rows FROM artifacts WHERE stage = 'active' ORDER BY created_at DESC LIMIT 1")["rows"] + len(drops) == n
+    )
     first = drops[0]
-    done = subprocess.run([sys.executable, "-m", "flows.cli", "why", first["source"], str(first["line"]),
-                           "--cache", str(cache)], capture_output=True, text=True, cwd=REPO,
-                          env=subprocess_env(tmp_path), timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "why", first["source"], str(first["line"]), "--cache", str(cache)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=subprocess_env(tmp_path),
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     said = done.stdout.splitlines()
     assert f"  active: dropped, inactive: {first['detail']}  (run {summary['run_id']})" in said, said
@@ -91,8 +109,10 @@ def test_inactive_pairs_are_the_active_sides_drops_in_the_dropped_view_and_why(f
 def test_every_rejuvenated_row_traces_back_to_its_inactive_parent_and_model(first_run):
     cache, summary = first_run
     cat = Catalog(cache)
-    rows = cat.query("SELECT r.*, i.src AS parent_src, i.prob AS parent_prob FROM rejuvenated r "
-                     "LEFT JOIN inactive i ON r.parent_uid = i.uid WHERE r.origin = 'rejuvenated'").to_pylist()
+    rows = cat.query(
+        "SELECT r.*, i.src AS parent_src, i.prob AS parent_prob FROM rejuvenated r "
+        "LEFT JOIN inactive i ON r.parent_uid = i.uid WHERE r.origin = 'rejuvenated'"
+    ).to_pylist()
     assert len(rows) == summary["rejuvenation"]["inactive"]
     models = {r["fingerprint"]: r for r in cat.query("SELECT fingerprint, name, kind FROM models").to_pylist()}
     forward = summary["rejuvenation"]["models"]["forward"]
@@ -112,18 +132,32 @@ def test_both_models_scores_on_their_data_lead_the_summary_lines(first_run):
     v = summary["rejuvenation"]["validation"]
     assert [(k, m["model"], m["dataset"], m["sentences"], m["trained_on_it"]) for k, m in v.items()] == [
         ("identification", "identification", "demo_bitext", 200, True),
-        ("rejuvenation", "rejuvenation", "demo_bitext's active pairs", 200, True)]
-    rows = Catalog(cache).query("SELECT model_name, metric, score FROM evaluations WHERE run_id = "
-                                f"'{summary['run_id']}' ORDER BY model_name, metric").to_pylist()
-    assert rows == [{"model_name": role, "metric": metric, "score": pytest.approx(v[role][metric])}
-                    for role in ("identification", "rejuvenation") for metric in ("BLEU", "chrF")]
+        ("rejuvenation", "rejuvenation", "demo_bitext's active pairs", 200, True),
+    ]
+    rows = (
+        Catalog(cache)
+        .query(
+            f"SELECT model_name, metric, score FROM evaluations WHERE run_id = '{summary['run_id']}' ORDER BY model_name, metric"
+        )
+        .to_pylist()
+    )
+    assert rows == [
+        {"model_name": role, "metric": metric, "score": pytest.approx(v[role][metric])}
+        for role in ("identification", "rejuvenation")
+        for metric in ("BLEU", "chrF")
+    ]
     assert all(0 < m["BLEU"] <= 100 for m in v.values())
     ident, rejuv = v["identification"], v["rejuvenation"]
     assert registry.summary_lines(summary)[:2] == [
-        (f"identification: BLEU = {ident['BLEU']:.2f}, chrF = {ident['chrF']:.2f} on 200 pairs of `demo_bitext` "
-         "(its training data: an upper bound)"),
-        (f"rejuvenation: BLEU = {rejuv['BLEU']:.2f}, chrF = {rejuv['chrF']:.2f} on 200 pairs of "
-         "`demo_bitext's active pairs` (its training data: an upper bound)")]
+        (
+            f"identification: BLEU = {ident['BLEU']:.2f}, chrF = {ident['chrF']:.2f} on 200 pairs of `demo_bitext` "
+            "(its training data: an upper bound)"
+        ),
+        (
+            f"rejuvenation: BLEU = {rejuv['BLEU']:.2f}, chrF = {rejuv['chrF']:.2f} on 200 pairs of "
+            "`demo_bitext's active pairs` (its training data: an upper bound)"
+        ),
+    ]
 
 
 def test_report_has_ten_bins_and_both_states(first_run):
@@ -154,29 +188,39 @@ def test_student_on_a_sql_mix_is_evaluated_with_sacrebleu(first_run, demo_root):
     from flows.pipelines.train_nmt import train_nmt_flow
 
     cache, rj = first_run
-    conf = _conf(cache, demo_root, "pipelines=[train_nmt]", "train_nmt.experiments={}",  # the single mix: one arm
-                 "train_nmt.mix={original: \"SELECT src, tgt FROM bitext WHERE source = 'demo_bitext'\", "
-                 "rejuvenated: \"SELECT src, tgt FROM rejuvenated WHERE origin = 'rejuvenated'\"}",
-                 "train_nmt.copies={original: 1, rejuvenated: 2}")
+    conf = _conf(
+        cache,
+        demo_root,
+        "pipelines=[train_nmt]",
+        "train_nmt.experiments={}",  # the single mix: one arm
+        "train_nmt.mix={original: \"SELECT src, tgt FROM bitext WHERE source = 'demo_bitext'\", "
+        "rejuvenated: \"SELECT src, tgt FROM rejuvenated WHERE origin = 'rejuvenated'\"}",
+        "train_nmt.copies={original: 1, rejuvenated: 2}",
+    )
     summary = train_nmt_flow(conf, profile="test")
     tn = summary["train_nmt"]
     cat = Catalog(cache)
     n = _one(cat, "SELECT count(*) AS n FROM bitext WHERE source = 'demo_bitext'")["n"]
     assert list(tn["arms"]) == ["mix"] and tn["baseline"] == "mix"
     assert tn["arms"]["mix"]["mix_rows"] == {"original": n, "rejuvenated": 2 * rj["rejuvenation"]["inactive"]}
-    evals = cat.query("SELECT metric, score, signature, sentences, model, arm, seed, p_value FROM evaluations "
-                      "WHERE model_name = 'student' ORDER BY metric").to_pylist()
+    evals = cat.query(
+        "SELECT metric, score, signature, sentences, model, arm, seed, p_value FROM evaluations "
+        "WHERE model_name = 'student' ORDER BY metric"
+    ).to_pylist()
     n_test = _one(cat, "SELECT count(*) AS n FROM bitext WHERE source = 'demo_test'")["n"]
-    assert [(e["metric"], e["arm"], e["seed"], e["p_value"]) for e in evals] == [("BLEU", "mix", 1, None),
-                                                                                   ("chrF", "mix", 1, None)]
+    assert [(e["metric"], e["arm"], e["seed"], e["p_value"]) for e in evals] == [
+        ("BLEU", "mix", 1, None),
+        ("chrF", "mix", 1, None),
+    ]
     assert all(e["sentences"] == n_test and e["model"] == tn["arms"]["mix"]["students"][0] for e in evals)
     assert evals[0]["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
     hyps = cat.query("SELECT hyp, ref FROM test_translations")
     import sacrebleu
 
     # the stage's sacrebleu BLEU object (stored as float64) vs corpus_bleu on the stored rows
-    assert evals[0]["score"] == pytest.approx(sacrebleu.corpus_bleu(hyps["hyp"].to_pylist(),
-                                                                    [hyps["ref"].to_pylist()]).score, rel=1e-12)
+    assert evals[0]["score"] == pytest.approx(
+        sacrebleu.corpus_bleu(hyps["hyp"].to_pylist(), [hyps["ref"].to_pylist()]).score, rel=1e-12
+    )
     assert evals[0]["score"] > 5  # a 200-update student has learnt something of the demo grammar
     assert _one(cat, f"SELECT name FROM models WHERE fingerprint = '{evals[0]['model']}'")["name"] == "student"
 
@@ -191,8 +235,14 @@ def test_both_directions_add_a_back_translated_pair_per_inactive_one(first_run, 
     assert rj["rejuvenated"] == rj["active"] + 2 * rj["inactive"]
     computed = {s["stage"] for s in summary["stages"] if s["status"] == "computed"}
     assert "pair_score" not in computed and "rejuvenation_backward" in computed  # only the new model and its rows
-    rows = Catalog(cache).query("SELECT r.direction, r.src, r.tgt, r.model, i.src AS psrc, i.tgt AS ptgt FROM rejuvenated r "
-                                "JOIN inactive i ON r.parent_uid = i.uid").to_pylist()
+    rows = (
+        Catalog(cache)
+        .query(
+            "SELECT r.direction, r.src, r.tgt, r.model, i.src AS psrc, i.tgt AS ptgt FROM rejuvenated r "
+            "JOIN inactive i ON r.parent_uid = i.uid"
+        )
+        .to_pylist()
+    )
     assert sorted(r["direction"] for r in rows) == ["backward"] * rj["inactive"] + ["forward"] * rj["inactive"]
     for r in rows:  # forward keeps the source, backward keeps the target; each names its model
         assert (r["src"] == r["psrc"]) if r["direction"] == "forward" else (r["tgt"] == r["ptgt"])

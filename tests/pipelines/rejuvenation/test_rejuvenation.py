@@ -33,8 +33,9 @@ def test_sentence_score_is_exp_of_the_mean_token_logprob():
 
 
 def test_sentence_probabilities_keep_unscored_pairs_as_nulls():
-    table = sentence_probabilities(pa.array(["a", "b", "c"]),
-                                   [np.array([-0.1, -0.2, -0.3], np.float32), None, np.array([-0.05, -0.05])])
+    table = sentence_probabilities(
+        pa.array(["a", "b", "c"]), [np.array([-0.1, -0.2, -0.3], np.float32), None, np.array([-0.05, -0.05])]
+    )
     assert table["uid"].to_pylist() == ["a", "b", "c"]
     assert table["tokens"].to_pylist() == [3, None, 2]
     assert table["prob"][0].as_py() == pytest.approx(0.818731, abs=5e-7)
@@ -45,8 +46,15 @@ def test_sentence_probabilities_keep_unscored_pairs_as_nulls():
 
 def _bitext(n: int, probs: list[float | None]) -> tuple[pa.Table, pa.Table]:
     uids = [f"u{i:02d}" for i in range(n)]
-    rows = pa.table({"uid": uids, "src": [f"s{i}" for i in range(n)], "tgt": [f"t{i}" for i in range(n)],
-                     "source": ["d"] * n, "line": list(range(1, n + 1))})
+    rows = pa.table(
+        {
+            "uid": uids,
+            "src": [f"s{i}" for i in range(n)],
+            "tgt": [f"t{i}" for i in range(n)],
+            "source": ["d"] * n,
+            "line": list(range(1, n + 1)),
+        }
+    )
     logprobs = [None if p is None else np.array([math.log(p)] * 3) for p in probs]
     return rows, sentence_probabilities(rows["uid"], logprobs)
 
@@ -96,26 +104,50 @@ def test_unscored_pairs_stay_active_and_do_not_count_in_the_cut(tmp_path, shards
 
 def test_inactive_split_refuses_an_unknown_state():
     rows, scores = _bitext(2, [0.9, 0.5])
-    with pytest.raises(ConfError, match=r"^inactive_split: parameter state: expected one of active, inactive, "
-                                        r"found 'dormant'$"):
+    with pytest.raises(
+        ConfError,
+        match=r"^inactive_split: parameter state: expected one of active, inactive, "
+        r"found 'dormant'$",
+    ):
         inactive_split(rows, scores, cut=pa.table({"n_inactive": [0]}), state="dormant")
 
 
-@pytest.mark.parametrize("direction, kwargs, message", [
-    ("sideways", {}, r"^rejuvenation.direction: expected forward, backward or both, found 'sideways'$"),
-    ("forward", {"forward_fingerprint": "fp"}, (r"^rejuvenate: parameters forward_path and forward_fingerprint: "
-                                                 r"expected the forward model's path and fingerprint, found None and fp\.")),
-    ("both", {"forward_path": Path("f"), "forward_fingerprint": "fp"},
-     r"^rejuvenate: parameters backward_path and backward_fingerprint: .* found None and None\."),
-])
+@pytest.mark.parametrize(
+    "direction, kwargs, message",
+    [
+        ("sideways", {}, r"^rejuvenation.direction: expected forward, backward or both, found 'sideways'$"),
+        (
+            "forward",
+            {"forward_fingerprint": "fp"},
+            (
+                r"^rejuvenate: parameters forward_path and forward_fingerprint: "
+                r"expected the forward model's path and fingerprint, found None and fp\."
+            ),
+        ),
+        (
+            "both",
+            {"forward_path": Path("f"), "forward_fingerprint": "fp"},
+            r"^rejuvenate: parameters backward_path and backward_fingerprint: .* found None and None\.",
+        ),
+    ],
+)
 def test_rejuvenate_refuses_a_direction_without_its_model(direction, kwargs, message, monkeypatch):
     made = []
     monkeypatch.setattr("tasks.rejuvenation.rejuvenate.translate_column", lambda column, **kw: made.append(len(column)) or column)
     rows, _ = _bitext(2, [0.9, 0.5])
     inactive = rows.append_column("prob", pa.array([0.9, 0.5]))
     with pytest.raises(ConfError, match=message):
-        rejuvenate(inactive, direction=direction, model=None, decode=None, identification=None,
-                   identification_path=Path("id"), runtime=None, identification_runtime=None, **kwargs)
+        rejuvenate(
+            inactive,
+            direction=direction,
+            model=None,
+            decode=None,
+            identification=None,
+            identification_path=Path("id"),
+            runtime=None,
+            identification_runtime=None,
+            **kwargs,
+        )
     assert made == ([2] if direction == "both" else [])  # "both": forward translated, then backward refused
 
 
@@ -129,9 +161,22 @@ def test_ties_at_the_cut_are_broken_by_uid_the_same_in_every_sharding(tmp_path):
 def test_rejuvenated_union_keeps_active_rows_and_adds_new_ones_with_lineage():
     rows, scores = _bitext(3, [0.9, 0.8, 0.1])
     active = rows.slice(0, 2).append_column("prob", scores["prob"].slice(0, 2))
-    fresh = pa.table({"uid": ["n2"], "src": ["s2"], "tgt": ["new"], "source": ["d"], "line": [3],
-                      "origin": ["rejuvenated"], "parent_uid": ["u02"], "direction": ["forward"], "prob": [0.1],
-                      "rejuvenated_prob": [0.7], "model": ["fp"]}, schema=REJUVENATED)
+    fresh = pa.table(
+        {
+            "uid": ["n2"],
+            "src": ["s2"],
+            "tgt": ["new"],
+            "source": ["d"],
+            "line": [3],
+            "origin": ["rejuvenated"],
+            "parent_uid": ["u02"],
+            "direction": ["forward"],
+            "prob": [0.1],
+            "rejuvenated_prob": [0.7],
+            "model": ["fp"],
+        },
+        schema=REJUVENATED,
+    )
     out = rejuvenated_bitext(active, fresh)
     assert out.schema == REJUVENATED
     assert out["origin"].to_pylist() == ["original", "original", "rejuvenated"]
@@ -170,8 +215,11 @@ def test_training_mix_repeats_each_selection_its_copy_count():
     with pytest.raises(Exception, match=r"train_nmt.mix.bad: .*missing \['tgt'\]"):
         training_mix({"bad": pa.table({"src": ["a"]})}, {})
     # a null side (e.g. from a LEFT JOIN) is the query's mistake: named, never dropped silently
-    with pytest.raises(ConfError, match=r"^train_nmt.mix.joined: the query returns 2 of 3 rows with a null src or "
-                                        r"tgt \(the first is row 2: \{'src': 'b', 'tgt': None\}\)"):
+    with pytest.raises(
+        ConfError,
+        match=r"^train_nmt.mix.joined: the query returns 2 of 3 rows with a null src or "
+        r"tgt \(the first is row 2: \{'src': 'b', 'tgt': None\}\)",
+    ):
         training_mix({"joined": pa.table({"src": ["a", "b", None], "tgt": ["A", None, "C"]})}, {})
 
 

@@ -27,9 +27,12 @@ def demo_root(tmp_path_factory):
 
 
 def _conf(cache, data, *sets):  # shards of 1000 rows: the bitext in 3, the monolingual set in 2
-    return load_profile(REPO / "conf" / "demo.yaml", ["shard_size=1000", "self_training.teacher.train.max_update=100",
-                                                      *sets], cache=cache,
-                        environ={"AUGDAG_DEMO_DATA": str(data)})
+    return load_profile(
+        REPO / "conf" / "demo.yaml",
+        ["shard_size=1000", "self_training.teacher.train.max_update=100", *sets],
+        cache=cache,
+        environ={"AUGDAG_DEMO_DATA": str(data)},
+    )
 
 
 def _run(conf):
@@ -46,8 +49,9 @@ def first_run(prefect_harness, demo_root, tmp_path_factory):
 
 def _teacher(cache) -> str:
     """The first run's teacher, configured by path (as a user's model): no second training in another cache."""
-    return "self_training.teacher.model=" + Catalog(cache).query(
-        "SELECT path FROM models WHERE name = 'teacher'")["path"][0].as_py()
+    return (
+        "self_training.teacher.model=" + Catalog(cache).query("SELECT path FROM models WHERE name = 'teacher'")["path"][0].as_py()
+    )
 
 
 def _stages(summary):
@@ -80,8 +84,9 @@ def test_sample_size_probabilities_and_lineage(first_run):
     cache, summary = first_run
     cat = Catalog(cache)
     n_mono = cat.query("SELECT count(*) AS n FROM mono WHERE source = 'demo_mono'")["n"][0].as_py()
-    rows = cat.query("SELECT s.*, m.text AS mono_text, m.line AS mono_line FROM sampled_mono s "
-                     "LEFT JOIN mono m USING (uid) ORDER BY rank").to_pylist()
+    rows = cat.query(
+        "SELECT s.*, m.text AS mono_text, m.line AS mono_line FROM sampled_mono s LEFT JOIN mono m USING (uid) ORDER BY rank"
+    ).to_pylist()
     assert len(rows) == math.floor(0.2 * n_mono)
     assert [r["rank"] for r in rows] == list(range(1, len(rows) + 1))
     assert all(r["text"] == r["mono_text"] and r["line"] == r["mono_line"] for r in rows)  # every row traces back
@@ -103,9 +108,14 @@ def test_bins_and_report(first_run):
     assert all(c is not None and 0 < c <= 1 for c in bins["coverage"].to_pylist()[:5])  # from the alignment
     # the monolingual side: each sampled sentence force-aligned with the teacher's translation; a bin none
     # of whose sentences was sampled has no translation, hence no coverage
-    sampled_bins = Catalog(cache).query(
-        "SELECT DISTINCT b.bin FROM (SELECT uid, ntile(5) OVER (ORDER BY uncertainty, uid) AS bin FROM uncertainty "
-        "WHERE source = 'demo_mono') b JOIN synthetic s ON s.parent_uid = b.uid ORDER BY b.bin")["bin"].to_pylist()
+    sampled_bins = (
+        Catalog(cache)
+        .query(
+            "SELECT DISTINCT b.bin FROM (SELECT uid, ntile(5) OVER (ORDER BY uncertainty, uid) AS bin FROM uncertainty "
+            "WHERE source = 'demo_mono') b JOIN synthetic s ON s.parent_uid = b.uid ORDER BY b.bin"
+        )["bin"]
+        .to_pylist()
+    )
     mono = bins["coverage"].to_pylist()[5:]
     assert sampled_bins and [i + 1 for i, c in enumerate(mono) if c is not None] == sampled_bins
     assert all(0 < c <= 1 for c in mono if c is not None)
@@ -117,8 +127,7 @@ def test_bins_and_report(first_run):
 
 
 def _part_hashes(cache, stage):
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted((cache / "artifacts" / stage).rglob("*.parquet"))}
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted((cache / "artifacts" / stage).rglob("*.parquet"))}
 
 
 def test_rerun_is_cached_and_a_deleted_part_is_recomputed_alone(first_run, demo_root):
@@ -143,8 +152,10 @@ def test_sample_is_the_same_with_another_shard_size(first_run, demo_root, tmp_pa
     assert other["u_max"] == first_run[1]["u_max"]
 
 
-needs_lmplz = pytest.mark.skipif(shutil.which("lmplz", path=str(Path(sys.executable).parent)) is None
-                                 and shutil.which("lmplz") is None, reason="no lmplz: `make kenlm` builds it")
+needs_lmplz = pytest.mark.skipif(
+    shutil.which("lmplz", path=str(Path(sys.executable).parent)) is None and shutil.which("lmplz") is None,
+    reason="no lmplz: `make kenlm` builds it",
+)
 
 
 @needs_lmplz
@@ -164,8 +175,7 @@ def test_synthetic_filters_drop_length_ratio_and_exactly_the_lm_worst_share(firs
         from storage.artifacts import ArtifactRef
 
         run = Run.start(conf, pipeline="test-filters", profile="test", config={})
-        pairs = ArtifactRef(str(cache.absolute()), "clean", bitext["fingerprint"], "bitext", "demo_bitext",
-                            bitext["shards"])
+        pairs = ArtifactRef(str(cache.absolute()), "clean", bitext["fingerprint"], "bitext", "demo_bitext", bitext["shards"])
         lm = train_lm(run, pairs, column="tgt", conf=conf.self_training, name="target_lm")
         out = filter_synthetic(run, pairs, conf.self_training, lm)
         run.finish()
@@ -178,11 +188,15 @@ def test_synthetic_filters_drop_length_ratio_and_exactly_the_lm_worst_share(firs
     assert by_stage["synthetic_clean"].rows_out.get("dropped", 0) + kept_by_length == n_in
     lm = by_stage["lm_filter"].rows_out
     assert lm["dropped"] == math.floor(0.2 * kept_by_length) and lm["part"] + lm["dropped"] == kept_by_length
-    scores = Catalog(cache).query("SELECT max(cross_entropy) AS worst_kept "
-                                  f"FROM read_parquet('{cache}/artifacts/lm_score/*/part-*.parquet') s "
-                                  f"WHERE uid IN (SELECT uid FROM read_parquet('{out.dir}/part-*.parquet'))")
-    dropped = Catalog(cache).query(f"SELECT min(lm_cross_entropy) AS best_dropped, count(*) FILTER (reason = 'lm_score') AS n "
-                                   f"FROM read_parquet('{out.dir}/dropped-*.parquet')")
+    scores = Catalog(cache).query(
+        "SELECT max(cross_entropy) AS worst_kept "
+        f"FROM read_parquet('{cache}/artifacts/lm_score/*/part-*.parquet') s "
+        f"WHERE uid IN (SELECT uid FROM read_parquet('{out.dir}/part-*.parquet'))"
+    )
+    dropped = Catalog(cache).query(
+        f"SELECT min(lm_cross_entropy) AS best_dropped, count(*) FILTER (reason = 'lm_score') AS n "
+        f"FROM read_parquet('{out.dir}/dropped-*.parquet')"
+    )
     assert dropped["n"][0].as_py() == lm["dropped"]
     assert dropped["best_dropped"][0].as_py() >= scores["worst_kept"][0].as_py()
     models = Catalog(cache).query("SELECT kind, count(*) AS n FROM models GROUP BY kind ORDER BY kind").to_pylist()
@@ -220,17 +234,22 @@ def test_teacher_score_on_its_bitext_sample_is_in_the_summary_line_and_report(fi
     assert [h["uid"] for h in hyps] == sample["uid"].to_pylist()  # the 200 smallest md5(uid), in that order
     bleu = BLEU().corpus_score([h["hyp"] for h in hyps], [[h["ref"] for h in hyps]]).score
     chrf = CHRF().corpus_score([h["hyp"] for h in hyps], [[h["ref"] for h in hyps]]).score
-    assert (teacher["BLEU"], teacher["chrF"], teacher["sentences"], teacher["trained_on_it"]) == \
-        (pytest.approx(bleu), pytest.approx(chrf), 200, True)
-    line = (f"teacher: BLEU = {bleu:.2f}, chrF = {chrf:.2f} on 200 pairs of `demo_bitext` "
-            "(its training data: an upper bound)")
+    assert (teacher["BLEU"], teacher["chrF"], teacher["sentences"], teacher["trained_on_it"]) == (
+        pytest.approx(bleu),
+        pytest.approx(chrf),
+        200,
+        True,
+    )
+    line = f"teacher: BLEU = {bleu:.2f}, chrF = {chrf:.2f} on 200 pairs of `demo_bitext` (its training data: an upper bound)"
     assert registry.summary_lines(summary)[:2] == [f"U_max = {summary['u_max']:.6f}", line]
-    rows = cat.query("SELECT metric, testset, sentences, score FROM evaluations WHERE model_name = 'teacher' "
-                     f"AND run_id = '{summary['run_id']}' ORDER BY metric").to_pylist()
-    assert rows == [{"metric": "BLEU", "testset": "demo_bitext (validation sample)", "sentences": 200,
-                     "score": pytest.approx(bleu)},
-                    {"metric": "chrF", "testset": "demo_bitext (validation sample)", "sentences": 200,
-                     "score": pytest.approx(chrf)}]
+    rows = cat.query(
+        "SELECT metric, testset, sentences, score FROM evaluations WHERE model_name = 'teacher' "
+        f"AND run_id = '{summary['run_id']}' ORDER BY metric"
+    ).to_pylist()
+    assert rows == [
+        {"metric": "BLEU", "testset": "demo_bitext (validation sample)", "sentences": 200, "score": pytest.approx(bleu)},
+        {"metric": "chrF", "testset": "demo_bitext (validation sample)", "sentences": 200, "score": pytest.approx(chrf)},
+    ]
     assert line in Path(summary["reports"]["uncertainty_html"]).read_text(encoding="utf-8")
 
 
@@ -243,7 +262,8 @@ def test_source_lm_baseline_takes_the_lowest_cross_entropy(first_run, demo_root,
     assert _stages(summary)[("sampled_mono", "demo_mono")]["status"] == "computed"
     cat = Catalog(copy)
     fp = next(s["fingerprint"] for s in summary["stages"] if s["stage"] == "lm_score")  # the source LM's, not the filter's
-    best = cat.query(f"SELECT uid FROM read_parquet('{copy}/artifacts/lm_score/{fp}/part-*.parquet') "
-                     "ORDER BY cross_entropy, uid DESC LIMIT 50")["uid"].to_pylist()
+    best = cat.query(
+        f"SELECT uid FROM read_parquet('{copy}/artifacts/lm_score/{fp}/part-*.parquet') ORDER BY cross_entropy, uid DESC LIMIT 50"
+    )["uid"].to_pylist()
     assert sorted(cat.query("SELECT uid FROM sampled_mono")["uid"].to_pylist()) == sorted(best)
     assert set(cat.query("SELECT method FROM sampled_mono")["method"].to_pylist()) == {"srclm"}

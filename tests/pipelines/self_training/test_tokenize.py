@@ -24,7 +24,8 @@ def _moses(lang: str, *texts: str, **kw) -> list[str]:
 
 def test_moses_english_punctuation_quotes_hyphens_numbers_and_clitics():
     assert _moses("en", 'He said, "Don\'t go!" It costs $3.50 (well-known), e-mail 1,000.5 U.S. people.') == [
-        'He said , " Don \'t go ! " It costs $ 3.50 ( well-known ) , e-mail 1,000.5 U.S. people .']
+        'He said , " Don \'t go ! " It costs $ 3.50 ( well-known ) , e-mail 1,000.5 U.S. people .'
+    ]
     assert _moses("en", "Mr. Smith's dog barked at 5 p.m.") == ["Mr. Smith 's dog barked at 5 p.m."]
     # -a: inner hyphens become tokens of their own, marked as Moses marks them
     assert _moses("en", "a well-known e-mail", aggressive_dash_splits=True) == ["a well @-@ known e @-@ mail"]
@@ -42,22 +43,37 @@ def test_moses_german_and_french_use_their_own_rules():
 
 
 def test_regex_and_whitespace_tokens_and_empty_and_null_rows():
-    texts = pa.array(['It costs $3.50 (well-known), don\'t!', "  a \t b  ", "", None])
+    texts = pa.array(["It costs $3.50 (well-known), don't!", "  a \t b  ", "", None])
     assert word_tokenize(texts, kind="regex", pattern=DEFAULT_PATTERN).to_pylist() == [
-        "It costs $ 3.50 ( well-known ) , don't !", "a b", "", None]
-    assert word_tokenize(texts, kind="whitespace").to_pylist() == [
-        "It costs $3.50 (well-known), don't!", "a b", "", None]
+        "It costs $ 3.50 ( well-known ) , don't !",
+        "a b",
+        "",
+        None,
+    ]
+    assert word_tokenize(texts, kind="whitespace").to_pylist() == ["It costs $3.50 (well-known), don't!", "a b", "", None]
     # a pattern with capturing groups still yields whole matches
     assert word_tokenize(pa.array(["ab-cd ef"]), kind="regex", pattern=r"(\w+)(-\w+)?").to_pylist() == ["ab-cd ef"]
 
 
 def test_tokenize_stage_replaces_only_the_named_columns():
-    rows = pa.table({"uid": ["u1", "u2"], "src": ["Hello, world!", "Fine."], "tgt": ["Hallo, Welt!", None],
-                     "source": ["d", "d"], "line": [1, 2]})
+    rows = pa.table(
+        {
+            "uid": ["u1", "u2"],
+            "src": ["Hello, world!", "Fine."],
+            "tgt": ["Hallo, Welt!", None],
+            "source": ["d", "d"],
+            "line": [1, 2],
+        }
+    )
     out = tokenize_columns(rows, langs={"src": "en", "tgt": "de"})
     assert out.schema == rows.schema
-    assert out.to_pydict() == {"uid": ["u1", "u2"], "src": ["Hello , world !", "Fine ."],
-                               "tgt": ["Hallo , Welt !", None], "source": ["d", "d"], "line": [1, 2]}
+    assert out.to_pydict() == {
+        "uid": ["u1", "u2"],
+        "src": ["Hello , world !", "Fine ."],
+        "tgt": ["Hallo , Welt !", None],
+        "source": ["d", "d"],
+        "line": [1, 2],
+    }
     with pytest.raises(InputError, match=r"no column 'text' to tokenise"):
         tokenize_columns(rows, langs={"text": "en"})
 
@@ -74,6 +90,7 @@ def test_tokenizer_conf_defaults_and_errors():
 
 
 # ---- the pipeline: raw text through moses == the same text pre-tokenised, through whitespace --------------
+
 
 def _detokenized(tokens: list[str], i: int) -> str:
     """A raw sentence: capitalised, a comma after the second word of every third row, a full stop (a
@@ -101,8 +118,7 @@ def corpora(tmp_path_factory):
         root = tmp_path_factory.mktemp(kind)
         for name in ("train.en", "train.de", "mono.en"):
             lines = (demo / name).read_text(encoding="utf-8").splitlines()
-            (root / name).write_text("".join(shape(line.split(), i) + "\n" for i, line in enumerate(lines)),
-                                     encoding="utf-8")
+            (root / name).write_text("".join(shape(line.split(), i) + "\n" for i, line in enumerate(lines)), encoding="utf-8")
         out[kind] = root
     raw, tok = ((out[k] / "train.en").read_text().splitlines() for k in ("raw", "tok"))
     assert word_tokenize(pa.array(raw), kind="moses", lang="en").to_pylist() == tok  # the premise, checked
@@ -130,18 +146,28 @@ def test_moses_without_languages_is_one_line_exit_2_before_any_stage(tmp_path):
     from tests.conftest import subprocess_env
 
     profile = tmp_path / "p.yaml"
-    profile.write_text("pipelines: [ingest, self_training]\ndatasets:\n"
-                       "  pair: {kind: bitext, format: text, src: a.en, tgt: a.de}\n"
-                       "  mono: {kind: mono, format: text, path: m.en}\n"
-                       "self_training:\n  tokenizer: {kind: moses, src_lang: en}\n", encoding="utf-8")
-    done = subprocess.run([sys.executable, "-m", "flows.cli", "--cache", str(tmp_path / "c"), "run", "self_training",
-                           "--config", str(profile)], check=False, capture_output=True, text=True,
-                          env=subprocess_env(tmp_path),
-                          cwd=tmp_path, timeout=300)
+    profile.write_text(
+        "pipelines: [ingest, self_training]\ndatasets:\n"
+        "  pair: {kind: bitext, format: text, src: a.en, tgt: a.de}\n"
+        "  mono: {kind: mono, format: text, path: m.en}\n"
+        "self_training:\n  tokenizer: {kind: moses, src_lang: en}\n",
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "--cache", str(tmp_path / "c"), "run", "self_training", "--config", str(profile)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=subprocess_env(tmp_path),
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr == (f"error: {profile}:6: self_training.tokenizer.tgt_lang: kind moses needs the language of "
-                           "each side (its rules differ per language); expected e.g. {kind: moses, src_lang: en, "
-                           "tgt_lang: de}\n")
+    assert done.stderr == (
+        f"error: {profile}:6: self_training.tokenizer.tgt_lang: kind moses needs the language of "
+        "each side (its rules differ per language); expected e.g. {kind: moses, src_lang: en, "
+        "tgt_lang: de}\n"
+    )
     assert not (tmp_path / "c").exists()
 
 
@@ -152,12 +178,21 @@ def _first_half(cache, data, tokenizer: str) -> Catalog:
     from flows.engine.runners import run_flow
     from flows.pipelines.self_training import sample_monolingual
 
-    conf = load_profile(REPO / "conf" / "demo.yaml", [
-        "shard_size=200", "ingest.clean.max_ratio=10",  # the ratio counts whitespace tokens: raw and tokenised differ
-        f"self_training.tokenizer.kind={tokenizer}", "self_training.tokenizer.src_lang=en",
-        "self_training.tokenizer.tgt_lang=de",
-        f"datasets.demo_bitext.src={data}/train.en", f"datasets.demo_bitext.tgt={data}/train.de",
-        f"datasets.demo_mono.path={data}/mono.en"], cache=cache, environ={"AUGDAG_DEMO_DATA": str(data)})
+    conf = load_profile(
+        REPO / "conf" / "demo.yaml",
+        [
+            "shard_size=200",
+            "ingest.clean.max_ratio=10",  # the ratio counts whitespace tokens: raw and tokenised differ
+            f"self_training.tokenizer.kind={tokenizer}",
+            "self_training.tokenizer.src_lang=en",
+            "self_training.tokenizer.tgt_lang=de",
+            f"datasets.demo_bitext.src={data}/train.en",
+            f"datasets.demo_bitext.tgt={data}/train.de",
+            f"datasets.demo_mono.path={data}/mono.en",
+        ],
+        cache=cache,
+        environ={"AUGDAG_DEMO_DATA": str(data)},
+    )
 
     @flow(name="tokenized_sampling")
     def sampling(conf):
@@ -171,8 +206,7 @@ def _first_half(cache, data, tokenizer: str) -> Catalog:
 
 
 @pytest.mark.slow
-def test_alignment_and_entropy_on_raw_text_through_moses_equal_the_pretokenized_ones(prefect_harness, corpora,
-                                                                                       tmp_path):
+def test_alignment_and_entropy_on_raw_text_through_moses_equal_the_pretokenized_ones(prefect_harness, corpora, tmp_path):
     moses = _first_half(tmp_path / "moses", corpora["raw"], "moses")
     pre = _first_half(tmp_path / "pre", corpora["tok"], "whitespace")
     by_line = "SELECT line, links, src_tokens, tgt_tokens, coverage FROM alignments ORDER BY line"
@@ -192,28 +226,41 @@ def test_alignment_and_entropy_on_raw_text_through_moses_equal_the_pretokenized_
 def test_whitespace_on_raw_text_inflates_the_vocabulary(corpora):
     """What moses is for: on raw text, "smiles." and "smiles" are two words to the lexicon."""
     raw = pa.array((corpora["raw"] / "train.en").read_text().splitlines())
-    vocab = {kind: len(set(tokenize(word_tokenize(raw, kind=kind, lang="en")).flatten().to_pylist()))
-             for kind in ("whitespace", "moses")}
+    vocab = {
+        kind: len(set(tokenize(word_tokenize(raw, kind=kind, lang="en")).flatten().to_pylist()))
+        for kind in ("whitespace", "moses")
+    }
     tok = pa.array((corpora["tok"] / "train.en").read_text().splitlines())
     assert vocab["moses"] == len(set(tokenize(tok).flatten().to_pylist()))
     assert vocab["whitespace"] > 1.3 * vocab["moses"]
 
 
 @pytest.mark.slow
-def test_the_teachers_half_tokenises_the_synthetic_pairs_for_the_target_lm_and_force_alignment(prefect_harness,
-                                                                                                corpora, tmp_path):
+def test_the_teachers_half_tokenises_the_synthetic_pairs_for_the_target_lm_and_force_alignment(
+    prefect_harness, corpora, tmp_path
+):
     """With moses, the synthetic pairs reach the target-side LM filter and the force alignment tokenised,
     while the `synthetic` view keeps the sentences and translations as they are."""
     from flows.pipelines.self_training import self_training_flow
 
     data = corpora["raw"]
-    conf = load_profile(REPO / "conf" / "demo.yaml", [
-        "shard_size=200", "self_training.tokenizer.kind=moses", "self_training.tokenizer.src_lang=en",
-        "self_training.tokenizer.tgt_lang=de",
-        "self_training.teacher.train.max_update=10", "self_training.filter.lm_drop=0.2",
-        "self_training.filter.max_ratio=100",  # a teacher of 10 updates: keep its translations of any length
-        f"datasets.demo_bitext.src={data}/train.en", f"datasets.demo_bitext.tgt={data}/train.de",
-        f"datasets.demo_mono.path={data}/mono.en"], cache=tmp_path, environ={"AUGDAG_DEMO_DATA": str(data)})
+    conf = load_profile(
+        REPO / "conf" / "demo.yaml",
+        [
+            "shard_size=200",
+            "self_training.tokenizer.kind=moses",
+            "self_training.tokenizer.src_lang=en",
+            "self_training.tokenizer.tgt_lang=de",
+            "self_training.teacher.train.max_update=10",
+            "self_training.filter.lm_drop=0.2",
+            "self_training.filter.max_ratio=100",  # a teacher of 10 updates: keep its translations of any length
+            f"datasets.demo_bitext.src={data}/train.en",
+            f"datasets.demo_bitext.tgt={data}/train.de",
+            f"datasets.demo_mono.path={data}/mono.en",
+        ],
+        cache=tmp_path,
+        environ={"AUGDAG_DEMO_DATA": str(data)},
+    )
     summary = self_training_flow(conf, profile="test")
     assert summary["status"] == "completed"
     cat = Catalog(tmp_path)

@@ -35,14 +35,25 @@ def _lexicon_abc():
 
 def mono(texts: list[str], *, source: str = "m", first_line: int = 1) -> pa.Table:
     n = len(texts)
-    table = pa.table({"uid": pa.nulls(n, pa.string()), "text": texts, "source": [source] * n,
-                      "line": pa.array(range(first_line, first_line + n), pa.int64())}, schema=MONO)
+    table = pa.table(
+        {
+            "uid": pa.nulls(n, pa.string()),
+            "text": texts,
+            "source": [source] * n,
+            "line": pa.array(range(first_line, first_line + n), pa.int64()),
+        },
+        schema=MONO,
+    )
     return with_uid(table, "mono")
 
 
 def test_tokenize_splits_whitespace_runs_and_empty_rows_have_no_tokens():
     assert tokenize(pa.array(["  a\tb  c ", "", "   ", "D e"]), lowercase=True).to_pylist() == [
-        ["a", "b", "c"], [], [], ["d", "e"]]
+        ["a", "b", "c"],
+        [],
+        [],
+        ["d", "e"],
+    ]
 
 
 def test_lexicon_counts_links_and_normalises_rows():
@@ -65,24 +76,26 @@ def test_word_entropy_natural_log_eq_6_4():
 def test_sentence_uncertainty_is_mean_entropy_unknown_word_zero_eq_6_3():
     lexicon, src = _lexicon_abc()
     words = word_uncertainty(lexicon, src)
-    assert words.to_pylist() == [{"src": "a", "H": pytest.approx(0.636514, abs=1e-6), "links": 3, "freq": 3},
-                                 {"src": "b", "H": 0.0, "links": 1, "freq": 1},
-                                 {"src": "c", "H": 0.0, "links": 1, "freq": 1}]
+    assert words.to_pylist() == [
+        {"src": "a", "H": pytest.approx(0.636514, abs=1e-6), "links": 3, "freq": 3},
+        {"src": "b", "H": 0.0, "links": 1, "freq": 1},
+        {"src": "c", "H": 0.0, "links": 1, "freq": 1},
+    ]
     scored = sentence_uncertainty(mono(["a b d", "d", "a a", "   "]), words, column="text")
     assert scored["uncertainty"].to_pylist() == pytest.approx([0.212172, 0.0, 0.636514, 0.0], abs=1e-6)
     assert scored["tokens"].to_pylist() == [3, 1, 2, 0]
     # Eq. 6.5: -mean ln p(w), p = freq / 5 source tokens; the unseen "d" counts as seen once
     # (numpy's ln total − ln freq, meaned in the numba kernel, vs these libm logs: equal up to the last bits)
     assert scored["word_rarity"].to_pylist() == pytest.approx(
-        [(math.log(5 / 3) + math.log(5) + math.log(5)) / 3, math.log(5), math.log(5 / 3), 0.0], rel=1e-12)
+        [(math.log(5 / 3) + math.log(5) + math.log(5)) / 3, math.log(5), math.log(5 / 3), 0.0], rel=1e-12
+    )
 
 
 def test_sampling_probability_eq_6_6_and_6_7():
     p = sampling_probability(np.array([0.5, 1, 2, 3, 4]), u_max=2.9, beta=2)
     assert p.tolist() == pytest.approx([0.015309, 0.061237, 0.244948, 0.480098, 0.198408], abs=1e-6)
     # numpy's 2.9 ** 2 vs the decimal 8.41: equal up to the last bits
-    assert sampling_weight(np.array([6.0, 5.8, 2.9]), u_max=2.9, beta=2).tolist() == pytest.approx([0.0, 0.0, 8.41],
-                                                                                                    rel=1e-12)
+    assert sampling_weight(np.array([6.0, 5.8, 2.9]), u_max=2.9, beta=2).tolist() == pytest.approx([0.0, 0.0, 8.41], rel=1e-12)
 
 
 def test_u_max_is_the_nearest_rank_percentile(tmp_path):
@@ -105,12 +118,21 @@ def _scored(n: int, seed: int = 0) -> pa.Table:
     rows = mono([f"sentence {i}" for i in range(n)])
     u = np.random.default_rng(seed).uniform(0, 4, n)
     u[:5] = [0.0, 6.0, 5.8, 2.0, 3.0]  # p = 0 for U = 0 and U >= 2 U_max
-    return pa.table({"uid": rows["uid"], "source": rows["source"], "line": rows["line"], "tokens": pa.array([2] * n, pa.int32()),
-                     "uncertainty": u, "word_rarity": u[::-1].copy()}), rows
+    return pa.table(
+        {
+            "uid": rows["uid"],
+            "source": rows["source"],
+            "line": rows["line"],
+            "tokens": pa.array([2] * n, pa.int32()),
+            "uncertainty": u,
+            "word_rarity": u[::-1].copy(),
+        }
+    ), rows
 
 
-def _sample_over_shards(scored: pa.Table, n_shards: int, tmp_path, *, budget: int, method: str = "uncertainty",
-                        seed: int = 0) -> pa.Table:
+def _sample_over_shards(
+    scored: pa.Table, n_shards: int, tmp_path, *, budget: int, method: str = "uncertainty", seed: int = 0
+) -> pa.Table:
     bounds = np.linspace(0, scored.num_rows, n_shards + 1).astype(int)
     umax = pa.table({"u_max": [2.9]})
     parts = []
@@ -169,7 +191,8 @@ def test_sample_refuses_a_budget_above_the_rows_with_p_above_zero(tmp_path):
         _sample_over_shards(scored, 2, tmp_path, budget=2)
     assert str(info.value) == (
         "sampling (uncertainty): only 1 monolingual rows have p > 0 (U > 0 and U < 2·U_max), fewer than the budget 2. "
-        "Hint: lower self_training.sampling.budget (or budget_ratio), or add monolingual data")
+        "Hint: lower self_training.sampling.budget (or budget_ratio), or add monolingual data"
+    )
 
 
 def test_take_sample_keeps_input_order_and_lineage(tmp_path):
@@ -181,7 +204,8 @@ def test_take_sample_keeps_input_order_and_lineage(tmp_path):
     assert len(inside) >= 3 and taken["uid"].to_pylist() == inside  # the drawn rows of lines 41-100, in order
     by_uid = {r["uid"]: r for r in sample.to_pylist()}
     assert [(r["uncertainty"], r["p"], r["rank"]) for r in taken.to_pylist()] == [
-        (by_uid[u]["uncertainty"], by_uid[u]["p"], by_uid[u]["rank"]) for u in inside]
+        (by_uid[u]["uncertainty"], by_uid[u]["p"], by_uid[u]["rank"]) for u in inside
+    ]
     assert taken["method"].to_pylist() == ["uncertainty"] * len(inside)
 
 
@@ -216,13 +240,32 @@ def test_word_scores_split_exactly_like_tokenize():
     """The byte kernel and Arrow's split agree on every whitespace character, ASCII or not."""
     from models.lexicon import WordScores
 
-    spaces = [" ", "\t", "\n", "\x0b", "\x0c", "\r", "\x1c", "\x1f", "\x85", "\xa0", "\u1680", "\u2000", "\u200a",
-              "\u2028", "\u2029", "\u202f", "\u205f", "\u3000"]
+    spaces = [
+        " ",
+        "\t",
+        "\n",
+        "\x0b",
+        "\x0c",
+        "\r",
+        "\x1c",
+        "\x1f",
+        "\x85",
+        "\xa0",
+        "\u1680",
+        "\u2000",
+        "\u200a",
+        "\u2028",
+        "\u2029",
+        "\u202f",
+        "\u205f",
+        "\u3000",
+    ]
     near_misses = ["\u200b", "\xad", "\u2060", "é", "ü", "中", "\U0001f600"]  # not whitespace
     rng = np.random.default_rng(0)
     alphabet = ["a", "b", "é"] + near_misses
-    texts = ["".join(rng.choice(spaces if rng.random() < 0.3 else alphabet) for _ in range(rng.integers(0, 12)))
-             for _ in range(2000)]
+    texts = [
+        "".join(rng.choice(spaces if rng.random() < 0.3 else alphabet) for _ in range(rng.integers(0, 12))) for _ in range(2000)
+    ]
     words = sorted({w for t in tokenize(pa.array(texts)).to_pylist() for w in t})
     table = pa.table({"src": words, "H": [float(i + 1) for i in range(len(words))], "freq": [1] * len(words)})
     tokens, u, _ = WordScores(table.slice(0, len(words) // 2)).score(pa.array(texts))  # half the words unknown
@@ -231,8 +274,7 @@ def test_word_scores_split_exactly_like_tokenize():
         expected = text.split()
         assert n == len(expected), repr(text)
         # the numba byte kernel's mean vs Python's sum / len: equal up to the last bits
-        assert got == pytest.approx(sum(H.get(w, 0.0) for w in expected) / len(expected) if expected else 0.0,
-                                    rel=1e-12)
+        assert got == pytest.approx(sum(H.get(w, 0.0) for w in expected) / len(expected) if expected else 0.0, rel=1e-12)
 
 
 def test_force_align_with_the_stored_models_reproduces_the_training_links(tmp_path):
@@ -263,7 +305,8 @@ def test_align_over_parts_and_in_row_chunks_equals_one_pass(tmp_path, monkeypatc
     rows = bitext([(s, t) for s, t, _ in iter_bitext(300, seed=4)])
     one = alignment.align_bitext(Parts.of_tables([rows], tmp_path / "one"))
     monkeypatch.setattr(alignment, "ROWS_PER_CHUNK", 7)
-    many = alignment.align_bitext(Parts.of_tables([rows.slice(0, 100), rows.slice(100, 150), rows.slice(250)],
-                                                  tmp_path / "three"))
+    many = alignment.align_bitext(
+        Parts.of_tables([rows.slice(0, 100), rows.slice(100, 150), rows.slice(250)], tmp_path / "three")
+    )
     assert many["part"]["links"].num_chunks > 40  # really built in chunks
     assert all(many[role].equals(one[role]) for role in one)

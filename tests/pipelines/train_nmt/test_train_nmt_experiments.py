@@ -24,11 +24,20 @@ def _pairs(prefix: str, n: int) -> pa.Table:
 
 
 def test_arm_mix_copies_give_exact_row_counts_10_to_1():
-    mix = arm_mix({"bitext": _pairs("b", 7), "paraphrased": _pairs("p", 3)}, {"bitext": 10, "paraphrased": 1},
-                  arm="para_10_1", phase="train")
+    mix = arm_mix(
+        {"bitext": _pairs("b", 7), "paraphrased": _pairs("p", 3)},
+        {"bitext": 10, "paraphrased": 1},
+        arm="para_10_1",
+        phase="train",
+    )
     assert mix.num_rows == 10 * 7 + 3
-    counts = {(r["source"], r["copy"]): r["n"] for r in pa.TableGroupBy(mix, ["source", "copy"]).aggregate(
-        [([], "count_all")]).rename_columns(["source", "copy", "n"]).to_pylist()}
+    counts = {
+        (r["source"], r["copy"]): r["n"]
+        for r in pa.TableGroupBy(mix, ["source", "copy"])
+        .aggregate([([], "count_all")])
+        .rename_columns(["source", "copy", "n"])
+        .to_pylist()
+    }
     assert counts == {**{("bitext", c): 7 for c in range(10)}, ("paraphrased", 0): 3}
     assert set(mix["arm"].to_pylist()) == {"para_10_1"} and set(mix["phase"].to_pylist()) == {"train"}
     assert mix["line"].to_pylist() == list(range(1, 74))
@@ -50,16 +59,23 @@ def test_conf_test_is_a_one_element_tests_and_mix_is_the_one_arm():
     assert TrainNMTConf().arms({"bitext": "SELECT 1"})["mix"].mix == {"bitext": "SELECT 1"}
 
 
-@pytest.mark.parametrize("doc, message", [
-    ({"experiments": {"a": {"mix": {"x": "S"}, "copies": {"y": 2}}}}, "copies names ['y'], not entries of the mix (x)"),
-    ({"experiments": {"a": {"mix": {"x": "S"}}}, "baseline": "b"}, "baseline: 'b' is not an arm (a)"),
-    ({"experiments": {"a": {"mix": {"x": "S"}}}, "mix": {"x": "S"}}, "`mix`/`copies` are the one arm"),
-    ({"experiments": {"a": {"mix": {"x": "S"}, "seeds": [1, 2]}, "b": {"mix": {"x": "S"}}}},
-     "every arm needs as many seeds as the baseline 'a' (2)"),
-    ({"test": "t", "tests": ["t"]}, "set `tests` (a list) or `test` (one), not both"),
-    ({"experiments": {"a": {"mix": {"x": "S"}, "continue_on": {"mix": {"x": "S"}, "copies": {"z": 1}}}}},
-     "copies names ['z']"),
-])
+@pytest.mark.parametrize(
+    "doc, message",
+    [
+        ({"experiments": {"a": {"mix": {"x": "S"}, "copies": {"y": 2}}}}, "copies names ['y'], not entries of the mix (x)"),
+        ({"experiments": {"a": {"mix": {"x": "S"}}}, "baseline": "b"}, "baseline: 'b' is not an arm (a)"),
+        ({"experiments": {"a": {"mix": {"x": "S"}}}, "mix": {"x": "S"}}, "`mix`/`copies` are the one arm"),
+        (
+            {"experiments": {"a": {"mix": {"x": "S"}, "seeds": [1, 2]}, "b": {"mix": {"x": "S"}}}},
+            "every arm needs as many seeds as the baseline 'a' (2)",
+        ),
+        ({"test": "t", "tests": ["t"]}, "set `tests` (a list) or `test` (one), not both"),
+        (
+            {"experiments": {"a": {"mix": {"x": "S"}, "continue_on": {"mix": {"x": "S"}, "copies": {"z": 1}}}}},
+            "copies names ['z']",
+        ),
+    ],
+)
 def test_conf_refuses_arms_that_cannot_be_compared(doc, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
         TrainNMTConf.model_validate(doc)
@@ -67,8 +83,28 @@ def test_conf_refuses_arms_that_cannot_be_compared(doc, message):
 
 # -- paired significance on constructed hypotheses -------------------------------------------------------------
 
-WORDS = ["the", "a", "cat", "dog", "sat", "ran", "on", "under", "mat", "rug", "near", "far", "home", "town", "river", "sea",
-         "black", "white", "small", "big"]
+WORDS = [
+    "the",
+    "a",
+    "cat",
+    "dog",
+    "sat",
+    "ran",
+    "on",
+    "under",
+    "mat",
+    "rug",
+    "near",
+    "far",
+    "home",
+    "town",
+    "river",
+    "sea",
+    "black",
+    "white",
+    "small",
+    "big",
+]
 _R = random.Random(5)
 REFS = [" ".join(_R.choice(WORDS) for _ in range(_R.randint(5, 12))) for _ in range(60)]
 
@@ -83,8 +119,9 @@ WORSE, BETTER = _noisy(REFS, 0.5, 1), _noisy(REFS, 0.15, 2)  # the baseline, and
 
 
 def test_paired_bootstrap_identical_system_has_p_1_and_a_better_one_p_below_005_seeded():
-    rows = paired_tests({"base": WORSE, "same": list(WORSE), "better": BETTER}, REFS, baseline="base",
-                        resamples=200, ar_trials=200, seed=7)
+    rows = paired_tests(
+        {"base": WORSE, "same": list(WORSE), "better": BETTER}, REFS, baseline="base", resamples=200, ar_trials=200, seed=7
+    )
     by = {(r["arm"], r["metric"]): r for r in rows}
     assert [(r["arm"], r["metric"]) for r in rows] == [(a, m) for m in ("BLEU", "chrF") for a in ("base", "same", "better")]
     for metric in ("BLEU", "chrF"):
@@ -98,16 +135,20 @@ def test_paired_bootstrap_identical_system_has_p_1_and_a_better_one_p_below_005_
             assert r["ci_low"] < r["score"] < r["ci_high"] and r["sentences"] == len(REFS)
         assert by[("same", metric)]["ci_low"] == by[("base", metric)]["ci_low"]  # the same resamples
     assert by[("base", "BLEU")]["signature"].startswith("nrefs:1|bs:200|seed:7|case:mixed|eff:no|tok:13a")
-    again = paired_tests({"base": WORSE, "same": list(WORSE), "better": BETTER}, REFS, baseline="base",
-                         resamples=200, ar_trials=200, seed=7)
+    again = paired_tests(
+        {"base": WORSE, "same": list(WORSE), "better": BETTER}, REFS, baseline="base", resamples=200, ar_trials=200, seed=7
+    )
     assert again == rows  # seeded: the same resamples, the same numbers
 
 
 def test_paired_bootstrap_sees_a_small_difference_as_chance():
     one_off = list(WORSE)
     one_off[0] = REFS[0]  # one sentence of 60 corrected
-    r = {x["metric"]: x for x in paired_tests({"base": WORSE, "one_off": one_off}, REFS, baseline="base",
-                                              resamples=1000, ar_trials=0, seed=7) if x["arm"] == "one_off"}
+    r = {
+        x["metric"]: x
+        for x in paired_tests({"base": WORSE, "one_off": one_off}, REFS, baseline="base", resamples=1000, ar_trials=0, seed=7)
+        if x["arm"] == "one_off"
+    }
     assert r["BLEU"]["p_value"] > 0.05 and r["BLEU"]["p_ar"] is None
 
 
@@ -118,52 +159,75 @@ def _parts(tmp_path, name: str, table: pa.Table) -> Parts:
 
 
 def _translations(hyps: list[str]) -> pa.Table:
-    return pa.table({"uid": [f"u{i}" for i in range(len(hyps))], "src": ["s"] * len(hyps), "ref": REFS[:len(hyps)],
-                     "hyp": hyps})
+    return pa.table({"uid": [f"u{i}" for i in range(len(hyps))], "src": ["s"] * len(hyps), "ref": REFS[: len(hyps)], "hyp": hyps})
 
 
 def test_seeds_are_concatenated_in_order_and_paired_with_the_baselines(tmp_path):
     n = 30
     outputs = {("base", 1): WORSE[:n], ("base", 2): REFS[:n], ("arm", 1): BETTER[:n], ("arm", 2): WORSE[:n]}
     systems = [{"arm": a, "seed": s, "model": f"m-{a}-{s}"} for a, s in outputs]
-    gathered = arm_translations(*(_parts(tmp_path, f"{a}{s}", _translations(h)) for (a, s), h in outputs.items()),
-                                systems=systems, testset="t")
-    assert gathered.num_rows == 4 * n and gathered["seed"].to_pylist()[n - 1:n + 1] == [1, 2]
-    table = paired_significance(_parts(tmp_path, "gathered", gathered), baseline="base", arms=["base", "arm"],
-                                resamples=200, ar_trials=0, seed=3)
-    expected = paired_tests({"base": WORSE[:n] + REFS[:n], "arm": BETTER[:n] + WORSE[:n]}, REFS[:n] * 2,
-                            baseline="base", resamples=200, ar_trials=0, seed=3)
+    gathered = arm_translations(
+        *(_parts(tmp_path, f"{a}{s}", _translations(h)) for (a, s), h in outputs.items()), systems=systems, testset="t"
+    )
+    assert gathered.num_rows == 4 * n and gathered["seed"].to_pylist()[n - 1 : n + 1] == [1, 2]
+    table = paired_significance(
+        _parts(tmp_path, "gathered", gathered), baseline="base", arms=["base", "arm"], resamples=200, ar_trials=0, seed=3
+    )
+    expected = paired_tests(
+        {"base": WORSE[:n] + REFS[:n], "arm": BETTER[:n] + WORSE[:n]},
+        REFS[:n] * 2,
+        baseline="base",
+        resamples=200,
+        ar_trials=0,
+        seed=3,
+    )
     assert table.to_pylist() == [{**e, "seeds": 2} for e in expected]
 
 
 def test_translations_of_other_test_rows_are_refused(tmp_path):
     a, b = _translations(WORSE[:5]), _translations(WORSE[:5]).set_column(0, "uid", pa.array(list("vwxyz")))
     with pytest.raises(Exception, match="translated other test rows"):
-        arm_translations(_parts(tmp_path, "a", a), _parts(tmp_path, "b", b), testset="t",
-                         systems=[{"arm": "x", "seed": 1, "model": "m"}, {"arm": "y", "seed": 1, "model": "n"}])
+        arm_translations(
+            _parts(tmp_path, "a", a),
+            _parts(tmp_path, "b", b),
+            testset="t",
+            systems=[{"arm": "x", "seed": 1, "model": "m"}, {"arm": "y", "seed": 1, "model": "n"}],
+        )
 
 
 def test_summary_lines_give_the_baseline_and_each_arms_delta_and_p():
     from flows.pipelines import train_nmt_lines
     from flows.reports.train_nmt_report import arm_summary
 
-    evaluation = [{"testset": "t", "arm": a, "seed": s, "metric": m, "score": v, "signature": f"sig-{m}"}
-                  for a, s, m, v in [("bitext", 1, "BLEU", 30.0), ("bitext", 2, "BLEU", 32.0),
-                                     ("bitext", 1, "chrF", 50.0), ("bitext", 2, "chrF", 52.0),
-                                     ("para", 1, "BLEU", 31.0), ("para", 2, "BLEU", 32.2),
-                                     ("para", 1, "chrF", 51.0), ("para", 2, "chrF", 51.0)]]
-    significance = [{"testset": "t", "arm": a, "metric": m, "p_value": p, "p_ar": p, "ci_low": 1.0, "ci_high": 2.0}
-                    for a, m, p in [("bitext", "BLEU", None), ("bitext", "chrF", None), ("para", "BLEU", 0.03),
-                                    ("para", "chrF", 0.5)]]
+    evaluation = [
+        {"testset": "t", "arm": a, "seed": s, "metric": m, "score": v, "signature": f"sig-{m}"}
+        for a, s, m, v in [
+            ("bitext", 1, "BLEU", 30.0),
+            ("bitext", 2, "BLEU", 32.0),
+            ("bitext", 1, "chrF", 50.0),
+            ("bitext", 2, "chrF", 52.0),
+            ("para", 1, "BLEU", 31.0),
+            ("para", 2, "BLEU", 32.2),
+            ("para", 1, "chrF", 51.0),
+            ("para", 2, "chrF", 51.0),
+        ]
+    ]
+    significance = [
+        {"testset": "t", "arm": a, "metric": m, "p_value": p, "p_ar": p, "ci_low": 1.0, "ci_high": 2.0}
+        for a, m, p in [("bitext", "BLEU", None), ("bitext", "chrF", None), ("para", "BLEU", 0.03), ("para", "chrF", 0.5)]
+    ]
     arms = {"bitext": {"label": "bitext", "seeds": [1, 2]}, "para": {"label": "paraphrase 10:1 + CT", "seeds": [1, 2]}}
     summary = arm_summary(evaluation, significance, "bitext", arms)
     para = next(r for r in summary if r["arm"] == "para" and r["metric"] == "BLEU")
     assert (para["mean"], para["delta"], para["sd"]) == pytest.approx((31.6, 0.6, 0.8485281374))
-    lines = train_nmt_lines({"train_nmt": {"tests": ["t"], "baseline": "bitext", "arms": arms, "summary": summary,
-                                           "evaluation": evaluation}})
-    assert lines == ["bitext (baseline): BLEU = 31.00 ± 1.41, chrF = 51.00 ± 1.41 on t (2 seeds)  sig-BLEU",
-                     "paraphrase 10:1 + CT: +0.6 BLEU (p = 0.03), +0.0 chrF (p = 0.5); BLEU = 31.60 ± 0.85, "
-                     "chrF = 51.00 ± 0.00 on t (2 seeds)"]
+    lines = train_nmt_lines(
+        {"train_nmt": {"tests": ["t"], "baseline": "bitext", "arms": arms, "summary": summary, "evaluation": evaluation}}
+    )
+    assert lines == [
+        "bitext (baseline): BLEU = 31.00 ± 1.41, chrF = 51.00 ± 1.41 on t (2 seeds)  sig-BLEU",
+        "paraphrase 10:1 + CT: +0.6 BLEU (p = 0.03), +0.0 chrF (p = 0.5); BLEU = 31.60 ± 0.85, "
+        "chrF = 51.00 ± 0.00 on t (2 seeds)",
+    ]
 
 
 def test_a_mix_over_a_view_that_does_not_exist_names_the_key_and_the_pipeline_that_makes_it(tmp_path):
@@ -189,19 +253,29 @@ BITEXT = "SELECT src, tgt FROM bitext WHERE source = 'demo_bitext'"
 EXPERIMENTS = {  # three arms over the bitext view alone (the demo's rejuvenated and paraphrased views need their runs)
     "bitext": {"mix": {"bitext": BITEXT}},
     "even_x2": {"mix": {"even": BITEXT + " AND line % 2 = 0"}, "copies": {"even": 2}},
-    "odd_ct": {"label": "odd + CT", "mix": {"odd": BITEXT + " AND line % 2 = 1"},
-               "continue_on": {"mix": {"bitext": BITEXT}, "lr": 1e-4, "max_update": 1}},
+    "odd_ct": {
+        "label": "odd + CT",
+        "mix": {"odd": BITEXT + " AND line % 2 = 1"},
+        "continue_on": {"mix": {"bitext": BITEXT}, "lr": 1e-4, "max_update": 1},
+    },
 }
 SEEDS, UPDATES = [1, 2], 20  # a few updates: the arms, seeds and tests are what is checked, not learning
 
 
 def _sets(ood) -> list[str]:
-    return ["shard_size=200", "pipelines=[ingest, train_nmt]", f"train_nmt.student.train.max_update={UPDATES}",
-            "train_nmt.student.train.warmup_updates=10",
-            "train_nmt.experiments=" + json.dumps(EXPERIMENTS), "train_nmt.baseline=bitext", f"train_nmt.seeds={SEEDS}",
-            "train_nmt.tests=[demo_test, demo_ood]", "train_nmt.significance.resamples=200",
-            "train_nmt.significance.ar_trials=200",
-            f"datasets.demo_ood={{kind: bitext, format: text, src: {ood}/test.en, tgt: {ood}/test.de}}"]
+    return [
+        "shard_size=200",
+        "pipelines=[ingest, train_nmt]",
+        f"train_nmt.student.train.max_update={UPDATES}",
+        "train_nmt.student.train.warmup_updates=10",
+        "train_nmt.experiments=" + json.dumps(EXPERIMENTS),
+        "train_nmt.baseline=bitext",
+        f"train_nmt.seeds={SEEDS}",
+        "train_nmt.tests=[demo_test, demo_ood]",
+        "train_nmt.significance.resamples=200",
+        "train_nmt.significance.ar_trials=200",
+        f"datasets.demo_ood={{kind: bitext, format: text, src: {ood}/test.en, tgt: {ood}/test.de}}",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -218,23 +292,29 @@ def pipeline(prefect_harness, tmp_path_factory):
     write_demo(ood, seed=11, bitext_rows=100, mono_rows=100, labeled_rows=100, slots_rows=100, test_rows=50)
 
     def conf(*extra: str):
-        return load_profile(REPO / "conf" / "demo.yaml", [*_sets(ood), *extra], cache=cache,
-                            environ={"AUGDAG_DEMO_DATA": str(data)})
+        return load_profile(
+            REPO / "conf" / "demo.yaml", [*_sets(ood), *extra], cache=cache, environ={"AUGDAG_DEMO_DATA": str(data)}
+        )
 
     full = conf()  # ingest the bitext sets alone: the demo's monolingual, labelled and slot sets are no input here
-    ingest_flow(full.model_copy(update={"datasets": {k: d for k, d in full.datasets.items() if d.kind == "bitext"}}),
-                profile="test")
+    ingest_flow(
+        full.model_copy(update={"datasets": {k: d for k, d in full.datasets.items() if d.kind == "bitext"}}), profile="test"
+    )
     return cache, conf, train_nmt_flow(conf(), profile="test")
 
 
 @pytest.mark.slow
 def test_evaluations_per_arm_seed_test_set_and_metric_with_p_null_only_for_the_baseline(pipeline):
     cache, _, summary = pipeline
-    rows = catalog_rows(cache, "SELECT arm, seed, testset, metric, score, p_value, ci_low, ci_high, sentences, model, "
-                     "meta->>'label' AS label FROM evaluations WHERE model_name = 'student'")
+    rows = catalog_rows(
+        cache,
+        "SELECT arm, seed, testset, metric, score, p_value, ci_low, ci_high, sentences, model, "
+        "meta->>'label' AS label FROM evaluations WHERE model_name = 'student'",
+    )
     keys = sorted((r["arm"], r["seed"], r["testset"], r["metric"]) for r in rows)
-    assert keys == sorted((a, s, t, m) for a in EXPERIMENTS for s in SEEDS for t in ("demo_test", "demo_ood")
-                          for m in ("BLEU", "chrF"))
+    assert keys == sorted(
+        (a, s, t, m) for a in EXPERIMENTS for s in SEEDS for t in ("demo_test", "demo_ood") for m in ("BLEU", "chrF")
+    )
     assert {(r["arm"], r["p_value"] is None) for r in rows} == {("bitext", True), ("even_x2", False), ("odd_ct", False)}
     assert all(0 < r["p_value"] <= 1 for r in rows if r["arm"] != "bitext")
     sentences = {r["source"]: r["n"] for r in catalog_rows(cache, "SELECT source, count(*) AS n FROM bitext GROUP BY ALL")}
@@ -247,24 +327,35 @@ def test_evaluations_per_arm_seed_test_set_and_metric_with_p_null_only_for_the_b
         t = tests[(r["testset"], r["arm"], r["metric"])]
         assert (r["p_value"], r["ci_low"], r["ci_high"]) == (t["p_value"], t["ci_low"], t["ci_high"])
         assert t["seeds"] == 2 and t["sentences"] == 2 * sentences[r["testset"]]
-    view = catalog_rows(cache, "SELECT arm, seeds, mean, p_value FROM evaluation_summary WHERE model_name = 'student' "
-                     "AND testset = 'demo_ood' AND metric = 'BLEU' ORDER BY arm")
+    view = catalog_rows(
+        cache,
+        "SELECT arm, seeds, mean, p_value FROM evaluation_summary WHERE model_name = 'student' "
+        "AND testset = 'demo_ood' AND metric = 'BLEU' ORDER BY arm",
+    )
     assert [(v["arm"], v["seeds"]) for v in view] == [("bitext", 2), ("even_x2", 2), ("odd_ct", 2)]
     # every translation of both test sets in the view, per arm and seed
     per = catalog_rows(cache, "SELECT testset, arm, seed, count(*) AS n FROM test_translations GROUP BY ALL")
     assert sorted((p["testset"], p["arm"], p["seed"], p["n"]) for p in per) == sorted(
-        (t, a, s, sentences[t]) for t in ("demo_test", "demo_ood") for a in EXPERIMENTS for s in SEEDS)
+        (t, a, s, sentences[t]) for t in ("demo_test", "demo_ood") for a in EXPERIMENTS for s in SEEDS
+    )
 
 
 @pytest.mark.slow
 def test_training_mix_rows_per_arm_and_phase_are_exact_copies(pipeline):
     cache, _, summary = pipeline
-    n = catalog_rows(cache, "SELECT count(*) AS n, count(*) FILTER (line % 2 = 0) AS even FROM bitext "
-                  "WHERE source = 'demo_bitext'")[0]
-    mix = {(r["arm"], r["phase"], r["source"]): r["n"]
-           for r in catalog_rows(cache, "SELECT arm, phase, source, count(*) AS n FROM training_mix GROUP BY ALL")}
-    assert mix == {("bitext", "train", "bitext"): n["n"], ("even_x2", "train", "even"): 2 * n["even"],
-                   ("odd_ct", "train", "odd"): n["n"] - n["even"], ("odd_ct", "continue", "bitext"): n["n"]}
+    n = catalog_rows(
+        cache, "SELECT count(*) AS n, count(*) FILTER (line % 2 = 0) AS even FROM bitext WHERE source = 'demo_bitext'"
+    )[0]
+    mix = {
+        (r["arm"], r["phase"], r["source"]): r["n"]
+        for r in catalog_rows(cache, "SELECT arm, phase, source, count(*) AS n FROM training_mix GROUP BY ALL")
+    }
+    assert mix == {
+        ("bitext", "train", "bitext"): n["n"],
+        ("even_x2", "train", "even"): 2 * n["even"],
+        ("odd_ct", "train", "odd"): n["n"] - n["even"],
+        ("odd_ct", "continue", "bitext"): n["n"],
+    }
     arms = summary["train_nmt"]["arms"]
     assert arms["even_x2"]["mix_rows"] == {"even": 2 * n["even"]} and arms["odd_ct"]["continue_rows"] == {"bitext": n["n"]}
 
@@ -274,14 +365,19 @@ def test_every_student_descends_from_its_training_mix(pipeline):
     cache, _, summary = pipeline
     for arm, a in summary["train_nmt"]["arms"].items():
         for student in a["students"]:
-            up = catalog_rows(cache, f"""WITH RECURSIVE up(fp) AS (SELECT '{student}' UNION SELECT l.parent FROM lineage l
+            up = catalog_rows(
+                cache,
+                f"""WITH RECURSIVE up(fp) AS (SELECT '{student}' UNION SELECT l.parent FROM lineage l
                                                       JOIN up ON l.child = up.fp)
-                               SELECT a.stage, a.dataset FROM up JOIN artifacts a ON a.fingerprint = up.fp""")
+                               SELECT a.stage, a.dataset FROM up JOIN artifacts a ON a.fingerprint = up.fp""",
+            )
             assert ("training_mix", f"train_nmt.{arm}") in {(u["stage"], u["dataset"]) for u in up}
             if arm == "odd_ct":  # and from the arm's own first model and its continued-training data
                 assert ("training_mix", "train_nmt.odd_ct.continue") in {(u["stage"], u["dataset"]) for u in up}
-    names = {m["name"]: m["n"] for m in catalog_rows(cache, "SELECT name, count(*) AS n FROM models WHERE kind = 'fairseq' "
-                                                  "GROUP BY name")}
+    names = {
+        m["name"]: m["n"]
+        for m in catalog_rows(cache, "SELECT name, count(*) AS n FROM models WHERE kind = 'fairseq' GROUP BY name")
+    }
     assert names == {"student": 6, "student_continued": 2}
 
 
@@ -303,14 +399,15 @@ def test_continued_training_starts_from_the_arms_checkpoint_at_its_own_lr(pipeli
     for fp in summary["train_nmt"]["arms"]["odd_ct"]["students"]:
         meta = json.loads(catalog_rows(cache, f"SELECT meta FROM models WHERE fingerprint = '{fp}'")[0]["meta"])
         continued, base = state(fp), state(meta["params"]["init"])
-        moved = max((continued["model"][k] - w).abs().max().item() for k, w in base["model"].items()
-                    if w.is_floating_point())
+        moved = max((continued["model"][k] - w).abs().max().item() for k, w in base["model"].items() if w.is_floating_point())
         assert moved == pytest.approx(1e-4, rel=1e-2)
         assert continued["optimizer_history"][-1]["lr_scheduler_state"] == {"lr": 1e-4}  # fairseq's fixed schedule
         assert continued["optimizer_history"][-1]["num_updates"] == 1 and continued["cfg"]["optimization"]["lr"] == [1e-4]
         assert base["optimizer_history"][-1]["num_updates"] == UPDATES
-        continued_dir, base_dir = (Path(catalog_rows(cache, f"SELECT path FROM models WHERE fingerprint = '{f}'")[0]["path"])
-                                   for f in (fp, meta["params"]["init"]))
+        continued_dir, base_dir = (
+            Path(catalog_rows(cache, f"SELECT path FROM models WHERE fingerprint = '{f}'")[0]["path"])
+            for f in (fp, meta["params"]["init"])
+        )
         for name in ("spm.model", "dict.src.txt", "dict.tgt.txt"):  # the first model's subwords and dictionary
             assert (continued_dir / name).read_bytes() == (base_dir / name).read_bytes(), name
 

@@ -51,9 +51,11 @@ install-gpu:
 demo: install
 	$(VENV)/bin/augdag demo
 
-# ruff (its rules: [tool.ruff] in pyproject.toml) and import-linter's contracts; .ci/run runs it before the tests
+# ruff (its rules: [tool.ruff] in pyproject.toml; the code as `ruff format` writes it) and import-linter's contracts;
+# .ci/run runs it before the tests
 lint: install
 	$(VENV)/bin/ruff check --no-cache .
+	$(VENV)/bin/ruff format --check --no-cache .
 	$(VENV)/bin/lint-imports --no-cache
 
 # two workers, whole modules each (their module-scoped servers and trained models are shared within one);

@@ -41,7 +41,7 @@ from flows.engine.driver import Run, run_stage
 from storage.artifacts import ArtifactRef, write_part
 from storage.schemas import MONO, with_uid
 from tasks.runtime.stage import run_shard
-from tasks.self_training.uncertainty import SCORE
+from tasks.self_training.uncertainty import SENTENCE_UNCERTAINTY
 
 GOAL = 1.6
 PARAMS = {"column": "text", "lowercase": False}
@@ -96,7 +96,7 @@ def bare_shards(mono: ArtifactRef, words: ArtifactRef, shards: Sequence[int], th
     with cores(threads):
         t0 = time.perf_counter()
         for k in shards:
-            run_shard(SCORE, bare_out(mono), k, (mono,), {"word_uncertainty": words}, PARAMS)
+            run_shard(SENTENCE_UNCERTAINTY, bare_out(mono), k, (mono,), {"word_uncertainty": words}, PARAMS)
         return time.perf_counter() - t0
 
 
@@ -119,12 +119,12 @@ def bare_two_processes(pool: multiprocessing.pool.Pool, mono: ArtifactRef, words
 def scoring_flow(conf: AugdagConf, mono: ArtifactRef, words: ArtifactRef) -> dict:
     """The stage as the self-training flow runs it: ``run_stage`` maps the shard tasks and registers the output."""
     run = Run.start(conf, pipeline="bench_scale", profile="bench", config={})
-    out = run_stage(run, SCORE, inputs=[mono], side={"word_uncertainty": words}, params=PARAMS)
+    out = run_stage(run, SENTENCE_UNCERTAINTY, inputs=[mono], side={"word_uncertainty": words}, params=PARAMS)
     run.finish()
     report = run.reports[-1]
     in_tasks = run.catalog.query(
         "SELECT sum(seconds) AS s FROM stage_runs WHERE run_id = $run AND stage = $stage",
-        {"run": run.run_id, "stage": SCORE.name},
+        {"run": run.run_id, "stage": SENTENCE_UNCERTAINTY.name},
     )["s"][0].as_py()
     return {"dir": str(out.dir), "seconds": report.seconds, "in_tasks": in_tasks, "computed": report.shards_computed}
 
@@ -134,7 +134,7 @@ def on_cluster(address: str, mono: ArtifactRef, words: ArtifactRef) -> tuple[flo
     ``run_shard`` summed over the shard tasks)."""
     from flows.engine.runners import run_flow
 
-    shutil.rmtree(Path(mono.root) / "artifacts" / SCORE.name, ignore_errors=True)
+    shutil.rmtree(Path(mono.root) / "artifacts" / SENTENCE_UNCERTAINTY.name, ignore_errors=True)
     conf = AugdagConf(cache=Path(mono.root), task_runner=TaskRunnerConf(kind="dask", address=address))
     got = run_flow(scoring_flow, conf, mono=mono, words=words)
     assert got["computed"] == mono.n_shards, got
@@ -142,7 +142,7 @@ def on_cluster(address: str, mono: ArtifactRef, words: ArtifactRef) -> tuple[flo
 
 
 def output_dir(mono: ArtifactRef, *, dask: bool) -> Path:
-    return next((Path(mono.root) / "artifacts" / SCORE.name).iterdir()) if dask else bare_out(mono).dir
+    return next((Path(mono.root) / "artifacts" / SENTENCE_UNCERTAINTY.name).iterdir()) if dask else bare_out(mono).dir
 
 
 def digests(directory: Path) -> dict[str, str]:

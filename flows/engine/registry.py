@@ -37,7 +37,7 @@ class Pipeline:
     flow: str  # "module:function", a Prefect flow (conf: AugdagConf, profile: str, config: dict) -> summary
     reads: tuple[str, ...] = ()  # pipelines whose outputs it reads: it runs after them, skipped if one failed
     views: Mapping[str, Doc] = dataclasses.field(default_factory=dict)  # catalog views its stages fill
-    summary: SummaryLines | None = None  # the lines its summary adds under the stage table
+    summary: SummaryLines | str | None = None  # the lines its summary adds under the stage table (or "module:function")
     check: Callable[[Any], object] | None = None  # AugdagConf -> raises ValueError when the profile cannot run it
     description: str = ""
 
@@ -110,4 +110,8 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
     pipeline = load().get(summary.get("pipeline", ""))
     if not (pipeline and pipeline.summary) or summary.get("status") != "completed":
         return []
-    return pipeline.summary(summary)
+    lines = pipeline.summary
+    if isinstance(lines, str):  # "module:function", beside the flow: imported when a summary is printed
+        module, _, name = lines.partition(":")
+        lines = getattr(importlib.import_module(module), name)
+    return lines(summary)

@@ -13,6 +13,7 @@ report: the diversity table, the histogram of MED to the training set (Fig. 4), 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from conf.errors import InputError
@@ -66,12 +67,15 @@ def train_fold(run: Run, conf: AugdagConf, pairs: ArtifactRef, fold: int) -> Mod
 
 @dataclasses.dataclass(frozen=True)
 class Generated:
+    """What ``generate`` made: the dataset's delexicalised rows and cluster pairs, each fold's generator and its
+    generated rows (``per_fold``), the rows kept of them all (``selected``) and Table 5's diversity."""
+
     dataset: str
     delexicalised: ArtifactRef
     pairs: ArtifactRef
     models: list[ModelRef]
-    folds: list[ArtifactRef]
-    generated: ArtifactRef
+    per_fold: list[ArtifactRef]
+    selected: ArtifactRef
     diversity: ArtifactRef
 
 
@@ -129,7 +133,15 @@ def generate(run: Run, conf: AugdagConf) -> Generated:
         )
     selected = run_stage(run, C2C_SELECT, inputs=[delex, *generated], params={}, n_shards=1)
     diversity = run_stage(run, C2C_DIVERSITY, inputs=[delex, *generated], params={"source": name}, n_shards=1)
-    return Generated(name, delex, pairs, models, generated, selected, diversity)
+    return Generated(
+        dataset=name,
+        delexicalised=delex,
+        pairs=pairs,
+        models=models,
+        per_fold=generated,
+        selected=selected,
+        diversity=diversity,
+    )
 
 
 @pipeline_flow("c2c")
@@ -141,3 +153,22 @@ def c2c_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | None = 
         result = generate(run, conf)
         summary, reports = publish_report(run, result, conf.c2c)
     return run.finish(extra={"c2c": summary, "reports": reports})
+
+
+def summary_lines(s: Mapping[str, Any]) -> list[str]:
+    """Summary lines of a ``c2c`` run: delexicalised rows, cluster pairs, generated and new rows, then the
+    delexicalised diversity when anything was generated."""
+    c = s["c2c"]
+    delex = next((d for d in c["diversity"] if d["level"] == "delexicalised"), None)
+    return [
+        f"c2c: {c['delexicalised']:,} delexicalised rows ({c['malformed_bio']:,} malformed BIO rejected, "
+        f"{c['no_slots']:,} without slots), {c['clusters']:,} cluster pairs in {c['frames_paired']:,} of "
+        f"{c['frames']:,} frames; {c['generated']:,} generated, {c['kept']:,} new rows in `c2c_generated`"
+    ] + (
+        [
+            f"c2c diversity (delexicalised): Inter ratio {delex['inter_ratio']:.1%}, Inter MED {delex['inter_med']:.2f}, "
+            f"Intra ratio {delex['intra_ratio']:.1%}, Intra MED {delex['intra_med']:.2f}"
+        ]
+        if delex and delex["generated"]
+        else []
+    )

@@ -14,6 +14,7 @@ report: s_div/s_qua per method with the selected marked, Distinct-n of selected 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -95,7 +96,7 @@ def back_translation(run: Run, conf: AugdagConf, rows: ArtifactRef, r: int, n_au
     """The product's paraphraser (paraphrase.generator: round trip, or a Hugging Face model) drawing n_aug
     top-k/top-p samples per row with round ``r``'s seed."""
     from flows.pipelines.paraphrase import paraphraser
-    from tasks.paraphrase.candidates import GENERATE, sampling_plan
+    from tasks.paraphrase.candidates import GENERATE_CANDIDATES, sampling_plan
 
     pc_ = conf.paraphrase
     gen = paraphraser(run, conf)
@@ -112,7 +113,7 @@ def back_translation(run: Run, conf: AugdagConf, rows: ArtifactRef, r: int, n_au
     )
     drawn = run_stage(
         run,
-        GENERATE,
+        GENERATE_CANDIDATES,
         inputs=[rows],
         models=list(gen.models.values()),
         resources={**gen.resources, "max_tokens": pc_.generator.max_tokens},
@@ -271,3 +272,21 @@ def epida_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | None 
         "evaluation": result.evaluation,
     }
     return run.finish(extra={"epida": summary, "reports": reports})
+
+
+def summary_lines(s: Mapping[str, Any]) -> list[str]:
+    """Summary lines of an ``epida`` run: per round the candidates kept (overall and per method), then the
+    feedback classifier's scores on the test set."""
+    ep = s["epida"]
+    rounds: dict[int, list[Mapping[str, Any]]] = {}
+    for c in ep["counts"]:
+        rounds.setdefault(c["round"], []).append(c)
+    return [
+        f"epida ({ep['mode']}, {'online' if ep['online'] else 'one-time'}, K = {ep['amplification']}, "
+        f"m = {ep['m']}) round {r}: kept {sum(c['selected'] for c in cs):,} of {sum(c['candidates'] for c in cs):,} "
+        "(" + ", ".join(f"{c['method']} {c['selected'] / max(c['candidates'], 1):.0%}" for c in cs) + ")"
+        for r, cs in sorted(rounds.items())
+    ] + [
+        f"{e['metric']} = {e['score']:.4f} on {ep['testset']} (the feedback classifier)  {e['signature']}"
+        for e in ep["evaluation"]
+    ]

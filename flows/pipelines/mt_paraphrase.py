@@ -11,6 +11,7 @@ train_nmt then mixes them, e.g. {bitext: 10, paraphrased: 1} and continued train
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from conf.schema import AugdagConf
@@ -19,7 +20,7 @@ from flows.engine.recording import artifact_rows
 from flows.engine.runners import FlowConf, pipeline_flow
 from flows.pipelines.ingest import ingest_dataset
 from flows.pipelines.paraphrase import paraphraser
-from tasks.mt_paraphrase.constrained import CONSTRAINED, IDF_STAGE, SELECT
+from tasks.mt_paraphrase.constrained import CONSTRAINED, IDF_STAGE, SELECT_PARAPHRASES
 
 
 def paraphrase_bitext(run: Run, conf: AugdagConf) -> dict[str, Any]:
@@ -51,7 +52,7 @@ def paraphrase_bitext(run: Run, conf: AugdagConf) -> dict[str, Any]:
             "max_tokens": conf.paraphrase.generator.max_tokens,
         },
     )
-    kept = run_stage(run, SELECT, inputs=[cands], params={"max_jaccard": m.max_jaccard, "keep": m.keep})
+    kept = run_stage(run, SELECT_PARAPHRASES, inputs=[cands], params={"max_jaccard": m.max_jaccard, "keep": m.keep})
     reasons: dict[str, int] = {}
     for why in kept.parts("dropped").table(["reason"])["reason"].to_pylist():
         reasons[why] = reasons.get(why, 0) + 1
@@ -78,3 +79,16 @@ def mt_paraphrase_flow(conf: FlowConf, profile: str = "", config: dict[str, Any]
     with Run.started(conf, pipeline="mt_paraphrase", profile=profile, config=config) as run:
         result = paraphrase_bitext(run, conf)
     return run.finish(extra={"mt_paraphrase": result})
+
+
+def summary_lines(s: Mapping[str, Any]) -> list[str]:
+    """Summary lines of an ``mt_paraphrase`` run: paraphrased pairs of the bitext, drawn and dropped, then
+    the generator and how it decoded."""
+    m = s["mt_paraphrase"]
+    return [
+        f"mt_paraphrase: {m['paraphrased']:,} paraphrased pairs of {m['pairs']:,} ({m['side']} side of "
+        f"{m['bitext']}; {m['candidates']:,} drawn, dropped: "
+        + (", ".join(f"{k} {v:,}" for k, v in m["dropped"].items()) or "none")
+        + ")",
+        f"  generator: {m['generator']}; decoded: {m['decode']}",
+    ]

@@ -12,6 +12,7 @@ distribution per level (`curriculum_levels`, plotted as in Table 8).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import pyarrow.compute as pc
@@ -26,7 +27,7 @@ from flows.pipelines.nmt import configured_model, nmt_model
 from flows.reports.reporting import publish
 from storage.artifacts import ArtifactRef, fingerprint
 from tasks.common.nmt import loading, runtime
-from tasks.paraphrase.candidates import GENERATE, SCORE, sampling_plan
+from tasks.paraphrase.candidates import GENERATE_CANDIDATES, SCORE_CANDIDATES, sampling_plan
 from tasks.paraphrase.curriculum import CURRICULUM_STAGE, DIVERSITY, LEVELS
 
 
@@ -102,7 +103,7 @@ def build_curriculum(run: Run, conf: AugdagConf) -> Paraphrased:
     )
     cands = run_stage(
         run,
-        GENERATE,
+        GENERATE_CANDIDATES,
         inputs=[rows],
         models=list(gen.models.values()),
         resources={**gen.resources, "max_tokens": pc_.generator.max_tokens},
@@ -126,7 +127,7 @@ def build_curriculum(run: Run, conf: AugdagConf) -> Paraphrased:
     resources["similarity_runtime"] = _runtime(sim)
     scored = run_stage(
         run,
-        SCORE,
+        SCORE_CANDIDATES,
         inputs=[cands],
         params={"nli": nli_params, "similarity": {"kind": sim.kind}},
         models=[m for k, m in models.items() if k in ("nli", "similarity")],
@@ -228,3 +229,16 @@ def paraphrase_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | 
     }
     print("paraphrase models: " + "; ".join(f"{k}: {v}" for k, v in result.ran.items()))
     return run.finish(extra={"paraphrase": summary, "reports": reports})
+
+
+def summary_lines(s: Mapping[str, Any]) -> list[str]:
+    """Summary lines of a ``paraphrase`` run: candidates, dropped by Eq. 3, curriculum rows, the sentences
+    short of the bag size, then each model that ran."""
+    pp = s["paraphrase"]
+    short = pp["shortfall"]
+    return [
+        f"paraphrase: {pp['candidates']:,} candidates, {pp['dropped']:,} dropped by Eq. 3, {pp['curriculum']:,} "
+        f"curriculum rows; {short['count']:,} sentence(s) short of the bag size"
+        + (f": {', '.join(short['rows'])}" if short["count"] else ""),
+        *(f"  {role}: {what}" for role, what in pp["ran"].items()),
+    ]

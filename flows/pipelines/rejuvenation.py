@@ -13,6 +13,7 @@ inactive vs the active pairs (the aligner and lexicon of the self-training pipel
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from conf.schema import AugdagConf, RejuvenationConf
@@ -210,3 +211,21 @@ def rejuvenation_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] 
             "reports": reports,
         }
     )
+
+
+def summary_lines(s: Mapping[str, Any]) -> list[str]:
+    """Summary lines of a ``rejuvenation`` run: each validation model's score, then the active, inactive,
+    rejuvenated and unscored pairs."""
+    rj = s["rejuvenation"]
+    unscored = rj["unscored"]
+    return [
+        *_model_lines(rj.get("validation", {})),
+        f"rejuvenation: {rj['active']:,} active, {rj['inactive']:,} inactive, {rj['rejuvenated']:,} rows in "
+        f"`rejuvenated`; {unscored['count']:,} pair(s) could not be scored (kept active)"
+        + (f": {', '.join(unscored['uids'])}" if unscored["count"] else ""),
+    ]
+
+
+def _model_lines(models: Mapping[str, Any]) -> list[str]:
+    """A line per trained model's score on a sample of its data (model_scores.py)."""
+    return [model_line(v) for v in models.values()]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from conf.errors import ConfError
@@ -31,7 +32,7 @@ from tasks.common.nmt import TRANSLATE_MONO, decode_options, loading, runtime
 from tasks.ingest.clean import CLEAN, DUPLICATES, CleanParams
 from tasks.self_training.alignment import ALIGN, FORCE_ALIGN, LEXICON, WORD_UNCERTAINTY
 from tasks.self_training.tokenize import TOKENIZE
-from tasks.self_training.uncertainty import BINS, SAMPLE_KEYS, SAMPLED_MONO, SCORE, SELECT, U_MAX
+from tasks.self_training.uncertainty import BINS, SAMPLE_KEYS, SAMPLED_MONO, SELECT_SAMPLE, SENTENCE_UNCERTAINTY, U_MAX
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,7 +100,9 @@ def bitext_uncertainty(run: Run, bitext: ArtifactRef, conf: SelfTrainingConf) ->
     )
     lexicon = run_stage(run, LEXICON, inputs=[bitext, align], n_shards=1, params=lc)
     words = run_stage(run, WORD_UNCERTAINTY, inputs=[lexicon, bitext], n_shards=1, params=lc)
-    scored = run_stage(run, SCORE, inputs=[bitext], side={"word_uncertainty": words}, params={"column": "src", **lc})
+    scored = run_stage(
+        run, SENTENCE_UNCERTAINTY, inputs=[bitext], side={"word_uncertainty": words}, params={"column": "src", **lc}
+    )
     return align, words, scored, bitext
 
 
@@ -116,7 +119,7 @@ def sample_monolingual(run: Run, conf: AugdagConf) -> Sampled:
     tokenized_monos = [tokenized(run, m, st.tokenizer, {"text": "src"}) for m in monos]
     u_max = run_stage(run, U_MAX, inputs=[scored_bitext], n_shards=1, params={"percentile_r": s.percentile_r})
     scored = [
-        run_stage(run, SCORE, inputs=[m], side={"word_uncertainty": words}, params={"column": "text", **lc})
+        run_stage(run, SENTENCE_UNCERTAINTY, inputs=[m], side={"word_uncertainty": words}, params={"column": "text", **lc})
         for m in tokenized_monos
     ]
     budget = s.budget or max(1, math.floor(s.budget_ratio * sum(artifact_rows(m) for m in monos)))
@@ -146,7 +149,7 @@ def sample_monolingual(run: Run, conf: AugdagConf) -> Sampled:
         )
         for sc, ex in zip(scored, extra)
     ]
-    selected = run_stage(run, SELECT, inputs=keys, n_shards=1, params={"budget": budget, "method": s.method})
+    selected = run_stage(run, SELECT_SAMPLE, inputs=keys, n_shards=1, params={"budget": budget, "method": s.method})
     split = {name for name in mono_names if conf.datasets[name].split_sentences}  # their `sentence` is kept
     sampled = {
         m.dataset: run_stage(
@@ -299,3 +302,17 @@ def self_training_flow(conf: FlowConf, profile: str = "", config: dict[str, Any]
             "synthetic": {name: artifact_rows(ref) for name, ref in synthetic.items()},
         }
     )
+
+
+def summary_lines(s: Mapping[str, Any]) -> list[str]:
+    """Summary lines of a ``self_training`` run: U_max, each model's score and the synthetic pairs per dataset."""
+    return [
+        f"U_max = {s['u_max']:.6f}",
+        *_model_lines(s.get("model_scores", {})),
+        "synthetic pairs: " + ", ".join(f"{k} {v:,}" for k, v in s["synthetic"].items()),
+    ]
+
+
+def _model_lines(models: Mapping[str, Any]) -> list[str]:
+    """A line per trained model's score on a sample of its data (model_scores.py)."""
+    return [model_line(v) for v in models.values()]

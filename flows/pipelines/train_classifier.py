@@ -10,6 +10,7 @@ report: mean ± sd per augmentation, macro-F1 bars, the curriculum's loss per st
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -261,3 +262,14 @@ def train_classifier_flow(conf: FlowConf, profile: str = "", config: dict[str, A
         reports = publish_report(run, result)
     result.pop("_losses")
     return run.finish(extra={"train_classifier": result, "reports": reports})
+
+
+def summary_lines(s: Mapping[str, Any]) -> list[str]:
+    """Summary lines of a ``train_classifier`` run: per augmentation, each metric's mean ± sd over the seeds."""
+    tc = s["train_classifier"]
+    return [
+        f"{e['metric']} = {e['mean']:.4f} ± {e['sd']:.4f} on {tc['testset']} ({e['augmentation']}"
+        + (f", schedule {tc['schedule']}" if e["augmentation"] == "curriculum" else "")
+        + f", {e['seeds']} seed{'s' if e['seeds'] > 1 else ''})"
+        for e in tc["summary"]
+    ]

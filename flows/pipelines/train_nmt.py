@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -279,3 +280,24 @@ def train_nmt_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | N
         result = train_and_evaluate(run, conf)
         reports = publish_report(run, result)
     return run.finish(extra={"train_nmt": result, "reports": reports})
+
+
+def summary_lines(s: Mapping[str, Any]) -> list[str]:
+    """Per test set one line per arm: the baseline's mean ± sd (and signature), each other arm's Δ and paired p."""
+    tn, lines = s["train_nmt"], []
+    for test in tn["tests"]:
+        rows = {(r["arm"], r["metric"]): r for r in tn["summary"] if r["testset"] == test}
+        sig = next(e["signature"] for e in tn["evaluation"] if e["testset"] == test and e["metric"] == "BLEU")
+        for arm, a in tn["arms"].items():
+            b, c, n = rows[(arm, "BLEU")], rows[(arm, "chrF")], len(a["seeds"])
+            score = (
+                f"BLEU = {b['mean']:.2f} ± {b['sd']:.2f}, chrF = {c['mean']:.2f} ± {c['sd']:.2f} on {test} "
+                f"({n} seed{'s' if n > 1 else ''})"
+            )
+            lines.append(
+                f"{a['label']} (baseline): {score}  {sig}"
+                if arm == tn["baseline"]
+                else f"{a['label']}: {b['delta']:+.1f} BLEU (p = {b['p_value']:.2g}), {c['delta']:+.1f} chrF "
+                f"(p = {c['p_value']:.2g}); {score}"
+            )
+    return lines

@@ -11,6 +11,7 @@ report: mean ± sd per arm, F1 bars, per seed.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -171,3 +172,14 @@ def train_slot_tagger_flow(conf: FlowConf, profile: str = "", config: dict[str, 
             "reports": reports,
         }
     )
+
+
+def summary_lines(s: Mapping[str, Any]) -> list[str]:
+    """Summary lines of a ``train_slot_tagger`` run: per arm, its rows and F1's mean ± sd over the seeds."""
+    t = s["train_slot_tagger"]
+    return [
+        f"{e['metric']} = {e['mean']:.4f} ± {e['sd']:.4f} on {t['testset']} ({e['arm']}, {t['arms'][e['arm']]:,} "
+        f"rows, {e['seeds']} seed{'s' if e['seeds'] > 1 else ''})"
+        for e in t["summary"]
+        if e["metric"] == "f1"
+    ]

@@ -24,7 +24,7 @@ def counts(result: Generated) -> dict[str, Any]:
     pairs = result.pairs.parts().table(["frame", "cluster", "role"])
     frames = result.delexicalised.parts().table(["frame"])["frame"]
     reasons: dict[str, int] = {}
-    for why in result.generated.parts("dropped").table(["reason"])["reason"].to_pylist():
+    for why in result.selected.parts("dropped").table(["reason"])["reason"].to_pylist():
         reasons[why] = reasons.get(why, 0) + 1
     return {
         "delexicalised": artifact_rows(result.delexicalised),
@@ -34,15 +34,15 @@ def counts(result: Generated) -> dict[str, Any]:
         "frames_paired": len(set(pairs["frame"].to_pylist())),
         "clusters": len(set(pairs["cluster"].to_pylist())),
         "targets": sum(r == "output" for r in pairs["role"].to_pylist()),
-        "generated": sum(artifact_rows(g) for g in result.folds),
-        "kept": artifact_rows(result.generated),
+        "generated": sum(artifact_rows(g) for g in result.per_fold),
+        "kept": artifact_rows(result.selected),
         "dropped": dict(sorted(reasons.items())),
     }
 
 
 def per_frame(result: Generated) -> pa.Table:
     """One row per frame: its clusters, its target utterances and the generated rows kept, most kept first."""
-    gen = result.generated.parts().table(["frame"])["frame"].to_pylist()
+    gen = result.selected.parts().table(["frame"])["frame"].to_pylist()
     pair_table = result.pairs.parts().table(["frame", "cluster", "role"]).to_pylist()
     rows: dict[str, dict[str, Any]] = {}
     for r in pair_table:
@@ -61,7 +61,7 @@ def publish_report(run: Run, result: Generated, conf: C2cConf) -> tuple[dict[str
     from tasks.c2c.diversity import med_histogram
 
     diversity = result.diversity.read(0)
-    raw = [g.parts().table(["med_train", "fill"]) for g in result.folds]
+    raw = [g.parts().table(["med_train", "fill"]) for g in result.per_fold]
     meds = np.concatenate([t.filter(pc.equal(t["fill"], 0))["med_train"].to_numpy() for t in raw] or [np.zeros(0)])
     hist = med_histogram(meds)
     png = bar_figure(

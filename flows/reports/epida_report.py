@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from flows.pipelines.epida import Augmented
 
 
-def diversity_table(table: pa.Table, *, ns: Sequence[int] = (1, 2, 3)) -> pa.Table:
+def distinct_n_table(table: pa.Table, *, ns: Sequence[int] = (1, 2, 3)) -> pa.Table:
     """Distinct-n (Li et al. 2016) per method of all candidates and of the selected ones."""
     from models.candidates import distinct_n
 
@@ -56,7 +56,7 @@ def publish_report(run: Run, result: Augmented, conf: EpidaConf, per_method: lis
         ylabel="s_qua (CEM, Eq. 10)",
         title=f"EPiDA round {last}: candidates per method, selected in red (mode {conf.mode})",
     )
-    diversity = diversity_table(table)
+    diversity = distinct_n_table(table)
     counts = pa.Table.from_pylist(per_method) if per_method else pa.table({"round": pa.array([], pa.int32())})
     evaluation = pa.Table.from_pylist(result.evaluation) if result.evaluation else None
     setting = (

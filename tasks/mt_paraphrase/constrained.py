@@ -243,4 +243,4 @@ def select_paraphrases(cands: pa.Table, *, max_jaccard: float = 0.65, keep: int 
 
 IDF_STAGE = Stage("side_idf", "1", idf_table, reduce=True)
 CONSTRAINED = Stage("constrained_paraphrases", "1", constrained_candidates, tags=("gpu",))
-SELECT = Stage("paraphrased_bitext", "1", select_paraphrases, view="paraphrased_bitext")
+SELECT_PARAPHRASES = Stage("paraphrased_bitext", "1", select_paraphrases, view="paraphrased_bitext")

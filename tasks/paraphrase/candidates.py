@@ -180,5 +180,5 @@ def score_candidates(
     )
 
 
-GENERATE = Stage("paraphrase_candidates", "2", generate_candidates, tags=("gpu",))  # 2: samples seeded per batch
-SCORE = Stage("paraphrase_scores", "1", score_candidates, view="paraphrase_candidates", tags=("gpu",))
+GENERATE_CANDIDATES = Stage("paraphrase_candidates", "2", generate_candidates, tags=("gpu",))  # 2: samples seeded per batch
+SCORE_CANDIDATES = Stage("paraphrase_scores", "1", score_candidates, view="paraphrase_candidates", tags=("gpu",))

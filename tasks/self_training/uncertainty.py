@@ -309,9 +309,9 @@ def uncertainty_bins(*inputs: Parts, bins: int = 5, aligned: bool = False, memor
     )
 
 
-SCORE = Stage("uncertainty", "1", sentence_uncertainty, view="uncertainty")
+SENTENCE_UNCERTAINTY = Stage("uncertainty", "1", sentence_uncertainty, view="uncertainty")
 U_MAX = Stage("u_max", "1", u_max, reduce=True)
 SAMPLE_KEYS = Stage("sample_keys", "1", sample_keys)
-SELECT = Stage("sample", "2", select_sample, reduce=True)
+SELECT_SAMPLE = Stage("sample", "2", select_sample, reduce=True)
 SAMPLED_MONO = Stage("sampled_mono", "2", take_sample, view="sampled_mono", lazy_side=("selected",))
 BINS = Stage("uncertainty_bins", "2", uncertainty_bins, view="uncertainty_bins", reduce=True)

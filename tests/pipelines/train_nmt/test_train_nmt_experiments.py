@@ -196,7 +196,7 @@ def test_translations_of_other_test_rows_are_refused(tmp_path):
 
 
 def test_summary_lines_give_the_baseline_and_each_arms_delta_and_p():
-    from flows.pipelines import train_nmt_lines
+    from flows.pipelines.train_nmt import summary_lines as train_nmt_lines
     from flows.reports.train_nmt_report import arm_summary
 
     evaluation = [
@@ -428,7 +428,7 @@ def test_continued_training_refuses_a_checkpoint_augdag_did_not_train(tmp_path):
 
 @pytest.mark.slow
 def test_summary_and_report_compare_each_arm_with_the_baseline(pipeline):
-    from flows.pipelines import train_nmt_lines
+    from flows.pipelines.train_nmt import summary_lines as train_nmt_lines
 
     _, _, summary = pipeline
     lines = train_nmt_lines(summary)

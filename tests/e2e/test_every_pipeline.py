@@ -6,6 +6,7 @@ second night over the same cache computes nothing is tested on the demo itself (
 
 from __future__ import annotations
 
+import fcntl
 import json
 import shutil
 from pathlib import Path
@@ -29,7 +30,10 @@ def demo_copy(demo_run, prefect_harness, tmp_path_factory) -> tuple[Path, Path]:
     assert demo_run.returncode == 0, (demo_run.stdout + demo_run.stderr)[-3000:]
     copy = tmp_path_factory.mktemp("every-pipeline") / "cache"
     ignore = shutil.ignore_patterns("server", "logs", "*.lock", "demo-data")
-    shutil.copytree(demo_run.cache, copy, symlinks=True, ignore=ignore)
+    # under the catalog's shared lock, as every reader takes it: the demo test's second night may be writing
+    with open(demo_run.cache / "catalog.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        shutil.copytree(demo_run.cache, copy, symlinks=True, ignore=ignore)
     return copy, demo_run.cache / "demo-data"
 
 

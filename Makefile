@@ -59,8 +59,8 @@ lint: install
 	$(VENV)/bin/lint-imports --no-cache
 
 # two workers, whole modules each (their module-scoped servers and trained models are shared within one);
-# in a fresh clone on this 2-core machine: 14 min 58 s with the install; the suite is CPU-bound (the cores
-# were busy 1,676 of 1,782 core-seconds), so a third worker made it slower (16 min 0 s)
+# in a fresh clone on this 2-core machine, `.ci/run` (lint, install, tests): 17 min 4 s, pytest 16 min 19 s; the
+# suite is CPU-bound (~1,480 CPU-s of its own), so a third worker made it slower (16 min 0 s against 14 min 48 s)
 test: install
 	$(PY) -m pytest -q -n 2 --dist loadfile
 

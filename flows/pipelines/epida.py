@@ -42,9 +42,9 @@ def round_seed(seed: int, r: int) -> int:
 
 def candidate_sources(run: Run, conf: AugdagConf, rows: ArtifactRef, r: int) -> list[ArtifactRef]:
     """Round ``r``'s K·m candidates per row from each configured DA algorithm, one artifact per algorithm."""
-    e, n_aug = conf.epida, conf.epida.amplification * conf.epida.m
+    epida, n_aug = conf.epida, conf.epida.amplification * conf.epida.m
     out = []
-    for source in e.sources:
+    for source in epida.sources:
         if source == "eda":
             from models.wordnet import database_fingerprint, wordnet_root
 
@@ -57,8 +57,8 @@ def candidate_sources(run: Run, conf: AugdagConf, rows: ArtifactRef, r: int) -> 
                     resources={"wordnet_root": str(root)},
                     params={
                         "n_aug": n_aug,
-                        "alpha": e.eda.alpha,
-                        "seed": e.seed,
+                        "alpha": epida.eda.alpha,
+                        "seed": epida.seed,
                         "round": r,
                         "wordnet": database_fingerprint(root),
                     },
@@ -68,8 +68,8 @@ def candidate_sources(run: Run, conf: AugdagConf, rows: ArtifactRef, r: int) -> 
             from flows.pipelines.nmt import configured_model
             from tasks.epida.feedback import cwe_stage
 
-            ref = configured_model(run, e.cwe.model, name="cwe", kind="masked_lm")
-            c = e.cwe
+            ref = configured_model(run, epida.cwe.model, name="cwe", kind="masked_lm")
+            c = epida.cwe
             out.append(
                 run_stage(
                     run,
@@ -79,7 +79,7 @@ def candidate_sources(run: Run, conf: AugdagConf, rows: ArtifactRef, r: int) -> 
                     params={
                         "n_aug": n_aug,
                         "alpha": c.alpha,
-                        "seed": e.seed,
+                        "seed": epida.seed,
                         "round": r,
                         "temperature": c.temperature,
                         "top_k": c.top_k,
@@ -98,17 +98,17 @@ def back_translation(run: Run, conf: AugdagConf, rows: ArtifactRef, r: int, n_au
     from flows.pipelines.paraphrase import paraphraser
     from tasks.paraphrase.candidates import GENERATE_CANDIDATES, sampling_plan
 
-    pc_ = conf.paraphrase
+    paraphrase = conf.paraphrase
     gen = paraphraser(run, conf)
     plan = sampling_plan(
         candidates=n_aug,
         bottom_k_candidates=0,
         oversample=1.0,
-        top_k=pc_.top_k,
-        top_p=pc_.top_p,
-        bottom_k=pc_.bottom_k,
-        bottom_k_steps=pc_.bottom_k_steps,
-        temperature=pc_.temperature,
+        top_k=paraphrase.top_k,
+        top_p=paraphrase.top_p,
+        bottom_k=paraphrase.bottom_k,
+        bottom_k_steps=paraphrase.bottom_k_steps,
+        temperature=paraphrase.temperature,
         seed=round_seed(conf.epida.seed, r),
     )
     drawn = run_stage(
@@ -116,7 +116,7 @@ def back_translation(run: Run, conf: AugdagConf, rows: ArtifactRef, r: int, n_au
         GENERATE_CANDIDATES,
         inputs=[rows],
         models=list(gen.models.values()),
-        resources={**gen.resources, "max_tokens": pc_.generator.max_tokens},
+        resources={**gen.resources, "max_tokens": paraphrase.generator.max_tokens},
         params={
             "generator": gen.params,
             "generator_fingerprint": gen.fingerprint,
@@ -128,11 +128,11 @@ def back_translation(run: Run, conf: AugdagConf, rows: ArtifactRef, r: int, n_au
 
 def classifier_options(conf: AugdagConf, labels: list[str]) -> dict[str, Any]:
     """The feedback classifier's training options over ``labels`` (batch size, seed, kind, model, learning rate)."""
-    e, c = conf.epida, conf.epida.classifier
+    epida, c = conf.epida, conf.epida.classifier
     return {
         "labels": labels,
-        "batch_size": e.batch_size,
-        "seed": e.seed,
+        "batch_size": epida.batch_size,
+        "seed": epida.seed,
         "classifier": {"kind": c.kind, "model": c.model, "lr": c.lr},
     }
 
@@ -199,16 +199,16 @@ class Augmented:
 def augment(run: Run, conf: AugdagConf) -> Augmented:
     """Ingest the dataset, pre-train the classifier, then per round generate candidates, select them with SEAS and
     train on; returns the ``augmented`` view, the classifiers and, with ``epida.test``, the held-out scores."""
-    e = conf.epida
+    epida = conf.epida
     name, test_name = conf.epida_datasets()
     rows = ingest_dataset(run, name, conf.datasets[name], conf.ingest, conf.shard_size)
     originals = rows.parts().table(["uid", "text", "label"])
     if originals.num_rows == 0:
         raise InputError(f"epida.dataset: {name!r} has no rows after cleaning; nothing to augment")
-    model = train_round(run, conf, originals, None, r=-1, epochs=e.pretrain_epochs, init=None, inputs=[rows])
+    model = train_round(run, conf, originals, None, r=-1, epochs=epida.pretrain_epochs, init=None, inputs=[rows])
     models, rounds = [model], []
-    c = e.classifier
-    for r in range(e.rounds()):
+    c = epida.classifier
+    for r in range(epida.rounds()):
         cands = candidate_sources(run, conf, rows, r)
         scored = run_stage(
             run,
@@ -216,10 +216,10 @@ def augment(run: Run, conf: AugdagConf) -> Augmented:
             inputs=[rows, *cands],
             models=[model.fingerprint],
             params={
-                "m": e.m,
-                "alpha": e.alpha,
-                "mode": e.mode,
-                "normalise": e.normalise,
+                "m": epida.m,
+                "alpha": epida.alpha,
+                "mode": epida.mode,
+                "normalise": epida.normalise,
                 "round": r,
                 "classifier": model.fingerprint,
             },
@@ -227,7 +227,7 @@ def augment(run: Run, conf: AugdagConf) -> Augmented:
         )
         rounds.append(scored)
         model = train_round(
-            run, conf, originals, selected_of(scored), r=r, epochs=e.round_epochs(r), init=model, inputs=[rows, scored]
+            run, conf, originals, selected_of(scored), r=r, epochs=epida.round_epochs(r), init=model, inputs=[rows, scored]
         )
         models.append(model)
     augmented = run_stage(run, AUGMENTED_VIEW, inputs=rounds, params={})
@@ -240,9 +240,9 @@ def augment(run: Run, conf: AugdagConf) -> Augmented:
             test,
             labels=sorted(set(originals["label"].to_pylist())),
             conf=c,
-            meta={"dataset": name, "mode": e.mode, "online": e.online, "sources": list(e.sources)},
-            arm=f"epida_{e.mode}{'_online' if e.online else ''}",
-            seed=e.seed,
+            meta={"dataset": name, "mode": epida.mode, "online": epida.online, "sources": list(epida.sources)},
+            arm=f"epida_{epida.mode}{'_online' if epida.online else ''}",
+            seed=epida.seed,
             model_name="feedback_classifier",
         )
     return Augmented(name, rows, augmented, models, evaluation, test_name)
@@ -257,15 +257,15 @@ def epida_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | None 
         result = augment(run, conf)
         per_method = augmented_counts(result.augmented.parts()).to_pylist()
         reports = publish_report(run, result, conf.epida, per_method)
-    e = conf.epida
+    epida = conf.epida
     summary = {
         "dataset": result.dataset,
-        "mode": e.mode,
-        "online": e.online,
-        "rounds": e.rounds(),
-        "sources": list(e.sources),
-        "amplification": e.amplification,
-        "m": e.m,
+        "mode": epida.mode,
+        "online": epida.online,
+        "rounds": epida.rounds(),
+        "sources": list(epida.sources),
+        "amplification": epida.amplification,
+        "m": epida.m,
         "counts": per_method,
         "classifier": result.models[-1].fingerprint,
         "testset": result.testset,
@@ -277,16 +277,16 @@ def epida_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | None 
 def summary_lines(s: Mapping[str, Any]) -> list[str]:
     """Summary lines of an ``epida`` run: per round the candidates kept (overall and per method), then the
     feedback classifier's scores on the test set."""
-    ep = s["epida"]
+    epida = s["epida"]
     rounds: dict[int, list[Mapping[str, Any]]] = {}
-    for c in ep["counts"]:
+    for c in epida["counts"]:
         rounds.setdefault(c["round"], []).append(c)
     return [
-        f"epida ({ep['mode']}, {'online' if ep['online'] else 'one-time'}, K = {ep['amplification']}, "
-        f"m = {ep['m']}) round {r}: kept {sum(c['selected'] for c in cs):,} of {sum(c['candidates'] for c in cs):,} "
+        f"epida ({epida['mode']}, {'online' if epida['online'] else 'one-time'}, K = {epida['amplification']}, "
+        f"m = {epida['m']}) round {r}: kept {sum(c['selected'] for c in cs):,} of {sum(c['candidates'] for c in cs):,} "
         "(" + ", ".join(f"{c['method']} {c['selected'] / max(c['candidates'], 1):.0%}" for c in cs) + ")"
         for r, cs in sorted(rounds.items())
     ] + [
-        f"{e['metric']} = {e['score']:.4f} on {ep['testset']} (the feedback classifier)  {e['signature']}"
-        for e in ep["evaluation"]
+        f"{e['metric']} = {e['score']:.4f} on {epida['testset']} (the feedback classifier)  {e['signature']}"
+        for e in epida["evaluation"]
     ]

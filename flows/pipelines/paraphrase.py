@@ -86,27 +86,27 @@ class Paraphrased:
 def build_curriculum(run: Run, conf: AugdagConf) -> Paraphrased:
     """Ingest the dataset, generate candidates per sentence, score them (NLI when configured, similarity G),
     then filter and level them into the ``curriculum``; returns it with the diversity and per-level tables."""
-    pc_ = conf.paraphrase
+    paraphrase = conf.paraphrase
     name = conf.paraphrase_dataset()
     rows = ingest_dataset(run, name, conf.datasets[name], conf.ingest, conf.shard_size)
     gen = paraphraser(run, conf)
     plan = sampling_plan(
-        candidates=pc_.candidates,
-        bottom_k_candidates=pc_.bottom_k_candidates,
-        oversample=pc_.oversample,
-        top_k=pc_.top_k,
-        top_p=pc_.top_p,
-        bottom_k=pc_.bottom_k,
-        bottom_k_steps=pc_.bottom_k_steps,
-        temperature=pc_.temperature,
-        seed=pc_.seed,
+        candidates=paraphrase.candidates,
+        bottom_k_candidates=paraphrase.bottom_k_candidates,
+        oversample=paraphrase.oversample,
+        top_k=paraphrase.top_k,
+        top_p=paraphrase.top_p,
+        bottom_k=paraphrase.bottom_k,
+        bottom_k_steps=paraphrase.bottom_k_steps,
+        temperature=paraphrase.temperature,
+        seed=paraphrase.seed,
     )
     cands = run_stage(
         run,
         GENERATE_CANDIDATES,
         inputs=[rows],
         models=list(gen.models.values()),
-        resources={**gen.resources, "max_tokens": pc_.generator.max_tokens},
+        resources={**gen.resources, "max_tokens": paraphrase.generator.max_tokens},
         params={
             "generator": gen.params,
             "generator_fingerprint": gen.fingerprint,
@@ -114,12 +114,12 @@ def build_curriculum(run: Run, conf: AugdagConf) -> Paraphrased:
         },
     )
     nli_params, resources, models = None, {}, dict(gen.models)
-    if pc_.nli.model is not None:
-        ref = configured_model(run, pc_.nli.model, name="nli", kind="nli")
-        nli_params = {"entailment_label": pc_.nli.entailment_label}
-        resources |= {"nli_path": str(ref.path), "nli_runtime": _runtime(pc_.nli)}
+    if paraphrase.nli.model is not None:
+        ref = configured_model(run, paraphrase.nli.model, name="nli", kind="nli")
+        nli_params = {"entailment_label": paraphrase.nli.entailment_label}
+        resources |= {"nli_path": str(ref.path), "nli_runtime": _runtime(paraphrase.nli)}
         models["nli"] = ref.fingerprint
-    sim = pc_.similarity
+    sim = paraphrase.similarity
     if sim.model is not None:
         ref = configured_model(run, sim.model, name="similarity", kind=sim.kind)
         resources["similarity_path"] = str(ref.path)
@@ -135,7 +135,7 @@ def build_curriculum(run: Run, conf: AugdagConf) -> Paraphrased:
     )
     ran = {
         "generator": gen.described,
-        "nli": pc_.nli.model or "none: Eq. 3 keeps the candidates with G ≥ β only",
+        "nli": paraphrase.nli.model or "none: Eq. 3 keeps the candidates with G ≥ β only",
         "similarity": sim.kind + (f" {sim.model}" if sim.model else ""),
     }
     curriculum = run_stage(
@@ -143,11 +143,11 @@ def build_curriculum(run: Run, conf: AugdagConf) -> Paraphrased:
         CURRICULUM_STAGE,
         inputs=[rows, scored],
         params={
-            "beta": pc_.beta,
-            "candidates": pc_.candidates,
-            "bottom_k_candidates": pc_.bottom_k_candidates,
-            "levels": pc_.levels,
-            "shortfall": pc_.shortfall,
+            "beta": paraphrase.beta,
+            "candidates": paraphrase.candidates,
+            "bottom_k_candidates": paraphrase.bottom_k_candidates,
+            "levels": paraphrase.levels,
+            "shortfall": paraphrase.shortfall,
             "nli": models.get("nli"),
             "similarity": models.get("similarity", sim.kind),
         },
@@ -234,11 +234,11 @@ def paraphrase_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | 
 def summary_lines(s: Mapping[str, Any]) -> list[str]:
     """Summary lines of a ``paraphrase`` run: candidates, dropped by Eq. 3, curriculum rows, the sentences
     short of the bag size, then each model that ran."""
-    pp = s["paraphrase"]
-    short = pp["shortfall"]
+    paraphrase = s["paraphrase"]
+    short = paraphrase["shortfall"]
     return [
-        f"paraphrase: {pp['candidates']:,} candidates, {pp['dropped']:,} dropped by Eq. 3, {pp['curriculum']:,} "
-        f"curriculum rows; {short['count']:,} sentence(s) short of the bag size"
+        f"paraphrase: {paraphrase['candidates']:,} candidates, {paraphrase['dropped']:,} dropped by Eq. 3, "
+        f"{paraphrase['curriculum']:,} curriculum rows; {short['count']:,} sentence(s) short of the bag size"
         + (f": {', '.join(short['rows'])}" if short["count"] else ""),
-        *(f"  {role}: {what}" for role, what in pp["ran"].items()),
+        *(f"  {role}: {what}" for role, what in paraphrase["ran"].items()),
     ]

@@ -56,41 +56,47 @@ class Rejuvenated:
 def rejuvenate_bitext(run: Run, conf: AugdagConf) -> Rejuvenated:
     """Ingest the bitext, score every pair with the identification model, cut it into inactive and active,
     rejuvenate the inactive pairs; returns ``rejuvenated`` with the bins, the state properties and the models' scores."""
-    rj = conf.rejuvenation
+    rejuvenation = conf.rejuvenation
     name = conf.rejuvenation_bitext()
     bitext = ingest_dataset(run, name, conf.datasets[name], conf.ingest, conf.shard_size)
-    ident = nmt_model(run, rj.identification, name="identification", train_on=bitext)
+    ident = nmt_model(run, rejuvenation.identification, name="identification", train_on=bitext)
     validation = {
         "identification": validate_nmt(
-            run, ident, rj.identification, bitext, role="identification", beam=rj.beam, lenpen=rj.lenpen
+            run,
+            ident,
+            rejuvenation.identification,
+            bitext,
+            role="identification",
+            beam=rejuvenation.beam,
+            lenpen=rejuvenation.lenpen,
         )
     }
-    ident_loading = loading(rj.identification)
+    ident_loading = loading(rejuvenation.identification)
     scores = run_stage(
         run,
         PAIR_SCORE,
         inputs=[bitext],
         params={"model": ident_loading},
         models=[ident.fingerprint],
-        resources={"model_path": ident.path, "runtime": runtime(rj.identification)},
+        resources={"model_path": ident.path, "runtime": runtime(rejuvenation.identification)},
     )
-    cut = run_stage(run, INACTIVE_CUT, inputs=[scores], n_shards=1, params={"inactive_ratio": rj.inactive_ratio})
+    cut = run_stage(run, INACTIVE_CUT, inputs=[scores], n_shards=1, params={"inactive_ratio": rejuvenation.inactive_ratio})
     inactive = run_stage(run, INACTIVE, inputs=[bitext, scores], side={"cut": cut}, params={"state": "inactive"})
     active = run_stage(run, ACTIVE, inputs=[bitext, scores], side={"cut": cut}, params={"state": "active"})
-    fresh = rejuvenate_inactive(run, rj, inactive, active, ident, ident_loading)
+    fresh = rejuvenate_inactive(run, rejuvenation, inactive, active, ident, ident_loading)
     rejuvenated = run_stage(run, REJUVENATED_BITEXT, inputs=[active, fresh.ref], params={})
     align, _, scored_src, _ = bitext_uncertainty(run, bitext, conf.self_training)
-    bins = run_stage(run, PROBABILITY_BINS, inputs=[scores], n_shards=1, params={"bins": rj.bins})
+    bins = run_stage(run, PROBABILITY_BINS, inputs=[scores], n_shards=1, params={"bins": rejuvenation.bins})
     states = run_stage(run, STATE_PROPERTIES, inputs=[active, inactive, align, scored_src], n_shards=1, params={})
     if fresh.forward is not None and fresh.forward.fingerprint != ident.fingerprint:  # a model of its own
         validation["rejuvenation"] = validate_nmt(
             run,
             fresh.forward,
-            rj.rejuvenation,
+            rejuvenation.rejuvenation,
             active,
             role="rejuvenation",
-            beam=rj.beam,
-            lenpen=rj.lenpen,
+            beam=rejuvenation.beam,
+            lenpen=rejuvenation.lenpen,
             label=f"{name}'s active pairs",
         )
     for v in validation.values():
@@ -216,12 +222,12 @@ def rejuvenation_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] 
 def summary_lines(s: Mapping[str, Any]) -> list[str]:
     """Summary lines of a ``rejuvenation`` run: each validation model's score, then the active, inactive,
     rejuvenated and unscored pairs."""
-    rj = s["rejuvenation"]
-    unscored = rj["unscored"]
+    rejuvenation = s["rejuvenation"]
+    unscored = rejuvenation["unscored"]
     return [
-        *_model_lines(rj.get("validation", {})),
-        f"rejuvenation: {rj['active']:,} active, {rj['inactive']:,} inactive, {rj['rejuvenated']:,} rows in "
-        f"`rejuvenated`; {unscored['count']:,} pair(s) could not be scored (kept active)"
+        *_model_lines(rejuvenation.get("validation", {})),
+        f"rejuvenation: {rejuvenation['active']:,} active, {rejuvenation['inactive']:,} inactive, "
+        f"{rejuvenation['rejuvenated']:,} rows in `rejuvenated`; {unscored['count']:,} pair(s) could not be scored (kept active)"
         + (f": {', '.join(unscored['uids'])}" if unscored["count"] else ""),
     ]
 

@@ -95,20 +95,20 @@ def train_arm(
 ) -> ModelRef:
     """The classifier of one arm and seed: the curriculum (PCC Alg. 1), or Eq. 14 on the originals and the
     arm's augmented rows."""
-    tc, c = conf.train_classifier, conf.train_classifier.classifier
+    train_classifier, c = conf.train_classifier, conf.train_classifier.classifier
     clf = {"kind": c.kind, "model": c.model, "lr": c.lr}
     runtime = {"device": c.device, "threads": c.threads}
     if augmentation == "curriculum":
         curriculum = read_curriculum(run, dataset)
-        check_levels(curriculum, tc.schedule, conf.paraphrase.levels, dataset)
+        check_levels(curriculum, train_classifier.schedule, conf.paraphrase.levels, dataset)
         options = {
             "labels": labels,
-            "schedule": tc.schedule,
+            "schedule": train_classifier.schedule,
             "levels": conf.paraphrase.levels,
-            "cycles": tc.cycles,
-            "steps_per_level": tc.steps_per_level,
-            "batch_size": tc.batch_size,
-            "original_share": tc.original_share,
+            "cycles": train_classifier.cycles,
+            "steps_per_level": train_classifier.steps_per_level,
+            "batch_size": train_classifier.batch_size,
+            "original_share": train_classifier.original_share,
             "seed": seed,
             "classifier": clf,
         }
@@ -116,7 +116,13 @@ def train_arm(
         data = {"curriculum": content_hash(curriculum, ("uid", "level", "copy"))}
     else:
         added = augmented_rows(run.catalog, augmentation, dataset, m=conf.epida.m, seed=seed)
-        options = {"labels": labels, "epochs": tc.epochs, "batch_size": tc.batch_size, "seed": seed, "classifier": clf}
+        options = {
+            "labels": labels,
+            "epochs": train_classifier.epochs,
+            "batch_size": train_classifier.batch_size,
+            "seed": seed,
+            "classifier": clf,
+        }
         build = trainer(originals, added, **{**options, "classifier": {**clf, **runtime}})
         data = {
             "augmentation": augmentation,
@@ -138,25 +144,30 @@ def train_arm(
 def train_and_evaluate(run: Run, conf: AugdagConf) -> dict[str, Any]:
     """Ingest the training and test sets, train a classifier per augmentation and seed and score it on the test
     set; returns the run's ``train_classifier`` summary (scores per seed, mean ± sd, the curriculum's loss per level)."""
-    tc = conf.train_classifier
+    train_classifier = conf.train_classifier
     train_name, test_name = conf.classifier_datasets()
     rows = ingest_dataset(run, train_name, conf.datasets[train_name], conf.ingest, conf.shard_size)
     originals = rows.parts().table(["uid", "text", "label"])
     test = ingest_dataset(run, test_name, conf.datasets[test_name], conf.ingest, conf.shard_size, held_out=True)
     labels = sorted({str(x) for x in originals["label"].to_pylist()})
     evaluations, losses = [], None
-    for augmentation in tc.augmentation:
-        for seed in tc.seed_list():
+    for augmentation in train_classifier.augmentation:
+        for seed in train_classifier.seed_list():
             model = train_arm(run, conf, augmentation, seed, labels, originals, train_name)
             scores = evaluate_classifier(
                 run,
                 model,
                 test,
                 labels=labels,
-                conf=tc.classifier,
+                conf=train_classifier.classifier,
                 arm=augmentation,
                 seed=seed,
-                meta={"dataset": train_name, "schedule": tc.schedule, "kind": tc.classifier.kind, "augmentation": augmentation},
+                meta={
+                    "dataset": train_name,
+                    "schedule": train_classifier.schedule,
+                    "kind": train_classifier.classifier.kind,
+                    "augmentation": augmentation,
+                },
             )
             for s in scores:
                 print(
@@ -167,10 +178,10 @@ def train_and_evaluate(run: Run, conf: AugdagConf) -> dict[str, Any]:
                 losses = pq.read_table(Path(model.path) / LOSSES)
     return {
         "testset": test_name,
-        "schedule": tc.schedule,
+        "schedule": train_classifier.schedule,
         "labels": labels,
-        "augmentation": list(tc.augmentation),
-        "seeds": tc.seed_list(),
+        "augmentation": list(train_classifier.augmentation),
+        "seeds": train_classifier.seed_list(),
         "evaluation": evaluations,
         "summary": mean_sd(evaluations, by="augmentation"),
         "loss_per_level": loss_per_level(losses) if losses is not None else [],
@@ -266,10 +277,10 @@ def train_classifier_flow(conf: FlowConf, profile: str = "", config: dict[str, A
 
 def summary_lines(s: Mapping[str, Any]) -> list[str]:
     """Summary lines of a ``train_classifier`` run: per augmentation, each metric's mean ± sd over the seeds."""
-    tc = s["train_classifier"]
+    train_classifier = s["train_classifier"]
     return [
-        f"{e['metric']} = {e['mean']:.4f} ± {e['sd']:.4f} on {tc['testset']} ({e['augmentation']}"
-        + (f", schedule {tc['schedule']}" if e["augmentation"] == "curriculum" else "")
+        f"{e['metric']} = {e['mean']:.4f} ± {e['sd']:.4f} on {train_classifier['testset']} ({e['augmentation']}"
+        + (f", schedule {train_classifier['schedule']}" if e["augmentation"] == "curriculum" else "")
         + f", {e['seeds']} seed{'s' if e['seeds'] > 1 else ''})"
-        for e in tc["summary"]
+        for e in train_classifier["summary"]
     ]

@@ -143,9 +143,9 @@ def ctranslate2_of(run: Run, conf: NMTConf, source: ModelRef) -> ModelRef:
 
 def train_arm(run: Run, conf: AugdagConf, name: str, arm: ArmConf) -> tuple[list[Student], dict[str, Any]]:
     """The students of one arm, one per seed, and what they were trained on."""
-    tn = conf.train_nmt
-    key = f"train_nmt.experiments.{name}" if tn.experiments else "train_nmt"
-    if tn.student.model is not None and (len(tn.arm_names()) > 1 or arm.continue_on is not None):
+    train_nmt = conf.train_nmt
+    key = f"train_nmt.experiments.{name}" if train_nmt.experiments else "train_nmt"
+    if train_nmt.student.model is not None and (len(train_nmt.arm_names()) > 1 or arm.continue_on is not None):
         raise ConfError(
             "train_nmt.student.model: a configured student is evaluated as it is, but arms train their "
             "own students on their mixes. Hint: unset `model`, or run one arm without `continue_on`"
@@ -158,8 +158,8 @@ def train_arm(run: Run, conf: AugdagConf, name: str, arm: ArmConf) -> tuple[list
     )
     label = arm.label or name
     students = []
-    for seed in tn.arm_seeds(name):
-        student = tn.student.model_copy(update={"train": tn.student.train.model_copy(update={"seed": seed})})
+    for seed in train_nmt.arm_seeds(name):
+        student = train_nmt.student.model_copy(update={"train": train_nmt.student.train.model_copy(update={"seed": seed})})
         if arm.continue_on is None or ct_data is None:
             model = nmt_model(run, student, name="student", train_on=data)
         else:
@@ -170,7 +170,7 @@ def train_arm(run: Run, conf: AugdagConf, name: str, arm: ArmConf) -> tuple[list
         "label": label,
         "mix_rows": rows,
         "continue_rows": ct_rows,
-        "seeds": tn.arm_seeds(name),
+        "seeds": train_nmt.arm_seeds(name),
         "continue_on": arm.continue_on.model_dump() if arm.continue_on else None,
         "mix": arm.mix,
         "copies": arm.copies,
@@ -183,7 +183,7 @@ def evaluate_students(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Each student's BLEU and chrF on one test set, with its arm's paired test against the baseline; the rows
     go to `evaluations`, one per student and metric."""
-    tn = conf.train_nmt
+    train_nmt = conf.train_nmt
     test = ingest_dataset(run, test_name, conf.datasets[test_name], conf.ingest, conf.shard_size, held_out=True)
     outputs, scores = [], []
     for s in students:
@@ -192,8 +192,8 @@ def evaluate_students(
             TRANSLATE_STUDENT,
             inputs=[test],
             models=[s.model.fingerprint],
-            resources={"model_path": s.model.path, "runtime": runtime(tn.student)},
-            params={"model": loading(tn.student), "decode": decode_options(beam=tn.beam, lenpen=tn.lenpen)},
+            resources={"model_path": s.model.path, "runtime": runtime(train_nmt.student)},
+            params={"model": loading(train_nmt.student), "decode": decode_options(beam=train_nmt.beam, lenpen=train_nmt.lenpen)},
         )
         outputs.append(hyps)
         scores.append(run_stage(run, EVALUATE, inputs=[hyps], n_shards=1, params={}).read(0).to_pylist())
@@ -205,7 +205,7 @@ def evaluate_students(
             PAIRED_SIGNIFICANCE,
             inputs=[gathered],
             n_shards=1,
-            params={"baseline": tn.baseline_arm(), "arms": list(arms), **tn.significance.model_dump()},
+            params={"baseline": train_nmt.baseline_arm(), "arms": list(arms), **train_nmt.significance.model_dump()},
         )
         .read(0)
         .to_pylist()
@@ -252,10 +252,10 @@ def evaluation_meta(arm: dict[str, Any], conf: AugdagConf, tests: list[dict[str,
 def train_and_evaluate(run: Run, conf: AugdagConf) -> dict[str, Any]:
     """Train the students of every arm and seed, then score them on every test set with paired significance
     against the baseline arm; returns the run's ``train_nmt`` summary."""
-    tn = conf.train_nmt
+    train_nmt = conf.train_nmt
     tests = conf.train_nmt_test()
     students, arms = [], {}
-    for name, arm in tn.arms(default_mix(tests)).items():
+    for name, arm in train_nmt.arms(default_mix(tests)).items():
         mine, arms[name] = train_arm(run, conf, name, arm)
         students += mine
     evaluation, significance = [], []
@@ -264,12 +264,12 @@ def train_and_evaluate(run: Run, conf: AugdagConf) -> dict[str, Any]:
         evaluation += rows
         significance += [{"testset": test_name, **p} for p in paired]
     return {
-        "baseline": tn.baseline_arm(),
+        "baseline": train_nmt.baseline_arm(),
         "tests": tests,
         "arms": arms,
         "evaluation": evaluation,
         "significance": significance,
-        "summary": arm_summary(evaluation, significance, tn.baseline_arm(), arms),
+        "summary": arm_summary(evaluation, significance, train_nmt.baseline_arm(), arms),
     }
 
 
@@ -284,11 +284,11 @@ def train_nmt_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | N
 
 def summary_lines(s: Mapping[str, Any]) -> list[str]:
     """Per test set one line per arm: the baseline's mean ± sd (and signature), each other arm's Δ and paired p."""
-    tn, lines = s["train_nmt"], []
-    for test in tn["tests"]:
-        rows = {(r["arm"], r["metric"]): r for r in tn["summary"] if r["testset"] == test}
-        sig = next(e["signature"] for e in tn["evaluation"] if e["testset"] == test and e["metric"] == "BLEU")
-        for arm, a in tn["arms"].items():
+    train_nmt, lines = s["train_nmt"], []
+    for test in train_nmt["tests"]:
+        rows = {(r["arm"], r["metric"]): r for r in train_nmt["summary"] if r["testset"] == test}
+        sig = next(e["signature"] for e in train_nmt["evaluation"] if e["testset"] == test and e["metric"] == "BLEU")
+        for arm, a in train_nmt["arms"].items():
             b, c, n = rows[(arm, "BLEU")], rows[(arm, "chrF")], len(a["seeds"])
             score = (
                 f"BLEU = {b['mean']:.2f} ± {b['sd']:.2f}, chrF = {c['mean']:.2f} ± {c['sd']:.2f} on {test} "
@@ -296,7 +296,7 @@ def summary_lines(s: Mapping[str, Any]) -> list[str]:
             )
             lines.append(
                 f"{a['label']} (baseline): {score}  {sig}"
-                if arm == tn["baseline"]
+                if arm == train_nmt["baseline"]
                 else f"{a['label']}: {b['delta']:+.1f} BLEU (p = {b['p_value']:.2g}), {c['delta']:+.1f} chrF "
                 f"(p = {c['p_value']:.2g}); {score}"
             )

@@ -74,7 +74,7 @@ class Tagged:
 def train_and_evaluate(run: Run, conf: AugdagConf) -> Tagged:
     """Ingest the datasets, train a tagger per arm and seed, tag the test set and score every tagger (recorded
     in ``evaluations``); returns the scores, the malformed training rows and the rows per arm."""
-    tc = conf.train_slot_tagger
+    train_slot_tagger = conf.train_slot_tagger
     train_name, dev_name, test_name = conf.slot_tagger_datasets()
 
     def ingest(name: str, *, held_out: bool = False) -> Any:  # held out (dev, test): no row deduplicated or filtered
@@ -88,14 +88,14 @@ def train_and_evaluate(run: Run, conf: AugdagConf) -> Tagged:
     )
     test = ingest(test_name, held_out=True)
     arms = {"original": original.select(["uid", "tokens", "tags"])}
-    if "original+c2c" in tc.arms:
+    if "original+c2c" in train_slot_tagger.arms:
         arms["original+c2c"] = pa.concat_tables([arms["original"], c2c_rows(run, train_name)])
     taggers = []
-    for arm in tc.arms:
-        for seed in tc.seeds:
+    for arm in train_slot_tagger.arms:
+        for seed in train_slot_tagger.seeds:
             model = train_arm(run, conf, arm, seed, arms[arm], dev)
             taggers.append((arm, seed, model))
-    t = tc.tagger
+    t = train_slot_tagger.tagger
     predictions = run_stage(
         run,
         TAG_SLOTS,

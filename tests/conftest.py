@@ -16,6 +16,19 @@ import flows  # noqa: F401 — offline defaults before Prefect is imported
 from storage.schemas import BITEXT, with_uid
 
 REPO = Path(__file__).resolve().parents[1]
+# the demo profile's pipelines (conf/demo.yaml), in the order its nightly runs them
+DEMO_PIPELINES = [
+    "ingest",
+    "self_training",
+    "rejuvenation",
+    "paraphrase",
+    "mt_paraphrase",
+    "train_nmt",
+    "epida",
+    "train_classifier",
+    "c2c",
+    "train_slot_tagger",
+]
 
 
 # The server-side loops that only act on deployments, schedules, automations and old rows: the harness serves flows

@@ -17,20 +17,7 @@ from flows.cli import app
 from flows.engine import registry
 from storage.catalog import Catalog
 from storage.views.docs import TABLES, UNDOCUMENTED
-from tests.conftest import subprocess_env
-
-DEMO_PIPELINES = [
-    "ingest",
-    "self_training",
-    "rejuvenation",
-    "paraphrase",
-    "mt_paraphrase",
-    "train_nmt",
-    "epida",
-    "train_classifier",
-    "c2c",
-    "train_slot_tagger",
-]  # demo.yaml
+from tests.conftest import DEMO_PIPELINES, subprocess_env
 
 runner = CliRunner()
 

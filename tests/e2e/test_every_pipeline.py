@@ -12,15 +12,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-import yaml
 
 from conf.loader import load_profile
 from storage.artifacts import MANIFEST
 from storage.catalog import Catalog
-from tests.conftest import REPO
+from tests.conftest import DEMO_PIPELINES
 
 pytestmark = [pytest.mark.slow, pytest.mark.demo_run]
-DEMO_PIPELINES = yaml.safe_load((REPO / "conf" / "demo.yaml").read_text(encoding="utf-8"))["pipelines"]
 
 
 @pytest.fixture(scope="module")

@@ -27,23 +27,12 @@ import pytest
 from demo.tiny import TINY_DEMO
 from demo.tiny import TINY_SETS as TINY
 from storage.catalog import Catalog
-from tests.conftest import REPO, apt_install, subprocess_env
+from tests.conftest import DEMO_PIPELINES, REPO, apt_install, subprocess_env
 from tests.e2e.test_server import free_port
 
 pytestmark = pytest.mark.slow
 
-PIPELINES = [
-    "ingest",
-    "self_training",
-    "rejuvenation",
-    "paraphrase",
-    "mt_paraphrase",
-    "train_nmt",
-    "epida",
-    "train_classifier",
-    "c2c",
-    "train_slot_tagger",
-]
+PIPELINES = DEMO_PIPELINES
 PREFECT = str(Path(sys.executable).parent / "prefect")
 FINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 FAST_POLL = {"PREFECT_RUNNER_POLL_FREQUENCY": "1", "PREFECT_WORKER_QUERY_SECONDS": "1"}

@@ -199,8 +199,21 @@ def json_line(row: dict) -> str:
     return json.dumps(row, default=str, ensure_ascii=False) + "\n"
 
 
+def check_json_names(schema: pa.Schema, fmt: str) -> None:
+    """A JSON object holds one value per key: a result with a repeated column name (``SELECT 1 a, 2 a``) is
+    refused as json/jsonl instead of keeping only the last of the columns."""
+    if fmt not in ("json", "jsonl"):
+        return
+    seen: set[str] = set()
+    for name in schema.names:
+        if name in seen:
+            raise CatalogError(f"the result has two columns named {name!r}: name them apart (AS) for {fmt} output")
+        seen.add(name)
+
+
 def write_batches(reader: pa.RecordBatchReader, f: IO[bytes], fmt: str) -> int:
     """Stream ``reader`` into the open binary file ``f`` as ``fmt`` (csv, tsv, jsonl, parquet); returns its rows."""
+    check_json_names(reader.schema, fmt)
     rows = 0
     if fmt == "parquet":
         with pq.ParquetWriter(f, reader.schema, compression="zstd") as writer:
@@ -225,5 +238,6 @@ def write_batches(reader: pa.RecordBatchReader, f: IO[bytes], fmt: str) -> int:
 
 def write_table(table: pa.Table, path: Path, fmt: str, *, force: bool = False, cache: Path | None = None) -> int:
     """``table`` as the file ``path`` in ``fmt``, safely (see the module docstring); returns its rows."""
+    check_json_names(table.schema, fmt)
     with replacing([path], force=force, cache=cache) as (f,):
         return write_batches(table.to_reader(), f, fmt)

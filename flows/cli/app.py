@@ -209,14 +209,15 @@ def print_table(result, fmt: str) -> None:
         write_batches(result.to_reader(), sys.stdout.buffer, fmt)
         sys.stdout.buffer.flush()
     elif fmt in ("json", "jsonl"):
-        from storage.output import json_line
+        from storage.output import check_json_names, json_line
 
+        check_json_names(result.schema, fmt)
         sys.stdout.writelines(json_line(row) for row in result.to_pylist())
     else:
         table = Table(show_lines=False)
         for name in result.column_names:
             table.add_column(Text(name), overflow="fold")
-        for row in result.to_pylist():
-            table.add_row(*(Text("" if v is None else str(v)) for v in row.values()))
+        for row in zip(*(column.to_pylist() for column in result.columns), strict=True):  # by position: names may repeat
+            table.add_row(*(Text("" if v is None else str(v)) for v in row))
         out.print(table)
         out.print(f"[dim]{result.num_rows} row(s)[/]")

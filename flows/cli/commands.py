@@ -165,13 +165,14 @@ def sql(
         fail(e)
     except Exception as e:  # a DuckDB error in the user's query is bad usage, not a failed run
         fail(CatalogError(f"query failed: {e}"))
-    if output is None:
-        print_table(result, fmt)
-    else:
-        try:
+    try:
+        if output is None:
+            print_table(result, fmt)
+        else:
             write_table(result, output, fmt, force=force, cache=catalog.root)
-        except AugdagError as e:
-            fail(e)
+    except AugdagError as e:
+        fail(e)
+    if output is not None:
         err.print(f"wrote {result.num_rows:,} row(s) to {escape(str(output))}", highlight=False, soft_wrap=True)
     if result.num_rows == 0:
         warn_empty("the query selected nothing")

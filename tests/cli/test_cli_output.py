@@ -206,6 +206,16 @@ def test_table_output_prints_markup_in_values_and_names_literally(cache, tmp_pat
     assert [line.split("│")[1].strip() for line in shown.stdout.splitlines() if "│" in line] == ["a b", PWN]
 
 
+def test_columns_with_one_name_keep_their_own_values_and_json_refuses_them(cache, tmp_path):
+    done = augdag(tmp_path, "sql", "SELECT 1 AS a, 2 AS a, 3 AS b", "--cache", str(cache))
+    assert done.returncode == 0, done.stderr
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in done.stdout.splitlines() if "│" in line]
+    assert rows == [["1", "2", "3"]]  # by position: a dict per row kept the last `a` and shifted the rest
+    refused = augdag(tmp_path, "sql", "SELECT 1 AS a, 2 AS a", "-o", str(tmp_path / "q.jsonl"), "--cache", str(cache))
+    assert one_error_line(refused) == "error: the result has two columns named 'a': name them apart (AS) for jsonl output"
+    assert not (tmp_path / "q.jsonl").exists()
+
+
 def test_list_and_struct_columns_are_json_in_csv_and_tsv(cache, tmp_path):
     done = augdag(
         tmp_path,

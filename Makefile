@@ -62,7 +62,7 @@ lint: install
 # in a fresh clone on this 2-core machine, `.ci/run` (lint, install, tests): 17 min 4 s, pytest 16 min 19 s; the
 # suite is CPU-bound (~1,480 CPU-s of its own), so a third worker made it slower (16 min 0 s against 14 min 48 s)
 test: install
-	$(PY) -m pytest -q -n 2 --dist loadfile
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 constraints:
 	$(UV) pip compile pyproject.toml --extra dev --extra bench $(if $(FIND_LINKS),--find-links $(FIND_LINKS)) \

@@ -1,7 +1,7 @@
 """Stopping and crashing, end to end: `augdag server` and `augdag serve` stopped by Ctrl-C, SIGTERM or
-SIGHUP leave no process behind and free their ports; a run killed with SIGKILL shows as crashed (in
-`augdag runs`, the catalog and the Prefect UI) and `augdag retry` finishes it computing only what was
-missing, byte for byte as an uninterrupted run; the reports are served over HTTP for the UI's links.
+SIGHUP leave no process behind and free their ports; crashed runs are found by the pid and start time of
+their process; the reports are served over HTTP for the UI's links. (A night killed with SIGKILL and
+retried: tests/e2e/test_served.py, against the served night.)
 
 The processes are launched as a user would, in this test's own process group (no new session), and
 stopped by their pid alone. "No process left" is checked in /proc: every process below the command
@@ -10,8 +10,6 @@ when it was stopped (pid and start time, so a reused pid does not count) is gone
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import os
 import re
@@ -22,7 +20,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,33 +29,9 @@ from conf.errors import ConfError
 from flows.ops.lifecycle import spawn_group, stop_grace_s, stop_group
 from storage.catalog import DDL, Catalog
 from storage.processes import Owner, current_owner, descendants, group_members, owner_alive, started
-from tests.conftest import subprocess_env
+from tests.conftest import REPO, subprocess_env
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
-# train_nmt's one arm `mix`: the demo's arms read paraphrased_bitext, which needs mt_paraphrase
-TINY = [
-    "--bitext-rows",
-    "300",
-    "--set",
-    "shard_size=100",
-    "--set",
-    "pipelines=[ingest,self_training,rejuvenation,train_nmt]",
-    "--set",
-    "train_nmt.experiments={}",
-    "--set",
-    "demo.mono_rows=500",
-    "--set",
-    "demo.test_rows=50",
-    "--set",
-    "self_training.teacher.train.max_update=20",
-    "--set",
-    "rejuvenation.identification.train.max_update=20",
-    "--set",
-    "train_nmt.student.train.max_update=20",
-]
-KILL_IN, KILL_SHARDS = "teacher_translate", 5  # the stage the tiny demo is killed in: 500 mono rows, shards of 100
-
-
 # -- helpers ----------------------------------------------------------------------------------------
 
 
@@ -288,7 +261,7 @@ def test_report_http_serves_files_under_reports_only(tmp_path):
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """`augdag server` over a cache: the one the kill/resume and serve tests report to; the last test
+    """`augdag server` over a cache: the one the reports-link and serve tests report to; the last test
     of the module stops it with SIGTERM."""
     tmp = tmp_path_factory.mktemp("lifecycle")
     started_server = Server(tmp, tmp / "cache")
@@ -303,153 +276,60 @@ def test_server_stopped_by_signal_leaves_no_process_and_frees_the_ports(tmp_path
     assert_stops_cleanly(Server(tmp_path, tmp_path / "cache"), sig)
 
 
-def parquet_digests(cache: Path) -> dict[str, str]:
-    root = cache / "artifacts"
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*.parquet"))}
+REPORTING = """
+from prefect import flow
+
+from flows.engine.driver import Run
+from flows.engine.registry import Pipeline, register
+from flows.reports.reporting import publish
 
 
-def scores(cache: Path) -> list[dict]:
-    """Every distinct score: a model evaluated again by a retry, or cached in a later run, records its row again
-    (the same score; a different one would show as a second row)."""
-    return (
-        Catalog(cache)
-        .query("SELECT DISTINCT model_name, testset, metric, score, signature, sentences FROM evaluations ORDER BY ALL")
-        .to_pylist()
-    )
+@flow(name="reporting")
+def reporting_flow(conf, profile: str = "", config: dict | None = None) -> dict:
+    with Run.started(conf, pipeline="reporting", profile=profile, config=config) as run:
+        publish(run, stem="page", title="A page", sections=[("hello", "<p>hello</p>")], markdown="hello",
+                pngs={"plot": b"not really a png"})
+    return run.finish()
 
 
-def freeze_mid_stage(proc: subprocess.Popen, cache: Path, stage: str) -> tuple[Path, set[int]]:
-    """Stop the group (SIGSTOP) at a moment when ``stage`` has written some but not all of its
-    ``KILL_SHARDS`` shards; returns its directory and the shards on disk then."""
-    while True:
-        assert proc.poll() is None, f"the run ended (code {proc.returncode}) before {stage} was caught mid-way"
-        for d in (cache / "artifacts" / stage).glob("*"):
-            if not (d / "manifest.json").exists() and any(d.glob("part-*.parquet")):
-                os.killpg(proc.pid, signal.SIGSTOP)
-                time.sleep(0.5)  # every thread stopped: a rename under way at the signal has landed (or not) by now
-                done = {int(p.name[5:10]) for p in d.glob("part-*.parquet")}
-                if not (d / "manifest.json").exists() and len(done) < KILL_SHARDS:
-                    return d, done
-                os.killpg(proc.pid, signal.SIGCONT)  # caught too late: the stage has just finished
-        time.sleep(0.005)
+register(Pipeline("reporting", "reporting_pipeline:reporting_flow"))
+"""
 
 
 @pytest.mark.slow
-def test_kill_9_mid_stage_then_retry_completes_as_an_uninterrupted_run(server, tmp_path):
-    cache, data = server.cache, str(tmp_path / "demo-data")  # one copy of the demo data: the same fingerprints
-    # the reference: the same tiny demo, uninterrupted (alongside, in its own cache)
-    ref_cmd, ref_kw = augdag(
+def test_a_runs_report_links_go_over_http_to_the_servers_copy_of_reports(server, tmp_path):
+    """A run on the cache of `augdag server` (found through its server.json, no PREFECT_API_URL) publishes its
+    report page and plot as link artifacts that open over `augdag server`'s HTTP, never as file:// links: a plug-in
+    pipeline publishing as every built-in one does (flows/reports/reporting.py)."""
+    (tmp_path / "reporting_pipeline.py").write_text(REPORTING)
+    (tmp_path / "a.txt").write_text("hello world\n")
+    profile = tmp_path / "p.yaml"
+    profile.write_text(f"pipelines: [reporting]\ndatasets:\n  a: {{kind: mono, format: text, path: {tmp_path / 'a.txt'}}}\n")
+    ran = run_augdag(
         tmp_path,
-        "demo",
+        "run",
+        "reporting",
+        "--config",
+        str(profile),
         "--cache",
-        str(tmp_path / "reference"),
-        *TINY,
-        PREFECT_API_URL=server.url,
-        AUGDAG_DEMO_DATA=data,
-        PREFECT_HOME=str(tmp_path / "ref-home"),
+        str(server.cache),
+        AUGDAG_PIPELINES="reporting_pipeline",
+        PYTHONPATH=f"{REPO}:{tmp_path}",
     )
-    cmd, kw = augdag(tmp_path, "demo", "--cache", str(cache), *TINY, AUGDAG_DEMO_DATA=data)
-    log = open(tmp_path / "killed.out", "w+")  # noqa: SIM115
-    with (
-        process_group(ref_cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **ref_kw) as reference,
-        process_group(cmd, stdout=log, stderr=subprocess.STDOUT, **kw) as killed,
-    ):
-        kill_9_then_retry(server, tmp_path, reference, killed, log)
-
-
-@contextlib.contextmanager
-def process_group(cmd: list[str], **popen) -> Iterator[subprocess.Popen]:
-    """``cmd`` in a process group of its own, killed as a whole on the way out unless it was reaped."""
-    proc = subprocess.Popen(cmd, start_new_session=True, **popen)
-    try:
-        yield proc
-    finally:
-        if proc.returncode is None:  # not reaped: the group id is still this group's
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
-def kill_9_then_retry(server: Server, tmp_path: Path, reference: subprocess.Popen, killed: subprocess.Popen, log) -> None:
-    cache = server.cache
-    try:
-        stage_dir, done = freeze_mid_stage(killed, cache, KILL_IN)
-    except AssertionError:
-        log.seek(0)
-        raise AssertionError(log.read()[-3000:]) from None
-    finished_before = {p.parent.name for p in (cache / "artifacts").glob("*/*/manifest.json")}
-    models_before = {p.parent.name for p in (cache / "models").glob("*/*/*") if not p.name.startswith(".")}
-    os.killpg(killed.pid, signal.SIGKILL)
-    assert killed.wait(timeout=60) == -signal.SIGKILL
-    wait_for("the killed group to be gone", lambda: group_members(killed.pid) == [], timeout_s=30)
-    assert 0 < len(done) < KILL_SHARDS and not (stage_dir / "manifest.json").exists()
-
-    # `augdag runs` (with an API that does not answer) shows the killed runs crashed
-    listed = run_augdag(tmp_path, "runs", "--cache", str(cache), PREFECT_API_URL=f"http://127.0.0.1:{free_port()}/api")
-    assert listed.returncode == 0, listed.stderr[-3000:]
-    crashed = (
-        Catalog(cache)
-        .query(
-            "SELECT run_id, pipeline, flow_run_id, json_extract_string(summary, '$.error') AS error,"
-            " crash_reported FROM runs WHERE status = 'crashed' ORDER BY run_id"
-        )
-        .to_pylist()
-    )
-    assert Catalog(cache).query("SELECT count(*) FILTER (status = 'running') AS n FROM runs").column(0).to_pylist() == [0]
-    assert {r["pipeline"] for r in crashed} >= {"nightly", "self_training"}
-    assert {r["error"] for r in crashed} == {f"process {killed.pid} on {socket.gethostname()} is gone"}
-    assert all(r["run_id"] in listed.stdout for r in crashed) and "crashed" in listed.stdout
-    states = flow_run_states(server.url, [r["flow_run_id"] for r in crashed])
-    assert set(states.values()) == {"Running"} and not any(r["crash_reported"] for r in crashed)  # not told yet
-
-    # `augdag retry` of the nightly run finishes it; Prefect is told of the crash
-    nightly = next(r["run_id"] for r in crashed if r["pipeline"] == "nightly")
-    retried = run_augdag(tmp_path, "retry", nightly, "--cache", str(cache))
-    assert retried.returncode == 0, retried.stdout[-3000:] + retried.stderr[-3000:]
-    states = flow_run_states(server.url, [r["flow_run_id"] for r in crashed])
-    assert set(states.values()) == {"Crashed"}, states
-    assert Catalog(cache).query("SELECT bool_and(crash_reported) FROM runs WHERE status = 'crashed'").column(0)[0].as_py()
-
-    # only what was missing was computed: the killed stage's other shards, and what no manifest finished
-    last = (
-        Catalog(cache).query("SELECT run_id, summary FROM runs WHERE pipeline = 'nightly' AND status = 'completed'").to_pylist()
-    )
-    assert len(last) == 1
-    stages = [s for p in json.loads(last[0]["summary"])["pipelines"] for s in p["stages"]]
-    assert {s["kind"] for s in stages if s["fingerprint"] in finished_before | models_before} == {"artifact", "model"}
-    for s in stages:
-        if s["fingerprint"] in finished_before | models_before:
-            assert s["status"] == "cached", s
-    shards = (
-        Catalog(cache)
-        .query(
-            "SELECT DISTINCT shard, status FROM stage_runs WHERE fingerprint = $f AND run_id IN "
-            "(SELECT run_id FROM runs WHERE status = 'completed') ORDER BY shard",
-            {"f": stage_dir.name},
-        )
-        .to_pylist()
-    )
-    assert [(r["shard"], r["status"]) for r in shards] == [(i, "cached" if i in done else "computed") for i in range(KILL_SHARDS)]
-
-    # byte-identical artifacts and identical scores to the uninterrupted run
-    out, _ = reference.communicate(timeout=600)
-    assert reference.returncode == 0, out[-3000:]
-    assert parquet_digests(cache) == parquet_digests(tmp_path / "reference")
-    assert scores(cache) == scores(tmp_path / "reference")
-    assert {(s["model_name"], s["metric"]) for s in scores(cache)} >= {("student", "BLEU"), ("student", "chrF")}
-
-    # the reports of the retry link over HTTP to `augdag server`'s copy of <cache>/reports
-    ids = Catalog(cache).query("SELECT flow_run_id FROM runs WHERE status = 'completed'").column(0).to_pylist()
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+    ids = Catalog(server.cache).query("SELECT flow_run_id FROM runs WHERE pipeline = 'reporting'").column(0).to_pylist()
     data = [
         str(a["data"])
         for a in api_post(server.url, "/artifacts/filter", {"artifacts": {"flow_run_id": {"any_": ids}}, "limit": 200})
     ]
-    urls = [u for d in data for u in re.findall(r"\]\((\w+://[^)\s]+)\)", d)]  # a link artifact: [text](url)
-    assert len(urls) >= 2 and all(u.startswith(server.reports + "/") for u in urls), urls
+    urls = sorted(u for d in data for u in re.findall(r"\]\((\w+://[^)\s]+)\)", d))  # a link artifact: [text](url)
+    assert [u.rsplit("/", 1)[1] for u in urls] == ["page.html", "plot.png"]
+    assert all(u.startswith(server.reports + "/") for u in urls), urls
     assert not any("file://" in d for d in data)
     for u in urls:
         status, body = http_get(u)
         rel = urllib.request.url2pathname(u.removeprefix(server.reports + "/"))
-        assert (status, body) == (200, (cache / "reports" / rel).read_bytes())
+        assert (status, body) == (200, (server.cache / "reports" / rel).read_bytes())
 
 
 def test_stop_grace_is_30_s_or_augdag_stop_grace_s_and_a_bad_value_is_named(monkeypatch, tmp_path):

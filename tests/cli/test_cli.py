@@ -1,4 +1,4 @@
-"""The `augdag` command line: exit codes, the read-only SQL guard, exports (the demo end to end: tests/e2e/test_augdag_demo.py)."""
+"""The `augdag` command line: exit codes, the read-only SQL guard, exports (the demo: tests/e2e/test_augdag_demo.py)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 worker running prefect.yaml's deployment complete against a Prefect server on SQLite, a served run
 completes against one on PostgreSQL, a served run that fails to load its profile is in the catalog,
 `augdag schedules` shows the next run, the demo profile's data follows the cache, not the working directory, and a
-second night, killed with SIGKILL and retried, gives the served night's bytes (issue 25). The demo runs with demo/tiny.py's settings
-(``TINY``: every pipeline at once): about 45 s per nightly on 2 cores."""
+second night, killed with SIGKILL and retried, gives the served night's bytes (issue 25). The demo runs with
+demo/tiny.py's settings (``TINY``: every pipeline at once): about 45 s per nightly on 2 cores."""
 
 from __future__ import annotations
 

@@ -58,9 +58,10 @@ lint: install
 	$(VENV)/bin/ruff format --check --no-cache .
 	$(VENV)/bin/lint-imports --no-cache
 
-# two workers, whole modules each (their module-scoped servers and trained models are shared within one);
-# in a fresh clone on this 2-core machine, `.ci/run` (lint, install, tests): 17 min 4 s, pytest 16 min 19 s; the
-# suite is CPU-bound (~1,480 CPU-s of its own), so a third worker made it slower (16 min 0 s against 14 min 48 s)
+# two workers, whole modules each (their module-scoped servers and trained models are shared within one), the longest
+# first and the demo's readers last (tests/conftest.py, hence --no-loadscope-reorder); in a fresh clone on this 2-core
+# machine, `.ci/run` (lint, install, tests): 16 min 28 s, pytest 15 min 22 s (2026-11-27); the suite is CPU-bound
+# (~1,440 CPU-s, 145 % of 2 cores), so a third worker made it slower (16 min 0 s against 14 min 48 s)
 test: install
 	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 

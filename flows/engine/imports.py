@@ -62,6 +62,7 @@ STACK = (
     "nltk",
     "nltk.corpus.reader.wordnet",
     "kmedoids",
+    "bs4",
     "matplotlib",
     "prefect",
     "prefect.context",

@@ -15,9 +15,10 @@ from pydantic import AfterValidator, Field, model_validator
 from conf.base import ConfModel
 from conf.pipelines import check_enabled, known_pipeline
 from conf.sections.classifier import ClassifierConf, EpidaConf, TrainClassifierConf  # noqa: F401 — part of the schema
-from conf.sections.cleaning import CleanConf, DatasetClean  # the `clean` section; a dataset's own `clean:`
+from conf.sections.cleaning import CleanConf, DatasetClean, IngestConf, TokenFilter, check_filters  # noqa: F401
 from conf.sections.decoding import DecodeErrors, Encodings, InputConf
 from conf.sections.experiments import TrainNMTConf  # noqa: F401 — train_nmt's arms, part of the schema
+from conf.sections.filters import LanguageCode
 from conf.sections.mt_paraphrase import MtParaphraseConf
 from conf.sections.nmt import NMTConf, NMTTrainConf  # noqa: F401 — the NMT sections, part of the schema
 from conf.sections.sentences import Language, SplitSentences
@@ -46,7 +47,9 @@ class DatasetConf(InputConf):
     encoding: Encodings = "utf-8"  # of text/tsv/jsonl (plain, .gz/.bz2/.xz/.zst by content), binary columns; or {src, tgt}
     on_decode_error: DecodeErrors = "reject"  # a line that does not decode: rejected, or U+FFFD kept; or {src, tgt}
     split_sentences: SplitSentences = False  # mono: a row per sentence of each line (tasks/ingest/sentences.py)
-    language: Language = "en"  # ISO 639-1, of the sentence splitter; only used with split_sentences
+    language: Language = "en"  # ISO 639-1, of the sentence splitter and (given) of mono/labeled rows' filters
+    src_lang: LanguageCode | None = None  # a bitext's languages (ISO 639-1), for language_id and character_score
+    tgt_lang: LanguageCode | None = None
     clean: DatasetClean = None  # false: never deduplicated or filtered; {max_ratio: 3, ...}: ingest.clean's, replaced
 
     @model_validator(mode="after")
@@ -72,11 +75,6 @@ class DatasetConf(InputConf):
         """This dataset with the relative paths among ``fields`` made ``base / path``."""
         update = {f: base / p for f, p in self.paths().items() if f in fields and not p.is_absolute()}
         return self.model_copy(update=update) if update else self
-
-
-class IngestConf(ConfModel):
-    max_line_chars: int = Field(4096, ge=1)  # a longer line (or field) is rejected
-    clean: CleanConf = CleanConf()
 
 
 class AlignerConf(ConfModel):
@@ -108,7 +106,7 @@ class SamplingConf(ConfModel):
     bins: int = Field(5, ge=1)  # equal-size uncertainty bins for the linguistic properties (Fig. 6.3)
 
 
-class SyntheticFilterConf(CleanConf):
+class SyntheticFilterConf(TokenFilter):
     """What the self-training pipeline drops from its synthetic pairs (ch. 6): duplicates, length, ratio
     (the `clean` stage's settings), and the target LM's worst share."""
 
@@ -271,6 +269,7 @@ class AugdagConf(ConfModel):
             if not name.replace("_", "").replace("-", "").isalnum():
                 raise ValueError(f"dataset name {name!r}: use letters, digits, '_' and '-'")
         check_enabled(self.pipelines, self)  # each enabled pipeline's check, from its registry entry
+        check_filters(self)  # every cleaned dataset's filters have the languages they need
         return self
 
     def paraphrase_generator(self) -> None:

@@ -4,7 +4,9 @@
       news:     {..., clean: false}            # read and validated, never deduplicated or length/ratio filtered
       crawl:    {..., clean: {max_ratio: 3}}   # ingest.clean, with max_ratio replaced for this dataset
 
-A held-out test or dev set is never cleaned, whatever ``ingest.clean`` says (conf/roles.py).
+Beside duplicates, tokens and ratio, ``clean`` holds the corpus filters of issue 28, each off unless its key is
+given (conf/sections/filters.py). A held-out test or dev set is never cleaned, whatever ``ingest.clean`` says
+(conf/roles.py).
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidatorFunctionWrapHandler, WrapSerializer, WrapValidator
 
 from conf.base import ConfModel
+from conf.roles import evaluation_datasets
+from conf.sections.filters import ACROSS_FILTERS, FILTERS, FilterOverrides, RowFilters, resolved
 
 
-class CleanConf(ConfModel):
-    """The `clean` stage: the same filter the self-training pipeline applies to synthetic pairs (ch. 6)."""
+class TokenFilter(ConfModel):
+    """The filter the self-training pipeline applies to synthetic pairs (ch. 6): duplicates, tokens, ratio."""
 
     dedup: bool = True  # exact-duplicate removal over the whole dataset, first occurrence kept
     min_tokens: int = Field(1, ge=0)  # a side with fewer whitespace tokens is dropped
@@ -25,13 +29,27 @@ class CleanConf(ConfModel):
     max_ratio: float = Field(1.5, ge=1.0)  # bitext: max(|src|/|tgt|, |tgt|/|src|) in tokens
 
 
-class CleanOverride(ConfModel):
-    """A dataset's ``clean: {...}``: each key given replaces ``ingest.clean``'s for that dataset."""
+class CleanConf(RowFilters, TokenFilter):
+    """The `clean` stage: ``TokenFilter``, then the corpus filters that are on (conf/sections/filters.py)."""
 
+
+class IngestConf(ConfModel):
+    """The `ingest` section: the longest line a read accepts, and how datasets are cleaned."""
+
+    max_line_chars: int = Field(4096, ge=1)  # a longer line (or field) is rejected
+    clean: CleanConf = CleanConf()
+
+
+class TokenOverride(ConfModel):
     dedup: bool | None = None
     min_tokens: int | None = Field(None, ge=0)
     max_tokens: int | None = Field(None, ge=1)
     max_ratio: float | None = Field(None, ge=1.0)
+
+
+class CleanOverride(FilterOverrides, TokenOverride):
+    """A dataset's ``clean: {...}``: each key given replaces ``ingest.clean``'s for that dataset (a filter: its whole
+    value; ``false`` switches it off)."""
 
 
 def _false_or_mapping(value: Any, validate: ValidatorFunctionWrapHandler) -> Any:
@@ -60,3 +78,40 @@ def dataset_clean(section: CleanConf, own: CleanOverride | Literal[False] | None
         return section
     given = {k: v for k, v in own.model_dump().items() if v is not None}
     return CleanConf.model_validate({**section.model_dump(), **given})
+
+
+def own_filters(own: CleanOverride | Literal[False] | None) -> set[str]:
+    """The filters a dataset's own ``clean:`` sets (on or off)."""
+    return {f for f in FILTERS if isinstance(own, CleanOverride) and getattr(own, f) is not None}
+
+
+def check_filters(conf: Any) -> None:
+    """The profile-wide check of the filters: ``src_lang``/``tgt_lang`` only on a bitext; each cleaned dataset's
+    filters have the languages they need (``resolved``); near_duplicates and decontaminate, which run across
+    datasets, have one setting; decontaminate has a held-out set to compare with. ValueError naming the key."""
+    held = evaluation_datasets(conf)
+    across: dict[str, tuple[str, Any]] = {}  # filter -> (the first dataset that runs it, its setting)
+    for name, ds in conf.datasets.items():
+        for key in ("src_lang", "tgt_lang"):
+            if getattr(ds, key) is not None and ds.kind != "bitext":
+                raise ValueError(f"datasets.{name}.{key}: names a bitext's side; this one is kind {ds.kind!r}: use `language`")
+        settings = None if name in held else dataset_clean(conf.ingest.clean, ds.clean)
+        if settings is None:
+            continue
+        own = own_filters(ds.clean)
+        for f, section in resolved(settings, ds, name, own).items():
+            if f not in ACROSS_FILTERS:
+                continue
+            first, setting = across.setdefault(f, (name, section))
+            if setting != section:
+                where = f"datasets.{name}.clean.{f}" if f in own else f"ingest.clean.{f}"
+                raise ValueError(
+                    f"{where}: runs across datasets with one setting, but {first!r} and {name!r} set it differently. "
+                    f"Hint: set it once in ingest.clean (a dataset can still leave it: `{f}: false`)"
+                )
+    tests = [n for n in held if conf.datasets.get(n) is not None and conf.datasets[n].kind != "slots"]
+    if "decontaminate" in across and not tests:
+        raise ValueError(
+            "ingest.clean.decontaminate: the profile holds out no test or dev set of text (train_nmt.tests, "
+            "train_classifier.test, epida.test, ...) to compare the training rows with"
+        )

@@ -36,7 +36,9 @@ DEFAULTS = {
     "split_sentences": False,
     "language": "en",
     "clean": None,
-}  # clean: conf/sections/cleaning.py
+    "src_lang": None,
+    "tgt_lang": None,
+}  # clean: conf/sections/cleaning.py; src_lang, tgt_lang: conf/sections/filters.py
 SIDES = ("src", "tgt")
 
 

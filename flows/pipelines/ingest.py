@@ -12,7 +12,8 @@ from typing import Any
 
 from conf.roles import evaluation_datasets
 from conf.schema import DatasetConf, IngestConf
-from conf.sections.cleaning import dataset_clean
+from conf.sections.cleaning import dataset_clean, own_filters
+from conf.sections.filters import resolved
 from flows.engine.driver import Run, run_source_stage, run_stage
 from flows.engine.replay import run_logger
 from flows.engine.runners import FlowConf, pipeline_flow
@@ -53,7 +54,7 @@ def ingest_dataset(
         dataclasses.replace(CLEAN, view=ds.kind),
         inputs=[rows],
         side={"duplicates": dups},
-        params=CleanParams.of(settings, ds.kind),
+        params=CleanParams.of(settings, ds.kind, resolved(settings, ds, name, own_filters(ds.clean))),
     )
 
 

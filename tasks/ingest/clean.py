@@ -15,17 +15,21 @@ whichever ran last, and a fingerprint that says ``cleans: false``, so a cleaned 
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from conf.schema import Kind
-from conf.sections.cleaning import CleanConf
+from conf.sections.cleaning import CleanConf, TokenFilter
+from conf.sections.filters import ROW_FILTERS
 from storage.artifacts import ArtifactRef
 from storage.parts import Parts
 from storage.schemas import TEXT_FIELDS
 from storage.scratch import scratch_duckdb
+from tasks.ingest.chain import filter_chain
 from tasks.runtime.stage import Stage
 
 DUPLICATES_SCHEMA = pa.schema([("uid", pa.string()), ("first_line", pa.int64()), ("copies", pa.int64())])
@@ -89,7 +93,7 @@ def token_counts(table: pa.Table, field: str) -> pa.Array:
     return pc.if_else(pc.equal(pc.utf8_length(trimmed), 0), 0, counts)  # "" splits into [""]: 0 tokens, not 1
 
 
-def clean(
+def marks(
     rows: pa.Table,
     duplicates: pa.Table,
     *,
@@ -98,14 +102,10 @@ def clean(
     min_tokens: int = 1,
     max_tokens: int = 250,
     max_ratio: float = 1.5,
-) -> dict[str, pa.Table]:
-    """Keep a row iff it is the first occurrence of its uid, every text side has ``min_tokens`` to
-    ``max_tokens`` tokens and, for bitext, max(|src|/|tgt|, |tgt|/|src|) <= ``max_ratio``.
-
-    Needs ``uid``, ``line`` (and ``sentence``, if the rows were split) and the kind's text fields; other columns
-    are kept. Returns ``{"part": kept, "dropped": dropped + reason + detail}``; kept + dropped = rows, in input
-    order; ``detail`` is the value the row was cut on (``_details``).
-    """
+    filters: Mapping[str, Any] | None = None,
+) -> tuple[pa.Array | pa.ChunkedArray, list[str]]:
+    """Each row's ``reason`` (null: kept) and the ``detail`` of each dropped row, in order: the first of
+    ``REASONS``, then of the corpus ``filters`` that are on (tasks/ingest/chain.py), that applies."""
     n = rows.num_rows
     reason = pa.nulls(n, pa.string())
     firsts = ratio = None
@@ -144,20 +144,93 @@ def clean(
         s, t = (pc.cast(lengths[f], pa.float64()) for f in ("src", "tgt"))
         ratio = pc.divide(pc.max_element_wise(s, t), pc.max_element_wise(pc.min_element_wise(s, t), 1.0))
         mark(pc.greater(ratio, max_ratio), "length_ratio")
-    dropped = pc.is_valid(reason)
-    at = pc.indices_nonzero(dropped)
+    filtered = {}
+    if filters and any(v is not None for v in filters.values()):
+        kept = np.flatnonzero(pc.is_null(reason).to_numpy(zero_copy_only=False))
+        filtered = filter_chain(rows, kept, kind=kind, filters=filters)
+        if filtered:
+            whys = reason.to_pylist()
+            for i, (why, _) in filtered.items():
+                whys[i] = why
+            reason = pa.array(whys, pa.string())
+    at = pc.indices_nonzero(pc.is_valid(reason))
     details = _details(
         pc.take(reason, at).to_pylist(),
         {f: pc.take(v, at).to_pylist() for f, v in lengths.items()},
         pc.take(ratio, at).to_pylist() if ratio is not None else None,
         pc.take(firsts, at).to_pylist() if firsts is not None else None,
     )
+    if filtered:
+        details = [filtered[i][1] if i in filtered else d for i, d in zip(at.to_pylist(), details, strict=True)]
+    return reason, details
+
+
+def clean(
+    rows: pa.Table,
+    duplicates: pa.Table,
+    *,
+    kind: str,
+    dedup: bool = True,
+    min_tokens: int = 1,
+    max_tokens: int = 250,
+    max_ratio: float = 1.5,
+    **filters: Any,
+) -> dict[str, pa.Table]:
+    """Keep a row iff it is the first occurrence of its uid, every text side has ``min_tokens`` to
+    ``max_tokens`` tokens and, for bitext, max(|src|/|tgt|, |tgt|/|src|) <= ``max_ratio``, and every corpus
+    filter that is on keeps it (``filters``: the name of each, conf/sections/filters.py, and its section or None).
+
+    Needs ``uid``, ``line`` (and ``sentence``, if the rows were split) and the kind's text fields; other columns
+    are kept. Returns ``{"part": kept, "dropped": dropped + reason + detail}``; kept + dropped = rows, in input
+    order; ``detail`` is the value the row was cut on (``_details``; a corpus filter's own detail).
+    """
+    reason, details = marks(
+        rows,
+        duplicates,
+        kind=kind,
+        dedup=dedup,
+        min_tokens=min_tokens,
+        max_tokens=max_tokens,
+        max_ratio=max_ratio,
+        filters=filters,
+    )
+    dropped = pc.is_valid(reason)
     return {
         "part": rows.filter(pc.invert(dropped)),
         "dropped": rows.filter(dropped)
         .append_column("reason", pc.drop_null(reason))
         .append_column("detail", pa.array(details, pa.string())),
     }
+
+
+def mark_rows(
+    rows: pa.Table,
+    duplicates: pa.Table,
+    *,
+    kind: str,
+    dedup: bool = True,
+    min_tokens: int = 1,
+    max_tokens: int = 250,
+    max_ratio: float = 1.5,
+    **filters: Any,
+) -> pa.Table:
+    """``clean``'s verdicts without the split: every row, in order, with ``reason`` and ``detail`` (both null for a
+    kept row). The `filter_chain` stage of a dataset that near_duplicates or decontaminate then compare with
+    other datasets (tasks/ingest/across.py): its rows stay together until the stage that applies every drop."""
+    reason, details = marks(
+        rows,
+        duplicates,
+        kind=kind,
+        dedup=dedup,
+        min_tokens=min_tokens,
+        max_tokens=max_tokens,
+        max_ratio=max_ratio,
+        filters=filters,
+    )
+    detail: list[str | None] = [None] * rows.num_rows
+    for i, d in zip(pc.indices_nonzero(pc.is_valid(reason)).to_pylist(), details, strict=True):
+        detail[i] = d
+    return rows.append_column("reason", reason).append_column("detail", pa.array(detail, pa.string()))
 
 
 def keep_valid(rows: pa.Table, *, cleans: Literal[False]) -> dict[str, pa.Table]:
@@ -169,18 +242,22 @@ def keep_valid(rows: pa.Table, *, cleans: Literal[False]) -> dict[str, pa.Table]
 
 
 class CleanParams(CleanConf):
-    """The `clean` stage's parameters: a cleaning section (``ingest.clean``, ``self_training.filter``) and
-    the record kind whose text fields it measures."""
+    """The `clean` stage's parameters: a cleaning section (``ingest.clean``, ``self_training.filter``), the corpus
+    filters that are on (their sides' languages and scripts filled in) and the record kind whose text fields it
+    measures. Its dump leaves out the filters that are off: with none on, the fingerprint is the one from before."""
 
     kind: Kind
 
     @classmethod
-    def of(cls, section: CleanConf, kind: str) -> CleanParams:
-        """The parameters of cleaning ``section`` for records of ``kind``."""
-        return cls(**{k: getattr(section, k) for k in CleanConf.model_fields}, kind=kind)
+    def of(cls, section: TokenFilter, kind: str, filters: Mapping[str, Any] | None = None) -> CleanParams:
+        """The parameters of cleaning ``section`` for records of ``kind``, with ``filters`` (conf/sections/filters.py
+        ``resolved``: the chain's filters are kept, near_duplicates and decontaminate left to tasks/ingest/across.py)."""
+        chain = {f: v for f, v in (filters or {}).items() if f in ROW_FILTERS and v is not None}
+        return cls(**{k: getattr(section, k) for k in TokenFilter.model_fields}, **chain, kind=kind)
 
 
 DUPLICATES = Stage("duplicates", "1", find_duplicates, reduce=True, counts=duplicate_counts)
 CLEAN = Stage("clean", "2", clean, params=CleanParams)  # view: the record kind, set per dataset by the flow;
 # version 2: its drops carry their detail
+FILTER_CHAIN = Stage("filter_chain", "1", mark_rows, params=CleanParams)  # internal: every row with its verdict
 KEEP_VALID = Stage("clean", CLEAN.version, keep_valid)  # CLEAN's name and view: a held-out set, `clean: false`

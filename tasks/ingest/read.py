@@ -23,7 +23,7 @@ from tasks.runtime.stage import StageOutput
 
 READ_VERSION = "1"
 SPLIT_KEYS = ("split_sentences", "language")  # tasks/ingest/sentences.py's, not the read's
-NOT_READ = (*SPLIT_KEYS, "clean")  # ... and the clean stage's (conf/sections/cleaning.py)
+NOT_READ = (*SPLIT_KEYS, "clean", "src_lang", "tgt_lang")  # ... and the clean stage's (conf/sections/cleaning.py)
 
 
 def _produce(name: str, ds: DatasetConf, max_line_chars: int, shard_size: int) -> Iterator[tuple[int, StageOutput]]:

@@ -186,7 +186,7 @@ def test_load_profile_unknown_key_in_a_dataset_names_its_dotted_key(tmp_path):
     assert conf_error(path) == (
         f"{path}:6: datasets.d1.colums: unknown key; expected one of: "
         "kind, format, path, src, tgt, columns, rename, header, split, encoding, on_decode_error, split_sentences, "
-        "language, clean"
+        "language, src_lang, tgt_lang, clean"
     )
 
 

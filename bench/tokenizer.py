@@ -67,7 +67,7 @@ def mapped(conf: AugdagConf) -> tuple[pa.Table, float]:
     @flow(name="bench_tokenize")
     def tokenize_flow(conf: AugdagConf) -> dict:
         with Run.started(conf, pipeline="bench_tokenize", profile="bench", config=None) as run:
-            mono = ingest_dataset(run, "bench", conf.datasets["bench"], conf.ingest, conf.shard_size)
+            mono = ingest_dataset(run, conf, "bench")
             tokenized(run, mono, conf.self_training.tokenizer, {"text": "src"})
         return run.finish()
 

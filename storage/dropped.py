@@ -180,11 +180,15 @@ def _rows_at(catalog: Catalog, artifact: dict[str, Any], line: int, columns: str
 
 
 def _current_split(catalog: Catalog, source: str) -> dict[str, Any] | None:
-    """The `split_sentences` artifact the current `clean` of ``source`` read, if it read one."""
+    """The `split_sentences` artifact the current `clean` of ``source`` read, if it read one (directly, or through
+    its `filter_chain` when the dataset is compared across datasets: tasks/ingest/across.py)."""
     rows = catalog.query(
-        "SELECT a.path, a.n_shards FROM artifacts a JOIN lineage l ON l.parent = a.fingerprint WHERE a.stage = "
-        "'split_sentences' AND l.child = (SELECT fingerprint FROM artifacts WHERE stage = 'clean' AND dataset = $s "
-        "ORDER BY last_used_at DESC, created_at DESC LIMIT 1)",
+        "WITH clean AS (SELECT fingerprint FROM artifacts WHERE stage = 'clean' AND dataset = $s "
+        "ORDER BY last_used_at DESC, created_at DESC LIMIT 1), "
+        "up AS (SELECT l.parent FROM lineage l JOIN clean c ON l.child = c.fingerprint UNION ALL "
+        "SELECT l.parent FROM lineage l JOIN artifacts f ON l.child = f.fingerprint AND f.stage = 'filter_chain' "
+        "JOIN lineage k ON k.parent = f.fingerprint JOIN clean c ON k.child = c.fingerprint) "
+        "SELECT a.path, a.n_shards FROM artifacts a JOIN up ON up.parent = a.fingerprint WHERE a.stage = 'split_sentences'",
         {"s": source},
     ).to_pylist()
     return rows[0] if rows else None

@@ -20,6 +20,7 @@ register(
         "ingest",
         "flows.pipelines.ingest:ingest_flow",
         views=INGEST_VIEWS,
+        summary="flows.pipelines.ingest:summary_lines",
         description="read, validate, reject, shard, deduplicate and clean every dataset",
     )
 )

@@ -84,7 +84,7 @@ def generate(run: Run, conf: AugdagConf) -> Generated:
     from that fold's input clusters; returns the selected rows and Table 5's diversity with every artifact and model."""
     c = conf.c2c
     name = conf.c2c_dataset()
-    rows = ingest_dataset(run, name, conf.datasets[name], conf.ingest, conf.shard_size)
+    rows = ingest_dataset(run, conf, name)
     delex = run_stage(run, DELEXICALISE, inputs=[rows], params={}, resources={"file": str(conf.datasets[name].files()[0])})
     pairs = run_stage(
         run,

@@ -201,7 +201,7 @@ def augment(run: Run, conf: AugdagConf) -> Augmented:
     train on; returns the ``augmented`` view, the classifiers and, with ``epida.test``, the held-out scores."""
     epida = conf.epida
     name, test_name = conf.epida_datasets()
-    rows = ingest_dataset(run, name, conf.datasets[name], conf.ingest, conf.shard_size)
+    rows = ingest_dataset(run, conf, name)
     originals = rows.parts().table(["uid", "text", "label"])
     if originals.num_rows == 0:
         raise InputError(f"epida.dataset: {name!r} has no rows after cleaning; nothing to augment")
@@ -233,7 +233,7 @@ def augment(run: Run, conf: AugdagConf) -> Augmented:
     augmented = run_stage(run, AUGMENTED_VIEW, inputs=rounds, params={})
     evaluation: list[dict[str, Any]] = []
     if test_name is not None:
-        test = ingest_dataset(run, test_name, conf.datasets[test_name], conf.ingest, conf.shard_size, held_out=True)
+        test = ingest_dataset(run, conf, test_name, held_out=True)
         evaluation = evaluate_classifier(
             run,
             model,

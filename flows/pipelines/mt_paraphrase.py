@@ -28,7 +28,7 @@ def paraphrase_bitext(run: Run, conf: AugdagConf) -> dict[str, Any]:
     the run's ``mt_paraphrase`` summary (generator, decoding, pairs, candidates, paraphrased, dropped by reason)."""
     m = conf.mt_paraphrase
     name = conf.mt_paraphrase_bitext()
-    rows = ingest_dataset(run, name, conf.datasets[name], conf.ingest, conf.shard_size)
+    rows = ingest_dataset(run, conf, name)
     idf = run_stage(run, IDF_STAGE, inputs=[rows], params={"side": m.side}, n_shards=1)
     gen = paraphraser(run, conf)
     sampler = {"top_k": m.top_k, "top_p": m.top_p, "temperature": m.temperature, "seed": m.seed}

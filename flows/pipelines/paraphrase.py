@@ -54,7 +54,7 @@ def paraphraser(run: Run, conf: AugdagConf) -> Generator:
         )
     bitext = None
     if (name := conf.paraphrase_bitext()) is not None:
-        bitext = ingest_dataset(run, name, conf.datasets[name], conf.ingest, conf.shard_size)
+        bitext = ingest_dataset(run, conf, name)
     fwd = nmt_model(run, g.forward, name="paraphrase_forward", train_on=bitext)
     bwd = nmt_model(run, g.backward, name="paraphrase_backward", train_on=bitext, reverse=True)
     params = {"kind": "round_trip", "pivot_beam": g.pivot_beam, "forward": loading(g.forward), "backward": loading(g.backward)}
@@ -88,7 +88,7 @@ def build_curriculum(run: Run, conf: AugdagConf) -> Paraphrased:
     then filter and level them into the ``curriculum``; returns it with the diversity and per-level tables."""
     paraphrase = conf.paraphrase
     name = conf.paraphrase_dataset()
-    rows = ingest_dataset(run, name, conf.datasets[name], conf.ingest, conf.shard_size)
+    rows = ingest_dataset(run, conf, name)
     gen = paraphraser(run, conf)
     plan = sampling_plan(
         candidates=paraphrase.candidates,

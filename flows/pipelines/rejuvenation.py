@@ -58,7 +58,7 @@ def rejuvenate_bitext(run: Run, conf: AugdagConf) -> Rejuvenated:
     rejuvenate the inactive pairs; returns ``rejuvenated`` with the bins, the state properties and the models' scores."""
     rejuvenation = conf.rejuvenation
     name = conf.rejuvenation_bitext()
-    bitext = ingest_dataset(run, name, conf.datasets[name], conf.ingest, conf.shard_size)
+    bitext = ingest_dataset(run, conf, name)
     ident = nmt_model(run, rejuvenation.identification, name="identification", train_on=bitext)
     validation = {
         "identification": validate_nmt(

@@ -110,9 +110,7 @@ def sample_monolingual(run: Run, conf: AugdagConf) -> Sampled:
     """Everything up to `sampled_mono`, one line per step of the method."""
     st, s = conf.self_training, conf.self_training.sampling
     bitext_name, mono_names = conf.self_training_datasets()
-    ingest = {
-        name: ingest_dataset(run, name, conf.datasets[name], conf.ingest, conf.shard_size) for name in [bitext_name, *mono_names]
-    }
+    ingest = {name: ingest_dataset(run, conf, name) for name in [bitext_name, *mono_names]}
     bitext, monos = ingest[bitext_name], [ingest[m] for m in mono_names]
     lc = {"lowercase": st.lowercase}
     align, words, scored_bitext, tokenized_bitext = bitext_uncertainty(run, bitext, st)

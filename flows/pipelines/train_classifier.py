@@ -146,9 +146,9 @@ def train_and_evaluate(run: Run, conf: AugdagConf) -> dict[str, Any]:
     set; returns the run's ``train_classifier`` summary (scores per seed, mean ± sd, the curriculum's loss per level)."""
     train_classifier = conf.train_classifier
     train_name, test_name = conf.classifier_datasets()
-    rows = ingest_dataset(run, train_name, conf.datasets[train_name], conf.ingest, conf.shard_size)
+    rows = ingest_dataset(run, conf, train_name)
     originals = rows.parts().table(["uid", "text", "label"])
-    test = ingest_dataset(run, test_name, conf.datasets[test_name], conf.ingest, conf.shard_size, held_out=True)
+    test = ingest_dataset(run, conf, test_name, held_out=True)
     labels = sorted({str(x) for x in originals["label"].to_pylist()})
     evaluations, losses = [], None
     for augmentation in train_classifier.augmentation:

@@ -184,7 +184,7 @@ def evaluate_students(
     """Each student's BLEU and chrF on one test set, with its arm's paired test against the baseline; the rows
     go to `evaluations`, one per student and metric."""
     train_nmt = conf.train_nmt
-    test = ingest_dataset(run, test_name, conf.datasets[test_name], conf.ingest, conf.shard_size, held_out=True)
+    test = ingest_dataset(run, conf, test_name, held_out=True)
     outputs, scores = [], []
     for s in students:
         hyps = run_stage(

@@ -78,7 +78,7 @@ def train_and_evaluate(run: Run, conf: AugdagConf) -> Tagged:
     train_name, dev_name, test_name = conf.slot_tagger_datasets()
 
     def ingest(name: str, *, held_out: bool = False) -> Any:  # held out (dev, test): no row deduplicated or filtered
-        return ingest_dataset(run, name, conf.datasets[name], conf.ingest, conf.shard_size, held_out=held_out)
+        return ingest_dataset(run, conf, name, held_out=held_out)
 
     original, malformed = valid_bio(ingest(train_name).parts().table(["uid", "tokens", "tags", "source", "line"]))
     dev = (

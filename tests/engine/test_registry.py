@@ -43,7 +43,7 @@ SHOUT = Stage("shout", "1", shout, view="shouted")
 def toy_flow(conf, profile: str = "", config: dict | None = None) -> dict:
     with Run.started(conf, pipeline="toy", profile=profile, config=config) as run:
         name = next(n for n, ds in conf.datasets.items() if ds.kind == "mono")
-        mono = ingest_dataset(run, name, conf.datasets[name], conf.ingest, conf.shard_size)
+        mono = ingest_dataset(run, conf, name)
         shouted = run_stage(run, SHOUT, inputs=[mono], params={os.environ.get("TOY_KEY", "suffix"): "!", "times": 2})
     return run.finish(extra={"toy": {"rows": artifact_rows(shouted)}})
 

@@ -145,6 +145,24 @@ def bar_figure(labels: Sequence[str], values: Sequence[float], *, xlabel: str, y
 
 
 @memoised
+def hbar_figure(labels: Sequence[str], values: Sequence[float], *, xlabel: str, title: str) -> bytes:
+    """A horizontal bar chart as PNG bytes, the first label on top, each bar's value beside it (e.g. the rows each
+    filter removed per dataset)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.32 * max(len(labels), 1)), dpi=110)
+    bars = ax.barh(list(labels), values, color="#8fb3d9", edgecolor="#4a7bb0", linewidth=0.4)
+    ax.bar_label(bars, fmt="{:,.0f}", fontsize=8, padding=2)
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    ax.set_title(title, fontsize=10)
+    return _png(fig)
+
+
+@memoised
 def box_figure(groups: Mapping[str, Sequence[float]], *, ylabel: str, title: str) -> bytes:
     """One box per group (e.g. the similarity of each difficulty level), its count under the label."""
     import matplotlib

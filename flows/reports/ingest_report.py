@@ -1,0 +1,101 @@
+"""The ingest run page (``ingest.html``), written when a corpus filter is on: per dataset and reason, the rows its
+`clean` dropped (a bar chart and a table) and three of them each (the first by line), with the detail each was cut
+on. The counts also make the run summary's lines (flows/pipelines/ingest.py ``summary_lines``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from conf.sections.filters import ROW_FILTERS
+from flows.engine.driver import Run
+from flows.engine.recording import artifact_rows
+from flows.reports.reporting import publish
+from storage.artifacts import ArtifactRef
+from tasks.ingest.clean import REASONS
+
+ORDER = (*REASONS, *ROW_FILTERS, "test_overlap", "near_duplicates")  # the order the reasons are given in
+EXAMPLES = 3
+
+
+def _dropped(ref: ArtifactRef) -> pa.Table:
+    """The dropped part of a `clean` artifact, every shard (empty without columns when it has none)."""
+    parts = [p for p in ref.paths("dropped") if p.exists()]
+    return ref.parts("dropped").table() if len(parts) == ref.n_shards and parts else pa.table({})
+
+
+def drop_counts(cleaned: Mapping[str, ArtifactRef]) -> dict[str, dict[str, Any]]:
+    """Per dataset: its `clean`'s rows in, kept, and dropped per reason (in ``ORDER``, only those that dropped)."""
+    counts = {}
+    for name, ref in cleaned.items():
+        dropped = _dropped(ref)
+        found = dict.fromkeys(ORDER, 0)
+        if dropped.num_rows:
+            for reason, n in _pairs(dropped["reason"]):
+                found[reason] = found.get(reason, 0) + n
+        kept = artifact_rows(ref)
+        reasons = {r: n for r, n in found.items() if n}
+        counts[name] = {"rows": kept + sum(reasons.values()), "kept": kept, "reasons": reasons}
+    return counts
+
+
+def _pairs(column: pa.ChunkedArray) -> list[tuple[str, int]]:
+    return [(v["values"], v["counts"]) for v in pc.value_counts(column).to_pylist()]
+
+
+def _examples(name: str, ref: ArtifactRef, reasons: Mapping[str, int]) -> list[dict[str, Any]]:
+    """The first ``EXAMPLES`` dropped rows (by line) of each reason of dataset ``name``."""
+    dropped = _dropped(ref)
+    if not dropped.num_rows:
+        return []
+    fields = [f for f in ("src", "tgt", "text", "tokens") if f in dropped.column_names]
+    rows = []
+    for reason in reasons:
+        of = dropped.filter(pc.equal(dropped["reason"], reason)).sort_by("line").slice(0, EXAMPLES).to_pylist()
+        for r in of:
+            text = " ⇥ ".join(" ".join(r[f]) if isinstance(r[f], list) else str(r[f]) for f in fields)
+            rows.append({"dataset": name, "reason": reason, "line": r["line"], "row": text, "detail": r["detail"]})
+    return rows
+
+
+def publish_report(run: Run, cleaned: Mapping[str, ArtifactRef], counts: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """Write ``ingest.html`` (and its chart as ``ingest_filters.png``); returns the paths written."""
+    from flows.reports.plots import hbar_figure, markdown_table
+
+    table = pa.Table.from_pylist(
+        [
+            {"dataset": name, "reason": reason, "rows": n, "share": round(n / max(c["rows"], 1), 4)}
+            for name, c in counts.items()
+            for reason, n in c["reasons"].items()
+        ],
+        schema=pa.schema([("dataset", pa.string()), ("reason", pa.string()), ("rows", pa.int64()), ("share", pa.float64())]),
+    )
+    png = hbar_figure(
+        [f"{r['dataset']} · {r['reason']}" for r in table.to_pylist()] or ["(none)"],
+        table["rows"].to_pylist() or [0],
+        xlabel="rows dropped",
+        title="Rows each filter removed, per dataset (ingest's clean)",
+    )
+    totals = pa.Table.from_pylist(
+        [{"dataset": n, "rows in": c["rows"], "kept": c["kept"], "dropped": c["rows"] - c["kept"]} for n, c in counts.items()]
+    )
+    examples = [e for name, ref in cleaned.items() for e in _examples(name, ref, counts[name]["reasons"])]
+    shown = pa.Table.from_pylist(examples) if examples else pa.table({"dataset": pa.array([], pa.string())})
+    md = f"### Ingest filters\n\n{markdown_table(totals)}\n\n{markdown_table(table)}\n"
+    return publish(
+        run,
+        stem="ingest",
+        title=f"Ingest filters — {run.run_id}",
+        markdown=md,
+        table=table,
+        pngs={"ingest_filters": png},
+        sections=[
+            ("Rows in, kept and dropped per dataset", totals),
+            ("Rows removed per dataset and filter", png),
+            ("Rows removed per dataset and reason", table),
+            ("Three examples of each (the first by line; a bitext's src and tgt joined by ⇥)", shown),
+        ],
+    )

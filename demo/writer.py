@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from conf.schema import DemoConf
-from demo.bitext import bitext_chunks
+from demo.bitext import bitext_chunks, iter_bitext
 from demo.corruptions import bad_lines, corrupt
 from demo.grammar import TABLE
 from demo.labeled import labeled_chunks
 from demo.mono import mono_chunks
+from demo.noise import NOISE_REASONS, noise_lines, plant
 from demo.slots import slots_chunks
 
 _DEFAULT = DemoConf()
@@ -85,6 +86,23 @@ def _write(paths: list[Path], chunks, bad: dict[int, str]) -> None:
         os.replace(tmp, path)
 
 
+def _noisy(chunks, noise: dict[int, str], test: list[tuple[str, str, str]]):
+    """The bitext chunks with the pairs of ``noise`` ({1-based line: reason}) planted (demo/noise.py); the n-th
+    test-overlap pair copies test pair 37·n mod |test|."""
+    done, nth = 0, dict.fromkeys(NOISE_REASONS, 0)
+    for chunk in chunks:
+        cols = [list(c) for c in chunk]
+        for line, reason in sorted(noise.items()):
+            if done < line <= done + len(cols[0]):
+                i, j = line - done - 1, nth[reason]
+                cols[0][i], cols[1][i], cols[2][i] = plant(
+                    cols[0][i], cols[1][i], cols[2][i], reason, nth=j, test=test[(37 * j) % len(test)]
+                )
+                nth[reason] += 1
+        done += len(cols[0])
+        yield tuple(cols)
+
+
 def write_demo(
     root: Path,
     *,
@@ -99,8 +117,11 @@ def write_demo(
     """Write every demo corpus under `root`; the same arguments write the same bytes.
 
     A bad bitext pair corrupts one side and leaves its `train.align` line empty; the line count of the
-    three bitext files stays equal. `test.*`, `labeled_test.tsv`, `slots_test.jsonl` (``test_rows`` rows) and `lexicon.tsv` are
-    always clean. ``write_demo(root, **conf.demo.model_dump())`` writes a profile's demo data.
+    three bitext files stays equal. With ``bad_rows`` the training bitext also holds the valid noisy pairs
+    of `demo.noise.noise_lines` (wrong language, numbers that disagree, copies of test pairs), which the
+    read keeps and the demo profile's corpus filters drop. `test.*`, `labeled_test.tsv`, `slots_test.jsonl`
+    (``test_rows`` rows) and `lexicon.tsv` are always clean. ``write_demo(root, **conf.demo.model_dump())``
+    writes a profile's demo data.
 
     Args:
         root: The directory, created if missing.
@@ -110,7 +131,8 @@ def write_demo(
         labeled_rows: Labelled rows.
         slots_rows: Slot-filling rows.
         test_rows: Held-out bitext pairs, labelled rows and slot rows each.
-        bad_rows: Plant the bad lines of `demo.corruptions.bad_lines` in the training files.
+        bad_rows: Plant the bad lines of `demo.corruptions.bad_lines` in the training files, and the noisy pairs
+            of `demo.noise.noise_lines` in the training bitext.
 
     Returns:
         The paths, and {file name: {1-based line: planted reason}} of the files with planted lines.
@@ -120,7 +142,9 @@ def write_demo(
     rows = {"bitext": bitext_rows, "mono": mono_rows, "labeled": labeled_rows, "slots": slots_rows}
     planted = {kind: bad_lines(kind, n, seed=seed) if bad_rows else {} for kind, n in rows.items()}
     train = [paths.train_src, paths.train_tgt, paths.alignments]
-    _write(train, bitext_chunks(bitext_rows, seed, "train"), planted["bitext"])
+    noise = noise_lines(bitext_rows, seed=seed, avoid=set(planted["bitext"])) if bad_rows and test_rows else {}
+    test = list(iter_bitext(test_rows, seed=seed, split="test")) if noise else []
+    _write(train, _noisy(bitext_chunks(bitext_rows, seed, "train"), noise, test), planted["bitext"])
     _write([paths.test_src, paths.test_tgt], (c[:2] for c in bitext_chunks(test_rows, seed, "test")), {})
     _write([paths.mono], mono_chunks(mono_rows, seed), planted["mono"])
     _write([paths.labeled], labeled_chunks(labeled_rows, seed), planted["labeled"])

@@ -132,13 +132,15 @@ class NearDuplicatesConf(ConfModel):
     shingle: Literal["char", "word"] = "char"
     n: int = Field(5, ge=1)  # characters or words per shingle
     num_perm: int = Field(128, ge=2)
-    threshold: float = Field(0.8, gt=0, le=1)
+    threshold: float = Field(0.8, gt=0, lt=1)
     seed: int = 1
 
 
 class DecontaminateConf(NearDuplicatesConf):
     """A training row whose side equals a held-out set's line after ``normalise``, or has a Jaccard similarity >=
     ``threshold`` to one (the same MinHash LSH), is dropped as ``test_overlap``."""
+
+    threshold: float = Field(0.8, gt=0, le=1)  # 1: only the lines equal after normalising
 
 
 def _switch(value: Any) -> Any:

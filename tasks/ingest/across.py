@@ -95,7 +95,7 @@ def _drops(rows: pa.Table, at: np.ndarray, reason: str, details: list[str]) -> p
     return pa.Table.from_arrays([pa.array(c) if isinstance(c, list) else c for c in columns], schema=DROPS)
 
 
-def test_overlap(
+def overlaps(
     pool: pa.Array,
     sides: list[pa.Array],
     *,
@@ -107,8 +107,9 @@ def test_overlap(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For each row (one text per side in ``sides``), the first line of ``pool`` (held-out lines) that a side equals
     after ``normalise`` or has a Jaccard similarity >= ``threshold`` with, sides in order: (pool index or -1, side,
-    Jaccard). An empty normalised line matches nothing. Candidates are the pool lines sharing an LSH band with the
-    side (``lsh_params``), every one verified exactly; the first pool line (in order) at or above the threshold wins."""
+    Jaccard). An empty normalised line matches nothing; ``threshold`` 1 matches the equal lines only. Candidates are
+    the pool lines sharing an LSH band with the side (``lsh_params``), every one verified exactly; the first pool
+    line (in order) at or above the threshold wins."""
     norm = normalise_column(pool)
     strings = norm.to_pylist()
     first: dict[str, int] = {}
@@ -121,8 +122,9 @@ def test_overlap(
     if not unique:
         return hit, side, score
     pool_at = np.array(list(first.values()), np.int64)
-    pool_sig = minhash.signatures(pa.array(unique, pa.string()), shingle=shingle, n=n, num_perm=num_perm, seed=seed)
-    bands, per_band = minhash.lsh_params(threshold, num_perm)
+    if threshold < 1:
+        pool_sig = minhash.signatures(pa.array(unique, pa.string()), shingle=shingle, n=n, num_perm=num_perm, seed=seed)
+        bands, per_band = minhash.lsh_params(threshold, num_perm)
     pool_sets: dict[int, set[str]] = {}
     for k, column in enumerate(sides):
         texts = normalise_column(column)
@@ -131,7 +133,7 @@ def test_overlap(
         found = open_ & ~np.isnan(exact.astype(np.float64))
         hit[found], side[found], score[found] = pool_at[exact[found].astype(np.int64)], k, 1.0
         rest = np.flatnonzero((hit < 0) & (pc.utf8_length(texts).to_numpy(zero_copy_only=False) > 0))
-        if not len(rest):
+        if not len(rest) or threshold >= 1:  # 1: the equal lines only
             continue
         mine = pc.take(texts, pa.array(rest, pa.int64()))
         sig = minhash.signatures(mine, shingle=shingle, n=n, num_perm=num_perm, seed=seed)
@@ -178,7 +180,7 @@ def across_datasets(
         conf = decontaminate.model_dump()
         for name in (n for n in sorted(decontaminate_sets) if n in kept):
             t = kept[name]
-            hit, side, score = test_overlap(pool_text, _texts(t, kinds[name]), **conf)
+            hit, side, score = overlaps(pool_text, _texts(t, kinds[name]), **conf)
             at = np.flatnonzero(hit >= 0)
             fields = TEXT_FIELDS[kinds[name]]
             details = [

@@ -134,8 +134,9 @@ def test_cached_rerun_registers_no_new_artifacts_and_param_change_recomputes_dow
     again = _ingest(_conf(tmp_path, paths.root))
     assert {s["status"] for s in again["stages"]} == {"cached"}
     assert [s["fingerprint"] for s in again["stages"]] == [s["fingerprint"] for s in first["stages"]]
-    # 7 datasets × read, clean + 4 cleaned × duplicates
-    assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist()[0]["n"] == n_artifacts == 18
+    # 7 datasets × read, clean + 4 cleaned × duplicates + the demo bitext's filter_chain and across_datasets (its
+    # near_duplicates and decontaminate: tasks/ingest/across.py)
+    assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist()[0]["n"] == n_artifacts == 20
     assert _parts(tmp_path) == before
     shards = cat.query(
         "SELECT status, count(*) AS n FROM stage_runs WHERE run_id = $r GROUP BY status", {"r": again["run_id"]}
@@ -145,8 +146,9 @@ def test_cached_rerun_registers_no_new_artifacts_and_param_change_recomputes_dow
     status = {(s["stage"], s["dataset"]): s["status"] for s in changed["stages"]}
     assert status[("read", "demo_bitext")] == status[("duplicates", "demo_bitext")] == "cached"
     assert status[("clean", "demo_bitext")] == "computed"
-    assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist()[0]["n"] == 22  # + a new clean artifact per
-    # cleaned dataset (a held-out one is not cleaned: max_ratio is not in its fingerprint)
+    assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist()[0]["n"] == 26  # + a new clean artifact per
+    # cleaned dataset (a held-out one is not cleaned: max_ratio is not in its fingerprint), and the demo bitext's new
+    # filter_chain and across_datasets
     assert cat.query("SELECT count(*) AS n FROM bitext WHERE source = 'demo_bitext'").to_pylist()[0]["n"] == next(
         s["rows_out"]["part"] for s in changed["stages"] if s["stage"] == "clean" and s["dataset"] == "demo_bitext"
     )
@@ -170,16 +172,16 @@ def test_deleted_part_is_recomputed_alone_and_identically(first, demo_data):
 CRASH = """
 import dataclasses, functools, os, sys
 import flows.pipelines.ingest as ingest
-from tasks.ingest.clean import CLEAN, clean
+from tasks.ingest.clean import FILTER_CHAIN, mark_rows
 calls = 0
-@functools.wraps(clean)  # the stage's parameters are clean's
-def clean_then_die(*args, **kwargs):
+@functools.wraps(mark_rows)  # the stage's parameters are mark_rows's
+def mark_then_die(*args, **kwargs):
     global calls
     calls += 1
     if calls > 2:
-        os._exit(137)  # the process is killed in the middle of the third clean shard
-    return clean(*args, **kwargs)
-ingest.CLEAN = dataclasses.replace(CLEAN, fn=clean_then_die)
+        os._exit(137)  # the process is killed in the middle of the demo bitext's third filter_chain shard
+    return mark_rows(*args, **kwargs)
+ingest.FILTER_CHAIN = dataclasses.replace(FILTER_CHAIN, fn=mark_then_die)
 from flows.cli import app
 app(sys.argv[1:])
 """
@@ -217,15 +219,17 @@ def test_crash_mid_stage_resumes_missing_shards_byte_identical(first, demo_data,
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)  # anything the killed run left behind
     assert returncode == 137, log.read_text()[-3000:]
-    clean_dirs = list((crashed / "artifacts" / "clean").iterdir())
-    assert len(clean_dirs) == 1
-    assert sorted(p.name for p in clean_dirs[0].glob("part-*.parquet")) == ["part-00000.parquet", "part-00001.parquet"]
-    assert not (clean_dirs[0] / "manifest.json").exists()
+    # the demo bitext (its filters compare it across datasets) is cleaned last: filter_chain, across_datasets, clean
+    chain_dirs = list((crashed / "artifacts" / "filter_chain").iterdir())
+    assert len(chain_dirs) == 1
+    assert sorted(p.name for p in chain_dirs[0].glob("part-*.parquet")) == ["part-00000.parquet", "part-00001.parquet"]
+    assert not (chain_dirs[0] / "manifest.json").exists()
     cat = Catalog(crashed)
-    assert cat.query("SELECT count(*) AS n FROM artifacts WHERE stage = 'clean'").to_pylist() == [{"n": 0}]
-    assert cat.query("SELECT count(*) AS n FROM bitext").to_pylist() == [{"n": 0}]  # nothing unfinished is visible
+    assert cat.query("SELECT count(*) AS n FROM artifacts WHERE stage = 'filter_chain'").to_pylist() == [{"n": 0}]
+    visible = cat.query("SELECT count(*) AS n FROM bitext WHERE source = 'demo_bitext'")
+    assert visible.to_pylist() == [{"n": 0}]  # nothing unfinished is visible
     resumed = _ingest(_conf(crashed, paths.root, "task_runner.max_workers=1"))
-    redo = next(s for s in resumed["stages"] if s["stage"] == "clean" and s["dataset"] == "demo_bitext")
+    redo = next(s for s in resumed["stages"] if s["stage"] == "filter_chain" and s["dataset"] == "demo_bitext")
     assert (redo["shards_computed"], redo["shards"]) == (4, 6)
     assert next(s for s in resumed["stages"] if s["stage"] == "read" and s["dataset"] == "demo_bitext")["status"] == "cached"
     assert _parts(crashed) == first[2]  # a fault-free run's parts (the default task runner's), as written
@@ -253,8 +257,8 @@ def test_two_concurrent_ingest_runs_on_one_cache_both_succeed(prefect_harness, d
     assert cat.query("SELECT count(*) AS n, count(*) FILTER (status = 'completed') AS ok FROM runs").to_pylist() == [
         {"n": 2, "ok": 2}
     ]
-    # 2 runs × 18 (7 × read, clean + 4 × duplicates)
-    assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist() == [{"n": 36}]
+    # 2 runs × 20 (7 × read, clean + 4 × duplicates + the demo bitext's filter_chain and across_datasets)
+    assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist() == [{"n": 40}]
     # each run's clean artifacts hold the same rows whatever the shard size
     rows = cat.query("SELECT dataset, count(DISTINCT rows) AS variants FROM artifacts WHERE stage = 'clean' GROUP BY dataset")
     assert set(rows["variants"].to_pylist()) == {1}

@@ -18,10 +18,14 @@ DROPPED_COLUMNS: dict[str, str] = {
     "stage": "the stage that dropped it: split_sentences and clean (ingest), synthetic_clean and lm_filter "
     "(self_training), curriculum (PCC Eq. 3), paraphrased_bitext (mt_paraphrase), delexicalise and c2c_select "
     "(c2c), active (rejuvenation's inactive pairs: reason inactive, detail their probability), ...",
-    "reason": "why: duplicate, too_few_tokens, too_many_tokens, length_ratio (clean), no_sentence (split_sentences), "
-    "lm_score, not_mi_below_beta, inactive, no_slots, empty, in_training, ... (each stage's filter)",
+    "reason": "why: duplicate, too_few_tokens, too_many_tokens, length_ratio and the corpus filters' names (length, "
+    "long_word, alphabet_ratio, character_score, html_tags, terminal_punctuation, non_zero_numerals, repetition, "
+    "language_id, test_overlap, near_duplicates) (clean), no_sentence (split_sentences), lm_score, "
+    "not_mi_below_beta, inactive, no_slots, empty, in_training, ... (each stage's filter)",
     "detail": "the value the row was cut on: the stage's detail column (clean: first_line=N of the kept copy for a "
-    "duplicate, the side's tokens=N for a length, ratio=R (src_tokens=N, tgt_tokens=M) for length_ratio; "
+    "duplicate, the side's tokens=N for a length, ratio=R (src_tokens=N, tgt_tokens=M) for length_ratio, a corpus "
+    "filter's score with the side that failed (tgt:character_score=0, near_duplicate_of=demo_bitext:12 "
+    "jaccard=0.8571, test_overlap=demo_test:17 side=src jaccard=1); "
     "active: the probability), else the measure it cut on (lm_cross_entropy, jaccard, mi, sim as "
     "name=value); null when the stage gives none",
     "source": "dataset name the row (or the row it derives from) was read from",

@@ -75,10 +75,19 @@ def wordnet(root: Path | None = None) -> Any:
     path = root / "corpora" / "wordnet"
     if str(root) not in nltk.data.path:
         nltk.data.path.append(str(root))  # nltk reads corpora only under its data path
+
+    class EnglishWordNet(WordNetCorpusReader):
+        """nltk's reader without ``map30``: at load it maps WordNet 3.0's senses onto the loaded version's for Open
+        Multilingual Wordnet tab files (``custom_lemmas``, its only reader), reading ``index.sense`` twice: over half
+        of the load's ~4 CPU-s, for data never asked for here (English only, no OMW reader)."""
+
+        def map_wn(self, version: str = "wordnet") -> None:
+            return None
+
     try:
         with warnings.catch_warnings():  # "multilingual functions are not available": no Open Multilingual
             warnings.simplefilter("ignore", UserWarning)  # Wordnet is asked for, English synonyms only
-            return WordNetCorpusReader(str(path), None)
+            return EnglishWordNet(str(path), None)
     except (OSError, LookupError) as e:
         raise ModelError(f"{path}: nltk cannot read the WordNet database: {e}. {INSTALL_HINT}") from e
 

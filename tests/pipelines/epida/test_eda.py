@@ -92,6 +92,26 @@ def test_wordnet_synonyms_offline_from_the_debian_database():
         assert wordnet_synonyms("the") == []
 
 
+def test_the_english_reader_gives_nltks_own_readers_synonyms():
+    """models/wordnet.py skips nltk's Open Multilingual Wordnet sense map at load (``map30``): the synonyms of
+    every 25th noun lemma and of inflected forms (morphy's rules and exception lists) are nltk's reader's."""
+    from nltk.corpus.reader.wordnet import WordNetCorpusReader
+
+    from models.wordnet import DEBIAN_WORDNET, synonyms, wordnet, wordnet_root
+
+    if not (DEBIAN_WORDNET / "index.noun").is_file():
+        pytest.skip("no WordNet database: apt-get install wordnet-base wordnet-sense-index (make install does it)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ours, path = wordnet(), wordnet_root() / "corpora" / "wordnet"
+        theirs = WordNetCorpusReader(str(path), None)
+    assert ours.map30 is None and theirs.map30  # nltk maps WordNet 3.0 onto itself; ours does not load it
+    lemmas = [line.split()[0] for line in (path / "index.noun").read_text().splitlines() if not line.startswith(" ")]
+    words = lemmas[::25] + ["running", "ran", "geese", "better", "was", "houses", "quickly", "mice"]
+    assert len(words) > 3000
+    assert [synonyms(w, ours) for w in words] == [synonyms(w, theirs) for w in words]
+
+
 def test_wordnet_missing_database_names_the_packages(tmp_path):
     from models.wordnet import wordnet_root
 

@@ -32,7 +32,7 @@ GENERATOR_VERSION = "2"  # 2: dropout seeded per step under models.runtime.seede
 
 def model_settings(conf: AugdagConf) -> dict[str, Any]:
     """The generator's settings (models.c2c.C2CSettings) from the c2c section."""
-    c, m = conf.c2c, conf.c2c.model
+    section, m = conf.c2c, conf.c2c.model
     return {
         "layers": m.layers,
         "d_model": m.d_model,
@@ -40,8 +40,8 @@ def model_settings(conf: AugdagConf) -> dict[str, Any]:
         "lam": m.lam,
         "gamma": m.gamma,
         "epochs": m.epochs,
-        "max_outputs": c.max_outputs,
-        "seed": c.seed,
+        "max_outputs": section.max_outputs,
+        "seed": section.seed,
         "init": m.init,
         **({"lr": m.lr} if m.lr is not None else {}),
     }
@@ -82,7 +82,7 @@ class Generated:
 def generate(run: Run, conf: AugdagConf) -> Generated:
     """Ingest the c2c dataset, delexicalise it, pair its clusters, then per fold train a generator and generate
     from that fold's input clusters; returns the selected rows and Table 5's diversity with every artifact and model."""
-    c = conf.c2c
+    section = conf.c2c
     name = conf.c2c_dataset()
     rows = ingest_dataset(run, conf, name)
     delex = run_stage(run, DELEXICALISE, inputs=[rows], params={}, resources={"file": str(conf.datasets[name].files()[0])})
@@ -91,17 +91,17 @@ def generate(run: Run, conf: AugdagConf) -> Generated:
         CLUSTER_PAIRS,
         inputs=[delex],
         params={
-            "cluster_size": c.cluster_size,
-            "max_outputs": c.max_outputs,
-            "min_distance": c.min_distance,
-            "folds": c.folds,
-            "seed": c.seed,
+            "cluster_size": section.cluster_size,
+            "max_outputs": section.max_outputs,
+            "min_distance": section.min_distance,
+            "folds": section.folds,
+            "seed": section.seed,
         },
         n_shards=1,
     )
     if artifact_rows(pairs) == 0:
         raise InputError(
-            f"c2c.dataset: {name!r} has no frame with at least 2·c = {2 * c.cluster_size} distinct "
+            f"c2c.dataset: {name!r} has no frame with at least 2·c = {2 * section.cluster_size} distinct "
             "delexicalised utterances, so no cluster pairs. Hint: lower c2c.cluster_size (the authors use "
             "2 for 129 utterances) or add data"
         )
@@ -120,15 +120,15 @@ def generate(run: Run, conf: AugdagConf) -> Generated:
                 n_shards=1,
                 params={
                     "fold": fold,
-                    "n_outputs": c.n_outputs,
-                    "max_tokens": c.max_tokens,
-                    "temperature": c.temperature,
-                    "fills": c.fills,
-                    "seed": c.seed,
+                    "n_outputs": section.n_outputs,
+                    "max_tokens": section.max_tokens,
+                    "temperature": section.temperature,
+                    "fills": section.fills,
+                    "seed": section.seed,
                     "model": model.fingerprint,
                     "source": name,
                 },
-                resources={"model_path": str(model.path), "device": c.model.device, "threads": c.model.threads},
+                resources={"model_path": str(model.path), "device": section.model.device, "threads": section.model.threads},
             )
         )
     selected = run_stage(run, C2C_SELECT, inputs=[delex, *generated], params={}, n_shards=1)
@@ -158,12 +158,12 @@ def c2c_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | None = 
 def summary_lines(s: Mapping[str, Any]) -> list[str]:
     """Summary lines of a ``c2c`` run: delexicalised rows, cluster pairs, generated and new rows, then the
     delexicalised diversity when anything was generated."""
-    c = s["c2c"]
-    delex = next((d for d in c["diversity"] if d["level"] == "delexicalised"), None)
+    counts = s["c2c"]
+    delex = next((d for d in counts["diversity"] if d["level"] == "delexicalised"), None)
     return [
-        f"c2c: {c['delexicalised']:,} delexicalised rows ({c['malformed_bio']:,} malformed BIO rejected, "
-        f"{c['no_slots']:,} without slots), {c['clusters']:,} cluster pairs in {c['frames_paired']:,} of "
-        f"{c['frames']:,} frames; {c['generated']:,} generated, {c['kept']:,} new rows in `c2c_generated`"
+        f"c2c: {counts['delexicalised']:,} delexicalised rows ({counts['malformed_bio']:,} malformed BIO rejected, "
+        f"{counts['no_slots']:,} without slots), {counts['clusters']:,} cluster pairs in {counts['frames_paired']:,} of "
+        f"{counts['frames']:,} frames; {counts['generated']:,} generated, {counts['kept']:,} new rows in `c2c_generated`"
     ] + (
         [
             f"c2c diversity (delexicalised): Inter ratio {delex['inter_ratio']:.1%}, Inter MED {delex['inter_med']:.2f}, "

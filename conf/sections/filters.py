@@ -16,7 +16,8 @@ a bitext runs every filter, each per-side one on both sides; mono and labeled ro
 that compare sides (terminal_punctuation, non_zero_numerals); slots rows (token lists) only ``length``, over their
 tokens; near_duplicates and decontaminate leave slots datasets out, as training rows and as test sets. A filter
 set in ``ingest.clean`` is skipped where it does not apply; set in a dataset's own ``clean:``, that is an error.
-``check_filters`` is the profile-wide check; ``resolved`` fills in each side's language and script.
+``check_filters`` (conf/sections/cleaning.py) is the profile-wide check; ``resolved`` fills in each side's language
+and script.
 """
 
 from __future__ import annotations

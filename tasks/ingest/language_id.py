@@ -24,6 +24,7 @@ Identifiers are built once per process per language set (``functools.cache``); n
 from __future__ import annotations
 
 import functools
+import threading
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -130,24 +131,42 @@ class _Langid:
     aliases: tuple[tuple[int, int], ...]  # (first, duplicate) columns of a label that occurs twice (srl -> sr)
 
 
-@functools.cache
+# The nightly runs pipelines in threads: the first to ask loads a model, the others wait for it (unlocked, each thread
+# that found the cache empty loaded its own copy: ~6 s of the demo's cold `filter_chain`)
+_LOADING = threading.Lock()
+
+
 def _langid(languages: tuple[str, ...] | None) -> _Langid:
+    """py3langid's tables for ``languages`` (None: all of its model's), built once per process."""
+    with _LOADING:
+        return _langid_tables(languages)
+
+
+@functools.cache
+def _identifier():  # -> py3langid.langid.LanguageIdentifier
     from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
-    model = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
-    if languages:
-        model.set_languages(languages)
-    first: dict[str, int] = {}
-    aliases = tuple((first.setdefault(c, i), i) for i, c in enumerate(model.nb_classes) if first.setdefault(c, i) != i)
-    return _Langid(
-        nextmove=np.asarray(model.tk_nextmove, dtype=np.uint32),
-        rowbase=np.asarray(model.tk_row, dtype=np.int64) << 8,
-        output=np.asarray(model.tk_output, dtype=np.int32),
-        ptc=np.ascontiguousarray(model.nb_ptc, dtype=np.float32),
-        pc=np.asarray(model.nb_pc, dtype=np.float32),
-        classes=tuple(model.nb_classes),
-        aliases=aliases,
-    )
+    return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+
+
+@functools.cache
+def _langid_tables(languages: tuple[str, ...] | None) -> _Langid:
+    model = _identifier()  # one model file read per process: a restriction selects from its full tables
+    model.set_languages(languages)  # reassigns the tables it selects (the full ones are kept): none is changed
+    try:
+        first: dict[str, int] = {}
+        aliases = tuple((first.setdefault(c, i), i) for i, c in enumerate(model.nb_classes) if first.setdefault(c, i) != i)
+        return _Langid(
+            nextmove=np.asarray(model.tk_nextmove, dtype=np.uint32),
+            rowbase=np.asarray(model.tk_row, dtype=np.int64) << 8,
+            output=np.asarray(model.tk_output, dtype=np.int32),
+            ptc=np.ascontiguousarray(model.nb_ptc, dtype=np.float32),
+            pc=np.asarray(model.nb_pc, dtype=np.float32),
+            classes=tuple(model.nb_classes),
+            aliases=aliases,
+        )
+    finally:
+        model.set_languages(None)
 
 
 def langid_labels(languages: tuple[str, ...] | None) -> list[str]:
@@ -216,8 +235,14 @@ def _langid_probs(model: _Langid, encoded: list[bytes], sizes: np.ndarray) -> np
 # -- lingua ---------------------------------------------------------------------------------------------------
 
 
-@functools.cache
 def _lingua(mode: str, languages: tuple[str, ...] | None):  # -> lingua.LanguageDetector
+    """lingua's detector for ``mode`` and ``languages``, built once per process."""
+    with _LOADING:
+        return _lingua_detector(mode, languages)
+
+
+@functools.cache
+def _lingua_detector(mode: str, languages: tuple[str, ...] | None):  # -> lingua.LanguageDetector
     from lingua import IsoCode639_1, LanguageDetectorBuilder
 
     if languages:

@@ -571,10 +571,11 @@ def test_demo_data_follows_the_cache_not_the_working_directory(server, tmp_path)
     # on the module's server (a temporary one would cost ~15 s)
     found = augdag(elsewhere, "run", "ingest", "--config", "demo", AUGDAG_CACHE=str(cache), PREFECT_API_URL=server[1])
     assert found.returncode == 0, found.stderr[-3000:]
-    # the 100 pairs written under the cache: 1 planted bad pair rejected, 99 read, 2 of them dropped by `clean`
+    # the 100 pairs written under the cache: 1 planted bad pair rejected, 99 read, 5 of them dropped by `clean` (length
+    # ratio 2; a planted numeral mismatch, German on the English side and copy of a test pair: demo/noise.py)
     assert Catalog(cache).query(
         "SELECT (SELECT count(*) FROM rejects WHERE source = 'demo_bitext') AS rejected, (SELECT rows FROM artifacts "
         "WHERE stage = 'read' AND dataset = 'demo_bitext') AS read, (SELECT count(*) FROM bitext WHERE source = "
         "'demo_bitext') AS kept"
-    ).to_pylist() == [{"rejected": 1, "read": 99, "kept": 97}]
+    ).to_pylist() == [{"rejected": 1, "read": 99, "kept": 94}]
     assert not (elsewhere / ".augdag").exists()

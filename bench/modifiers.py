@@ -5,8 +5,10 @@ pairs/s of each side, per modifier and for all eight, with the ratio (goal: at l
 
 Needs OpusTrainer 0.5, which is not in the ``bench`` extra: it pins sentencepiece 0.1.99, which this project's
 sentencepiece (>= 0.2) excludes, and its modifiers run with 0.2. Install it beside, without its pins:
-``uv pip install --python .venv/bin/python --no-deps opustrainer==0.5 typo==0.1.5``. The pairs: Multi30k's training set (29,000 en-de pairs, a tab inside a
-line made a space), repeated up to ``--pairs`` (each copy its own ``source``, so its own uids), with a synthetic
+
+    uv pip install --python .venv/bin/python --no-deps opustrainer==0.5 typo==0.1.5
+
+The pairs: Multi30k's training set (29,000 en-de pairs, a tab inside a line made a space), repeated up to ``--pairs`` (each copy its own ``source``, so its own uids), with a synthetic
 alignment: i-i up to the shorter side (what the Tags and Merge modifiers read; OpusTrainer's third column). Without
 Multi30k, generated pairs of the same length. Each modifier runs alone on the same lines on both sides, with the
 same probabilities (``MODIFIERS``): OpusTrainer's modifier class called on the whole list in this process (what

@@ -8,16 +8,16 @@ sentencepiece (>= 0.2) excludes, and its modifiers run with 0.2. Install it besi
 
     uv pip install --python .venv/bin/python --no-deps opustrainer==0.5 typo==0.1.5
 
-The pairs: Multi30k's training set (29,000 en-de pairs, a tab inside a line made a space), repeated up to ``--pairs`` (each copy its own ``source``, so its own uids), with a synthetic
-alignment: i-i up to the shorter side (what the Tags and Merge modifiers read; OpusTrainer's third column). Without
-Multi30k, generated pairs of the same length. Each modifier runs alone on the same lines on both sides, with the
-same probabilities (``MODIFIERS``): OpusTrainer's modifier class called on the whole list in this process (what
-each of ``ModifierPool``'s workers does with its chunk; OpusTrainer seeded with ``random.seed``), ours on the Arrow
-table (the shard a stage gets). Before timing, UpperCase and TitleCase are checked equal to OpusTrainer's on every
-row we change. Time is the best of ``--repeat`` runs. Then the eight chained through OpusTrainer's ``ModifierPool`` as
-its trainer runs them (one worker process, chunks of 16 lines), against the sum of ours (``--no-pool`` skips it).
-OpusTrainer's Tags rescans the alignment after each candidate (~0.3 ms a line), so its time dominates the totals:
-the total without Tags is printed too.
+The pairs: Multi30k's training set (29,000 en-de pairs, a tab inside a line made a space), repeated up to ``--pairs``
+(each copy its own ``source``, so its own uids), with a synthetic alignment: i-i up to the shorter side (what the Tags
+and Merge modifiers read; OpusTrainer's third column). Without Multi30k, generated pairs of the same length. Each
+modifier runs alone on the same lines on both sides, with the same probabilities (``MODIFIERS``): OpusTrainer's
+modifier class called on the whole list in this process (what each of ``ModifierPool``'s workers does with its chunk;
+OpusTrainer seeded with ``random.seed``), ours on the Arrow table (the shard a stage gets). Before timing, UpperCase
+and TitleCase are checked equal to OpusTrainer's on every row we change. Time is the best of ``--repeat`` runs. Then
+the eight chained through OpusTrainer's ``ModifierPool`` as its trainer runs them (one worker process, chunks of 16
+lines), against the sum of ours (``--no-pool`` skips it). OpusTrainer's Tags rescans the alignment after each
+candidate (~0.3 ms a line), so its time dominates the totals: the total without Tags is printed too.
 """
 
 from __future__ import annotations

@@ -89,5 +89,15 @@ def timed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, float
     return out, time.perf_counter() - t0
 
 
+def best_of(repeat: int, run: Callable[[], Any]) -> tuple[float, Any]:
+    """The fastest of ``repeat`` calls of ``run`` in seconds, and the last call's result."""
+    best, result = float("inf"), None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        result = run()
+        best = min(best, time.perf_counter() - t0)
+    return best, result
+
+
 def median(xs: list[float]) -> float:
     return statistics.median(xs)

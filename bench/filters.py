@@ -18,13 +18,13 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
+from bench.common import best_of
 from tasks.ingest import filters as F
 from tasks.ingest import language_id as L
 
@@ -113,15 +113,6 @@ def ours(name: str, s: pa.Array, t: pa.Array) -> tuple[np.ndarray, list[str]]:
         "language_id": lambda: L.both_sides(L.language_id(s, language="en"), L.language_id(t, language="de")),
     }[name]()
     return scored.keep, scored.detail
-
-
-def best_of(repeat: int, run: Callable[[], object]) -> tuple[float, object]:
-    best, result = float("inf"), None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        result = run()
-        best = min(best, time.perf_counter() - t0)
-    return best, result
 
 
 def main() -> None:

@@ -25,12 +25,12 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
 
+from bench.common import best_of
 from storage.schemas import BITEXT, with_uid
 from tasks.robustness.casing import python_only
 from tasks.robustness.spec import parse_modifiers
@@ -109,15 +109,6 @@ def changed(name: str, lines: list[str], out: list[str]) -> int:
     if name == "Tags":  # its output drops the alignment column and rejoins the words with single spaces
         return sum(o.split("\t")[0] != " ".join(i.split("\t")[0].split()) for i, o in zip(lines, out, strict=True))
     return sum(i != o for i, o in zip(lines, out, strict=True))
-
-
-def best_of(repeat: int, run: Callable[[], object]) -> tuple[float, object]:
-    best, result = float("inf"), None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        result = run()
-        best = min(best, time.perf_counter() - t0)
-    return best, result
 
 
 def check_casing(rows: pa.Table, lines: list[str], opus: dict[str, Callable[[list[str]], list[str]]], n: int = 20_000) -> None:

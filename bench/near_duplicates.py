@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import argparse
 import random
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
+from bench.common import best_of
 from tasks.ingest import near_duplicates as N
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k_en_de"
@@ -80,15 +80,6 @@ def naive(normalised: list[str], *, threshold: float, num_perm: int, seed: int, 
         else:
             lsh.insert(i, m)
     return duplicate_of
-
-
-def best_of(repeat: int, run: Callable[[], object]) -> tuple[float, object]:
-    best, result = float("inf"), None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        result = run()
-        best = min(best, time.perf_counter() - t0)
-    return best, result
 
 
 def main() -> None:

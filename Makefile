@@ -60,8 +60,9 @@ lint: install
 
 # two workers, whole modules each (their module-scoped servers and trained models are shared within one), the longest
 # first and the demo's readers last (tests/conftest.py, hence --no-loadscope-reorder); in a fresh clone on this 2-core
-# machine, `.ci/run` (lint, install, tests): 16 min 28 s, pytest 15 min 22 s (2026-11-27); the suite is CPU-bound
-# (~1,440 CPU-s, 145 % of 2 cores), so a third worker made it slower (16 min 0 s against 14 min 48 s)
+# machine, `.ci/run` (lint, install, tests): 18 min 35 s, pytest 17 min 33 s, 1,106 tests (2026-11-27, 8621878); the
+# suite is CPU-bound (vmstat: both cores busy but for ~2 of those minutes; the fairseq zygote's forks are reaped by the
+# kernel, so time(1) shows only 1,562 CPU-s, 140 %), so a third worker made it slower (16 min 0 s against 14 min 48 s)
 test: install
 	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 

@@ -283,10 +283,10 @@ class AugdagConf(ConfModel):
 
     def train_nmt_test(self) -> list[str]:
         """train_nmt's held-out test sets: `tests`, else [`test`], else the profile's only bitext."""
-        tn = self.train_nmt
-        if tn.tests:
-            return [self.dataset_of_kind(t, "bitext", f"train_nmt.tests[{i}]") for i, t in enumerate(tn.tests)]
-        return [self.dataset_of_kind(tn.test, "bitext", "train_nmt.test")]
+        section = self.train_nmt
+        if section.tests:
+            return [self.dataset_of_kind(t, "bitext", f"train_nmt.tests[{i}]") for i, t in enumerate(section.tests)]
+        return [self.dataset_of_kind(section.test, "bitext", "train_nmt.test")]
 
     def paraphrase_dataset(self) -> str:
         """The dataset PCC paraphrases: named (labeled or mono), else the profile's only labeled one."""
@@ -313,12 +313,12 @@ class AugdagConf(ConfModel):
 
     def epida_datasets(self) -> tuple[str, str | None]:
         """EPiDA's labelled dataset and its optional held-out test set; back-translation's generator checked."""
-        e = self.epida
-        train = self.dataset_of_kind(e.dataset or self.train_classifier.dataset, "labeled", "epida.dataset")
-        test = None if e.test is None else self.dataset_of_kind(e.test, "labeled", "epida.test")
+        section = self.epida
+        train = self.dataset_of_kind(section.dataset or self.train_classifier.dataset, "labeled", "epida.dataset")
+        test = None if section.test is None else self.dataset_of_kind(section.test, "labeled", "epida.test")
         if test == train:
             raise ValueError(f"epida.test: {test!r} is also the augmented dataset; hold out another one")
-        if "back_translation" in e.sources and self.paraphrase.generator.kind == "round_trip":
+        if "back_translation" in section.sources and self.paraphrase.generator.kind == "round_trip":
             self.paraphrase_bitext()
         return train, test
 

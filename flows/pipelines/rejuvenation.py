@@ -122,26 +122,31 @@ class _Fresh:
 
 
 def rejuvenate_inactive(
-    run: Run, rj: RejuvenationConf, inactive: ArtifactRef, active: ArtifactRef, ident: ModelRef, ident_loading: dict[str, Any]
+    run: Run,
+    section: RejuvenationConf,
+    inactive: ArtifactRef,
+    active: ArtifactRef,
+    ident: ModelRef,
+    ident_loading: dict[str, Any],
 ) -> _Fresh:
     """The new pairs: forward translations of the inactive sources (and/or back-translations of their targets)."""
-    reuse = rj.rejuvenator == "identification"
-    conf = rj.identification if reuse else rj.rejuvenation
+    reuse = section.rejuvenator == "identification"
+    conf = section.identification if reuse else section.rejuvenation
     models, params, fwd = {}, {}, None
     resources = {
         "identification_path": ident.path,
-        "identification_runtime": runtime(rj.identification),
+        "identification_runtime": runtime(section.identification),
         "runtime": runtime(conf),
     }
-    if rj.direction in ("forward", "both"):
-        fwd = ident if reuse else nmt_model(run, rj.rejuvenation, name="rejuvenation", train_on=active)
+    if section.direction in ("forward", "both"):
+        fwd = ident if reuse else nmt_model(run, section.rejuvenation, name="rejuvenation", train_on=active)
         models["forward"], resources["forward_path"] = fwd.fingerprint, fwd.path
         params["forward_fingerprint"] = fwd.fingerprint
-    if rj.direction in ("backward", "both"):  # a target → source model: trained on the active pairs, reversed
-        bwd = nmt_model(run, rj.rejuvenation, name="rejuvenation_backward", train_on=active, reverse=True)
+    if section.direction in ("backward", "both"):  # a target → source model: trained on the active pairs, reversed
+        bwd = nmt_model(run, section.rejuvenation, name="rejuvenation_backward", train_on=active, reverse=True)
         models["backward"], resources["backward_path"] = bwd.fingerprint, bwd.path
-        params["backward_fingerprint"], params["backward"] = bwd.fingerprint, loading(rj.rejuvenation)
-        resources["backward_runtime"] = runtime(rj.rejuvenation)
+        params["backward_fingerprint"], params["backward"] = bwd.fingerprint, loading(section.rejuvenation)
+        resources["backward_runtime"] = runtime(section.rejuvenation)
     ref = run_stage(
         run,
         REJUVENATE,
@@ -150,10 +155,10 @@ def rejuvenate_inactive(
         models=[ident.fingerprint, *models.values()],
         params={
             **params,
-            "direction": rj.direction,
+            "direction": section.direction,
             "model": loading(conf),
             "identification": ident_loading,
-            "decode": decode_options(beam=rj.beam, lenpen=rj.lenpen),
+            "decode": decode_options(beam=section.beam, lenpen=section.lenpen),
         },
     )
     return _Fresh(ref, models, fwd)

@@ -107,8 +107,8 @@ def api(url: str, method: str, path: str, body: dict | None = None):
 class background:
     """A long-running command (`augdag serve`, `prefect worker start`), output to ``log``; stopped on exit."""
 
-    def __init__(self, cmd: list[str], *, env: dict[str, str], cwd: Path, log: Path) -> None:
-        self.cmd, self.env, self.cwd, self.log = cmd, env, cwd, log
+    def __init__(self, cmd: list[str], *, env: dict[str, str], cwd: Path, log: Path, grace_s: float = 60) -> None:
+        self.cmd, self.env, self.cwd, self.log, self.grace_s = cmd, env, cwd, log, grace_s
 
     def __enter__(self) -> background:
         with open(self.log, "wb") as out:
@@ -130,7 +130,7 @@ class background:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)  # its flow-run subprocesses too
             try:
-                self.proc.wait(timeout=60)
+                self.proc.wait(timeout=self.grace_s)
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
@@ -471,7 +471,9 @@ def test_a_process_worker_runs_the_prefect_yaml_deployment(served, tmp_path):
     assert d["description"] == f"augdag nightly run of profile 'demo'; cache {cache}; data in {cache}/demo-data"
     assert (d["entrypoint"], d["work_pool_name"]) == ("flows/engine/nightly.py:nightly_flow", "served-pool")
     worker_cmd = [PREFECT, "worker", "start", "--pool", "served-pool", "--type", "process"]
-    with background(worker_cmd, env=env, cwd=REPO, log=tmp_path / "worker.log") as worker:
+    # Prefect's worker forwards SIGTERM to itself as SIGINT and then does not exit (Prefect 3.8.8: still running 10 min later):
+    # its shutdown is not what this test is about, so it gets 5 s before the SIGKILL, not a minute
+    with background(worker_cmd, env=env, cwd=REPO, log=tmp_path / "worker.log", grace_s=5) as worker:
         t0 = time.monotonic()
         flow_run = api(url, "POST", f"/deployments/{d['id']}/create_flow_run", {})
         run = finished(url, flow_run["id"], worker)

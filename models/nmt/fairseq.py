@@ -342,7 +342,7 @@ class FairseqModel(NMTModel):
             yield
 
     def _detokenise(self, hyps: list[Any]) -> list[str]:
-        strings = ["" if h is None else self.tgt_dict.string(h.cpu()) for h in hyps]
+        strings = ["" if h is None else tokens_string(self.tgt_dict, h) for h in hyps]
         if self.subwords is None:
             return strings
         return self.subwords.decode([s.split() for s in strings])
@@ -376,3 +376,17 @@ def _check_conversion_target(out_dir: Path) -> None:
 def _load_cached(checkpoint: Path, files_stamp: tuple[Any, ...], trusted: bool, device: str) -> FairseqModel:
     del files_stamp  # part of the cache key only
     return FairseqModel._load_uncached(checkpoint, trusted, device)
+
+
+def tokens_string(dictionary: Any, tokens: Any) -> str:
+    """fairseq's ``Dictionary.string(tokens)`` with its defaults (no BPE symbol, ``<unk>`` unescaped, eos and bos left
+    out) for a 1-D tensor of a plain ``Dictionary``, over ``tokens.tolist()``: fairseq iterates the tensor element by
+    element (a 0-d tensor and ``.item()`` per token), a fifth of the demo's paraphrase generation. Any other dictionary
+    class goes through fairseq's own method."""
+    from fairseq.data import Dictionary
+
+    if type(dictionary) is not Dictionary or tokens.dim() != 1:
+        return dictionary.string(tokens.cpu())
+    symbols, unk, unk_word = dictionary.symbols, dictionary.unk(), dictionary.unk_word
+    skip, n = {dictionary.eos(), dictionary.bos()}, len(symbols)
+    return " ".join(unk_word if i == unk or i >= n else symbols[i] for i in tokens.tolist() if i not in skip)

@@ -124,8 +124,11 @@ def test_dropped_reasons_counts_the_reason_column_of_every_dropped_part(tmp_path
 
 
 @pytest.mark.slow
-def test_run_prints_the_drop_warning_and_keeps_it_in_the_summary(tmp_path):
-    """`augdag run ingest` as a user runs it, default mode: 4 of 5 pairs fail the length ratio."""
+def test_run_prints_the_drop_warning_and_keeps_it_in_the_summary(prefect_harness, tmp_path):
+    """`augdag run ingest` as a user runs it, default mode: 4 of 5 pairs fail the length ratio. Against the session's
+    Prefect server, as with `augdag server` running (a temporary server of its own: ~12 CPU-s more)."""
+    from prefect.settings import PREFECT_API_URL
+
     src = ["a b c d e f g h i j", "one two three four five six", "x y z w v u t", "k l m n o p q r", "the cat"]
     tgt = ["a", "eins", "x", "k", "die Katze"]
     (tmp_path / "t.en").write_text("\n".join(src) + "\n")
@@ -134,7 +137,7 @@ def test_run_prints_the_drop_warning_and_keeps_it_in_the_summary(tmp_path):
     profile.write_text(f"datasets:\n  t: {{kind: bitext, format: text, src: {tmp_path}/t.en, tgt: {tmp_path}/t.de}}\n")
     proc = subprocess.run(
         [sys.executable, "-m", "flows.cli", "run", "ingest", "--config", str(profile), "--cache", str(tmp_path / "c")],
-        env=subprocess_env(tmp_path, COLUMNS="250"),
+        env=subprocess_env(tmp_path, COLUMNS="250", PREFECT_API_URL=PREFECT_API_URL.value()),
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -526,3 +526,31 @@ def test_bottom_k_sampling_never_starts_with_one_of_the_top_k_tokens(model):
         for h in model.translate(repeated, DecodeOptions(sampling=True, topk=120, topp=0.95, seed=3))
     ]
     assert sum(f[0] in top2[i // 8] for i, f in enumerate(plain) if f) > 0.9 * len(repeated)  # the model's habit
+
+
+def test_tokens_string_equals_fairseqs_dictionary_string_on_every_kind_of_index():
+    """The list-based detokeniser gives fairseq's own string for words, specials (bos, pad, eos, unk) and indices past
+    the dictionary, on 500 random hypotheses; a 2-D tensor or another dictionary class takes fairseq's method."""
+    import torch
+    from fairseq.data import Dictionary
+
+    from models.nmt.fairseq import tokens_string
+
+    d = Dictionary()
+    for w in ["ein", "Hund", "läuft", "▁", "<x>", "@@"]:
+        d.add_symbol(w)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(500):
+        t = torch.randint(0, len(d) + 3, (int(torch.randint(0, 12, (1,), generator=g)),), generator=g)
+        assert tokens_string(d, t) == d.string(t)
+    assert tokens_string(d, torch.tensor([4, 5, d.eos()])) == "ein Hund"
+    two_d = torch.tensor([[4, 5], [6, 2]])
+    assert tokens_string(d, two_d) == d.string(two_d) == "ein Hund\nläuft"
+
+    class Other(Dictionary):
+        def __getitem__(self, idx):
+            return "X"
+
+    other = Other()
+    other.add_symbol("ein")
+    assert tokens_string(other, torch.tensor([4, 1])) == other.string(torch.tensor([4, 1])) == "X X"

@@ -18,14 +18,11 @@ storage/sql_guard.py (``check_read_only``) and runs on a sandboxed connection (`
 
 from __future__ import annotations
 
-import atexit
 import fcntl
 import functools
-import itertools
 import json
 import os
 import re
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -40,6 +37,7 @@ from storage.artifacts import ArtifactRef, part_name, write_part
 from storage.cache_root import ABSOLUTE_PATHS, RELATIVE_PATHS, files_sql, relative, resolve, set_root
 from storage.dropped import VIEW as DROPPED_VIEW
 from storage.dropped import dropped_view_sql, has_drops
+from storage.engines import OFFLINE, attach, detach
 from storage.registration import Registration, flush_deferred, insert_lineage
 from storage.run_records import RunRecords
 from storage.schemas import VIEW_SCHEMAS, has_schema, insert_stage_runs
@@ -49,7 +47,7 @@ __all__ = ["BASE_VIEWS", "DB", "DDL", "Catalog", "check_read_only", "outside_cac
 
 DB = "catalog.duckdb"
 # offline: never fetch an extension (parquet and json are built in)
-DUCKDB_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+DUCKDB_CONFIG = OFFLINE
 BASE_VIEWS = tuple(VIEW_SCHEMAS)  # bitext, mono, labeled, slots exist (maybe empty) from the start
 
 DDL = """
@@ -90,47 +88,6 @@ CREATE OR REPLACE VIEW evaluation_summary AS
 # the baseline, added to catalogs made before they were recorded
 
 _MISSING_PATH = re.compile(r"Table with name (\S*[/\\.]\S*) does not exist")
-
-_INSTANCE_LOCK = threading.Lock()
-_instance: tuple[int, duckdb.DuckDBPyConnection] | None = None  # (pid, connection): a fork makes its own
-_aliases = itertools.count()
-
-
-def _attached(path: Path) -> tuple[duckdb.DuckDBPyConnection, str]:
-    """A new connection to this process's one in-memory DuckDB instance with the database file ``path`` attached
-    read-write under a fresh alias and in use; ``_detach`` gives it back. The caller holds the catalog's exclusive
-    lock: one file is attached at most once at a time (DuckDB refuses a second attach of the same file)."""
-    global _instance
-    with _INSTANCE_LOCK:
-        if _instance is None or _instance[0] != os.getpid():
-            _instance = (os.getpid(), duckdb.connect(":memory:", config=DUCKDB_CONFIG))
-            atexit.register(_close_instance)
-        con, alias = _instance[1].cursor(), f"catalog_{next(_aliases)}"
-    try:
-        con.execute(f"ATTACH '{str(path).replace(chr(39), chr(39) * 2)}' AS {alias}")
-    except BaseException:
-        con.close()
-        raise
-    con.execute(f"USE {alias}")
-    return con, alias
-
-
-def _close_instance() -> None:
-    """At exit: close the instance (left to the interpreter's teardown, DuckDB's bindings report it leaked)."""
-    global _instance
-    with _INSTANCE_LOCK:
-        if _instance is not None and _instance[0] == os.getpid():
-            _instance[1].close()
-        _instance = None
-
-
-def _detach(con: duckdb.DuckDBPyConnection, alias: str) -> None:
-    """Detach ``alias`` (DuckDB checkpoints it and closes the file) and close the connection."""
-    try:
-        con.execute("USE memory")
-        con.execute(f"DETACH {alias}")
-    finally:
-        con.close()
 
 
 class Catalog(RunRecords):
@@ -175,7 +132,7 @@ class Catalog(RunRecords):
         """An exclusive read-write connection in one transaction; the views are rebuilt before commit."""
         with self._locked(fcntl.LOCK_EX):
             created = not self.path.exists()
-            con, alias = _attached(self.path)
+            con, alias = attach(self.path, DUCKDB_CONFIG)
             try:
                 set_root(con, self.root)
                 stale = created
@@ -198,7 +155,7 @@ class Catalog(RunRecords):
                 con.execute("ROLLBACK")
                 raise
             finally:
-                _detach(con, alias)
+                detach(con, alias)
 
     @contextmanager
     def read(self, *, sandbox: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from flows.reports.html import document, heading, image, paragraph, table
 from storage.catalog import Catalog
+from storage.engines import scratch_duckdb
 from storage.parts import parquet_list
 from storage.runs import (
     duration,
@@ -25,7 +26,6 @@ from storage.runs import (
     view_parts,
 )
 from storage.schemas import TEXT_FIELDS
-from storage.scratch import scratch_duckdb
 
 GENERATOR = "augdag report"  # marks the run and comparison pages: a later report never inlines them as a pipeline's
 SAMPLE_ROWS = 5_000  # rows per run and view behind a box plot (a seeded reservoir sample)

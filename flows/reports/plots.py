@@ -21,8 +21,8 @@ import pyarrow as pa
 
 from flows.reports.html import document, heading, image, paragraph, table
 from storage.artifacts import FIGURE_MEMO, write_bytes
+from storage.engines import scratch_duckdb
 from storage.parts import Parts
-from storage.scratch import scratch_duckdb
 
 
 def _plain(value: object) -> object:

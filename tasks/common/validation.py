@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from storage.engines import scratch_duckdb
 from storage.parts import Parts
-from storage.scratch import scratch_duckdb
 from tasks.common.evaluation import translate_test
 from tasks.runtime.stage import Stage
 

@@ -22,8 +22,8 @@ import pyarrow.compute as pc
 
 from conf.errors import InputError
 from models.runtime import loaded
+from storage.engines import scratch_duckdb
 from storage.parts import Parts
-from storage.scratch import scratch_duckdb
 from tasks.epida.eda import eda_candidates
 from tasks.epida.seas import Mode, cem, rem, seas_select
 from tasks.runtime.stage import Stage

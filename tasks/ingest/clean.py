@@ -26,9 +26,9 @@ from conf.schema import Kind
 from conf.sections.cleaning import CleanConf, TokenFilter
 from conf.sections.filters import ROW_FILTERS
 from storage.artifacts import ArtifactRef
+from storage.engines import scratch_duckdb
 from storage.parts import Parts
 from storage.schemas import TEXT_FIELDS
-from storage.scratch import scratch_duckdb
 from tasks.ingest.chain import filter_chain
 from tasks.runtime.stage import Stage
 

@@ -26,8 +26,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from storage.engines import scratch_duckdb
 from storage.parts import Parts
-from storage.scratch import scratch_duckdb
 from tasks.paraphrase.candidates import load_generator
 from tasks.runtime.stage import Stage
 

@@ -23,8 +23,8 @@ import pyarrow.compute as pc
 
 from conf.errors import InputError
 from models.candidates import BOTTOM_K, copies_first_token, distinct_n
+from storage.engines import scratch_duckdb
 from storage.parts import Parts
-from storage.scratch import scratch_duckdb
 from tasks.runtime.stage import Stage
 
 ORIGINAL = "original"

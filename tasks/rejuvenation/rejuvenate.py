@@ -20,9 +20,9 @@ import pyarrow.compute as pc
 
 from conf.errors import ConfError, InputError
 from storage.artifacts import MAIN
+from storage.engines import scratch_duckdb
 from storage.parts import Parts
 from storage.schemas import with_uid
-from storage.scratch import scratch_duckdb
 from tasks.common.lm import LmCut, global_cut, lm_filter
 from tasks.common.nmt import Decode, Loading, Runtime, score_pairs, translate_column
 from tasks.runtime.stage import Stage

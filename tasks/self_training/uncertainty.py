@@ -26,9 +26,9 @@ import pyarrow.compute as pc
 
 from conf.errors import ConfError, InputError
 from models.lexicon import WordScores
+from storage.engines import scratch_duckdb
 from storage.parts import Parts
 from storage.schemas import SENTENCE
-from storage.scratch import scratch_duckdb
 from tasks.runtime.stage import Stage
 
 METHODS = ("uncertainty", "random", "word_rarity", "srclm")

@@ -77,9 +77,12 @@ class prefect_server:
         return self.cache, url
 
     def __exit__(self, *exc) -> None:
+        from flows.ops.lifecycle import stop_group
         from flows.ops.server import forget
 
-        self.proc.terminate()
+        # as start_server stops a server that failed to answer: its group, SIGKILL after 10 s (how a server stops on a
+        # signal is tests/e2e/test_lifecycle.py's subject; here `terminate` and a wait took 32 s at the module's end)
+        stop_group(self.proc.pid, grace_s=10)
         self.proc.wait(timeout=60)
         forget(self.cache)
 

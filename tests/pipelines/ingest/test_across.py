@@ -5,6 +5,9 @@ filtered; `drop_across` makes a dataset's `clean` of its chain's and the stage's
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -29,17 +32,18 @@ def marked(pairs: list[tuple[str, str]], source: str, reasons: dict[int, str] | 
 
 
 def run(datasets: dict[str, pa.Table], tests: dict[str, pa.Table], **filters) -> pa.Table:
-    sides = {side_name(n): Parts.of_tables([t]) for n, t in {**datasets, **tests}.items()}
     near, clean = filters.get("near_duplicates"), filters.get("decontaminate")
-    return across_datasets(
-        kinds=dict.fromkeys([*datasets, *tests], "bitext"),
-        decontaminate=clean,
-        decontaminate_sets=list(datasets) if clean else [],
-        test_sets=list(tests),
-        near_duplicates=near,
-        near_duplicate_sets=list(datasets) if near else [],
-        **sides,
-    )
+    with tempfile.TemporaryDirectory(prefix="augdag-test-across-") as parts:  # the sides' Parquet, removed after
+        sides = {side_name(n): Parts.of_tables([t], Path(parts) / n) for n, t in {**datasets, **tests}.items()}
+        return across_datasets(
+            kinds=dict.fromkeys([*datasets, *tests], "bitext"),
+            decontaminate=clean,
+            decontaminate_sets=list(datasets) if clean else [],
+            test_sets=list(tests),
+            near_duplicates=near,
+            near_duplicate_sets=list(datasets) if near else [],
+            **sides,
+        )
 
 
 A = [

@@ -4,6 +4,9 @@ kind runs the filters that apply to it; with every filter off, `clean` is what i
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import pyarrow as pa
 
 from conf.schema import DatasetConf
@@ -51,7 +54,8 @@ def _clean(rows: pa.Table, kind: str, ds: DatasetConf, **filters) -> dict[str, p
     section = CleanConf(max_ratio=3.0, max_tokens=400, **filters)
     params = CleanParams.of(section, kind, resolved(section, ds, "d"))
     bound = CLEAN.bind(params, n_inputs=1, side=["duplicates"])
-    return clean(rows, find_duplicates(Parts.of_tables([rows])), **dict(bound))
+    with tempfile.TemporaryDirectory(prefix="augdag-test-chain-") as parts:  # the shard's Parquet, removed after
+        return clean(rows, find_duplicates(Parts.of_tables([rows], Path(parts))), **dict(bound))
 
 
 def test_the_chain_drops_each_hand_written_pair_for_its_filter_with_the_exact_detail():

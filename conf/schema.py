@@ -21,6 +21,7 @@ from conf.sections.experiments import TrainNMTConf  # noqa: F401 — train_nmt's
 from conf.sections.filters import LanguageCode
 from conf.sections.mt_paraphrase import MtParaphraseConf
 from conf.sections.nmt import NMTConf, NMTTrainConf  # noqa: F401 — the NMT sections, part of the schema
+from conf.sections.robustness import RobustnessConf
 from conf.sections.sentences import Language, SplitSentences
 from conf.sections.slots import C2cConf, TrainSlotTaggerConf
 from conf.sections.tokenizer import TokenizerConf
@@ -259,6 +260,7 @@ class AugdagConf(ConfModel):
     epida: EpidaConf = EpidaConf()
     c2c: C2cConf = C2cConf()
     mt_paraphrase: MtParaphraseConf = MtParaphraseConf()
+    robustness: RobustnessConf = RobustnessConf()
     train_slot_tagger: TrainSlotTaggerConf = TrainSlotTaggerConf()
     nightly: NightlyConf = NightlyConf()
     demo: DemoConf = DemoConf()

@@ -23,6 +23,7 @@ DEMO_PIPELINES = [
     "rejuvenation",
     "paraphrase",
     "mt_paraphrase",
+    "robustness",
     "train_nmt",
     "epida",
     "train_classifier",

@@ -8,10 +8,14 @@ pipeline touches.
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
+from conf.errors import ConfError
 from flows.engine.registry import Pipeline, register
 from storage.views.classification_docs import EPIDA_VIEWS, PARAPHRASE_VIEWS, TRAIN_CLASSIFIER_VIEWS
 from storage.views.docs import INGEST_VIEWS
-from storage.views.mt_docs import MT_PARAPHRASE_VIEWS
+from storage.views.mt_docs import MT_PARAPHRASE_VIEWS, ROBUSTNESS_VIEWS
 from storage.views.slots_docs import C2C_VIEWS, TRAIN_SLOT_TAGGER_VIEWS
 from storage.views.translation_docs import REJUVENATION_VIEWS, SELF_TRAINING_VIEWS, TRAIN_NMT_VIEWS
 
@@ -70,9 +74,20 @@ register(
 )
 register(
     Pipeline(
+        "robustness",
+        "flows.pipelines.robustness:robustness_flow",
+        reads=("ingest",),
+        views=ROBUSTNESS_VIEWS,
+        summary="flows.pipelines.robustness:summary_lines",
+        check=lambda c: check_robustness(c),
+        description="OpusTrainer's modifiers (casing, typos, tags, noise, merges, prefixes) as rows with lineage",
+    )
+)
+register(
+    Pipeline(
         "train_nmt",
         "flows.pipelines.train_nmt:train_nmt_flow",
-        reads=("self_training", "rejuvenation", "mt_paraphrase"),
+        reads=("self_training", "rejuvenation", "mt_paraphrase", "robustness"),
         views=TRAIN_NMT_VIEWS,
         summary="flows.pipelines.train_nmt:summary_lines",
         check=lambda c: c.train_nmt_test(),
@@ -124,3 +139,19 @@ register(
         description="a slot tagger per arm (original, original + c2c) and seed; span F1 (conlleval)",
     )
 )
+
+
+def check_robustness(conf: Any) -> None:
+    """The robustness section: a bitext, and OpusTrainer's modifier names and keys (tasks/robustness/spec.py), each
+    wrong entry named by its dotted key (``robustness.modifiers.1: Typos: ...``: the loader puts its file line first)."""
+    from tasks.robustness.spec import parse_modifier
+
+    conf.dataset_of_kind(conf.robustness.bitext, "bitext", "robustness.bitext")
+    if not isinstance(conf.robustness.modifiers, list):
+        raise ValueError("robustness.modifiers: expected a list such as [{UpperCase: 0.05}, {Typos: 0.05}]")
+    for i, entry in enumerate(conf.robustness.modifiers):
+        key = f"robustness.modifiers.{i}"
+        try:
+            parse_modifier(entry, key)
+        except ConfError as e:
+            raise ValueError(re.sub(rf"^{re.escape(key)} \((\w+)\): ", rf"{key}: \1: ", str(e))) from None

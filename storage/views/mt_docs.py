@@ -24,3 +24,23 @@ MT_PARAPHRASE_VIEWS: dict[str, Doc] = {
         },
     ),
 }
+
+ROBUSTNESS_VIEWS: dict[str, Doc] = {
+    "robust_bitext": Doc(
+        "pairs changed or made by OpusTrainer 0.5's modifiers (UpperCase, TitleCase, Typos, Tags, Noise, Merge, "
+        "Prefix, RemoveEndPunct; stage robust_bitext, issue 30), only the rows a modifier changed, each from the "
+        "original pairs with its draws seeded by (seed, uid, modifier)",
+        {
+            "uid": "md5 of modifier, params, parents, src and tgt",
+            "parent_uid": "uid of the original pair (bitext view; a merge: its first pair)",
+            "parents": "uids of every original pair it was made from, in order (a merge: two or more)",
+            "source": "dataset name of the original pair",
+            "line": "1-based input line of the original pair",
+            "src": "source sentence after the modifier",
+            "tgt": "target sentence after the modifier",
+            "links": "Pharaoh word alignment after the change (source-target positions of whitespace tokens); null: none",
+            "modifier": "OpusTrainer's name of the modifier that made the row, e.g. UpperCase",
+            "params": "JSON of the modifier's parameters, its probability first",
+        },
+    ),
+}

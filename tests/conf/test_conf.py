@@ -167,7 +167,7 @@ def test_load_profile_unknown_top_level_key_lists_the_allowed_keys(tmp_path):
     assert conf_error(path) == (
         f"{path}:2: shard_sise: unknown key; expected one of: "
         "cache, shard_size, task_runner, orchestration, datasets, pipelines, ingest, self_training, rejuvenation, "
-        "train_nmt, paraphrase, train_classifier, epida, c2c, mt_paraphrase, train_slot_tagger, nightly, demo"
+        "train_nmt, paraphrase, train_classifier, epida, c2c, mt_paraphrase, robustness, train_slot_tagger, nightly, demo"
     )
 
 
@@ -235,7 +235,7 @@ def test_load_profile_lists_every_error_one_per_line(tmp_path):
         f"{path}:3: task_runner.kind: Input should be 'threads', 'processes', 'dask' or 'ray', found 'mpi'",
         # the registered ones (flows/engine/registry.py)
         f"{path}:2: pipelines.1: unknown pipeline; expected one of ingest, self_training, rejuvenation, paraphrase, "
-        "mt_paraphrase, train_nmt, epida, train_classifier, c2c, train_slot_tagger, found 'rejuvenate'",
+        "mt_paraphrase, robustness, train_nmt, epida, train_classifier, c2c, train_slot_tagger, found 'rejuvenate'",
     ]
 
 

@@ -115,6 +115,17 @@ def test_augdag_demo_exits_0_from_a_clean_cache_with_networking_off(demo_run, tm
     )[0]
     assert found["kept"] > 0 and found["orphans"] == 0 and found["copies"] == 0 and found["arms"] == 2
     assert "c2c diversity (delexicalised): Inter ratio" in proc.stdout and "(original+c2c, " in proc.stdout
+    # issue 30: OpusTrainer's modifiers as rows with lineage; the demo grammar ends no sentence with punctuation
+    per_modifier = {
+        r["modifier"]: (r["n"], r["orphans"])
+        for r in rows(
+            "SELECT modifier, count(*) AS n, count(*) FILTER (WHERE parent_uid NOT IN (SELECT uid FROM bitext)) AS orphans "
+            "FROM robust_bitext GROUP BY modifier"
+        )
+    }
+    assert sorted(per_modifier) == ["Merge", "Tags", "TitleCase", "Typos", "UpperCase"]
+    assert all(n > 0 and orphans == 0 for n, orphans in per_modifier.values())
+    assert "robustness: " in proc.stdout and "RemoveEndPunct 0)" in proc.stdout
     # issue 6: the demo is one nightly run; its totals add up to the shard records of its pipelines, each
     # artifact's shards once however many pipelines read it (a re-read is cached: counted again, rows double)
     first = json.loads(rows("SELECT summary FROM runs WHERE pipeline = 'nightly'")[0]["summary"])

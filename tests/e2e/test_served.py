@@ -221,6 +221,8 @@ def assert_every_pipeline_completed(cache: Path, flow_run_id: str) -> dict:
             "(SELECT count(*) FROM labeled WHERE source = 'demo_labeled') AS labeled, "
             "(SELECT count(*) FROM curriculum WHERE level = 0) AS originals, "
             "(SELECT count(*) FROM curriculum WHERE level > 0) AS paraphrases, "
+            "(SELECT count(*) FROM robust_bitext) AS robust, (SELECT count(*) FROM robust_bitext WHERE parent_uid NOT IN "
+            "(SELECT uid FROM bitext WHERE source = 'demo_bitext')) AS orphans, "
             "(SELECT list(DISTINCT metric ORDER BY metric) FROM evaluations) AS metrics"
         )
         .to_pylist()[0]
@@ -229,6 +231,7 @@ def assert_every_pipeline_completed(cache: Path, flow_run_id: str) -> dict:
     assert found["sampled"] == int(0.2 * found["mono"]) and 0 < found["synthetic"] <= found["sampled"]  # self_training
     assert found["inactive"] == found["rejuvenated"] == int(0.1 * found["scored"]) > 0  # rejuvenation
     assert found["originals"] == found["labeled"] and found["paraphrases"] == 2 * found["labeled"]  # paraphrase, β = 0
+    assert found["robust"] > 0 and found["orphans"] == 0  # robustness: every row traces to a pair of the bitext
     # train_nmt, train_classifier, train_slot_tagger
     assert found["metrics"] == ["BLEU", "accuracy", "chrF", "f1", "macro_f1", "precision", "recall"]
     return run

@@ -97,6 +97,7 @@ def test_registry_lists_the_built_in_pipelines_dependencies_first():
         "rejuvenation",
         "paraphrase",
         "mt_paraphrase",
+        "robustness",
         "train_nmt",
         "epida",
         "train_classifier",
@@ -123,7 +124,7 @@ def test_toy_pipeline_joins_cli_nightly_summary_and_views(toy, tmp_path):
         pass
     helped = toy("run", "--help")
     assert (
-        "one of: ingest, self_training, rejuvenation, paraphrase, mt_paraphrase, train_nmt, epida, "
+        "one of: ingest, self_training, rejuvenation, paraphrase, mt_paraphrase, robustness, train_nmt, epida, "
         "train_classifier, c2c, train_slot_tagger, toy"
     ) in " ".join(helped.stdout.split())
     before = toy("views", "shouted")  # documented before it exists

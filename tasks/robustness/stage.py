@@ -1,0 +1,61 @@
+"""The `robust_bitext` stage: a profile's modifier list applied to each shard of a bitext, with lineage.
+
+Every modifier of ``robustness.modifiers`` reads the shard's original pairs (not another modifier's output: a
+materialised row names the one modifier that made it, where OpusTrainer chains them on the fly) and emits only the
+rows it changes or makes (rows.py ``ROBUST_BITEXT``), in list order. ``Tags`` (and ``Merge``, which carries the
+links of its parts) read the word alignment: the aligner's artifact, joined on uid, read per shard for the shard's
+uids only. A pair the aligner has no links for keeps a null alignment and is never tagged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from conf.base import ConfModel
+from storage.parts import Parts
+from tasks.robustness.rows import ROBUST_BITEXT, column
+from tasks.robustness.spec import ModifierSpec, parse_modifiers
+from tasks.runtime.stage import Stage
+
+NEEDS_LINKS = ("Tags",)  # the modifiers that do nothing without an alignment
+
+
+def needs_alignment(specs: Sequence[ModifierSpec]) -> bool:
+    """Whether any modifier reads the word alignment (a ``Tags`` entry with p > 0)."""
+    return any(s.name in NEEDS_LINKS and s.p > 0 for s in specs)
+
+
+def with_links(rows: pa.Table, alignment: Parts) -> pa.Table:
+    """``rows`` with the alignment's ``links`` of each uid (null where it has none), in the rows' order."""
+    uids = column(rows, "uid")
+    links = alignment.filtered(pc.field("uid").isin(uids), ["uid", "links"])
+    where = pc.index_in(uids, value_set=column(links, "uid")) if links.num_rows else pa.nulls(len(uids), pa.int32())
+    found = column(links, "links").take(where) if links.num_rows else pa.nulls(len(uids), pa.string())
+    rows = rows.drop_columns([c for c in ("links",) if c in rows.column_names])
+    return rows.append_column("links", found.cast(pa.string()))
+
+
+class RobustParams(ConfModel):
+    """The stage's parameters: the draws' seed and OpusTrainer's modifier list, as the profile wrote it (checked by
+    ``spec.parse_modifiers`` when the profile loads, again per shard)."""
+
+    seed: int = 0
+    modifiers: list[dict[str, Any]]
+
+
+def robust_rows(
+    rows: pa.Table, *, alignment: Parts | None = None, seed: int = 0, modifiers: Sequence[Mapping[str, Any]] = ()
+) -> pa.Table:
+    """The rows each modifier of ``modifiers`` (OpusTrainer's list) makes from the shard ``rows``, in list order."""
+    specs = parse_modifiers(list(modifiers), "robustness.modifiers")
+    if alignment is not None:
+        rows = with_links(rows, alignment)
+    out = [spec.apply(rows, seed=seed) for spec in specs]
+    return pa.concat_tables(out) if out else ROBUST_BITEXT.empty_table()
+
+
+ROBUST = Stage("robust_bitext", "1", robust_rows, view="robust_bitext", params=RobustParams, lazy_side=("alignment",))

@@ -124,6 +124,6 @@ def _named(conf: Any, key: str) -> list[tuple[str, str]]:
     value = conf
     for part in key.split("."):
         value = getattr(value, part)
-    if isinstance(value, list):
-        return [(f"{key}.{i}", v) for i, v in enumerate(value)]
+    if isinstance(value, list):  # a train_nmt.tests entry may be a noised set: {dataset: X, modifiers: ...}
+        return [(f"{key}.{i}", getattr(v, "dataset", v)) for i, v in enumerate(value)]
     return [] if value is None else [(key, value)]

@@ -287,7 +287,7 @@ class AugdagConf(ConfModel):
         """train_nmt's held-out test sets: `tests`, else [`test`], else the profile's only bitext."""
         section = self.train_nmt
         if section.tests:
-            return [self.dataset_of_kind(t, "bitext", f"train_nmt.tests[{i}]") for i, t in enumerate(section.tests)]
+            return [self.dataset_of_kind(t, "bitext", f"train_nmt.tests[{i}]") for i, t in enumerate(section.test_datasets())]
         return [self.dataset_of_kind(section.test, "bitext", "train_nmt.test")]
 
     def paraphrase_dataset(self) -> str:

@@ -3,10 +3,37 @@ optional continued training on another mix, the seeds, and the paired significan
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field, field_validator, model_validator
 
 from conf.base import ConfModel
 from conf.sections.nmt import NMTConf
+
+
+class NoisedTest(ConfModel):
+    """A held-out bitext evaluated with OpusTrainer's modifiers applied to every pair (issue 30):
+    ``{dataset: test2016, modifiers: {UpperCase: 1.0}}`` (one modifier) or a list of them, applied in order. The
+    reference changes only where the modifier is defined on both sides (casing, end punctuation), never for typos;
+    a pair the draws leave unchanged stays in the set as it is. Its scores are registered under ``name``."""
+
+    dataset: str
+    modifiers: dict[str, Any] | list[dict[str, Any]]  # checked when the profile loads (tasks/robustness/spec.py)
+    seed: int = 0  # the draws: (seed, the pair's uid, modifier), the same set every night
+    name: str | None = None  # the test set's name in evaluations (default: <dataset>+<Modifier>[+<Modifier>...])
+
+    def entries(self) -> list[dict[str, Any]]:
+        """The modifiers as OpusTrainer's list."""
+        return [self.modifiers] if isinstance(self.modifiers, dict) else list(self.modifiers)
+
+    @property
+    def label(self) -> str:
+        return self.name or "+".join([self.dataset, *(str(next(iter(e), "")) for e in self.entries())])
+
+
+def label_of(test: str | NoisedTest) -> str:
+    """A ``tests`` entry's name in evaluations: the dataset, or a noised set's label."""
+    return test if isinstance(test, str) else test.label
 
 
 def check_copies(mix: dict[str, str], copies: dict[str, int]) -> None:
@@ -78,19 +105,25 @@ class TrainNMTConf(ConfModel):
     copies: dict[str, int] = {}  # name -> times its rows enter the training data (default 1)
     seeds: list[int] | None = None  # the seeds of every arm that lists none (default: [student.train.seed])
     test: str | None = None  # a held-out bitext: the same as tests: [test]
-    tests: list[str] = []  # held-out bitext datasets, each one evaluated (default: the profile's only bitext)
+    tests: list[str | NoisedTest] = []  # held-out bitexts, each one evaluated (default: the profile's only bitext);
+    # an entry {dataset: X, modifiers: {UpperCase: 1.0}} evaluates X with OpusTrainer's modifiers applied
     significance: SignificanceConf = SignificanceConf()
     student: NMTConf = NMTConf()
     beam: int = Field(5, ge=1)
     lenpen: float = 1.0
+
+    def test_datasets(self) -> list[str]:
+        """The dataset of each ``tests`` entry (a noised set's: the one it noises)."""
+        return [t if isinstance(t, str) else t.dataset for t in self.tests]
 
     @model_validator(mode="after")
     def _arms(self) -> TrainNMTConf:
         check_seeds(self.seeds)
         if self.test is not None and self.tests:
             raise ValueError("set `tests` (a list) or `test` (one), not both")
-        if len(set(self.tests)) != len(self.tests):
-            raise ValueError(f"tests: listed twice: {sorted({t for t in self.tests if self.tests.count(t) > 1})}")
+        labels = [label_of(t) for t in self.tests]
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"tests: listed twice: {sorted({t for t in labels if labels.count(t) > 1})}")
         if self.experiments and (self.mix or self.copies):
             raise ValueError(
                 "`mix`/`copies` are the one arm of a run without `experiments`; with `experiments`, "

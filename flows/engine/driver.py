@@ -156,8 +156,10 @@ def run_stage(
     models: Sequence[str] = (),
     resources: Mapping[str, Any] | None = None,
     n_shards: int | None = None,
+    dataset: str | None = None,
 ) -> ArtifactRef:
-    """Run ``stage`` over the shards of ``inputs`` (all with the same shard count) and register its output.
+    """Run ``stage`` over the shards of ``inputs`` (all with the same shard count) and register its output, under
+    ``dataset`` (default: the first input's; a derived set such as a noised test set names itself).
 
     ``params`` (a mapping, or a conf section whose fields are the stage's parameters) are validated
     against the stage's parameter model and the function's signature before any shard is submitted
@@ -177,7 +179,7 @@ def run_stage(
         n_shards = counts.pop()
     parents = [ref.fingerprint for ref in inputs] + [side[k].fingerprint for k in sorted(side)]
     fp = fingerprint(stage.name, stage.version, params, parents, models)
-    dataset = inputs[0].dataset if inputs else None
+    dataset = dataset or (inputs[0].dataset if inputs else None)
     out = ArtifactRef(str(run.root), stage.name, fp, stage.view, dataset, n_shards)
     force = run.force.wants(fp)
     if not force and (manifest := read_manifest(out)) is not None:

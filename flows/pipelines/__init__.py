@@ -9,6 +9,7 @@ pipeline touches.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from conf.errors import ConfError
@@ -90,7 +91,7 @@ register(
         reads=("self_training", "rejuvenation", "mt_paraphrase", "robustness"),
         views=TRAIN_NMT_VIEWS,
         summary="flows.pipelines.train_nmt:summary_lines",
-        check=lambda c: c.train_nmt_test(),
+        check=lambda c: check_train_nmt(c),
         description="a student NMT model per arm (a SQL mix: bitext, rejuvenated, synthetic, paraphrased) and seed; "
         "BLEU and chrF per test set, paired significance against the baseline",
     )
@@ -142,16 +143,29 @@ register(
 
 
 def check_robustness(conf: Any) -> None:
-    """The robustness section: a bitext, and OpusTrainer's modifier names and keys (tasks/robustness/spec.py), each
-    wrong entry named by its dotted key (``robustness.modifiers.1: Typos: ...``: the loader puts its file line first)."""
+    """The robustness section: a bitext, and OpusTrainer's modifier names and keys (tasks/robustness/spec.py)."""
     from tasks.robustness.spec import parse_modifier
 
     conf.dataset_of_kind(conf.robustness.bitext, "bitext", "robustness.bitext")
-    if not isinstance(conf.robustness.modifiers, list):
-        raise ValueError("robustness.modifiers: expected a list such as [{UpperCase: 0.05}, {Typos: 0.05}]")
     for i, entry in enumerate(conf.robustness.modifiers):
-        key = f"robustness.modifiers.{i}"
-        try:
-            parse_modifier(entry, key)
-        except ConfError as e:
-            raise ValueError(re.sub(rf"^{re.escape(key)} \((\w+)\): ", rf"{key}: \1: ", str(e))) from None
+        keyed_modifier_error(lambda key, e=entry: parse_modifier(e, key), f"robustness.modifiers.{i}")
+
+
+def check_train_nmt(conf: Any) -> None:
+    """train_nmt's test sets: held-out bitexts, and a noised one's modifiers those that keep its pairs one for one."""
+    from tasks.robustness.stage import held_out_modifiers
+
+    conf.train_nmt_test()
+    for i, test in enumerate(conf.train_nmt.tests):
+        for j, entry in enumerate([] if isinstance(test, str) else test.entries()):
+            keyed_modifier_error(lambda key, e=entry: held_out_modifiers([e], key), f"train_nmt.tests.{i}.modifiers.{j}")
+
+
+def keyed_modifier_error(parse: Callable[[str], object], key: str) -> None:
+    """``parse(key)``; its ConfError as a ValueError that starts with the dotted key (``robustness.modifiers.1: Typos:
+    char_swp is not a key ...``), which the loader places at the key's file line."""
+    try:
+        parse(key)
+    except ConfError as e:
+        message = re.sub(rf"^{re.escape(key)}(\[0\])? \((\w+)\): ", rf"{key}: \2: ", str(e))
+        raise ValueError(re.sub(rf"^{re.escape(key)}\[0\]: ", f"{key}: ", message)) from None

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from conf.errors import CatalogError, ConfError
 from conf.schema import AugdagConf, NMTConf
-from conf.sections.experiments import ArmConf, ContinueConf
+from conf.sections.experiments import ArmConf, ContinueConf, NoisedTest, label_of
 from flows.engine import registry
 from flows.engine.driver import ModelRef, Run, run_model_stage, run_source_stage, run_stage
 from flows.engine.runners import FlowConf, pipeline_flow
@@ -35,6 +35,7 @@ from storage.artifacts import ArtifactRef
 from tasks.common.evaluation import EVALUATE
 from tasks.common.mix import content_hash
 from tasks.common.nmt import NMT_VERSION, decode_options, loading, runtime
+from tasks.robustness.stage import NOISED_TEST
 from tasks.train_nmt.experiments import TRANSLATE_STUDENT, arm_mix, continued_builder, continued_train_conf
 from tasks.train_nmt.significance import ARM_TRANSLATIONS, PAIRED_SIGNIFICANCE
 
@@ -178,13 +179,26 @@ def train_arm(run: Run, conf: AugdagConf, name: str, arm: ArmConf) -> tuple[list
     }
 
 
+def held_out_sets(run: Run, conf: AugdagConf) -> dict[str, ArtifactRef]:
+    """Each test set of train_nmt by its name in evaluations: the held-out bitext as it is (never cleaned), or, for a
+    noised entry ``{dataset: X, modifiers: ...}``, every pair of it with OpusTrainer's modifiers applied."""
+    entries = conf.train_nmt.tests or [None]
+    sets = {}
+    for dataset, entry in zip(conf.train_nmt_test(), entries, strict=True):
+        test = ingest_dataset(run, conf, dataset, held_out=True)
+        if isinstance(entry, NoisedTest):
+            params = {"seed": entry.seed, "modifiers": entry.entries()}
+            test = run_stage(run, NOISED_TEST, inputs=[test], params=params, dataset=label_of(entry))
+        sets[dataset if entry is None else label_of(entry)] = test
+    return sets
+
+
 def evaluate_students(
-    run: Run, conf: AugdagConf, students: list[Student], test_name: str, arms: dict[str, dict[str, Any]]
+    run: Run, conf: AugdagConf, students: list[Student], test_name: str, arms: dict[str, dict[str, Any]], test: ArtifactRef
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Each student's BLEU and chrF on one test set, with its arm's paired test against the baseline; the rows
     go to `evaluations`, one per student and metric."""
     train_nmt = conf.train_nmt
-    test = ingest_dataset(run, conf, test_name, held_out=True)
     outputs, scores = [], []
     for s in students:
         hyps = run_stage(
@@ -259,13 +273,14 @@ def train_and_evaluate(run: Run, conf: AugdagConf) -> dict[str, Any]:
         mine, arms[name] = train_arm(run, conf, name, arm)
         students += mine
     evaluation, significance = [], []
-    for test_name in tests:
-        rows, paired = evaluate_students(run, conf, students, test_name, arms)
+    test_sets = held_out_sets(run, conf)
+    for test_name, test in test_sets.items():
+        rows, paired = evaluate_students(run, conf, students, test_name, arms, test)
         evaluation += rows
         significance += [{"testset": test_name, **p} for p in paired]
     return {
         "baseline": train_nmt.baseline_arm(),
-        "tests": tests,
+        "tests": list(test_sets),
         "arms": arms,
         "evaluation": evaluation,
         "significance": significance,

@@ -16,12 +16,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from conf.base import ConfModel
+from conf.errors import ConfError
 from storage.parts import Parts
 from tasks.robustness.rows import ROBUST_BITEXT, column
 from tasks.robustness.spec import ModifierSpec, parse_modifiers
 from tasks.runtime.stage import Stage
 
 NEEDS_LINKS = ("Tags",)  # the modifiers that do nothing without an alignment
+# a noised test set keeps its pairs one for one: the modifiers that change a pair in place, without an alignment
+TEST_MODIFIERS = ("UpperCase", "TitleCase", "Typos", "RemoveEndPunct")
 
 
 def needs_alignment(specs: Sequence[ModifierSpec]) -> bool:
@@ -59,3 +62,40 @@ def robust_rows(
 
 
 ROBUST = Stage("robust_bitext", "1", robust_rows, view="robust_bitext", params=RobustParams, lazy_side=("alignment",))
+
+
+def held_out_modifiers(modifiers: Sequence[Mapping[str, Any]], where: str) -> list[ModifierSpec]:
+    """The specs of a noised test set's modifiers; a ConfError for a modifier that adds, merges or tags pairs."""
+    specs = parse_modifiers(list(modifiers), where)
+    for i, spec in enumerate(specs):
+        if spec.name not in TEST_MODIFIERS:
+            raise ConfError(
+                f"{where}[{i}]: {spec.name} does not keep a test set's pairs one for one; a noised test set takes "
+                f"{', '.join(TEST_MODIFIERS)}"
+            )
+    return specs
+
+
+def noised_pairs(rows: pa.Table, *, seed: int = 0, modifiers: Sequence[Mapping[str, Any]] = ()) -> pa.Table:
+    """Every pair of a held-out bitext with the modifiers applied in order (each to the previous one's result, as
+    OpusTrainer chains them): the rows as they are, src and tgt replaced where a modifier changed them; the uid, source
+    and line stay the original pair's, so each hypothesis is scored against its own reference."""
+    src, tgt = column(rows, "src").to_pylist(), column(rows, "tgt").to_pylist()
+    where = {u: i for i, u in enumerate(column(rows, "uid").to_pylist())}
+    for spec in held_out_modifiers(modifiers, "modifiers"):
+        current = pa.table({"uid": column(rows, "uid"), "src": pa.array(src, pa.string()), "tgt": pa.array(tgt, pa.string())})
+        changed = spec.apply(current, seed=seed).select(["parent_uid", "src", "tgt"]).to_pylist()
+        for r in changed:
+            src[where[r["parent_uid"]]], tgt[where[r["parent_uid"]]] = r["src"], r["tgt"]
+    rows = rows.set_column(rows.schema.get_field_index("src"), rows.schema.field("src"), pa.array(src, pa.string()))
+    return rows.set_column(rows.schema.get_field_index("tgt"), rows.schema.field("tgt"), pa.array(tgt, pa.string()))
+
+
+class NoisedParams(ConfModel):
+    """The noised test set's draws' seed and its modifiers (OpusTrainer's list)."""
+
+    seed: int = 0
+    modifiers: list[dict[str, Any]]
+
+
+NOISED_TEST = Stage("noised_test", "1", noised_pairs, params=NoisedParams)

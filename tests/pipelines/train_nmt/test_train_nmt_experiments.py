@@ -260,6 +260,8 @@ EXPERIMENTS = {  # three arms over the bitext view alone (the demo's rejuvenated
     },
 }
 SEEDS, UPDATES = [1, 2], 20  # a few updates: the arms, seeds and tests are what is checked, not learning
+NOISED = "demo_test+UpperCase"  # demo_test with every pair upper-cased (issue 30): a test set like the others
+TESTSETS = ("demo_test", "demo_ood", NOISED)
 
 
 def _sets(ood) -> list[str]:
@@ -271,7 +273,7 @@ def _sets(ood) -> list[str]:
         "train_nmt.experiments=" + json.dumps(EXPERIMENTS),
         "train_nmt.baseline=bitext",
         f"train_nmt.seeds={SEEDS}",
-        "train_nmt.tests=[demo_test, demo_ood]",
+        "train_nmt.tests=[demo_test, demo_ood, {dataset: demo_test, modifiers: {UpperCase: 1.0}}]",
         "train_nmt.significance.resamples=200",
         "train_nmt.significance.ar_trials=200",
         f"datasets.demo_ood={{kind: bitext, format: text, src: {ood}/test.en, tgt: {ood}/test.de}}",
@@ -313,15 +315,16 @@ def test_evaluations_per_arm_seed_test_set_and_metric_with_p_null_only_for_the_b
         "meta->>'label' AS label FROM evaluations WHERE model_name = 'student'",
     )
     keys = sorted((r["arm"], r["seed"], r["testset"], r["metric"]) for r in rows)
-    assert keys == sorted(
-        (a, s, t, m) for a in EXPERIMENTS for s in SEEDS for t in ("demo_test", "demo_ood") for m in ("BLEU", "chrF")
-    )
+    assert keys == sorted((a, s, t, m) for a in EXPERIMENTS for s in SEEDS for t in TESTSETS for m in ("BLEU", "chrF"))
     assert {(r["arm"], r["p_value"] is None) for r in rows} == {("bitext", True), ("even_x2", False), ("odd_ct", False)}
     assert all(0 < r["p_value"] <= 1 for r in rows if r["arm"] != "bitext")
     sentences = {r["source"]: r["n"] for r in catalog_rows(cache, "SELECT source, count(*) AS n FROM bitext GROUP BY ALL")}
+    sentences[NOISED] = sentences["demo_test"]  # every pair of it, noised or not
     assert all(r["sentences"] == sentences[r["testset"]] for r in rows)
-    # an interval has width, except a BLEU of 0 on every resample (a 20-update student can translate no 4-gram)
-    assert all(r["ci_low"] < r["ci_high"] or r["metric"] == "BLEU" and r["ci_low"] == r["ci_high"] == 0 for r in rows)
+    # an interval has width, except a score of 0 on every resample: a 20-update student can translate no 4-gram (BLEU),
+    # and writes lower case only, so no character n-gram of the upper-cased references (chrF on NOISED)
+    assert all(r["ci_low"] < r["ci_high"] or r["score"] == r["ci_low"] == r["ci_high"] == 0 for r in rows)
+    assert {r["metric"] for r in rows if r["score"] == 0} == {"BLEU", "chrF"}
     assert {r["label"] for r in rows if r["arm"] == "odd_ct"} == {"odd + CT"}
     assert len({r["model"] for r in rows}) == 6  # a student per arm and seed
     # the same p and CI on each seed's row of an arm: one test of its seeds concatenated
@@ -339,8 +342,22 @@ def test_evaluations_per_arm_seed_test_set_and_metric_with_p_null_only_for_the_b
     # every translation of both test sets in the view, per arm and seed
     per = catalog_rows(cache, "SELECT testset, arm, seed, count(*) AS n FROM test_translations GROUP BY ALL")
     assert sorted((p["testset"], p["arm"], p["seed"], p["n"]) for p in per) == sorted(
-        (t, a, s, sentences[t]) for t in ("demo_test", "demo_ood") for a in EXPERIMENTS for s in SEEDS
+        (t, a, s, sentences[t]) for t in TESTSETS for a in EXPERIMENTS for s in SEEDS
     )
+
+
+@pytest.mark.slow
+def test_a_noised_test_set_is_every_pair_upper_cased_on_both_sides_and_scored_against_its_own_references(pipeline):
+    cache, _, summary = pipeline
+    pairs = catalog_rows(
+        cache,
+        "SELECT o.src AS src, o.ref AS ref, n.src AS noised_src, n.ref AS noised_ref FROM test_translations o JOIN "
+        "test_translations n USING (uid, arm, seed) WHERE o.testset = 'demo_test' AND n.testset = $noised",
+        {"noised": NOISED},
+    )
+    assert len(pairs) == len(EXPERIMENTS) * len(SEEDS) * summary["train_nmt"]["evaluation"][0]["sentences"]
+    assert all((p["noised_src"], p["noised_ref"]) == (p["src"].upper(), p["ref"].upper()) for p in pairs)
+    assert summary["train_nmt"]["tests"] == list(TESTSETS)
 
 
 @pytest.mark.slow
@@ -435,11 +452,12 @@ def test_summary_and_report_compare_each_arm_with_the_baseline(pipeline):
 
     _, _, summary = pipeline
     lines = train_nmt_lines(summary)
-    assert len(lines) == 6 and lines[0].startswith("bitext (baseline): BLEU = ")
+    assert len(lines) == 9 and lines[0].startswith("bitext (baseline): BLEU = ")
     assert lines[2].startswith("odd + CT: ") and " BLEU (p = " in lines[2] and lines[5].endswith("on demo_ood (2 seeds)")
+    assert lines[8].endswith(f"on {NOISED} (2 seeds)")
     with open(summary["reports"]["train_nmt_html"], encoding="utf-8") as f:
         page = f.read()
-    assert page.count("data:image/png;base64,") == 2 and "Δ BLEU" in page and "odd + CT" in page
+    assert page.count("data:image/png;base64,") == 3 and "Δ BLEU" in page and "odd + CT" in page
 
 
 @pytest.mark.slow

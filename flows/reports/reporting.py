@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
@@ -27,9 +28,11 @@ def publish(
     out = run.root / "reports" / run.run_id
     out.mkdir(parents=True, exist_ok=True)
     written = {}
+    # a plot's name may hold a user's name (a test set's, e.g. "test2016+UpperCase"): its file name keeps [A-Za-z0-9_.-]
+    files = {name: out / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.png" for name in pngs or {}}
     for name, png in (pngs or {}).items():
-        (out / f"{name}.png").write_bytes(png)
-        written[f"{name}_png"] = str(out / f"{name}.png")
+        files[name].write_bytes(png)
+        written[f"{name}_png"] = str(files[name])
     page = out / f"{stem}.html"
     page.write_text(html_page(title, sections), encoding="utf-8")
     written[f"{stem}_html"] = str(page)
@@ -44,10 +47,9 @@ def publish(
             create_table_artifact(table.to_pylist(), key=f"{key}-table", description=title)
         # over HTTP while `augdag server` serves the reports (browsers refuse file:// links), else the path
         publish_file_link(run.root, page, text=f"{title} (HTML)", key=f"{key}-html")
-        for name in pngs or {}:  # every plot of the page, as its own link
-            publish_file_link(
-                run.root, out / f"{name}.png", text=f"{title}: {name} (PNG)", key=f"{key}-{name}".replace("_", "-").lower()
-            )
+        for name in pngs or {}:  # every plot of the page, as its own link; a key is lower-case letters, digits, dashes
+            slug = re.sub(r"[^a-z0-9-]+", "-", f"{key}-{name}".lower())
+            publish_file_link(run.root, files[name], text=f"{title}: {name} (PNG)", key=slug)
     except Exception as e:  # noqa: BLE001 — a report artifact must not fail a finished run
         run_logger().warning("could not publish the Prefect artifacts of the %s report: %s", stem, e)
     return written

@@ -198,7 +198,13 @@ def test_the_demo_holds_out_its_three_test_sets_and_trains_on_none_of_them():
         "demo_slots_test": ["train_slot_tagger.test"],
     }
     assert training_datasets(conf) == {
-        "demo_bitext": ["self_training.bitext", "rejuvenation.bitext", "paraphrase.generator.bitext", "mt_paraphrase.bitext"],
+        "demo_bitext": [
+            "self_training.bitext",
+            "rejuvenation.bitext",
+            "paraphrase.generator.bitext",
+            "mt_paraphrase.bitext",
+            "robustness.bitext",
+        ],
         "demo_mono": ["self_training.mono.0"],
         "demo_labeled": ["paraphrase.dataset", "train_classifier.dataset", "epida.dataset"],
         "demo_slots": ["c2c.dataset", "train_slot_tagger.dataset"],

@@ -2,9 +2,13 @@
 
 Every modifier of ``robustness.modifiers`` reads the shard's original pairs (not another modifier's output: a
 materialised row names the one modifier that made it, where OpusTrainer chains them on the fly) and emits only the
-rows it changes or makes (rows.py ``ROBUST_BITEXT``), in list order. ``Tags`` (and ``Merge``, which carries the
-links of its parts) read the word alignment: the aligner's artifact, joined on uid, read per shard for the shard's
-uids only. A pair the aligner has no links for keeps a null alignment and is never tagged.
+rows it changes or makes (rows.py ``ROBUST_BITEXT``), in list order. When a modifier list has ``Tags`` the flow hands
+the stage the aligner's artifact (its Pharaoh ``links`` over the pairs' whitespace tokens), read per shard for the
+shard's uids only and joined on uid; every modifier then carries the links it keeps (a merge offsets its parts'). A
+pair the aligner has no links for keeps a null alignment and is never tagged.
+
+``noised_pairs`` (the ``noised_test`` stage) is the held-out counterpart: every pair of a test set kept, the
+modifiers that change a pair in place applied in order, for train_nmt's noised test sets.
 """
 
 from __future__ import annotations

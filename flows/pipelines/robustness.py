@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from conf.schema import AugdagConf
 from flows.engine.driver import Run, run_stage
@@ -40,9 +41,10 @@ def robust_bitext(run: Run, conf: AugdagConf) -> tuple[ArtifactRef, ArtifactRef,
         aligner = {"lowercase": conf.self_training.lowercase, **conf.self_training.aligner.model_dump()}
         side["alignment"] = run_stage(run, ALIGN, inputs=[rows], n_shards=1, params=aligner)
     robust = run_stage(run, ROBUST, inputs=[rows], side=side, params={"seed": r.seed, "modifiers": r.modifiers})
-    made = robust.parts().table(["modifier"])["modifier"].to_pylist()
-    per_modifier = {s.name: made.count(s.name) for s in specs}
-    summary = {"bitext": name, "pairs": artifact_rows(rows), "rows": len(made), "modifiers": per_modifier}
+    counts = pc.value_counts(robust.parts().table(["modifier"])["modifier"].combine_chunks()).to_pylist()
+    made = {c["values"]: c["counts"] for c in counts}
+    per_modifier = {s.name: made.get(s.name, 0) for s in specs}
+    summary = {"bitext": name, "pairs": artifact_rows(rows), "rows": artifact_rows(robust), "modifiers": per_modifier}
     return rows, robust, summary
 
 
@@ -54,7 +56,7 @@ def examples(bitext: ArtifactRef, robust: ArtifactRef, k: int = EXAMPLES) -> pa.
         if len(firsts.setdefault(m, [])) < k:
             firsts[m].append(i)
     shown = made.take([i for rows in firsts.values() for i in rows])
-    original = bitext.parts().table(["uid", "src", "tgt"])
+    original = bitext.parts().filtered(pc.field("uid").isin(shown["parent_uid"]), ["uid", "src", "tgt"])
     where = {u: i for i, u in enumerate(original["uid"].to_pylist())}
     at = [where[u] for u in shown["parent_uid"].to_pylist()]
     return pa.table(

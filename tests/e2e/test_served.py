@@ -180,7 +180,10 @@ def serve(cache: Path, cwd: Path, name: str, extra: Sequence[str] = ()) -> backg
     cache's server itself."""
     sets = [a for s in [*TINY, *extra] for a in ("--set", s)]
     cmd = [sys.executable, "-m", "flows.cli", "serve", "--config", "demo", "--cache", str(cache), "--name", name, *sets]
-    return background(cmd, env=subprocess_env(cwd, COLUMNS="200", **FAST_POLL), cwd=cwd, log=cwd / f"{name}.log")
+    # how `augdag serve` stops on SIGTERM is tests/e2e/test_lifecycle.py's subject; here its group gets 5 s before the
+    # SIGKILL (the module's teardown waited 32 s for it)
+    env = subprocess_env(cwd, COLUMNS="200", **FAST_POLL)
+    return background(cmd, env=env, cwd=cwd, log=cwd / f"{name}.log", grace_s=5)
 
 
 def nightly_record(cache: Path, flow_run_id: str) -> dict:

@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from conf.loader import load_profile
 from demo import write_demo
+from storage.artifacts import ArtifactRef
 from tests.conftest import REPO, catalog_rows, subprocess_env
 
 pytestmark = pytest.mark.slow
@@ -152,3 +154,23 @@ def test_shares_follow_p_over_the_shards(night):
     n = catalog_rows(cache, "SELECT count(*) AS n FROM bitext WHERE source = 'demo_bitext'")[0]["n"]
     upper = catalog_rows(cache, "SELECT count(*) AS n FROM robust_bitext WHERE modifier = 'UpperCase'")[0]["n"]
     assert abs(upper / n - 0.1) <= 3 * (0.1 * 0.9 / n) ** 0.5
+
+
+def test_the_report_shows_rows_per_modifier_and_three_of_each_beside_their_originals(night):
+    from flows.pipelines.robustness import examples
+
+    cache, _, _, summary = night
+    made = {m: n for m, n in summary["robustness"]["modifiers"].items() if n}
+    page = Path(summary["reports"]["robustness_html"]).read_text(encoding="utf-8")
+    assert "Rows per modifier" in page and all(f">{m}<" in page for m in made)
+    fp = {s["stage"]: s["fingerprint"] for s in summary["stages"]}
+    bitext = ArtifactRef(str(cache), "clean", fp["clean"], "bitext", "demo_bitext", 3)
+    robust = ArtifactRef(str(cache), "robust_bitext", fp["robust_bitext"], "robust_bitext", "demo_bitext", 3)
+    shown = examples(bitext, robust)
+    assert {m: shown["modifier"].to_pylist().count(m) for m in made} == {m: min(3, n) for m, n in made.items()}
+    # the first run's artifacts (a later test re-runs with another seed: the view shows the newest)
+    pairs = {r["uid"]: (r["src"], r["tgt"]) for r in bitext.parts().table(["uid", "src", "tgt"]).to_pylist()}
+    made_rows = robust.parts().table(["parent_uid", "modifier", "src", "tgt"]).to_pylist()
+    parent = {(r["modifier"], r["src"], r["tgt"]): pairs[r["parent_uid"]] for r in made_rows}
+    for r in shown.to_pylist():  # each example beside its own original pair (a merge: its first)
+        assert (r["original src"], r["original tgt"]) == parent[(r["modifier"], r["src"], r["tgt"])]

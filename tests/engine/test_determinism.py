@@ -122,3 +122,17 @@ def evaluation_scores(cache: Path) -> list[tuple]:
 
     with duckdb.connect(str(cache / "catalog.duckdb"), read_only=True) as con:
         return con.execute("SELECT model_name, arm, testset, metric, seed, score FROM evaluations ORDER BY ALL").fetchall()
+
+
+def test_seeded_draws_what_torch_manual_seed_draws_and_gives_the_outer_state_back():
+    """``seeded`` seeds the CPU generator alone (torch.manual_seed would also queue a lazy seed with a formatted
+    stack per accelerator API, once per optimiser step): the draws are torch.manual_seed's, and the state outside
+    the block is the one before it."""
+    from models.runtime import seeded
+
+    torch.manual_seed(11)
+    expected = torch.rand(5)
+    outer = torch.random.get_rng_state()
+    with seeded(11):
+        drawn = torch.rand(5)
+    assert torch.equal(drawn, expected) and torch.equal(torch.random.get_rng_state(), outer)

@@ -33,6 +33,7 @@ TRAINING_KEYS = (
     "paraphrase.generator.bitext",
     "mt_paraphrase.bitext",
     "robustness.bitext",
+    "robustness.mono",
     "train_classifier.dataset",
     "epida.dataset",
     "c2c.dataset",
@@ -68,7 +69,13 @@ TRAINS: dict[str, Resolved] = {  # pipeline -> what it trains on or augments, de
         ("paraphrase.generator.bitext", c.paraphrase_bitext()),
     ],
     "mt_paraphrase": lambda c: [("mt_paraphrase.bitext", c.mt_paraphrase_bitext())],
-    "robustness": lambda c: [("robustness.bitext", c.dataset_of_kind(c.robustness.bitext, "bitext", "robustness.bitext"))],
+    "robustness": lambda c: [
+        ("robustness.bitext", c.dataset_of_kind(c.robustness.bitext, "bitext", "robustness.bitext")),
+        *(
+            (f"robustness.mono.{i}", c.dataset_of_kind(m, "mono", f"robustness.mono.{i}"))
+            for i, m in enumerate(c.robustness.mono)
+        ),
+    ],
     "train_classifier": lambda c: [("train_classifier.dataset", c.classifier_datasets()[0])],
     "epida": lambda c: [("epida.dataset", c.epida_datasets()[0])],
     "c2c": lambda c: [("c2c.dataset", c.c2c_dataset())],

@@ -1,5 +1,6 @@
 """The robustness section (issue 30): OpusTrainer's modifiers applied to a bitext as a cached stage, materialised
-with lineage in the view `robust_bitext`, for train_nmt's mixes."""
+with lineage in the view `robust_bitext`, for train_nmt's mixes; the one-sided ones (casing, typos, end punctuation)
+also to the monolingual datasets of ``mono``, in the view `robust_mono`."""
 
 from __future__ import annotations
 
@@ -14,5 +15,6 @@ class RobustnessConf(ConfModel):
     tasks/robustness/spec.py's models when the pipeline is enabled: an unknown modifier or key is one line naming it)."""
 
     bitext: str | None = None  # the bitext whose pairs are modified (default: the profile's only bitext)
+    mono: list[str] = []  # monolingual datasets whose sentences get the one-sided modifiers (view robust_mono)
     seed: int = 0  # every draw is a function of (seed, row uid, modifier): the same rows every night
     modifiers: list[dict[str, Any]] = []  # OpusTrainer's list, in order; each modifier reads the original pairs

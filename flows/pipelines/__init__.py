@@ -144,11 +144,22 @@ register(
 
 def check_robustness(conf: Any) -> None:
     """The robustness section: a bitext, and OpusTrainer's modifier names and keys (tasks/robustness/spec.py)."""
+    from tasks.robustness.mono import MONO_MODIFIERS
     from tasks.robustness.spec import parse_modifier
 
-    conf.dataset_of_kind(conf.robustness.bitext, "bitext", "robustness.bitext")
-    for i, entry in enumerate(conf.robustness.modifiers):
+    r = conf.robustness
+    conf.dataset_of_kind(r.bitext, "bitext", "robustness.bitext")
+    names = []
+    for i, entry in enumerate(r.modifiers):
         keyed_modifier_error(lambda key, e=entry: parse_modifier(e, key), f"robustness.modifiers.{i}")
+        names.append(next(iter(entry), None))
+    for i, mono in enumerate(r.mono):
+        conf.dataset_of_kind(mono, "mono", f"robustness.mono.{i}")
+    if r.mono and not any(parse_modifier(e, "").name in MONO_MODIFIERS for e in r.modifiers):
+        raise ValueError(
+            f"robustness.mono: none of robustness.modifiers ({', '.join(map(str, names)) or 'empty'}) changes one "
+            f"sentence on its own; the monolingual datasets take {', '.join(MONO_MODIFIERS)}"
+        )
 
 
 def check_train_nmt(conf: Any) -> None:

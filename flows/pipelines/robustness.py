@@ -5,6 +5,8 @@ ingest the bitext
     grow-diag-final-and, the aligner stage of self_training (the same artifact when its settings are the same)
   → robust_bitext: each modifier of ``robustness.modifiers`` over each shard, the rows it changed or made, each with
     ``parent_uid``/``parents``, ``modifier`` and ``params``
+ingest each dataset of ``robustness.mono``
+  → robust_mono: the one-sided modifiers of the list (casing, typos, end punctuation) over each shard's sentences
 train_nmt then mixes them with SQL, e.g. ``SELECT src, tgt FROM robust_bitext`` beside the bitext.
 """
 
@@ -22,6 +24,7 @@ from flows.engine.recording import artifact_rows
 from flows.engine.runners import FlowConf, pipeline_flow
 from flows.pipelines.ingest import ingest_dataset
 from storage.artifacts import ArtifactRef
+from tasks.robustness.mono import ROBUST_TEXT, mono_specs
 from tasks.robustness.spec import parse_modifiers
 from tasks.robustness.stage import ROBUST, needs_alignment
 from tasks.self_training.alignment import ALIGN
@@ -41,11 +44,28 @@ def robust_bitext(run: Run, conf: AugdagConf) -> tuple[ArtifactRef, ArtifactRef,
         aligner = {"lowercase": conf.self_training.lowercase, **conf.self_training.aligner.model_dump()}
         side["alignment"] = run_stage(run, ALIGN, inputs=[rows], n_shards=1, params=aligner)
     robust = run_stage(run, ROBUST, inputs=[rows], side=side, params={"seed": r.seed, "modifiers": r.modifiers})
-    counts = pc.value_counts(robust.parts().table(["modifier"])["modifier"].combine_chunks()).to_pylist()
-    made = {c["values"]: c["counts"] for c in counts}
-    per_modifier = {s.name: made.get(s.name, 0) for s in specs}
-    summary = {"bitext": name, "pairs": artifact_rows(rows), "rows": artifact_rows(robust), "modifiers": per_modifier}
+    made = per_modifier(robust, [s.name for s in specs])
+    summary = {"bitext": name, "pairs": artifact_rows(rows), "rows": artifact_rows(robust), "modifiers": made}
     return rows, robust, summary
+
+
+def per_modifier(made: ArtifactRef, names: list[str]) -> dict[str, int]:
+    """The rows each modifier of ``names`` made in the artifact ``made`` (0 for one that made none)."""
+    counts = pc.value_counts(made.parts().table(["modifier"])["modifier"].combine_chunks()).to_pylist()
+    found = {c["values"]: c["counts"] for c in counts}
+    return {name: found.get(name, 0) for name in names}
+
+
+def robust_mono(run: Run, conf: AugdagConf) -> dict[str, Any]:
+    """The one-sided modifiers over each dataset of ``robustness.mono``; per dataset: sentences in, rows per modifier."""
+    r = conf.robustness
+    names = [s.name for s in mono_specs(r.modifiers, "robustness.modifiers")]
+    summary = {}
+    for i, mono in enumerate(r.mono):
+        rows = ingest_dataset(run, conf, conf.dataset_of_kind(mono, "mono", f"robustness.mono.{i}"))
+        made = run_stage(run, ROBUST_TEXT, inputs=[rows], params={"seed": r.seed, "modifiers": r.modifiers})
+        summary[mono] = {"sentences": artifact_rows(rows), "rows": artifact_rows(made), "modifiers": per_modifier(made, names)}
+    return summary
 
 
 def examples(bitext: ArtifactRef, robust: ArtifactRef, k: int = EXAMPLES) -> pa.Table:
@@ -77,6 +97,11 @@ def publish_report(run: Run, bitext: ArtifactRef, robust: ArtifactRef, summary: 
 
     counts = pa.Table.from_pylist([{"modifier": m, "rows": n} for m, n in summary["modifiers"].items()])
     shown = examples(bitext, robust)
+    mono = [
+        {"dataset": name, "sentences": m["sentences"], "modifier": k, "rows": n}
+        for name, m in summary.get("mono", {}).items()
+        for k, n in m["modifiers"].items()
+    ]
     return publish(
         run,
         stem="robustness",
@@ -86,6 +111,7 @@ def publish_report(run: Run, bitext: ArtifactRef, robust: ArtifactRef, summary: 
         sections=[
             ("Rows per modifier", counts),
             (f"Examples ({EXAMPLES} per modifier) beside their originals", shown),
+            *([("Rows per modifier in the monolingual datasets", pa.Table.from_pylist(mono))] if mono else []),
         ],
     )
 
@@ -95,6 +121,7 @@ def robustness_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | 
     """OpusTrainer's modifiers over the configured bitext, as the view `robust_bitext`; returns the run summary."""
     with Run.started(conf, pipeline="robustness", profile=profile, config=config) as run:
         bitext, robust, summary = robust_bitext(run, conf)
+        summary["mono"] = robust_mono(run, conf)
         reports = publish_report(run, bitext, robust, summary)
     return run.finish(extra={"robustness": summary, "reports": reports})
 
@@ -103,4 +130,8 @@ def summary_lines(s: Mapping[str, Any]) -> list[str]:
     """The rows made per modifier, of how many pairs."""
     r = s["robustness"]
     made = ", ".join(f"{m} {n:,}" for m, n in r["modifiers"].items()) or "no modifiers configured"
-    return [f"robustness: {r['rows']:,} rows from {r['pairs']:,} pairs of {r['bitext']} ({made})"]
+    lines = [f"robustness: {r['rows']:,} rows from {r['pairs']:,} pairs of {r['bitext']} ({made})"]
+    for name, m in r.get("mono", {}).items():
+        made = ", ".join(f"{k} {n:,}" for k, n in m["modifiers"].items()) or "none of the list is one-sided"
+        lines.append(f"robustness: {m['rows']:,} rows from {m['sentences']:,} sentences of {name} ({made})")
+    return lines

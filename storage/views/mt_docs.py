@@ -43,4 +43,18 @@ ROBUSTNESS_VIEWS: dict[str, Doc] = {
             "params": "JSON of the modifier's parameters, its probability first",
         },
     ),
+    "robust_mono": Doc(
+        "monolingual sentences changed by the one-sided modifiers of the list (UpperCase, TitleCase, Typos, "
+        "RemoveEndPunct; stage robust_mono, for the datasets of robustness.mono), only the changed rows, draws "
+        "seeded by (seed, uid, modifier)",
+        {
+            "uid": "md5 of modifier, params, parent uid and text",
+            "parent_uid": "uid of the original sentence (mono view)",
+            "source": "dataset name of the original sentence",
+            "line": "1-based input line of the original sentence",
+            "text": "the sentence after the modifier",
+            "modifier": "OpusTrainer's name of the modifier that made the row, e.g. Typos",
+            "params": "JSON of the modifier's parameters, its probability first",
+        },
+    ),
 }

@@ -205,7 +205,7 @@ def test_the_demo_holds_out_its_three_test_sets_and_trains_on_none_of_them():
             "mt_paraphrase.bitext",
             "robustness.bitext",
         ],
-        "demo_mono": ["self_training.mono.0"],
+        "demo_mono": ["self_training.mono.0", "robustness.mono.0"],
         "demo_labeled": ["paraphrase.dataset", "train_classifier.dataset", "epida.dataset"],
         "demo_slots": ["c2c.dataset", "train_slot_tagger.dataset"],
     }

@@ -126,6 +126,12 @@ def test_augdag_demo_exits_0_from_a_clean_cache_with_networking_off(demo_run, tm
     assert sorted(per_modifier) == ["Merge", "Tags", "TitleCase", "Typos", "UpperCase"]
     assert all(n > 0 and orphans == 0 for n, orphans in per_modifier.values())
     assert "robustness: " in proc.stdout and "RemoveEndPunct 0)" in proc.stdout
+    mono = rows(
+        "SELECT modifier, count(*) AS n, count(*) FILTER (WHERE parent_uid NOT IN (SELECT uid FROM mono)) AS orphans "
+        "FROM robust_mono GROUP BY modifier ORDER BY modifier"
+    )
+    assert [r["modifier"] for r in mono] == ["TitleCase", "Typos", "UpperCase"] and all(r["orphans"] == 0 for r in mono)
+    assert " sentences of demo_mono (UpperCase " in proc.stdout
     # issue 6: the demo is one nightly run; its totals add up to the shard records of its pipelines, each
     # artifact's shards once however many pipelines read it (a re-read is cached: counted again, rows double)
     first = json.loads(rows("SELECT summary FROM runs WHERE pipeline = 'nightly'")[0]["summary"])

@@ -1,6 +1,7 @@
 """The robustness pipeline end to end under Prefect, on the demo grammar's bitext: ingest → align → robust_bitext
-over three shards; every row traces to its pair, each modifier's rows are what its definition makes of that pair,
-a re-run is cached, a new seed recomputes the modifiers alone, and a misspelt modifier key is one line and exit 2."""
+over three shards, and robust_mono over the demo's sentences; every row traces to its pair (or sentence), each
+modifier's rows are what its definition makes of that pair, a re-run is cached, a new seed recomputes the modifiers
+alone, and a misspelt modifier key is one line and exit 2."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ MODIFIERS = (
     "robustness.modifiers=[{UpperCase: 0.1}, {TitleCase: 0.1}, {Typos: 0.2}, {Tags: 0.2, augment: 0.5}, "
     "{Merge: 0.1, min_lines: 2, max_lines: 3}, {RemoveEndPunct: 1.0}]"
 )
-SETS = ["shard_size=40", "pipelines=[robustness]", "self_training.aligner.iterations=3", MODIFIERS]
+SETS = ["shard_size=40", "pipelines=[robustness]", "self_training.aligner.iterations=3", MODIFIERS, "robustness.mono=[demo_mono]"]
 
 
 @pytest.fixture(scope="module")
@@ -108,6 +109,38 @@ def test_merges_join_consecutive_lines_of_one_shard(night):
         )
 
 
+def test_mono_sentences_get_the_one_sided_modifiers_and_trace_to_their_sentence(night):
+    """robust_mono: UpperCase, TitleCase and Typos of the list change the demo's monolingual sentences (Tags and Merge
+    need a pair), each row's text what the modifier makes of its parent's, counted in the summary and its line."""
+    from flows.pipelines.robustness import summary_lines
+
+    cache, _, _, summary = night
+    rows = catalog_rows(
+        cache,
+        "SELECT r.*, m.text AS parent FROM robust_mono r JOIN mono m ON m.uid = r.parent_uid AND m.source = r.source",
+    )
+    assert len(rows) == catalog_rows(cache, "SELECT count(*) AS n FROM robust_mono")[0]["n"] > 0
+    made = {r["modifier"] for r in rows}
+    assert made == {"UpperCase", "TitleCase", "Typos"}  # RemoveEndPunct: the demo grammar writes no punctuation
+    for r in rows:
+        assert r["text"] != r["parent"] and r["source"] == "demo_mono"
+        if r["modifier"] == "UpperCase":
+            assert r["text"] == r["parent"].upper()
+        if r["modifier"] == "TitleCase":
+            assert r["text"] == " ".join(w[:1].upper() + w[1:] for w in r["parent"].split())
+    mono = summary["robustness"]["mono"]["demo_mono"]
+    sentences = catalog_rows(cache, "SELECT count(*) AS n FROM mono WHERE source = 'demo_mono'")[0]["n"]
+    assert (mono["sentences"], mono["rows"]) == (sentences, len(rows))
+    assert mono["modifiers"] == {
+        m: sum(r["modifier"] == m for r in rows) for m in ("UpperCase", "TitleCase", "Typos", "RemoveEndPunct")
+    }
+    n = mono["modifiers"]
+    assert summary_lines(summary)[1] == (
+        f"robustness: {len(rows):,} rows from {sentences:,} sentences of demo_mono (UpperCase {n['UpperCase']:,}, "
+        f"TitleCase {n['TitleCase']:,}, Typos {n['Typos']:,}, RemoveEndPunct 0)"
+    )
+
+
 def test_a_rerun_is_cached_and_a_new_seed_recomputes_the_modifiers_alone(night):
     from flows.pipelines.robustness import robustness_flow
 
@@ -119,7 +152,7 @@ def test_a_rerun_is_cached_and_a_new_seed_recomputes_the_modifiers_alone(night):
         REPO / "conf" / "demo.yaml", [*SETS, "robustness.seed=1"], cache=cache, environ={"AUGDAG_DEMO_DATA": str(data)}
     )
     other = robustness_flow(reseeded, profile="test")
-    assert {s["stage"] for s in other["stages"] if s["status"] == "computed"} == {"robust_bitext"}
+    assert {s["stage"] for s in other["stages"] if s["status"] == "computed"} == {"robust_bitext", "robust_mono"}
     assert other["robustness"]["rows"] > 0 and other["robustness"]["modifiers"] != summary["robustness"]["modifiers"]
 
 
@@ -163,7 +196,7 @@ def test_the_report_shows_rows_per_modifier_and_three_of_each_beside_their_origi
     made = {m: n for m, n in summary["robustness"]["modifiers"].items() if n}
     page = Path(summary["reports"]["robustness_html"]).read_text(encoding="utf-8")
     assert "Rows per modifier" in page and all(f">{m}<" in page for m in made)
-    fp = {s["stage"]: s["fingerprint"] for s in summary["stages"]}
+    fp = {s["stage"]: s["fingerprint"] for s in summary["stages"] if s.get("dataset") in (None, "demo_bitext")}
     bitext = ArtifactRef(str(cache), "clean", fp["clean"], "bitext", "demo_bitext", 3)
     robust = ArtifactRef(str(cache), "robust_bitext", fp["robust_bitext"], "robust_bitext", "demo_bitext", 3)
     shown = examples(bitext, robust)

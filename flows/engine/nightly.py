@@ -135,8 +135,11 @@ def run_pipelines(
 ) -> list[dict[str, Any]]:
     """Every pipeline once, each after those of ``pipelines`` it depends on, ``parallel`` at once.
     Returns their summaries in the given order (``status`` skipped when an upstream did not complete).
-    ``prepare`` is called once, in this thread, before two pipelines first run at once (not at all when
-    none ever do): the nightly imports the stage code's model stack there (flows/engine/imports.py)."""
+    A free slot goes to the first ready pipeline in the profile's order, decided when the slot frees: a pipeline
+    that becomes ready late (train_nmt, after the pipelines it reads) is not queued behind every one that was
+    ready before it (the pool's own queue is first come, first served: the demo's train_nmt, its longest, waited
+    for epida there). ``prepare`` is called once, in this thread, before two pipelines first run at once (not at
+    all when none ever do): the nightly imports the stage code's model stack there (flows/engine/imports.py)."""
     enabled = list(dict.fromkeys(pipelines))
     deps = registry.depends(enabled)
     results: dict[str, dict[str, Any]] = {}
@@ -159,6 +162,7 @@ def run_pipelines(
                     }
                 elif all(d in results for d in deps[p]):
                     ready.append(p)
+            ready = ready[: max(0, parallel - len(running))]
             if prepare is not None and parallel > 1 and len(running) + len(ready) > 1:
                 prepare()
                 prepare = None

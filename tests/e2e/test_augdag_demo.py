@@ -93,8 +93,8 @@ def test_augdag_demo_exits_0_from_a_clean_cache_with_networking_off(demo_run, tm
         "WHERE level > 0 GROUP BY level ORDER BY level"
     )
     assert [r["level"] for r in per_level] == [1, 2, 3, 4, 5]
-    assert all(r["n"] == 4 * r["sentences"] for r in per_level)  # 20 kept (repeat), 4 per level (appendix A)
-    assert found["accuracy"] > 0.5  # 6 topics; measured 0.84 with the demo's 600 labelled rows
+    assert all(r["n"] == 2 * r["sentences"] for r in per_level)  # the demo's 10 kept (repeat), 2 per level
+    assert found["accuracy"] > 0.5  # 6 topics; measured 0.73 with the demo's 300 labelled rows
     assert "generator: round trip: ctranslate2" in proc.stdout and "similarity: chrf" in proc.stdout
     assert "accuracy = " in proc.stdout and "classes:6|average:macro" in proc.stdout
     # issue 15: EPiDA in the demo, two online rounds of 9 EDA candidates per row, 3 kept

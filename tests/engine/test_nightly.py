@@ -72,6 +72,23 @@ def test_pipelines_run_after_their_upstreams_and_side_by_side():
     assert ("prepare", "") not in events and len(events) == 2 * (len(pipelines) - 1) + 2 * 3
 
 
+def test_a_free_slot_goes_to_the_first_ready_pipeline_in_the_profiles_order():
+    """train_nmt, ready once rejuvenation ends, takes that slot before c2c, which was ready (after ingest) all along:
+    a slot is given when it frees, not by a queue filled in the order pipelines became ready."""
+    from flows.engine.nightly import run_pipelines
+
+    starts: list[str] = []
+    seconds = {"rejuvenation": 0.1, "epida": 0.6}
+
+    def run_one(name: str) -> dict:
+        starts.append(name)
+        time.sleep(seconds.get(name, 0.05))
+        return {"pipeline": name, "status": "completed", "stages": []}
+
+    run_pipelines(["ingest", "rejuvenation", "train_nmt", "epida", "c2c"], 2, run_one)
+    assert starts == ["ingest", "rejuvenation", "epida", "train_nmt", "c2c"]
+
+
 def nightly(profile: Path, cache: Path, *sets: str) -> dict:
     from flows.engine.nightly import nightly_flow
 

@@ -2,7 +2,7 @@
 `augdag sql "select 1"` on the same cache (goals: ingest <= 3x, the nightly <= 5x; issue 25).
 
 All three are the CLI as a user types it, each in a fresh process, timed from outside (best of ``--repeat``).
-The cache is filled first by one `augdag nightly --config demo` (the full demo, ~4 min; ``--profile tiny``:
+The cache is filled first by one `augdag nightly --config demo` (the full demo, ~3.5 min; ``--profile tiny``:
 demo/tiny.py's sizes, ~2 min), or taken as it is with ``--cache`` (filled by an earlier run of this script or
 by `augdag demo`). A cached run replays its flow without starting Prefect (flows/engine/replay.py); the script checks
 that each timed run computed no shard and is recorded in the catalog (`augdag runs`). Exits 1 when a goal is

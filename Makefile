@@ -15,7 +15,7 @@ PINS       := -b build-constraints.txt --excludes excludes.txt
 # rebuilds an sdist from a local index for every new venv (scripts/build_wheelhouse.sh)
 WHEELHOUSE ?= $(HOME)/.cache/augdag/wheels
 
-.PHONY: install install-gpu kenlm wordnet demo test lint bench constraints clean
+.PHONY: install install-gpu kenlm wordnet demo test test-e2e lint bench constraints clean
 install: $(VENV)/.installed-$(TORCH) $(VENV)/bin/lmplz $(VENV)/bin/build_binary wordnet
 
 # WordNet 3.0 (EDA synonyms, models/wordnet.py): Debian's packages via apt where missing; never fails
@@ -59,12 +59,17 @@ lint: install
 	$(VENV)/bin/lint-imports --no-cache
 
 # two workers, whole modules each (their module-scoped servers and trained models are shared within one), the longest
-# first and the demo's readers last (tests/conftest.py, hence --no-loadscope-reorder); in a fresh clone on this 2-core
-# machine, `.ci/run` (lint, install, tests): 18 min 35 s, pytest 17 min 33 s, 1,106 tests (2026-11-27, 8621878); the
-# suite is CPU-bound (vmstat: both cores busy but for ~2 of those minutes; the fairseq zygote's forks are reaped by the
-# kernel, so time(1) shows only 1,562 CPU-s, 140 %), so a third worker made it slower (16 min 0 s against 14 min 48 s)
+# first and the demo's readers last (tests/conftest.py, hence --no-loadscope-reorder). The suite is CPU-bound (both
+# cores busy: a third worker made it slower), so its time is its CPU-seconds over two. Two tiers, by folder:
+# `make test` is everything but tests/e2e/ (every pipeline at tiny sizes, the CLI as a subprocess, a night killed
+# and resumed beside the tiny demo); `make test-e2e` is tests/e2e/ (Prefect servers and workers, PostgreSQL, a
+# browser, a Dask cluster, the full-size `augdag demo` and its numbers). CI (.ci/run) runs both.
+PYTEST := $(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 test: install
-	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
+	$(PYTEST) -m "not e2e"
+
+test-e2e: install
+	$(PYTEST) -m e2e
 
 constraints:
 	$(UV) pip compile pyproject.toml --extra dev --extra bench $(if $(FIND_LINKS),--find-links $(FIND_LINKS)) \

@@ -1,7 +1,8 @@
 """The demo profile at tiny sizes, every pipeline at once: ``--set`` overrides of ``conf/demo.yaml``.
 
-What the served-nightly tests (tests/e2e/test_served.py: a served night, and a second one beside it compared byte
-for byte) and ``bench/chaos.py`` run: every pipeline and stage of the demo, as many side by side as their
+What `make test`'s tiny demo (`augdag demo` with these overrides, tests/shared_demo.py) and the night killed and
+retried beside it (tests/engine/test_killed_night.py, compared byte for byte), the served night
+(tests/e2e/test_served.py) and ``bench/chaos.py`` run: every pipeline and stage of the demo, as many side by side as their
 dependencies allow (``nightly.parallel``), on 300 pairs with every fairseq model trained 10 updates (the teacher,
 the identification model and the forward pivot keep one training: same data, same settings), 2 paraphrases per
 sentence, all kept (β = 0), two students (the baseline and one arm tested against it): about 45 s a nightly on

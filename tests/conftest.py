@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -32,11 +33,13 @@ DEMO_PIPELINES = [
 ]
 
 
-# `make test` runs two xdist workers that take whole files (--dist loadfile --no-loadscope-reorder) in collection order,
-# each as it finishes its last. The longest files go first (wall seconds per file on 2 cores, `--durations`) so that the
-# session ends on short files on both workers; the files that read the session's one demo go last: it finishes about
-# five minutes in, and a worker that reached them earlier sat idle until then (~2 min).
+# `make test` and `make test-e2e` run two xdist workers that take whole files (--dist loadfile --no-loadscope-reorder)
+# in collection order, each as it finishes its last. The longest files go first (wall seconds per file on 2 cores,
+# `--durations`) so that the session ends on short files on both workers; the other files that read one of the
+# session's demos go last: the tiny one finishes about three minutes in, the full-size one about five, and a worker
+# that reached their readers earlier sat idle until then (~2 min).
 LONGEST_FIRST = (
+    "tests/engine/test_killed_night.py",  # starts its night beside the tiny demo at once, reads the demo at its end
     "tests/e2e/test_served.py",
     "tests/e2e/test_lifecycle.py",
     "tests/pipelines/train_nmt/test_train_nmt_experiments.py",
@@ -45,9 +48,19 @@ LONGEST_FIRST = (
     "tests/engine/test_failures.py",
     "tests/models/test_nmt_fairseq.py",
     "tests/pipelines/self_training/test_flow_self_training.py",
-    "tests/engine/test_scale_out.py",
+    "tests/e2e/test_scale_out.py",
     "tests/e2e/test_server.py",
 )
+
+
+E2E = "tests/e2e/"
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """The folder is the tier: every test under tests/e2e/ (Prefect servers, workers, PostgreSQL, a browser, a Dask
+    cluster, the full-size demo) is marked ``e2e``: `make test-e2e` runs them, `make test` the rest, CI both."""
+    if item.nodeid.startswith(E2E):
+        item.add_marker(pytest.mark.e2e)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -55,9 +68,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     def rank(item: pytest.Item) -> tuple[int, int]:
         path = item.nodeid.split("::")[0]
-        if item.get_closest_marker("demo_run"):
-            return (2, 0)
-        return (0, LONGEST_FIRST.index(path)) if path in LONGEST_FIRST else (1, 0)
+        if path in LONGEST_FIRST:
+            return (0, LONGEST_FIRST.index(path))
+        return (2, 0) if item.get_closest_marker("demo_run") or item.get_closest_marker("tiny_demo_run") else (1, 0)
 
     items.sort(key=rank)  # stable: the files keep their tests' order
 
@@ -140,6 +153,13 @@ def subprocess_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+def free_port() -> int:
+    """A TCP port free on the loopback now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def apt_install(package: str) -> None:
     """Install a Debian package for a test (as root with apt-get), or skip with the reason. One apt at a
     time across test processes (pytest-xdist workers): apt holds a lock of its own and fails the second."""
@@ -156,35 +176,51 @@ def apt_install(package: str) -> None:
     print(f"installed {package} in {time.monotonic() - t0:.0f} s")
 
 
-@pytest.fixture(scope="session")
-def shared_demo_root(tmp_path_factory, worker_id) -> Path:
-    """The directory of the session's one `augdag demo` (tests/shared_demo.py): shared by the xdist workers."""
+def _shared_demo_root(tmp_path_factory, worker_id, marker: str) -> Path:
+    """The directory of the session's one demo of ``marker``'s size (tests/shared_demo.py): shared by the xdist workers."""
+    from tests.shared_demo import DEMOS
+
     base = tmp_path_factory.getbasetemp()
-    root = (base.parent if worker_id != "master" else base) / "shared-demo"
+    root = (base.parent if worker_id != "master" else base) / DEMOS[marker][0]
     root.mkdir(exist_ok=True)
     return root
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _start_the_shared_demo(request, shared_demo_root):
-    """Start the session's `augdag demo` at once when a selected test is marked ``demo_run``."""
+def _start_the_shared_demos(request, tmp_path_factory, worker_id):
+    """Start each of the session's demos at once when a selected test carries its marker (``demo_run``,
+    ``tiny_demo_run``)."""
     from tests import shared_demo
 
-    if not any(item.get_closest_marker("demo_run") for item in request.session.items):
-        yield
-        return
-    proc = shared_demo.start(shared_demo_root)
-    # the demo is the session's long pole (its pipelines wait on each other's models): it keeps the default
-    # priority and this test process (and what it starts) yields to it, so that the tests fill the cores it leaves
-    os.nice(shared_demo.TESTS_NICE)
+    wanted = [m for m in shared_demo.DEMOS if any(item.get_closest_marker(m) for item in request.session.items)]
+    procs = [shared_demo.start(_shared_demo_root(tmp_path_factory, worker_id, m), shared_demo.DEMOS[m][1]) for m in wanted]
+    if wanted:
+        # a demo is the session's long pole (its pipelines wait on each other's models): it keeps the default
+        # priority and this test process (and what it starts) yields to it, so that the tests fill the cores it leaves
+        os.nice(shared_demo.TESTS_NICE)
     yield
-    if proc is not None:
-        shared_demo.stop(proc)
+    for proc in procs:
+        if proc is not None:
+            shared_demo.stop(proc)
 
 
 @pytest.fixture(scope="session")
-def demo_run(shared_demo_root):
-    """The finished `augdag demo` of this session (started in the background when the session started)."""
+def demo_run(tmp_path_factory, worker_id):
+    """The finished `augdag demo` of this session, at the README's sizes (started when the session started)."""
     from tests import shared_demo
 
-    return shared_demo.wait(shared_demo_root)
+    return shared_demo.wait(_shared_demo_root(tmp_path_factory, worker_id, "demo_run"))
+
+
+@pytest.fixture(scope="session")
+def tiny_demo_root(tmp_path_factory, worker_id) -> Path:
+    """The directory of the session's tiny demo, which may still be running (``shared_demo.wait`` for its result)."""
+    return _shared_demo_root(tmp_path_factory, worker_id, "tiny_demo_run")
+
+
+@pytest.fixture(scope="session")
+def tiny_demo_run(tmp_path_factory, worker_id):
+    """The finished `augdag demo` of this session with demo/tiny.py's overrides (started when the session started)."""
+    from tests import shared_demo
+
+    return shared_demo.wait(_shared_demo_root(tmp_path_factory, worker_id, "tiny_demo_run"))

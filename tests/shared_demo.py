@@ -1,11 +1,14 @@
-"""One `augdag demo` per test session, started in the background as the session starts.
+"""One `augdag demo` per test session and size, started in the background as the session starts.
 
-The demo is ~4 minutes of wall time but under one core on average: its pipelines wait on each other's models.
-Run as a test, it held a pytest worker idle for those minutes; started with the session (by whichever xdist
-worker gets there first, the others find it running), it overlaps with every other test, and the tests marked
-``demo_run`` wait for its result. The test processes lower their own priority once it is started (TESTS_NICE).
-It starts only when such a test is selected, and exactly as a user runs it:
-`augdag demo` in a subprocess, inside ``unshare -n`` (loopback only) where permitted.
+Two sizes (``DEMOS``): ``demo_run``, the demo as the README runs it (`make test-e2e`: its models must learn,
+~4 minutes, ~300 CPU-s on 2 cores), and ``tiny_demo_run``, `augdag demo` with demo/tiny.py's overrides (`make
+test`: every pipeline at once on 300 pairs, ~75 s, ~80 CPU-s), the night that `make test`'s crash and resume
+tests compare against. A demo is minutes of wall time but under one core on average: its pipelines wait on each
+other's models. Run as a test, it held a pytest worker idle for those minutes; started with the session (by
+whichever xdist worker gets there first, the others find it running), it overlaps with every other test, and the
+tests marked with its marker wait for its result. The test processes lower their own priority once one is
+started (TESTS_NICE). It starts only when such a test is selected, and exactly as a user runs it: `augdag demo`
+in a subprocess, inside ``unshare -n`` (loopback only) where permitted.
 """
 
 from __future__ import annotations
@@ -22,7 +25,14 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from demo.tiny import TINY_SETS
 from tests.conftest import subprocess_env
+
+# marker -> (directory under the session's base temp, `augdag demo`'s --set overrides)
+DEMOS: dict[str, tuple[str, list[str]]] = {
+    "demo_run": ("shared-demo", []),
+    "tiny_demo_run": ("shared-tiny-demo", TINY_SETS),
+}
 
 TIMEOUT_S = 900  # the demo's own limit: under 5 minutes alone, more on a loaded machine
 # the niceness the test processes take once the demo is started: under two busy xdist workers at the same
@@ -48,13 +58,14 @@ def unshare_ok() -> bool:
     return subprocess.run(["unshare", "-n", "true"], capture_output=True, check=False).returncode == 0
 
 
-def start(root: Path) -> subprocess.Popen | None:
-    """Start the demo under ``root`` unless another worker did: the process (this worker owns it) or None."""
+def start(root: Path, sets: list[str]) -> subprocess.Popen | None:
+    """Start the demo (with the overrides ``sets``) under ``root`` unless another worker did: the process (this
+    worker owns it) or None."""
     with FileLock(root / "demo.lock"):
         if (root / "started").exists():
             return None
         (root / "started").touch()
-    cmd = [sys.executable, "-m", "flows.cli", "demo", "--cache", str(root / "cache")]
+    cmd = [sys.executable, "-m", "flows.cli", "demo", "--cache", str(root / "cache"), *(a for s in sets for a in ("--set", s))]
     if unshare_ok():
         cmd = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *cmd]
         (root / "offline").touch()

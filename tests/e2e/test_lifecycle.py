@@ -1,7 +1,7 @@
 """Stopping and crashing, end to end: `augdag server` and `augdag serve` stopped by Ctrl-C, SIGTERM or
 SIGHUP leave no process behind and free their ports; crashed runs are found by the pid and start time of
 their process; the reports are served over HTTP for the UI's links. (A night killed with SIGKILL and
-retried: tests/e2e/test_served.py, against the served night.)
+retried: tests/engine/test_killed_night.py, against the tiny `augdag demo`.)
 
 The processes are launched as a user would, in this test's own process group (no new session), and
 stopped by their pid alone. "No process left" is checked in /proc: every process below the command
@@ -29,16 +29,10 @@ from conf.errors import ConfError
 from flows.ops.lifecycle import spawn_group, stop_grace_s, stop_group
 from storage.catalog import DDL, Catalog
 from storage.processes import Owner, current_owner, descendants, group_members, owner_alive, started
-from tests.conftest import REPO, subprocess_env
+from tests.conftest import REPO, free_port, subprocess_env
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
 # -- helpers ----------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def refused(port: int) -> bool:

@@ -1,9 +1,10 @@
 """The nightly as a deployment (issue defects 1, 2 and 12): `augdag serve` of the demo profile and a process
 worker running prefect.yaml's deployment complete against a Prefect server on SQLite, a served run
 completes against one on PostgreSQL, a served run that fails to load its profile is in the catalog,
-`augdag schedules` shows the next run, the demo profile's data follows the cache, not the working directory, and a
-second night, killed with SIGKILL and retried, gives the served night's bytes (issue 25). The demo runs with
-demo/tiny.py's settings (``TINY``: every pipeline at once): about 45 s per nightly on 2 cores."""
+`augdag schedules` shows the next run, and the demo profile's data follows the cache, not the working directory.
+The demo runs with demo/tiny.py's settings (``TINY``: every pipeline at once): about 45 s per nightly on 2 cores.
+(The same night killed with SIGKILL and retried, against the tiny `augdag demo`: tests/engine/test_killed_night.py.)
+`make test-e2e`, as every module of this folder: each starts servers, workers or a full-size demo."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,10 +28,7 @@ import pytest
 from demo.tiny import TINY_DEMO
 from demo.tiny import TINY_SETS as TINY
 from storage.catalog import Catalog
-from storage.processes import group_members
-from tests.conftest import DEMO_PIPELINES, REPO, apt_install, subprocess_env
-from tests.e2e.test_server import free_port
-from tests.engine.test_determinism import parquet_hashes
+from tests.conftest import DEMO_PIPELINES, REPO, apt_install, free_port, subprocess_env
 
 pytestmark = pytest.mark.slow
 
@@ -291,109 +288,6 @@ def test_the_served_nightly_of_the_demo_completes_with_no_prior_demo(served):
     d = deployment(served.url, "served")
     assert d["parameters"] == {"profile": "demo", "overrides": TINY, "cache": str(served.cache)}
     assert d["description"] == f"augdag nightly run of profile 'demo'; cache {served.cache}; data in {served.cache}/demo-data"
-
-
-KILL_AFTER = "eda"  # the killed night is stopped as its first EPiDA round's candidates commit: most pipelines run then
-
-
-def test_a_night_killed_with_sigkill_and_retried_gives_the_served_nights_bytes(served, tmp_path):
-    """A fingerprint names its bytes and a crash costs only what was missing (issue 25): `augdag nightly` of the same
-    tiny demo, every pipeline at once, into another cache over the same demo data, killed with SIGKILL of its process
-    group while its pipelines run. `augdag runs` shows its runs crashed (and Prefect still thinks them running),
-    `augdag retry` finishes the night computing only what no manifest had finished and tells Prefect of the crash, and
-    every Parquet file and every score equals the served night's."""
-    from tests.e2e.test_lifecycle import flow_run_states, run_augdag
-
-    cache = tmp_path / "cache"
-    env = subprocess_env(tmp_path, COLUMNS="200", PREFECT_API_URL=served.url, AUGDAG_DEMO_DATA=str(served.cache / "demo-data"))
-    cmd = [sys.executable, "-m", "flows.cli", "nightly", "--config", "demo", *(a for s in TINY for a in ("--set", s))]
-    with open(tmp_path / "killed.out", "w+") as log:
-        killed = subprocess.Popen(
-            [*cmd, "--cache", str(cache)], env=env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        try:
-            wait_for(
-                f"the first {KILL_AFTER} manifest",
-                lambda: any((cache / "artifacts" / KILL_AFTER).glob("*/manifest.json")),
-                timeout_s=300,
-                proc=SimpleNamespace(proc=killed, output=lambda: log_tail(log)),
-            )
-            os.killpg(killed.pid, signal.SIGSTOP)  # every thread stops: what had committed is what the retry may reuse
-            time.sleep(0.5)
-            finished = {p.parent.name for p in (cache / "artifacts").glob("*/*/manifest.json")}
-            models = {p.parent.name for p in (cache / "models").glob("*/*/*") if not p.name.startswith(".")}
-            os.killpg(killed.pid, signal.SIGKILL)
-            assert killed.wait(timeout=60) == -signal.SIGKILL
-        finally:
-            if killed.returncode is None:
-                os.killpg(killed.pid, signal.SIGKILL)
-                killed.wait()
-    wait_for("the killed group to be gone", lambda: not group_members(killed.pid), timeout_s=30)
-
-    # `augdag runs` (with an API that does not answer) shows the killed runs crashed; Prefect is not told yet
-    listed = run_augdag(tmp_path, "runs", "--cache", str(cache), PREFECT_API_URL=f"http://127.0.0.1:{free_port()}/api")
-    assert listed.returncode == 0, listed.stderr[-3000:]
-    crashed = (
-        Catalog(cache)
-        .query(
-            "SELECT run_id, pipeline, flow_run_id, json_extract_string(summary, '$.error') AS error, crash_reported "
-            "FROM runs WHERE status = 'crashed' ORDER BY run_id"
-        )
-        .to_pylist()
-    )
-    assert Catalog(cache).query("SELECT count(*) FILTER (status = 'running') FROM runs").column(0).to_pylist() == [0]
-    assert "nightly" in {r["pipeline"] for r in crashed} and len(crashed) >= 2
-    assert {r["error"] for r in crashed} == {f"process {killed.pid} on {socket.gethostname()} is gone"}
-    assert all(r["run_id"] in listed.stdout for r in crashed) and "crashed" in listed.stdout
-    states = flow_run_states(served.url, [r["flow_run_id"] for r in crashed])
-    assert set(states.values()) == {"Running"} and not any(r["crash_reported"] for r in crashed)
-
-    # `augdag retry` of the nightly run finishes it; Prefect is told of the crash
-    nightly = next(r["run_id"] for r in crashed if r["pipeline"] == "nightly")
-    retried = run_augdag(
-        tmp_path,
-        "retry",
-        nightly,
-        "--cache",
-        str(cache),
-        PREFECT_API_URL=served.url,
-        AUGDAG_DEMO_DATA=str(served.cache / "demo-data"),
-    )
-    assert retried.returncode == 0, retried.stdout[-3000:] + retried.stderr[-3000:]
-    assert set(flow_run_states(served.url, [r["flow_run_id"] for r in crashed]).values()) == {"Crashed"}
-    assert Catalog(cache).query("SELECT bool_and(crash_reported) FROM runs WHERE status = 'crashed'").column(0)[0].as_py()
-
-    # only what no manifest had finished was computed again
-    (last,) = (
-        Catalog(cache).query("SELECT summary FROM runs WHERE pipeline = 'nightly' AND status = 'completed'").column(0).to_pylist()
-    )
-    stages = [s for p in json.loads(last)["pipelines"] for s in p["stages"]]
-    before = [s for s in stages if s["fingerprint"] in finished | models]
-    assert {s["kind"] for s in before} == {"artifact", "model"} and {s["status"] for s in before} == {"cached"}
-    assert any(s["status"] == "computed" for s in stages)
-
-    # the same bytes and scores as the uninterrupted, served night
-    served_hashes, hashes = parquet_hashes(served.cache), parquet_hashes(cache)
-    assert len(hashes) > 100 and hashes.keys() == served_hashes.keys()
-    assert [path for path in hashes if hashes[path] != served_hashes[path]] == []
-    assert len(scores(cache)) >= 8 and scores(cache) == scores(served.cache)
-
-
-def log_tail(log) -> str:
-    log.seek(0)
-    return log.read()[-4000:]
-
-
-def scores(cache: Path) -> list[dict]:
-    """Every distinct score: a model evaluated again by a retry records its row again (the same score; a different
-    one would show as a second row)."""
-    return (
-        Catalog(cache)
-        .query(
-            "SELECT DISTINCT model_name, arm, testset, metric, seed, score, signature, sentences FROM evaluations ORDER BY ALL"
-        )
-        .to_pylist()
-    )
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -17,16 +16,10 @@ from pathlib import Path
 import pytest
 
 from storage.catalog import Catalog
-from tests.conftest import REPO, apt_install, subprocess_env
+from tests.conftest import REPO, apt_install, free_port, subprocess_env
 
 pytestmark = pytest.mark.slow
 ARTIFACTS = Path(os.environ.get("AUGDAG_TEST_ARTIFACTS", REPO / "test-artifacts"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

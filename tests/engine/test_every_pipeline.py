@@ -1,4 +1,5 @@
-"""Every registered pipeline of the demo survives a crash: on a copy of the session's `augdag demo` cache, a part of
+"""Every registered pipeline of the demo survives a crash: on a copy of the session's tiny `augdag demo` cache (demo/
+tiny.py's sizes: every pipeline, each stage as it runs in the demo, on 300 pairs), a part of
 one of the stages the pipeline computed (one with the most shards) and its manifest are deleted, as a process
 killed before the stage finished leaves it; `augdag run <pipeline>`'s code path (replayed while cached, handed to
 Prefect at the stage that must compute) recomputes that shard alone, byte for byte, and nothing else. That a
@@ -14,25 +15,26 @@ from pathlib import Path
 import pytest
 
 from conf.loader import load_profile
+from demo.tiny import TINY_SETS
 from storage.artifacts import MANIFEST
 from storage.catalog import Catalog
 from tests.conftest import DEMO_PIPELINES
 
-pytestmark = [pytest.mark.slow, pytest.mark.demo_run]
+pytestmark = [pytest.mark.slow, pytest.mark.tiny_demo_run]
 
 
 @pytest.fixture(scope="module")
-def demo_copy(demo_run, prefect_harness, tmp_path_factory) -> tuple[Path, Path]:
-    """A copy of the finished demo's cache (its paths are relative: it answers as the original), and the demo's
+def demo_copy(tiny_demo_run, prefect_harness, tmp_path_factory) -> tuple[Path, Path]:
+    """A copy of the finished tiny demo's cache (its paths are relative: it answers as the original), and the demo's
     data directory, which the copy reads where the demo read it (a dataset's path is one of its read's parameters)."""
-    assert demo_run.returncode == 0, (demo_run.stdout + demo_run.stderr)[-3000:]
+    assert tiny_demo_run.returncode == 0, (tiny_demo_run.stdout + tiny_demo_run.stderr)[-3000:]
     copy = tmp_path_factory.mktemp("every-pipeline") / "cache"
     ignore = shutil.ignore_patterns("server", "logs", "*.lock", "demo-data")
-    # under the catalog's shared lock, as every reader takes it: the demo test's second night may be writing
-    with open(demo_run.cache / "catalog.lock", "a+") as lock:
+    # under the catalog's shared lock, as every reader takes it
+    with open(tiny_demo_run.cache / "catalog.lock", "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_SH)
-        shutil.copytree(demo_run.cache, copy, symlinks=True, ignore=ignore)
-    return copy, demo_run.cache / "demo-data"
+        shutil.copytree(tiny_demo_run.cache, copy, symlinks=True, ignore=ignore)
+    return copy, tiny_demo_run.cache / "demo-data"
 
 
 def computed_in_the_demo(cache: Path, pipeline: str) -> list[dict]:
@@ -62,7 +64,7 @@ def test_a_lost_shard_of_every_pipeline_is_recomputed_alone_and_byte_identical(d
     victim.unlink()
     (artifact / MANIFEST).unlink()
 
-    conf = load_profile("demo", cache=demo_copy, environ={"AUGDAG_DEMO_DATA": str(data)}, pipeline=pipeline)
+    conf = load_profile("demo", TINY_SETS, cache=demo_copy, environ={"AUGDAG_DEMO_DATA": str(data)}, pipeline=pipeline)
     resumed = run_pipeline(pipeline, conf, "demo")
     assert resumed["status"] == "completed", resumed.get("error")
     redo = [s for s in resumed["stages"] if s["fingerprint"] == stage["fingerprint"]]

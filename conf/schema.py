@@ -21,6 +21,7 @@ from conf.sections.experiments import TrainNMTConf  # noqa: F401 — train_nmt's
 from conf.sections.filters import LanguageCode
 from conf.sections.mt_paraphrase import MtParaphraseConf
 from conf.sections.nmt import NMTConf, NMTTrainConf  # noqa: F401 — the NMT sections, part of the schema
+from conf.sections.orchestration import NightlyConf, OrchestrationConf, TaskRunnerConf
 from conf.sections.robustness import RobustnessConf
 from conf.sections.sentences import Language, SplitSentences
 from conf.sections.slots import C2cConf, TrainSlotTaggerConf
@@ -206,33 +207,6 @@ class ParaphraseConf(ConfModel):
                 f"paraphrase.bottom_k_candidates ({self.bottom_k_candidates}) exceeds paraphrase.candidates ({self.candidates})"
             )
         return self
-
-
-class TaskRunnerConf(ConfModel):
-    kind: Literal["threads", "processes", "dask", "ray"] = "threads"  # ray needs the `ray` extra
-    max_workers: int | None = Field(None, ge=1)  # threads / processes; None: the number of cores
-    address: str | None = None  # dask: a scheduler (tcp://...); ray: ray://...; None starts a local one
-    n_workers: int = Field(2, ge=1)  # a local Dask cluster's worker processes, a local Ray instance's CPUs
-
-
-class OrchestrationConf(ConfModel):
-    retries: int = Field(2, ge=0)  # per shard task, with exponential backoff
-    retry_delay_s: float = Field(1.0, ge=0)
-    lock_timeout_s: float = Field(600, gt=0)  # waiting for the catalog's write lock
-    heartbeat_s: int | None = Field(None, ge=30)  # Prefect flow heartbeats to a long-lived server; None: off
-    gpu_slots: int | None = Field(None, ge=1)  # `gpu`-tagged tasks at once (a Prefect tag limit); None: no limit
-    torch_threads: int = Field(0, ge=0)  # in-process torch's CPU threads, one count per process (models/runtime.py)
-
-
-class NightlyConf(ConfModel):
-    """The nightly run (flows/engine/nightly.py) and its deployment (prefect.yaml, `augdag serve`)."""
-
-    cron: str = "0 2 * * *"  # when the deployment starts a run
-    timezone: str = "UTC"  # of the cron schedule (an IANA name)
-    # a run that starts while the previous one still holds the cache: skip it, or wait for the lock
-    overlap: Literal["skip", "wait"] = "skip"
-    wait_timeout_s: float = Field(6 * 3600, gt=0)  # overlap: wait gives up (the run fails) after this long
-    parallel: int = Field(2, ge=1)  # independent pipelines run at once (e.g. rejuvenation beside paraphrase)
 
 
 class DemoConf(ConfModel):

@@ -4,17 +4,26 @@ tests/engine/test_task_runners.py.)"""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from conf.errors import ConfError
 from conf.loader import load_profile
-from conf.schema import AugdagConf
+from conf.schema import AugdagConf, TaskRunnerConf
 from demo import write_demo
 from storage.catalog import Catalog
-from tests.conftest import REPO
+from tests.conftest import REPO, free_port, subprocess_env
 
 slow = pytest.mark.slow
 
@@ -91,3 +100,116 @@ def test_ray_local_instance_writes_the_same_artifacts_as_threads(by_threads, tmp
     summary = run_flow(_sampling_flow(), _conf(tmp_path, data, "task_runner.kind=ray", "task_runner.n_workers=2"))
     assert summary["status"] == "completed"
     assert _parts(tmp_path) == _parts(threads)
+
+
+# -- GPU placement on a cluster the user started (issue 29): `gpu`-tagged stages on the workers that offer GPU --------
+
+
+@contextlib.contextmanager
+def dask_cluster(tmp: Path, workers: dict[str, str]) -> Iterator[str]:
+    """`dask scheduler` and one `dask worker` per name (``workers``: name -> its --resources, "" for none), started as a
+    user starts them, on this session's Prefect API and result storage: the scheduler's address."""
+    from prefect.settings import PREFECT_API_URL, PREFECT_LOCAL_STORAGE_PATH
+
+    address = f"tcp://127.0.0.1:{free_port()}"
+    env = subprocess_env(
+        tmp,
+        PREFECT_API_URL=PREFECT_API_URL.value(),
+        PREFECT_LOCAL_STORAGE_PATH=str(PREFECT_LOCAL_STORAGE_PATH.value()),
+        NUMBA_NUM_THREADS="1",
+    )
+    dask = str(Path(sys.executable).parent / "dask")
+    cmds = [[dask, "scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1], "--no-dashboard"]]
+    cmds += [
+        [dask, "worker", address, "--name", name, "--nthreads", "1", "--no-dashboard", *(["--resources", r] if r else [])]
+        for name, r in workers.items()
+    ]
+    procs = []
+    try:
+        for i, cmd in enumerate(cmds):
+            with open(tmp / f"dask-{i}.log", "wb") as log:
+                procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        from distributed import Client
+
+        with Client(address, timeout=60) as client:
+            client.wait_for_workers(len(workers), timeout=120)
+        yield address
+    finally:
+        for proc in reversed(procs):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _placement_flow():
+    """Eight shards through a `gpu`-tagged stage and an untagged one, each row noting its worker."""
+    from prefect import flow
+
+    from flows.engine.driver import Run, run_source_stage, run_stage
+    from tasks.runtime.stage import Stage
+
+    def where(table: pa.Table) -> pa.Table:  # defined here: pickled by value for workers that cannot import tests
+        """Each row with the name of the Dask worker that computed it."""
+        from distributed import get_worker
+
+        return table.append_column("worker", pa.array([get_worker().name] * len(table), pa.string()))
+
+    def produce():
+        for i in range(8):
+            yield i, {"part": pa.table({"x": [i]})}
+
+    @flow(name="placement")
+    def placement(conf: AugdagConf) -> dict:
+        with Run.started(conf, pipeline="placement", profile="test", config=None) as run:
+            x = run_source_stage(run, name="src", version="1", produce=produce, params={}, input_fingerprint="x", dataset="x")
+            run_stage(run, Stage("on_gpu", "1", where, tags=("gpu",)), inputs=[x], params={})
+            run_stage(run, Stage("on_cpu", "1", where), inputs=[x], params={})
+        return run.finish()
+
+    return placement
+
+
+def _workers(cache: Path, stage: str) -> list[str]:
+    parts = sorted((cache / "artifacts" / stage).glob("*/part-*.parquet"))
+    return [w for p in parts for w in pq.read_table(p)["worker"].to_pylist()]
+
+
+@slow
+def test_gpu_stages_run_only_on_the_workers_that_offer_the_gpu_resource(prefect_harness, tmp_path):
+    """A scheduler and two workers started as a user starts them, one with `--resources GPU=1`: every shard of the
+    `gpu`-tagged stage runs on that worker; the untagged stage's shards go to either."""
+    from flows.engine.runners import run_flow
+
+    with dask_cluster(tmp_path, {"gpu-worker": "GPU=1", "cpu-worker": ""}) as address:
+        conf = AugdagConf(cache=tmp_path / "cache", task_runner=TaskRunnerConf(kind="dask", address=address))
+        summary = run_flow(_placement_flow(), conf)
+    assert summary["status"] == "completed", summary.get("error")
+    assert _workers(tmp_path / "cache", "on_gpu") == ["gpu-worker"] * 8
+    assert len(_workers(tmp_path / "cache", "on_cpu")) == 8 and set(_workers(tmp_path / "cache", "on_cpu")) <= {
+        "gpu-worker",
+        "cpu-worker",
+    }
+
+
+@slow
+def test_a_cluster_with_no_gpu_worker_fails_at_once_naming_the_resource_and_the_setting(prefect_harness, tmp_path):
+    """No worker offers GPU: the run fails before the first GPU shard is queued (Dask would hold it for ever), and
+    says how to start one or to lift the requirement; with `gpu_resource: null` the stage runs on the CPU worker."""
+    from flows.engine.runners import run_flow
+
+    with dask_cluster(tmp_path, {"cpu-worker": ""}) as address:
+        conf = AugdagConf(cache=tmp_path / "a", task_runner=TaskRunnerConf(kind="dask", address=address))
+        with pytest.raises(ConfError) as refused:
+            run_flow(_placement_flow(), conf)
+        anywhere = AugdagConf(cache=tmp_path / "b", task_runner=TaskRunnerConf(kind="dask", address=address, gpu_resource=None))
+        assert run_flow(_placement_flow(), anywhere)["status"] == "completed"
+    said = (
+        f"task_runner.address {address}: no worker offers the resource 'GPU' that `gpu`-tagged stages require; start "
+        f"one with `dask worker {address} --resources GPU=1`, or set task_runner.gpu_resource: null to run them on any worker"
+    )
+    assert str(refused.value) == said
+    # the run is in the catalog, failed with that line, and no shard of the GPU stage was written
+    failed = Catalog(tmp_path / "a").query("SELECT status, json_extract_string(summary, '$.error') AS error FROM runs")
+    assert failed.to_pylist() == [{"status": "failed", "error": said}]
+    assert _workers(tmp_path / "a", "on_gpu") == []
+    assert _workers(tmp_path / "b", "on_gpu") == ["cpu-worker"] * 8

@@ -137,3 +137,27 @@ def test_ray_runner_takes_the_address_or_starts_a_local_instance_of_n_workers_cp
     assert local.init_kwargs["num_cpus"] == 3
     env = {"NUMBA_NUM_THREADS": "1", "PREFECT_API_URL": "http://x/api"}
     assert local.init_kwargs["runtime_env"] == {"env_vars": env}
+
+
+def test_a_dask_scheduler_address_places_gpu_tasks_by_the_gpu_resource_unless_it_is_null():
+    """What the runner asks Dask for, per task (a cluster started by hand runs it: tests/e2e/test_scale_out.py)."""
+    from prefect_dask import DaskTaskRunner
+
+    from flows.engine.runners import make_task_runner
+    from flows.engine.runners.placement import PlacingDaskTaskRunner
+
+    placing = make_task_runner(TaskRunnerConf(kind="dask", address="tcp://10.0.0.1:8786", gpu_resource="A100"))
+    assert isinstance(placing, PlacingDaskTaskRunner) and placing.address == "tcp://10.0.0.1:8786"
+    assert (placing.resources(["gpu"]), placing.resources(["gpu", "x"]), placing.resources([]), placing.resources(["x"])) == (
+        {"A100": 1},
+        {"A100": 1},
+        None,
+        None,
+    )
+    copy = placing.duplicate()
+    assert (type(copy), copy.address, copy.gpu_resource) == (PlacingDaskTaskRunner, placing.address, "A100")
+    assert copy == placing
+    anywhere = make_task_runner(TaskRunnerConf(kind="dask", address="tcp://10.0.0.1:8786", gpu_resource=None))
+    assert type(anywhere) is DaskTaskRunner and anywhere != placing
+    local = make_task_runner(TaskRunnerConf(kind="dask", n_workers=2))  # this host's processes: gpu_slots bounds them
+    assert type(local) is DaskTaskRunner

@@ -6,6 +6,8 @@ body (``fn``) and Prefect's options, and makes the Prefect ``Flow`` the first ti
 Prefect is ~1.5 s, half of a fully cached `augdag run` (bench/noop.py), and a replayed run (flows/engine/replay.py)
 calls only the bodies: with every Prefect import of the run's path inside a function, it never pays for it.
 
+On a Dask cluster named by ``task_runner.address``, a `gpu`-tagged stage's tasks require one unit of the worker
+resource ``task_runner.gpu_resource`` (flows/engine/runners/placement.py); Ray places them anywhere (not yet on `num_gpus`).
 A local Dask cluster or Ray instance runs tasks in worker processes. Each needs a Prefect API, or each
 starts its own temporary server (32 s for a tiny flow), so ``run_flow`` gives them this
 process's API and result storage in their environment. A remote cluster's workers (``address``) use
@@ -142,6 +144,10 @@ def make_task_runner(conf: TaskRunnerConf, *, worker_env: Mapping[str, str] | No
         DaskTaskRunner,  # imported only when asked for: dask is slow to import
     )
 
+    if conf.address and conf.gpu_resource:
+        from flows.engine.runners.placement import PlacingDaskTaskRunner
+
+        return PlacingDaskTaskRunner(address=conf.address, gpu_resource=conf.gpu_resource, gpu_tag=GPU_TAG)
     if conf.address:
         return DaskTaskRunner(address=conf.address)
     return DaskTaskRunner(

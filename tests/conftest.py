@@ -6,6 +6,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -151,6 +152,18 @@ def subprocess_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     }
     env.update({"PREFECT_HOME": str(tmp_path / "prefect-home"), "PYTHONPATH": str(REPO)}, **extra)
     return env
+
+
+def augdag(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """`augdag ARGS` as a user runs it, from ``cwd`` (``subprocess_env``, plus ``env``): its exit code and output."""
+    return subprocess.run(
+        [sys.executable, "-m", "flows.cli", *args],
+        env=subprocess_env(cwd, COLUMNS="200", **env),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def free_port() -> int:

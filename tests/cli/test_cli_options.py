@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import re
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
@@ -14,19 +13,7 @@ import pytest
 
 from flows.engine.run_log import QuietConsole, log_records, open_run_log, record_stages, stage_records
 from storage.catalog import Catalog
-from tests.conftest import REPO, subprocess_env
-
-
-def augdag(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "flows.cli", *args],
-        env=subprocess_env(tmp_path, COLUMNS="200", **env),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+from tests.conftest import REPO, augdag
 
 
 def said(line: str) -> tuple[str, str, str]:

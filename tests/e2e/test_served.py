@@ -28,7 +28,7 @@ import pytest
 from demo.tiny import TINY_DEMO
 from demo.tiny import TINY_SETS as TINY
 from storage.catalog import Catalog
-from tests.conftest import DEMO_PIPELINES, REPO, apt_install, free_port, subprocess_env
+from tests.conftest import DEMO_PIPELINES, REPO, apt_install, augdag, free_port, subprocess_env
 
 pytestmark = pytest.mark.slow
 
@@ -159,17 +159,6 @@ def finished(url: str, flow_run_id: str, proc: background, timeout_s: float = 24
         return run if run["state"]["type"] in FINAL else None
 
     return wait_for(f"flow run {flow_run_id}", get, timeout_s=timeout_s, proc=proc)
-
-
-def augdag(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "flows.cli", *args],
-        env=subprocess_env(cwd, COLUMNS="200", **env),
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
 
 
 def serve(cache: Path, cwd: Path, name: str, extra: Sequence[str] = ()) -> background:

@@ -22,7 +22,7 @@ from storage.artifacts import ArtifactRef
 from storage.catalog import Catalog
 from storage.parts import Parts
 from storage.schemas import with_uid
-from tests.conftest import REPO, bitext, subprocess_env
+from tests.conftest import REPO, augdag, bitext, subprocess_env
 
 NOTICE = "Still processing items"
 # line: (src, tgt). 1, 2 kept; 3 and 5 copies of 1; 4 a ratio of 6; 6 a copy of 2; 7 to 9 kept; 10 over max_line_chars
@@ -46,18 +46,6 @@ TOTALS = "rows in the views it filled: bitext 5; rejects 1; dropped 4"
 def write(path: Path, table: pa.Table) -> Path:
     pq.write_table(table, path)
     return path
-
-
-def augdag(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "flows.cli", *args],
-        env=subprocess_env(tmp_path, COLUMNS="200", **env),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 def stage_rows(stdout: str) -> dict[str, tuple[str, ...]]:

@@ -23,23 +23,12 @@ from demo.tiny import TINY_SETS
 from storage.catalog import Catalog
 from storage.processes import group_members
 from tests import shared_demo
-from tests.conftest import free_port, subprocess_env
+from tests.conftest import augdag, free_port, subprocess_env
 from tests.engine.test_determinism import parquet_hashes
 
 pytestmark = [pytest.mark.slow, pytest.mark.tiny_demo_run]
 
 KILL_AFTER = "eda"  # killed as its first EPiDA round's candidates commit: most pipelines run then
-
-
-def augdag(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "flows.cli", *args],
-        env=subprocess_env(cwd, COLUMNS="200", **env),
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
 
 
 def flow_run_states(url: str, ids: list[str]) -> dict[str, str]:

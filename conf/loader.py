@@ -34,6 +34,7 @@ from pydantic import BaseModel, ValidationError
 from conf.errors import ConfError, InputError
 from conf.pipelines import check_enabled
 from conf.schema import AugdagConf, resolve_cache
+from conf.sections.storage import artifacts_store
 
 PROFILES_DIR = Path(__file__).parent
 _VAR = re.compile(r"\$(?:\$|\{([^}]*)\})")  # $$, or ${...} whose inside _interpolate checks
@@ -101,7 +102,11 @@ def load_profile(
         name: ds.resolved(base, [f for f, p in ds.paths().items() if written.get((name, f)) == p])
         for name, ds in conf.datasets.items()
     }
-    return conf.model_copy(update={"cache": root, "datasets": datasets})
+    try:
+        storage = conf.storage.model_copy(update={"artifacts": artifacts_store(conf.storage, environ)})
+    except ValueError as e:
+        raise ConfError(f"{path}: storage.artifacts: {e}") from None
+    return conf.model_copy(update={"cache": root, "datasets": datasets, "storage": storage})
 
 
 def load_recorded(

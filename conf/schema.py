@@ -25,6 +25,7 @@ from conf.sections.orchestration import NightlyConf, OrchestrationConf, TaskRunn
 from conf.sections.robustness import RobustnessConf
 from conf.sections.sentences import Language, SplitSentences
 from conf.sections.slots import C2cConf, TrainSlotTaggerConf
+from conf.sections.storage import StorageConf
 from conf.sections.tokenizer import TokenizerConf
 
 Kind = Literal["bitext", "mono", "labeled", "slots"]
@@ -221,6 +222,7 @@ class DemoConf(ConfModel):
 class AugdagConf(ConfModel):
     cache: Path = DEFAULT_CACHE  # overridden by AUGDAG_CACHE, then by --cache
     shard_size: int = Field(100_000, ge=1)
+    storage: StorageConf = StorageConf()  # artifacts on an object store (conf/sections/storage.py)
     task_runner: TaskRunnerConf = TaskRunnerConf()
     orchestration: OrchestrationConf = OrchestrationConf()
     datasets: dict[str, DatasetConf] = {}

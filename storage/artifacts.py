@@ -6,6 +6,9 @@ fingerprints and its model fingerprints, so the same inputs and config give the 
 Every file is written under a temporary name and renamed (the rename is the commit); the manifest
 (rows, bytes, sha256 and schema of every file, plus the parameters) is written last, so a directory
 without a manifest is an unfinished stage that nobody may read as finished.
+
+With ``storage.artifacts`` an object-store URI (``s3://bucket/prefix``), the same layout lies under that prefix
+(``ArtifactRef.store``) and each file is one PUT under its final key, the manifest last (storage/objects.py).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from conf.errors import ArtifactError
+from storage import objects
+from storage.objects import Loc
 from storage.parts import Parts
 
 # where a run's report figures are memoised by what they draw (flows/reports/plots.py ``memoised``): the flow driver
@@ -52,15 +57,16 @@ class ArtifactRef:
     view: str | None = None  # the catalog view its main parts appear in (bitext, curriculum, ...); None: internal
     dataset: str | None = None
     n_shards: int = 0
+    store: str | None = None  # where artifacts live when not under ``root``: an object-store URI (storage/objects.py)
 
     @property
-    def dir(self) -> Path:
-        return Path(self.root) / "artifacts" / self.stage / self.fingerprint
+    def dir(self) -> Loc:
+        return objects.join(self.store or Path(self.root), "artifacts", self.stage, self.fingerprint)
 
-    def path(self, shard: int, role: str = MAIN) -> Path:
-        return self.dir / part_name(shard, role)
+    def path(self, shard: int, role: str = MAIN) -> Loc:
+        return objects.join(self.dir, part_name(shard, role))
 
-    def paths(self, role: str = MAIN) -> list[Path]:
+    def paths(self, role: str = MAIN) -> list[Loc]:
         return [self.path(i, role) for i in range(self.n_shards)]
 
     def parts(self, role: str = MAIN) -> Parts:
@@ -70,7 +76,7 @@ class ArtifactRef:
     def read(self, shard: int, role: str = MAIN) -> pa.Table:
         path = self.path(shard, role)
         try:
-            return pq.read_table(path)
+            return objects.read_table(path)
         except FileNotFoundError:
             raise ArtifactError(f"{path}: shard {shard} of stage {self.stage!r} is missing; re-run to recompute it") from None
 
@@ -107,12 +113,9 @@ def fingerprint(
     return hashlib.sha256(canonical(doc).encode()).hexdigest()[:32]
 
 
-def hash_file(path: Path, *, block: int = 1 << 22) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(block):
-            h.update(chunk)
-    return h.hexdigest()
+def hash_file(path: Loc, *, block: int = 1 << 22) -> str:
+    """sha256 of a file's bytes, on this machine or on the object store."""
+    return objects.hash_of(path)
 
 
 def hash_inputs(paths: Iterable[Path], *, memo: Path | None = None) -> str:
@@ -152,9 +155,11 @@ def temp_path(final: Path) -> Path:
     return final.with_name(f".{final.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
 
 
-def sweep_temp(directory: Path) -> list[Path]:
+def sweep_temp(directory: Loc) -> list[Path]:
     """Remove what killed writers left in ``directory``: the ``temp_path`` files and directories whose writer
     process is gone (a live one, this process included, may still be writing). Returns what it removed."""
+    if objects.is_remote(directory):
+        return []  # an object store has no temporary names: a PUT is the commit
     removed = []
     for tmp in directory.glob(".*.tmp") if directory.is_dir() else ():
         try:
@@ -173,13 +178,18 @@ def sweep_temp(directory: Path) -> list[Path]:
     return removed
 
 
-def write_text(text: str, path: Path) -> None:
+def write_text(text: str, path: Loc) -> None:
     """Write a small text file (a manifest, a memo entry) under a temporary name and rename it."""
     write_bytes(text.encode(), path)
 
 
-def write_bytes(data: bytes, path: Path) -> None:
-    """Write a small file (a memoised figure, a text) under a temporary name and rename it."""
+def write_bytes(data: bytes, path: Loc) -> None:
+    """Write a small file (a memoised figure, a text) under a temporary name and rename it; on an object store,
+    one PUT under its final key."""
+    if objects.is_remote(path):
+        objects.put_bytes(data, str(path))
+        return
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_path(path)
     try:
@@ -189,35 +199,48 @@ def write_bytes(data: bytes, path: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def write_part(table: pa.Table, path: Path, *, recorded: str | None = None, what: str = "") -> None:
-    """Write one Parquet part under a temporary name and rename it: no half file ever looks finished.
+def write_part(table: pa.Table, path: Loc, *, recorded: str | None = None, what: str = "") -> None:
+    """Write one Parquet part under a temporary name and rename it: no half file ever looks finished. On an
+    object store the part is made in memory and PUT under its final key (atomic per object).
 
     ``recorded``: the sha256 this file already has (its manifest's, or the committed file's): the part is being
     computed again under the same fingerprint, so its bytes must be the same. A difference raises an
     ``ArtifactError`` naming ``what`` (stage, shard) and both hashes, and the recorded file stays as it was.
     """
+    if objects.is_remote(path):
+        data = objects.parquet_bytes(table, _WRITE_OPTS)
+        if recorded is not None:
+            _same_bytes(path, what, recorded, hashlib.sha256(data).hexdigest())
+        objects.put_bytes(data, str(path))
+        return
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_path(path)
     try:
         pq.write_table(table, tmp, **_WRITE_OPTS)
-        if recorded is not None and (new := hash_file(tmp)) != recorded:
-            raise ArtifactError(
-                f"{what or path.parent}: {path.name} was computed again under the same fingerprint and its bytes "
-                f"differ: recorded sha256 {recorded}, new {new}. A fingerprint must name its bytes: the stage "
-                "read something its fingerprint does not cover (process-global random or thread state, the "
-                "clock, another stage's output), or its code changed without a new version. The recorded file "
-                "is kept. Hint: bump the stage's version if its code changed"
-            )
+        if recorded is not None:
+            _same_bytes(path, what, recorded, hash_file(tmp))
         commit_file(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _same_bytes(path: Loc, what: str, recorded: str, new: str) -> None:
+    if new != recorded:
+        raise ArtifactError(
+            f"{what or objects.parent(path)}: {objects.name(path)} was computed again under the same fingerprint and its "
+            f"bytes differ: recorded sha256 {recorded}, new {new}. A fingerprint must name its bytes: the stage "
+            "read something its fingerprint does not cover (process-global random or thread state, the "
+            "clock, another stage's output), or its code changed without a new version. The recorded file "
+            "is kept. Hint: bump the stage's version if its code changed"
+        )
 
 
 def recorded_hashes(ref: ArtifactRef) -> dict[str, str]:
     """The sha256 of every file the artifact's manifest lists (empty without a manifest for this fingerprint),
     complete or not: what a part computed again must reproduce."""
     try:
-        manifest = json.loads((ref.dir / MANIFEST).read_text())
+        manifest = json.loads(objects.read_bytes(objects.join(ref.dir, MANIFEST)))
     except (FileNotFoundError, json.JSONDecodeError):
         return {}
     if manifest.get("fingerprint") != ref.fingerprint:
@@ -236,19 +259,13 @@ def write_manifest(
 ) -> dict[str, Any]:
     """Describe every committed part of ``ref`` (rows, bytes, sha256, schema) and commit the manifest last."""
     files, schemas = [], {}
-    for path in sorted(ref.dir.glob("*.parquet")):
-        role, shard = path.stem.rsplit("-", 1)
-        meta = pq.read_metadata(path)
+    for file, (size, _) in sorted(objects.listing(ref.dir, ".parquet").items()):
+        path = objects.join(ref.dir, file)
+        role, shard = file.removesuffix(".parquet").rsplit("-", 1)
+        meta = objects.parquet_file(path).metadata
         schemas.setdefault(role, meta.schema.to_arrow_schema().to_string(show_schema_metadata=False))
         files.append(
-            {
-                "file": path.name,
-                "role": role,
-                "shard": int(shard),
-                "rows": meta.num_rows,
-                "bytes": path.stat().st_size,
-                "sha256": hash_file(path),
-            }
+            {"file": file, "role": role, "shard": int(shard), "rows": meta.num_rows, "bytes": size, "sha256": hash_file(path)}
         )
     main = [f for f in files if f["role"] == MAIN]
     if len(main) != ref.n_shards or {f["shard"] for f in main} != set(range(ref.n_shards)):
@@ -271,26 +288,25 @@ def write_manifest(
         "extra": dict(extra or {}),
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    write_text(json.dumps(manifest, indent=1, sort_keys=True), ref.dir / MANIFEST)
+    write_text(json.dumps(manifest, indent=1, sort_keys=True), objects.join(ref.dir, MANIFEST))
     return manifest
 
 
 def read_manifest(ref: ArtifactRef) -> dict[str, Any] | None:
     """The manifest, if the artifact is complete: it exists, names this fingerprint and every file it lists
     is on disk with the recorded size. A deleted or truncated part makes the artifact incomplete."""
-    path = ref.dir / MANIFEST
+    path = objects.join(ref.dir, MANIFEST)
     try:
-        manifest = json.loads(path.read_text())
+        manifest = json.loads(objects.read_bytes(path))
     except FileNotFoundError:
         return None
     except json.JSONDecodeError as e:
         raise ArtifactError(f"{path}: manifest is not valid JSON ({e}); delete the directory to recompute") from None
     if manifest.get("fingerprint") != ref.fingerprint:
         return None
-    for f in manifest["files"]:
-        p = ref.dir / f["file"]
-        if not p.exists() or p.stat().st_size != f["bytes"]:
-            return None
+    on_disk = objects.listing(ref.dir, ".parquet")  # one listing (one request on an object store), not one per file
+    if any(on_disk.get(f["file"], (None,))[0] != f["bytes"] for f in manifest["files"]):
+        return None
     return manifest
 
 
@@ -299,4 +315,4 @@ def verify(ref: ArtifactRef) -> list[str]:
     manifest = read_manifest(ref)
     if manifest is None:
         raise ArtifactError(f"{ref.dir}: no complete manifest")
-    return [f["file"] for f in manifest["files"] if hash_file(ref.dir / f["file"]) != f["sha256"]]
+    return [f["file"] for f in manifest["files"] if hash_file(objects.join(ref.dir, f["file"])) != f["sha256"]]

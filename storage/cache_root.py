@@ -7,7 +7,8 @@ FOR p IN ['artifacts/clean/…/part-00000.parquet', …]])``. Not DuckDB's ``fil
 tries a relative path against the working directory first, so a view would read a file of whatever
 directory the user stands in, and the sandbox would have to allow relative paths. Without the variable
 (the DuckDB CLI opened in the cache directory) the paths are relative to the working directory.
-Paths stored by older versions are absolute; ``resolve`` still reads them.
+Paths stored by older versions are absolute; ``resolve`` still reads them. An artifact on an object store
+(``storage.artifacts: s3://…``) is stored as its URI and read as it is (storage/objects.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import duckdb
+
+from storage import objects
+from storage.objects import Loc
 
 VARIABLE = "augdag_cache"
 # a catalog made before paths were relative to the root (wherever it was then): how many absolute paths it has, and
@@ -34,8 +38,10 @@ def set_root(con: duckdb.DuckDBPyConnection, root: Path) -> None:
     con.execute(f"SET VARIABLE {VARIABLE} = $r", {"r": str(root)})
 
 
-def relative(root: Path, path: Path | str) -> str:
-    """``path`` relative to ``root`` (POSIX form) when it lies under it, else as given."""
+def relative(root: Path, path: Loc) -> str:
+    """``path`` relative to ``root`` (POSIX form) when it lies under it, else as given (an object-store URI)."""
+    if objects.is_remote(path):
+        return str(path)
     path = Path(path)
     for base, p in ((root, path.absolute()), (root.resolve(), path.resolve())):
         try:
@@ -45,19 +51,28 @@ def relative(root: Path, path: Path | str) -> str:
     return str(path)
 
 
-def resolve(root: Path, path: str) -> Path:
-    """A stored path on this machine: relative ones under ``root``, an older catalog's absolute ones as they are."""
-    return root / path
+def resolve(root: Path, path: str) -> Loc:
+    """A stored path: relative ones under ``root``, an older catalog's absolute ones and URIs as they are."""
+    return path if objects.is_remote(path) else root / path
 
 
 def files_sql(paths: Sequence[str]) -> str:
     """A DuckDB list of files for ``read_parquet``: relative paths under the root variable, absolute ones as
     they are."""
-    relative_ = [p for p in paths if not Path(p).is_absolute()]
-    absolute = [p for p in paths if Path(p).is_absolute()]
+    absolute = [p for p in paths if Path(p).is_absolute() or objects.is_remote(p)]
+    relative_ = [p for p in paths if p not in set(absolute)]
     parts = []
     if relative_:
         parts.append(f"[coalesce(getvariable('{VARIABLE}'), '.') || '/' || p FOR p IN [{', '.join(map(_lit, relative_))}]]")
     if absolute:
         parts.append(f"[{', '.join(map(_lit, absolute))}]")
     return " || ".join(parts) or "[]"
+
+
+def object_stores(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The object-store prefixes the catalog's artifacts lie under (``s3://bucket/prefix/``), their filesystems
+    registered on ``con`` (read-only, storage/objects.py)."""
+    paths = [r[0] for r in con.execute("SELECT DISTINCT path FROM artifacts WHERE contains(path, '://')").fetchall()]
+    prefixes = sorted({p.rsplit("/artifacts/", 1)[0] + "/" for p in paths if objects.is_remote(p)})
+    objects.register(con, objects.schemes_of(prefixes))
+    return prefixes

@@ -9,11 +9,9 @@ and lets the file go): a new instance per write (``duckdb.connect``) cost ~25 ms
 its built-in functions, against ~4 ms for the attach; a nightly makes hundreds of writes.
 
 The views a write moves are rebuilt inside it: view ``V`` reads the main Parquet parts of the *current* artifacts
-whose ``view`` is ``V`` (per stage and dataset, the one a run used last), ``dropped`` their dropped parts
-(storage/dropped.py). Only artifacts with a complete manifest are registered: no unfinished output is visible.
-Paths are stored and named relative to the cache root (storage/cache_root.py), so a copied or moved cache
-answers the same. A user's SQL is checked by
-storage/sql_guard.py (``check_read_only``) and runs on a sandboxed connection (``read(sandbox=True)``).
+whose ``view`` is ``V`` (per stage, dataset: the one a run used last), ``dropped`` their dropped parts. Only complete
+artifacts are registered. Paths are relative to the cache root (storage/cache_root.py; a moved cache answers the same),
+or URIs on an object store. A user's SQL is checked by storage/sql_guard.py and runs sandboxed (``read``).
 """
 
 from __future__ import annotations
@@ -33,8 +31,9 @@ import duckdb
 import pyarrow as pa
 
 from conf.errors import CatalogError
+from storage import objects
 from storage.artifacts import ArtifactRef, part_name, write_part
-from storage.cache_root import ABSOLUTE_PATHS, RELATIVE_PATHS, files_sql, relative, resolve, set_root
+from storage.cache_root import ABSOLUTE_PATHS, RELATIVE_PATHS, files_sql, object_stores, relative, resolve, set_root
 from storage.dropped import VIEW as DROPPED_VIEW
 from storage.dropped import dropped_view_sql, has_drops
 from storage.engines import OFFLINE, attach, detach
@@ -172,9 +171,10 @@ class Catalog(RunRecords):
             con = duckdb.connect(str(self.path), read_only=True, config=DUCKDB_CONFIG)
             try:
                 set_root(con, self.root)  # the views' files (storage/cache_root.py)
+                stores = object_stores(con)  # and the artifact prefix of an object store, if the cache has one
                 if sandbox:
                     # in this order: DuckDB refuses allowed_directories once external access is off
-                    roots = sorted({f"{self.root}/", f"{self.root.resolve()}/"})  # as views name it, and real
+                    roots = sorted({f"{self.root}/", f"{self.root.resolve()}/", *stores})  # as views name it, real
                     con.execute("SET allowed_directories = $d", {"d": roots})
                     con.execute("SET enable_external_access = false")
                     con.execute("SET lock_configuration = true")
@@ -287,7 +287,7 @@ class Catalog(RunRecords):
             )
             if parents:
                 insert_lineage(con, ref.fingerprint, parents)
-            rejects = [ref.dir / f["file"] for f in manifest["files"] if f["role"] == "rejects" and f["rows"]]
+            rejects = [objects.join(ref.dir, f["file"]) for f in manifest["files"] if f["role"] == "rejects" and f["rows"]]
             if rejects:
                 files = files_sql([str(p) for p in rejects])
                 con.execute(
@@ -378,6 +378,7 @@ class Catalog(RunRecords):
     def _refresh_views(self, con: duckdb.DuckDBPyConnection, only: set[str] | None = None) -> None:
         """Each view (``only`` those) over its current artifacts' parts, named relative to the cache root
         (storage/cache_root.py): binding a view reads every part's schema, so a registration rebuilds only its own."""
+        object_stores(con)  # views over parts on an object store read them through its filesystem
         current = con.execute(
             "SELECT view, path, n_shards FROM artifacts WHERE view IS NOT NULL "
             "QUALIFY row_number() OVER (PARTITION BY view, stage, dataset ORDER BY last_used_at DESC, created_at DESC) = 1 "
@@ -387,7 +388,7 @@ class Catalog(RunRecords):
         for view, path, n_shards in current:
             files.setdefault(view, []).extend(f"{path}/{part_name(i)}" for i in range(n_shards))
         for view, paths in ((v, p) for v, p in files.items() if only is None or v in only):
-            paths = [p for p in paths if resolve(self.root, p).exists()] + (  # a kind's empty part: its every column
+            paths = [p for p in paths if objects.exists(resolve(self.root, p))] + (  # a kind's empty part: its every column
                 [relative(self.root, self._empty_part(view))] if view in VIEW_SCHEMAS else []
             )
             if not paths:

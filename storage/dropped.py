@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pyarrow.parquet as pq
 
 from conf.errors import InputError
+from storage import objects
 from storage.artifacts import part_name
 from storage.cache_root import files_sql, resolve
 from storage.schemas import SCHEMAS
@@ -81,7 +81,7 @@ def _detail(names: set[str]) -> str:
 def _select(stage: str, fingerprint: str, run: str, files: list[str], root: Path) -> str:
     """One artifact's dropped parts with the view's columns (its parts share one schema: the stage's); ``files``
     as stored, relative to the cache ``root`` (storage/cache_root.py)."""
-    names = set(pq.read_schema(resolve(root, files[0])).names)
+    names = set(objects.parquet_file(resolve(root, files[0])).schema_arrow.names)
     cols = {"stage": _lit(stage), "detail": _detail(names), "run": _lit(run), "fingerprint": _lit(fingerprint)}
     cols |= {c: (c if c in names else "NULL") for c in _FROM_PART}
     listed = ", ".join(f"CAST({cols[c]} AS {t}) AS {c}" for c, t in COLUMNS.items())
@@ -94,7 +94,7 @@ def dropped_view_sql(con: duckdb.DuckDBPyConnection, root: Path) -> str:
     selects = []
     for stage, fingerprint, path, run, files in con.execute(_CURRENT_DROPS).fetchall():
         paths = [f"{path}/{f}" for f in files]
-        if all(resolve(root, p).exists() for p in paths):  # a deleted artifact drops out, as from the other views
+        if all(objects.exists(resolve(root, p)) for p in paths):  # a deleted artifact drops out, as from the other views
             selects.append(_select(stage, fingerprint, run, paths, root))
     if not selects:
         selects = ["SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {c}" for c, t in COLUMNS.items()) + " WHERE false"]
@@ -174,7 +174,7 @@ def row_path(catalog: Catalog, source: str, line: int) -> RowPath:
 
 
 def _rows_at(catalog: Catalog, artifact: dict[str, Any], line: int, columns: str, order: str = "") -> list[dict]:
-    parts = [str(resolve(catalog.root, artifact["path"]) / part_name(i)) for i in range(artifact["n_shards"])]
+    parts = [str(objects.join(resolve(catalog.root, artifact["path"]), part_name(i))) for i in range(artifact["n_shards"])]
     sql = f"SELECT {columns} FROM read_parquet($p) WHERE line = $l" + (f" ORDER BY {order}" if order else " LIMIT 1")
     return catalog.query(sql, {"p": parts, "l": line}).to_pylist() if parts else []
 

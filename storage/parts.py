@@ -21,38 +21,40 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from conf.errors import InputError
+from storage import objects
+from storage.objects import Loc
 
 
-def parquet_list(paths: Iterable[Path | str]) -> str:
+def parquet_list(paths: Iterable[Loc]) -> str:
     """Paths as a DuckDB list literal for ``read_parquet([...])``."""
     return "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths) + "]"
 
 
 @dataclasses.dataclass(frozen=True)
 class Parts:
-    """The Parquet parts of one artifact (main role), in shard order."""
+    """The Parquet parts of one artifact (main role), in shard order: on this machine or on an object store."""
 
-    paths: tuple[Path, ...]
+    paths: tuple[Loc, ...]
 
     def __len__(self) -> int:
         return len(self.paths)
 
     @property
-    def dir(self) -> Path:
+    def dir(self) -> Loc:
         """The artifact's directory (where its side roles live)."""
         if not self.paths:
             raise InputError("nothing to read: the input artifact has no parts")
-        return self.paths[0].parent
+        return objects.parent(self.paths[0])
 
     @property
     def num_rows(self) -> int:
         """Rows of every part, from the Parquet footers (no data read)."""
-        return sum(pq.ParquetFile(p).metadata.num_rows for p in self.paths)
+        return sum(objects.parquet_file(p).metadata.num_rows for p in self.paths)
 
     def tables(self, columns: Sequence[str] | None = None) -> Iterator[pa.Table]:
         """Each part as a table, in shard order."""
         for p in self.paths:
-            yield pq.read_table(p, columns=list(columns) if columns is not None else None)
+            yield objects.read_table(p, columns)
 
     def table(self, columns: Sequence[str] | None = None) -> pa.Table:
         """Every part as one table (``columns`` only, when given). No parts: an InputError."""
@@ -67,16 +69,18 @@ class Parts:
             return pa.table({})
         import pyarrow.dataset as ds  # here: it imports pandas (0.5 s of every CLI start)
 
-        dataset = ds.dataset([str(p) for p in self.paths], format="parquet")
+        paths, filesystem = objects.dataset_source(self.paths)
+        dataset = ds.dataset(paths, format="parquet", filesystem=filesystem)
         return dataset.to_table(columns=list(columns) if columns is not None else None, filter=expression)
 
     def side(self, role: str, shard: int = 0) -> pa.Table:
         """A side role of the same artifact (e.g. the aligner's ``aligner-00000.parquet``)."""
-        return pq.read_table(self.dir / f"{role}-{shard:05d}.parquet")
+        return objects.read_table(objects.join(self.dir, f"{role}-{shard:05d}.parquet"))
 
     def sql(self, *, filename: bool = False) -> str:
         """A DuckDB table expression over the parts: ``read_parquet([...])`` (``filename = true``: with
-        each row's file, whose order is the shard order)."""
+        each row's file, whose order is the shard order). Parts on an object store are read through the
+        filesystem storage/engines.py's connections register (storage/objects.py)."""
         return f"read_parquet({parquet_list(self.paths)}{', filename = true' if filename else ''})"
 
     @classmethod

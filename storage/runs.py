@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from conf.errors import CatalogError
+from storage import objects
+from storage.cache_root import resolve
 from storage.catalog import Catalog
 
 RECENT = 5  # run ids an unknown-id error lists
@@ -129,8 +131,12 @@ def view_parts(catalog: Catalog, run_ids: Sequence[str]) -> dict[str, dict[str, 
     ).to_pylist()
     out: dict[str, dict[str, list[str]]] = {}
     for r in rows:
-        files = [catalog.root / r["path"] / f["file"] for f in json.loads(r["manifest"])["files"] if f["role"] == "part"]
-        out.setdefault(r["view"], {})[r["fingerprint"]] = [str(f) for f in files if f.exists()]
+        files = [
+            objects.join(resolve(catalog.root, r["path"]), f["file"])
+            for f in json.loads(r["manifest"])["files"]
+            if f["role"] == "part"
+        ]
+        out.setdefault(r["view"], {})[r["fingerprint"]] = [str(f) for f in files if objects.exists(f)]
     return out
 
 

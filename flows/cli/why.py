@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -10,7 +9,9 @@ from rich.markup import escape
 
 from conf.errors import AugdagError
 from flows.cli.app import CacheOpt, app, existing_catalog_at, fail, out
+from storage import objects
 from storage.artifacts import part_name
+from storage.cache_root import resolve
 from storage.catalog import Catalog
 from storage.dropped import VIEW, RowPath, row_path
 
@@ -47,7 +48,7 @@ def row_text(catalog: Catalog, source: str, line: int) -> dict[str, Any]:
     ).to_pylist()
     if not read:
         return {}
-    parts = [str(Path(catalog.root, read[0]["path"], part_name(i))) for i in range(read[0]["n_shards"] or 0)]
+    parts = [str(objects.join(resolve(catalog.root, read[0]["path"]), part_name(i))) for i in range(read[0]["n_shards"] or 0)]
     rows = (
         catalog.query(
             "SELECT * FROM read_parquet($p, union_by_name = true) WHERE line = $l LIMIT 1", {"p": parts, "l": line}

@@ -32,6 +32,7 @@ from pydantic import BaseModel
 
 from conf.errors import AugdagError, StageError
 from conf.schema import AugdagConf, OrchestrationConf
+from conf.sections.storage import scratch_dir
 from flows.engine.drop_warnings import run_warnings
 from flows.engine.recording import (
     StageReport,
@@ -47,7 +48,8 @@ from flows.engine.run_log import open_run_log
 from flows.engine.transient import retry_transient
 from flows.ops.liveness import reap_before_run
 from models.runtime import fix_torch_threads
-from storage.artifacts import FIGURE_MEMO, ArtifactRef, fingerprint, read_manifest, sweep_temp
+from storage import model_store, objects
+from storage.artifacts import FIGURE_MEMO, MAIN, ArtifactRef, fingerprint, part_name, read_manifest, sweep_temp
 from storage.catalog import Catalog
 from tasks.runtime.stage import (
     ShardResult,
@@ -71,6 +73,7 @@ class Run:
     reports: list[StageReport] = dataclasses.field(default_factory=list)
     warnings: list[str] = dataclasses.field(default_factory=list)  # lines for the summary (an input's encoding, ...)
     force: Forcing = Forcing()
+    store: str | None = None  # storage.artifacts: the object-store prefix artifacts and models go to (storage/objects.py)
     log: Path = dataclasses.field(init=False)  # <cache>/logs/<run_id>.log: Prefect's and augdag's records
 
     def __post_init__(self) -> None:
@@ -85,6 +88,8 @@ class Run:
         catalog = replay_catalog() or Catalog(root)  # a replay's runs share one catalog, written once at its end
         catalog.lock_timeout_s = conf.orchestration.lock_timeout_s
         run = cls(f"{pipeline}-{stamp}-{uuid.uuid4().hex[:6]}", pipeline, root, catalog, conf.orchestration, force=forced_now())
+        run.store = conf.storage.artifacts
+        objects.use(run.store)  # this process's DuckDB connections read the store's parts
         fix_torch_threads(conf.orchestration.torch_threads)  # before any stage: one count for the process
         FIGURE_MEMO.set(root / "reports" / "figures")  # a report's figure drawn before is read back (flows/reports/plots.py)
         ctx = flow_run_context()
@@ -118,7 +123,11 @@ class Run:
             "stages": [dataclasses.asdict(r) for r in self.reports],
             **(extra or {}),
         }
-        summary["warnings"] = [*self.warnings, *summary.get("warnings", []), *run_warnings(self.root, summary["stages"])]
+        summary["warnings"] = [
+            *self.warnings,
+            *summary.get("warnings", []),
+            *run_warnings(self.root, summary["stages"], self.store),
+        ]
         self.catalog.finish_run(self.run_id, status=summary["status"], summary=summary)
         if in_flow_run():  # not in a replay (flows/engine/replay.py): no Prefect run to attach artifacts to
             publish_run_artifacts(summary)
@@ -180,7 +189,7 @@ def run_stage(
     parents = [ref.fingerprint for ref in inputs] + [side[k].fingerprint for k in sorted(side)]
     fp = fingerprint(stage.name, stage.version, params, parents, models)
     dataset = dataset or (inputs[0].dataset if inputs else None)
-    out = ArtifactRef(str(run.root), stage.name, fp, stage.view, dataset, n_shards)
+    out = ArtifactRef(str(run.root), stage.name, fp, stage.view, dataset, n_shards, run.store)
     force = run.force.wants(fp)
     if not force and (manifest := read_manifest(out)) is not None:
         return record_cached(run, out, manifest, parents, t0, counts=stage.counts)
@@ -190,7 +199,8 @@ def run_stage(
     from prefect.futures import as_completed
 
     task = shard_task().with_options(name=stage.name, **run.task_options(stage.tags))
-    missing = [i for i in range(n_shards) if force or not out.path(i).exists()]
+    committed = objects.listing(out.dir, ".parquet")  # one listing (one request on an object store)
+    missing = [i for i in range(n_shards) if force or part_name(i) not in committed]
     present = sorted(set(range(n_shards)) - set(missing))
     futures = []
     for refresh, shards in ((False, present), (True, missing)):
@@ -265,18 +275,20 @@ def run_model_stage(
     t0 = time.perf_counter()
     parents = [ref.fingerprint for ref in inputs]
     fp = fingerprint(key or name, version, params, parents)
-    ref = ModelRef(name, fp, run.root / "models" / (key or name) / fp / filename)
+    # with an object store: trained (or fetched) into this host's scratch and published to the store
+    ref = ModelRef(name, fp, (scratch_dir() if run.store else run.root) / "models" / (key or name) / fp / filename)
+    remote = objects.join(run.store, "models", key or name, fp) if run.store else None
     ref.path.parent.mkdir(parents=True, exist_ok=True)
     # one training per fingerprint: a concurrent pipeline (the nightly's) that needs the same model waits
     with FileLock(ref.path.parent / ".training.lock"):
         forced = run.force.wants(fp)
-        cached = ref.path.exists() and not forced
+        cached = not forced and stored_model(ref.path, remote)
         if not cached:
             check_cached(f"model {name}")
             sweep_temp(ref.path.parent)  # a killed training's half-written model
             task = model_task().with_options(name=name, **run.task_options(("gpu",)))
             try:
-                task(path=ref.path, build=build)
+                task(path=ref.path, build=build, publish=remote)
             except Exception as e:
                 msg = f"model {name!r} ({key or name} {fp[:12]}) failed to train: {explain(run, e)}"
                 run.reports.append(
@@ -295,7 +307,7 @@ def run_model_stage(
         fp,
         name=name,
         kind=kind,
-        path=str(ref.path),
+        path=str(objects.join(remote, filename) if remote else ref.path),
         run_id=run.run_id,
         meta={"version": version, "params": dict(params), "inputs": parents},
     )
@@ -317,6 +329,19 @@ def run_model_stage(
     return ref
 
 
+def stored_model(local: Path, remote: str | None) -> bool:
+    """Whether the model is trained: on this host at ``local``, and published under ``remote`` if there is a store
+    (fetched from it when this host lacks it; published when only this host has it, as a crash may leave it)."""
+    if remote is None:
+        return local.exists()
+    on_store = model_store.published(remote) is not None
+    if on_store and not local.exists():
+        model_store.fetch(remote, local)
+    elif local.exists() and not on_store:
+        model_store.publish(local, remote)
+    return local.exists()
+
+
 def run_source_stage(
     run: Run,
     *,
@@ -331,7 +356,7 @@ def run_source_stage(
     """Run a reader (one sequential task that writes shard after shard) and register its output."""
     t0 = time.perf_counter()
     fp = fingerprint(name, version, params, [input_fingerprint])
-    out = ArtifactRef(str(run.root), name, fp, view, dataset)
+    out = ArtifactRef(str(run.root), name, fp, view, dataset, store=run.store)
     force = run.force.wants(fp)
     if not force and (manifest := read_manifest(out)) is not None:
         return record_cached(run, out.with_shards(manifest["n_shards"]), manifest, [], t0)
@@ -359,12 +384,11 @@ def run_source_stage(
 
 def _parts_on_disk(out: ArtifactRef) -> dict[int, int]:
     """The shards whose main part is committed, with its modification time (``part-00003.parquet`` -> 3)."""
-    return {int(p.stem.rsplit("-", 1)[1]): p.stat().st_mtime_ns for p in out.dir.glob("part-*.parquet")}
+    listed = objects.listing(out.dir, ".parquet")
+    return {int(f[:-8].rsplit("-", 1)[1]): mtime for f, (_, mtime) in listed.items() if f.startswith(f"{MAIN}-")}
 
 
 def _written(out: ArtifactRef, shard: int, status: str) -> ShardResult:
     """A committed shard of a stage that failed later, as a shard result (its rows from the Parquet footer)."""
-    import pyarrow.parquet as pq
-
-    rows = pq.ParquetFile(out.path(shard)).metadata.num_rows
+    rows = objects.parquet_file(out.path(shard)).metadata.num_rows
     return ShardResult(shard, status, datetime.now(UTC).isoformat(timespec="milliseconds"), 0.0, 0, {"part": rows})

@@ -31,17 +31,17 @@ MODEL_OUTPUTS = {
 }
 
 
-def dropped_reasons(root: Path | str, stage: Mapping[str, Any]) -> Counter[str]:
-    """Rows per reason in the ``dropped`` parts of one stage report's artifact."""
-    import pyarrow.parquet as pq
-
+def dropped_reasons(root: Path | str, stage: Mapping[str, Any], store: str | None = None) -> Counter[str]:
+    """Rows per reason in the ``dropped`` parts of one stage report's artifact (``store``: on that object store)."""
+    from storage import objects
     from storage.artifacts import ArtifactRef
 
-    ref = ArtifactRef(str(root), stage["stage"], stage["fingerprint"], n_shards=stage["shards"])
+    ref = ArtifactRef(str(root), stage["stage"], stage["fingerprint"], n_shards=stage["shards"], store=store)
     counts: Counter[str] = Counter()
+    present = objects.listing(ref.dir, ".parquet")
     for path in ref.paths("dropped"):
-        if path.exists():
-            counts.update(pq.read_table(path, columns=["reason"])["reason"].to_pylist())
+        if objects.name(path) in present:
+            counts.update(objects.read_table(path, columns=["reason"])["reason"].to_pylist())
     return counts
 
 
@@ -94,13 +94,13 @@ def drop_warnings(stages: Iterable[Mapping[str, Any]], reasons_of: Callable[[Map
     return lines
 
 
-def run_warnings(root: Path | str, stages: Iterable[Mapping[str, Any]]) -> list[str]:
+def run_warnings(root: Path | str, stages: Iterable[Mapping[str, Any]], store: str | None = None) -> list[str]:
     """``drop_warnings`` of a run's stage reports, the reasons read from the cache at ``root``; a stage whose
     parts cannot be read gives no warning rather than failing the run."""
 
     def reasons(stage: Mapping[str, Any]) -> Mapping[str, int]:
         try:
-            return dropped_reasons(root, stage)
+            return dropped_reasons(root, stage, store)
         except (OSError, ValueError, KeyError):
             return {}
 

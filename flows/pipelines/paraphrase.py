@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from conf.schema import AugdagConf, ParaphraseConf
 from flows.engine.driver import Run, run_stage
@@ -25,6 +24,7 @@ from flows.engine.runners import FlowConf, pipeline_flow
 from flows.pipelines.ingest import ingest_dataset
 from flows.pipelines.nmt import configured_model, nmt_model
 from flows.reports.reporting import publish
+from storage import objects
 from storage.artifacts import ArtifactRef, fingerprint
 from tasks.common.nmt import loading, runtime
 from tasks.paraphrase.candidates import GENERATE_CANDIDATES, SCORE_CANDIDATES, sampling_plan
@@ -163,7 +163,7 @@ def _runtime(section: Any) -> dict[str, Any]:
 
 def shortfall(curriculum: ArtifactRef, *, listed: int = 20) -> dict[str, Any]:
     """Sentences with fewer than `candidates` surviving paraphrases: how many, and the first ``listed``."""
-    tables = [pq.read_table(p) for p in curriculum.paths("shortfall")]
+    tables = [objects.read_table(p) for p in curriculum.paths("shortfall")]
     rows = [r for t in tables for r in t.to_pylist()]
     return {"count": len(rows), "rows": [f"{r['source']}:{r['line']} ({r['kept']}/{r['wanted']})" for r in rows[:listed]]}
 

@@ -14,6 +14,7 @@ from conf.sections.filters import ROW_FILTERS
 from flows.engine.driver import Run
 from flows.engine.recording import artifact_rows
 from flows.reports.reporting import publish
+from storage import objects
 from storage.artifacts import ArtifactRef
 from tasks.ingest.clean import REASONS
 
@@ -23,7 +24,8 @@ EXAMPLES = 3
 
 def _dropped(ref: ArtifactRef) -> pa.Table:
     """The dropped part of a `clean` artifact, every shard (empty without columns when it has none)."""
-    parts = [p for p in ref.paths("dropped") if p.exists()]
+    present = objects.listing(ref.dir, ".parquet")
+    parts = [p for p in ref.paths("dropped") if objects.name(p) in present]
     return ref.parts("dropped").table() if len(parts) == ref.n_shards and parts else pa.table({})
 
 

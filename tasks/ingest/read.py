@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from conf.errors import InputError
 from conf.schema import DatasetConf
+from storage import objects
 from storage.artifacts import ArtifactRef
 from storage.readers.compressed import codec_of
 from storage.readers.dataset import read_dataset
@@ -70,7 +71,8 @@ def decode_warnings(name: str, ds: DatasetConf, read: ArtifactRef) -> list[str]:
     file only (its reject names one file): the target's share is then a lower bound."""
     if ds.format not in ("text", "tsv", "jsonl"):
         return []
-    rejects = [p for p in read.paths("rejects") if p.exists()]
+    present = objects.listing(read.dir, ".parquet")
+    rejects = [p for p in read.paths("rejects") if objects.name(p) in present]
     if not rejects:
         return []
     from storage.parts import Parts

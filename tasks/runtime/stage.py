@@ -34,6 +34,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from conf.errors import ConfError
+from storage import objects
 from storage.artifacts import MAIN, ArtifactRef, commit_file, hash_file, recorded_hashes, temp_path, write_part
 from tasks.runtime.progress import report
 
@@ -131,7 +132,7 @@ def commit_shard(out: ArtifactRef, shard: int, outputs: StageOutput) -> dict[str
     recorded = recorded_hashes(out)
     for role in sorted(tables, key=lambda r: r == MAIN):
         path = out.path(shard, role)
-        expect = recorded.get(path.name) or (hash_file(path) if path.exists() else None)
+        expect = recorded.get(objects.name(path)) or (hash_file(path) if objects.exists(path) else None)
         write_part(
             tables[role],
             path,
@@ -163,7 +164,8 @@ def run_shard(
     recomputes a shard that is already on disk (each file is replaced by rename, never truncated).
     """
     started, t0 = _now(), time.perf_counter()
-    if not force and out.path(shard).exists():
+    objects.use(out.store)  # on an object store: this process's scratch DuckDB connections read it
+    if not force and objects.exists(out.path(shard)):
         return ShardResult(shard, "cached", started, 0.0, 0, {})
     side_tables = {name: ref.parts() if name in stage.lazy_side else read_side(ref) for name, ref in side.items()}
     if stage.reduce:
@@ -208,8 +210,9 @@ def run_source(out: ArtifactRef, produce: SourceFn, force: bool = False) -> list
     because a shard always covers the same input rows, the resumed artifact is byte-identical.
     """
     results, t0, started = [], time.perf_counter(), _now()
+    objects.use(out.store)
     for shard, outputs in produce():
-        if not force and out.path(shard).exists():
+        if not force and objects.exists(out.path(shard)):
             results.append(ShardResult(shard, "cached", started, 0.0, 0, {}))
         else:
             rows_out = commit_shard(out, shard, outputs)
@@ -219,10 +222,10 @@ def run_source(out: ArtifactRef, produce: SourceFn, force: bool = False) -> list
     return results
 
 
-def build_model(path: Path, build: Callable[[Path], None]) -> float:
+def build_model(path: Path, build: Callable[[Path], None], publish: str | None = None) -> float:
     """The body of a model task: ``build`` writes the model (a file or a directory) to a temporary name,
-    renamed to ``path`` when complete (a crash never leaves a model that looks trained). Returns the
-    seconds it took."""
+    renamed to ``path`` when complete (a crash never leaves a model that looks trained), then (``publish``: an
+    object-store prefix) PUT there with its manifest last (storage/model_store.py). Returns the seconds it took."""
     t0 = time.perf_counter()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_path(path)
@@ -233,6 +236,10 @@ def build_model(path: Path, build: Callable[[Path], None]) -> float:
         if tmp.is_dir():
             shutil.rmtree(tmp, ignore_errors=True)
         tmp.unlink(missing_ok=True)
+    if publish is not None:
+        from storage.model_store import publish as put_model
+
+        put_model(path, publish)
     return time.perf_counter() - t0
 
 

@@ -170,11 +170,10 @@ def force_align(*inputs: Parts, lowercase: bool = False, key: str = "uid") -> pa
     the column that becomes ``uid`` (``parent_uid``: the monolingual sentence's, for its bins)."""
     *pairs, alignment_parts = inputs
     parts = Parts(tuple(p for ps in pairs for p in ps.paths))
-    model_dir = alignment_parts.dir
     params = {r["direction"]: r for r in alignment_parts.side("aligner").to_pylist()}
     fwd_model, rev_model = (
         FastAlign.from_table(
-            model_dir / f"{name}-00000.parquet",
+            alignment_parts.side(name),
             reverse=name == "rev_table",
             tension=params[d]["tension"],
             p0=params[d]["p0"],

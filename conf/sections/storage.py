@@ -1,0 +1,62 @@
+"""Where a run's artifacts live: under the cache directory, or on an object store (storage/objects.py)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from pydantic import field_validator
+
+from conf.base import ConfModel
+
+ARTIFACTS_ENV = "AUGDAG_ARTIFACTS"
+SCRATCH_ENV = "AUGDAG_SCRATCH"
+OBJECT_STORES = ("s3", "gs", "gcs", "abfs", "abfss")  # as storage/objects.py's SCHEMES
+
+
+class StorageConf(ConfModel):
+    # None: <cache>/artifacts and <cache>/models. An object-store URI (s3://bucket/prefix): the artifacts and
+    # models go there, the catalog, logs and reports stay in the cache; overridden by $AUGDAG_ARTIFACTS
+    artifacts: str | None = None
+
+    @field_validator("artifacts")
+    @classmethod
+    def _object_store(cls, value: str | None) -> str | None:
+        return None if value is None else object_store(value)
+
+
+def object_store(value: str) -> str:
+    """``value`` as an object-store prefix (``s3://bucket/prefix``, no trailing slash), or a ValueError saying why."""
+    parts = urlsplit(value)
+    if parts.scheme.lower() not in OBJECT_STORES:
+        raise ValueError(
+            f"{value!r} is not an object-store URI: write s3://BUCKET/PREFIX (or gs://, abfs://); leave it unset to "
+            "keep artifacts under the cache directory"
+        )
+    if not parts.netloc:
+        raise ValueError(f"{value!r} names no bucket: write {parts.scheme}://BUCKET/PREFIX")
+    if parts.query or parts.fragment:
+        raise ValueError(f"{value!r}: a prefix has no ?query or #fragment")
+    return value.rstrip("/")
+
+
+def artifacts_store(conf: StorageConf, environ: Mapping[str, str] | None = None) -> str | None:
+    """The object-store prefix artifacts go to: $AUGDAG_ARTIFACTS beats the profile's storage.artifacts."""
+    environ = os.environ if environ is None else environ
+    if environ.get(ARTIFACTS_ENV):
+        try:
+            return object_store(environ[ARTIFACTS_ENV])
+        except ValueError as e:
+            raise ValueError(f"${ARTIFACTS_ENV}: {e}") from None
+    return conf.artifacts
+
+
+def scratch_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Where this host keeps the models of an object store it trained or fetched (once per host, by fingerprint):
+    $AUGDAG_SCRATCH, else $XDG_CACHE_HOME/augdag, else ~/.cache/augdag."""
+    environ = os.environ if environ is None else environ
+    if environ.get(SCRATCH_ENV):
+        return Path(environ[SCRATCH_ENV])
+    return Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "augdag"

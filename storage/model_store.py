@@ -1,0 +1,71 @@
+"""Models on an object store: published by the host that trained them, fetched once per host into its scratch.
+
+A model is a file or a directory (a checkpoint, a CTranslate2 conversion, an LM). With ``storage.artifacts`` on an
+object store, the host that trains it writes it to its scratch directory (conf/sections/storage.py ``scratch_dir``)
+as it would to the cache, then ``publish`` PUTs every file under ``<store>/models/<key>/<fingerprint>/`` and a
+manifest (each file's bytes and sha256) last: a model without a manifest is not published. Another host, or the
+same one after its scratch was cleared, ``fetch``es it into its own scratch, checks every sha256 and renames the
+directory into place, so a half-fetched model is never read. The fingerprint names the model's bytes, so one
+copy per host serves every run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from conf.errors import ArtifactError
+from storage import objects
+from storage.artifacts import commit_file, temp_path
+
+MANIFEST = "manifest.json"
+
+
+def published(remote: str) -> dict[str, Any] | None:
+    """The manifest of the model under the prefix ``remote`` when it is published whole, else None."""
+    try:
+        manifest = json.loads(objects.read_bytes(f"{remote}/{MANIFEST}"))
+    except FileNotFoundError:
+        return None
+    for f in manifest["files"]:
+        if objects.size(f"{remote}/{f['file']}") != f["bytes"]:
+            return None
+    return manifest
+
+
+def publish(local: Path, remote: str) -> dict[str, Any]:
+    """PUT the model at ``local`` (a file or a directory) under ``remote/<its name>``, then its manifest."""
+    files = objects.upload_tree(local, f"{remote}/{local.name}")
+    manifest = {
+        "name": local.name,
+        "kind": "directory" if local.is_dir() else "file",
+        "files": [{"file": f"{local.name}/{rel}" if rel else local.name, "bytes": n, "sha256": sha} for rel, n, sha in files],
+    }
+    objects.put_bytes(json.dumps(manifest, indent=1, sort_keys=True).encode(), f"{remote}/{MANIFEST}")
+    return manifest
+
+
+def fetch(remote: str, local: Path) -> None:
+    """Copy the published model under ``remote`` to ``local`` (its name is the model's), checking each sha256."""
+    manifest = published(remote)
+    if manifest is None:
+        raise ArtifactError(f"{remote}: no published model (no manifest, or a file of it is missing)")
+    local.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_path(local)
+    try:
+        for f in manifest["files"]:
+            rel = f["file"].split("/", 1)[1] if manifest["kind"] == "directory" else ""
+            target = tmp / rel if rel else tmp
+            target.parent.mkdir(parents=True, exist_ok=True)
+            data = objects.read_bytes(f"{remote}/{f['file']}")
+            if hashlib.sha256(data).hexdigest() != f["sha256"]:
+                raise ArtifactError(f"{remote}/{f['file']}: its sha256 differs from the model's manifest; publish it again")
+            target.write_bytes(data)
+        commit_file(tmp, local)
+    finally:
+        if tmp.is_dir():
+            shutil.rmtree(tmp, ignore_errors=True)
+        tmp.unlink(missing_ok=True)

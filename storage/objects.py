@@ -1,0 +1,326 @@
+"""Where artifacts live: the cache directory on this machine, or an object store (``s3://bucket/prefix``).
+
+A location (``Loc``) is a ``Path`` on this machine or a URI string of an object store. The functions here take
+either and do the same thing on both, so the artifact store (storage/artifacts.py), ``Parts`` and the catalog's
+views never ask which one they have:
+
+- **Commit without rename.** On an object store a PUT is atomic per object: a part is written under its final key
+  in one request (``put_bytes``, ``put_parquet``), after its bytes are hashed in memory, and the manifest is written
+  last, so a part without a manifest is never read as finished (storage/artifacts.py). A crashed writer leaves
+  either nothing or whole objects, which the next run overwrites with the same bytes or `augdag gc` collects.
+- **Credentials and endpoint** come from the standard variables (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+  ``AWS_SESSION_TOKEN``, ``AWS_REGION``, ``AWS_ENDPOINT_URL``), read by pyarrow's ``S3FileSystem``; ``gs://`` and
+  ``abfs://`` go through ``pyarrow.fs.FileSystem.from_uri`` with their own variables.
+- **DuckDB reads the store** through a read-only fsspec filesystem registered on each connection
+  (``register``): fsspec's ``ArrowFSWrapper`` over the same pyarrow filesystem. DuckDB 2.0's ``httpfs`` extension
+  cannot be installed here (no extension downloads; the registry's build is for DuckDB 1.4), and registering
+  pyarrow datasets per query would make every catalog view a per-connection object instead of the SQL stored in
+  the catalog; a registered filesystem keeps the views' ``read_parquet([...])`` text and DuckDB's
+  ``allowed_directories`` sandbox as they are, with the artifact prefix allowed. The wrapper refuses every write.
+
+Hand-written: pyarrow and fsspec give the filesystems; nothing maintained gives one API over a local cache with
+rename commits and an object store with PUT commits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import io
+import os
+import threading
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    import duckdb
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+    import pyarrow.parquet as pq
+
+Loc = Path | str
+SCHEMES = ("s3", "gs", "gcs", "abfs", "abfss")
+_BLOCK = 1 << 22
+
+
+def is_remote(loc: Loc | None) -> bool:
+    """Whether ``loc`` is an object-store URI (``s3://…``)."""
+    return isinstance(loc, str) and "://" in loc and loc.split("://", 1)[0].lower() in SCHEMES
+
+
+def is_uri(text: str) -> bool:
+    """Whether ``text`` names something by URI (``s3://``, ``http://``, ...): never a local path."""
+    scheme = text.split("://", 1)[0] if "://" in text else ""
+    return bool(scheme) and scheme.replace("+", "").isalnum()
+
+
+def location(text: str | Path) -> Loc:
+    """A location from a user's text: an object-store URI as written (without a trailing slash), else a path."""
+    if isinstance(text, str) and is_uri(text):
+        if not is_remote(text):
+            scheme = text.split("://", 1)[0]
+            raise ValueError(f"{text}: {scheme}:// is not an object store augdag writes to (one of {', '.join(SCHEMES)})")
+        parts = urlsplit(text)
+        if not parts.netloc:
+            raise ValueError(f"{text}: an object-store location names a bucket ({parts.scheme}://BUCKET/PREFIX)")
+        return text.rstrip("/")
+    return Path(text)
+
+
+def join(loc: Loc, *names: str) -> Loc:
+    if is_remote(loc):
+        return "/".join([str(loc).rstrip("/"), *names])
+    return Path(loc).joinpath(*names)
+
+
+def name(loc: Loc) -> str:
+    return str(loc).rstrip("/").rsplit("/", 1)[-1] if is_remote(loc) else Path(loc).name
+
+
+def parent(loc: Loc) -> Loc:
+    return str(loc).rstrip("/").rsplit("/", 1)[0] if is_remote(loc) else Path(loc).parent
+
+
+# -- the filesystems ------------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def _filesystem(scheme: str) -> pafs.FileSystem:
+    """One pyarrow filesystem per scheme and process (its paths name the bucket: ``bucket/key``)."""
+    import pyarrow.fs as pafs
+
+    if scheme == "s3":
+        kwargs: dict[str, Any] = {}
+        if endpoint := os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"):
+            url = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
+            kwargs |= {"endpoint_override": url.netloc, "scheme": url.scheme or "https"}
+        if region := os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"):
+            kwargs["region"] = region
+        return pafs.S3FileSystem(**kwargs)
+    return pafs.FileSystem.from_uri(f"{scheme}://")[0]
+
+
+def split(loc: str) -> tuple[pafs.FileSystem, str]:
+    """The filesystem of an object-store URI and the path in it (``bucket/key``)."""
+    scheme, rest = loc.split("://", 1)
+    scheme = "gs" if scheme.lower() == "gcs" else scheme.lower()
+    return _filesystem("abfs" if scheme == "abfss" else scheme), rest
+
+
+def reset() -> None:
+    """Forget the filesystems (a test that changes the endpoint variables)."""
+    _filesystem.cache_clear()
+
+
+# -- files ---------------------------------------------------------------------------------------------------------
+
+
+def _info(loc: str) -> Any:
+    import pyarrow.fs as pafs
+
+    fs, path = split(loc)
+    info = fs.get_file_info(path)
+    return None if info.type != pafs.FileType.File else info
+
+
+def exists(loc: Loc) -> bool:
+    return _info(loc) is not None if is_remote(loc) else Path(loc).exists()
+
+
+def size(loc: Loc) -> int | None:
+    """The file's size in bytes, None when it does not exist."""
+    if is_remote(loc):
+        info = _info(loc)
+        return None if info is None else info.size
+    try:
+        return Path(loc).stat().st_size
+    except FileNotFoundError:
+        return None
+
+
+def listing(directory: Loc, suffix: str = "") -> dict[str, tuple[int, int]]:
+    """The files directly in ``directory`` whose names end with ``suffix``: name -> (size, mtime in ns).
+    One LIST request on an object store; a missing directory has none."""
+    if is_remote(directory):
+        import pyarrow.fs as pafs
+
+        fs, path = split(str(directory))
+        try:
+            infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+        except FileNotFoundError:
+            return {}
+        return {
+            i.base_name: (i.size, i.mtime_ns or 0)
+            for i in infos
+            if i.type == pafs.FileType.File and i.base_name.endswith(suffix) and not i.base_name.startswith(".")
+        }
+    out = {}
+    try:
+        entries = list(os.scandir(directory))
+    except FileNotFoundError:
+        return {}
+    for e in entries:
+        if e.name.endswith(suffix) and not e.name.startswith(".") and e.is_file():
+            st = e.stat()
+            out[e.name] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def read_bytes(loc: Loc) -> bytes:
+    """The whole file; a missing one is ``FileNotFoundError`` on both kinds."""
+    if not is_remote(loc):
+        return Path(loc).read_bytes()
+    fs, path = split(str(loc))
+    try:
+        with fs.open_input_stream(path) as f:
+            return f.read()
+    except OSError as e:
+        if _info(str(loc)) is None:
+            raise FileNotFoundError(loc) from e
+        raise
+
+
+def hash_of(loc: Loc) -> str:
+    """sha256 of the file's bytes, streamed."""
+    h = hashlib.sha256()
+    if is_remote(loc):
+        fs, path = split(str(loc))
+        with fs.open_input_stream(path) as f:
+            while chunk := f.read(_BLOCK):
+                h.update(chunk)
+    else:
+        with open(loc, "rb") as f:
+            while chunk := f.read(_BLOCK):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def put_bytes(data: bytes, loc: str) -> None:
+    """One object written whole under its final key (a PUT: visible whole or not at all)."""
+    fs, path = split(loc)
+    with fs.open_output_stream(path) as f:
+        f.write(data)
+
+
+def remove(loc: Loc) -> None:
+    if is_remote(loc):
+        fs, path = split(str(loc))
+        with contextlib.suppress(FileNotFoundError):
+            fs.delete_file(path)
+    else:
+        Path(loc).unlink(missing_ok=True)
+
+
+def remove_tree(loc: str) -> None:
+    """Every object under the prefix ``loc``."""
+    fs, path = split(loc)
+    with contextlib.suppress(FileNotFoundError):
+        fs.delete_dir(path)
+
+
+def parquet_bytes(table: pa.Table, options: Mapping[str, Any]) -> bytes:
+    """The Parquet file of ``table`` in memory (what a part on an object store is PUT as)."""
+    import pyarrow.parquet as pq
+
+    buf = io.BytesIO()
+    pq.write_table(table, buf, **options)
+    return buf.getvalue()
+
+
+def parquet_file(loc: Loc) -> pq.ParquetFile:
+    import pyarrow.parquet as pq
+
+    if is_remote(loc):
+        fs, path = split(str(loc))
+        return pq.ParquetFile(fs.open_input_file(path))
+    return pq.ParquetFile(loc)
+
+
+def read_table(loc: Loc, columns: Iterable[str] | None = None) -> pa.Table:
+    import pyarrow.parquet as pq
+
+    cols = list(columns) if columns is not None else None
+    if is_remote(loc):
+        fs, path = split(str(loc))
+        return pq.read_table(path, filesystem=fs, columns=cols)
+    return pq.read_table(loc, columns=cols)
+
+
+def dataset_source(locs: Iterable[Loc]) -> tuple[list[str], pafs.FileSystem | None]:
+    """Paths and filesystem for ``pyarrow.dataset.dataset`` over parts of one kind (all local or all remote)."""
+    locs = list(locs)
+    if locs and is_remote(locs[0]):
+        fs, _ = split(str(locs[0]))
+        return [split(str(p))[1] for p in locs], fs
+    return [str(p) for p in locs], None
+
+
+def upload_tree(src: Path, dest: str) -> list[tuple[str, int, str]]:
+    """Put every file under ``src`` (a file or a directory) under the prefix ``dest``; returns (relative name,
+    bytes, sha256) of each, in name order."""
+    files = sorted(p for p in src.rglob("*") if p.is_file()) if src.is_dir() else [src]
+    out = []
+    for f in files:
+        rel = f.relative_to(src).as_posix() if src.is_dir() else ""
+        data = f.read_bytes()
+        put_bytes(data, f"{dest}/{rel}" if rel else dest)
+        out.append((rel, len(data), hashlib.sha256(data).hexdigest()))
+    return out
+
+
+# -- DuckDB --------------------------------------------------------------------------------------------------------
+
+_REGISTER_LOCK = threading.Lock()
+_USED: set[str] = set()  # the schemes this process reads or writes artifacts on (``use``)
+
+
+def use(loc: Loc | None) -> None:
+    """Note that this process works on ``loc``'s object store: its scratch DuckDB connections can read it."""
+    if is_remote(loc):
+        _USED.add(str(loc).split("://", 1)[0].lower())
+
+
+@functools.cache
+def _duckdb_filesystem(scheme: str) -> Any:
+    from fsspec.implementations.arrow import ArrowFSWrapper
+
+    class ReadOnly(ArrowFSWrapper):
+        """The object store as DuckDB sees it: reads only (a user's SQL never writes a byte)."""
+
+        protocol = (scheme, "s3a") if scheme == "s3" else (scheme,)
+
+        def __init__(self) -> None:
+            super().__init__(split(f"{scheme}://x")[0])
+
+        def _open(self, path: str, mode: str = "rb", *args: Any, **kwargs: Any) -> Any:
+            if "r" not in mode or "+" in mode:
+                raise PermissionError(f"{scheme}://{path}: augdag's object store is read-only to SQL")
+            return super()._open(path, mode, *args, **kwargs)
+
+        def _refuse(self, path: Any, *args: Any, **kwargs: Any) -> None:
+            raise PermissionError(f"{path}: augdag's object store is read-only to SQL")
+
+        rm = rm_file = _rm = mkdir = makedirs = rmdir = mv = cp_file = put_file = pipe_file = touch = _refuse
+
+    return ReadOnly()
+
+
+def register(con: duckdb.DuckDBPyConnection, schemes: Iterable[str] | None = None) -> None:
+    """Let ``con`` read the object stores of ``schemes`` (default: those this process ``use``s), read-only."""
+    import duckdb
+
+    for scheme in sorted(set(_USED if schemes is None else schemes)):
+        with _REGISTER_LOCK:
+            fs = _duckdb_filesystem("gs" if scheme == "gcs" else scheme)
+        try:
+            con.register_filesystem(fs)
+        except duckdb.Error as e:  # a cursor of an instance that has it already
+            if "already" not in str(e).lower():
+                raise
+
+
+def schemes_of(paths: Iterable[Loc]) -> set[str]:
+    return {str(p).split("://", 1)[0].lower() for p in paths if is_remote(p)}

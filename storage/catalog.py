@@ -20,7 +20,6 @@ import fcntl
 import functools
 import json
 import os
-import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -40,7 +39,7 @@ from storage.engines import OFFLINE, attach, detach
 from storage.registration import Registration, flush_deferred, insert_lineage
 from storage.run_records import RunRecords
 from storage.schemas import VIEW_SCHEMAS, has_schema, insert_stage_runs
-from storage.sql_guard import check_read_only, outside_cache, query_error
+from storage.sql_guard import check_read_only, outside_cache, sandbox_error
 
 __all__ = ["BASE_VIEWS", "DB", "DDL", "Catalog", "check_read_only", "outside_cache"]  # check_read_only: its old home
 
@@ -86,11 +85,11 @@ CREATE OR REPLACE VIEW evaluation_summary AS
 """  # the ALTERs: the owner of a run (storage.processes), an evaluation's arm, seed and paired test against
 # the baseline, added to catalogs made before they were recorded
 
-_MISSING_PATH = re.compile(r"Table with name (\S*[/\\.]\S*) does not exist")
-
 
 class Catalog(RunRecords):
     """The catalog of one cache root. Cheap to construct; connections are opened per use."""
+
+    stores: Sequence[str] = ()  # the object-store prefixes its artifacts lie under (set by ``read``)
 
     def __init__(self, root: Path, *, lock_timeout_s: float = 600.0) -> None:
         self.root = Path(root).absolute()
@@ -171,7 +170,7 @@ class Catalog(RunRecords):
             con = duckdb.connect(str(self.path), read_only=True, config=DUCKDB_CONFIG)
             try:
                 set_root(con, self.root)  # the views' files (storage/cache_root.py)
-                stores = object_stores(con)  # and the artifact prefix of an object store, if the cache has one
+                self.stores = stores = object_stores(con)  # and the artifact prefix of an object store, if any
                 if sandbox:
                     # in this order: DuckDB refuses allowed_directories once external access is off
                     roots = sorted({f"{self.root}/", f"{self.root.resolve()}/", *stores})  # as views name it, real
@@ -199,16 +198,10 @@ class Catalog(RunRecords):
         with self.read(sandbox=sandbox) as con:
             try:
                 return con.sql(sql, params=params).to_arrow_table()
-            except duckdb.PermissionException as e:
-                if not sandbox:
-                    raise
-                raise CatalogError(outside_cache(self.root, e)) from None
             except duckdb.Error as e:
                 if not sandbox:
                     raise
-                if isinstance(e, duckdb.CatalogException) and (m := _MISSING_PATH.search(str(e))):  # FROM '/a/path'
-                    raise CatalogError(outside_cache(self.root, f'Cannot scan the file "{m[1]}" as a table')) from None
-                raise query_error(e) from None  # the user's query: one line, exit 2
+                raise sandbox_error(e, self.root, self.stores) from None  # the user's query: one line, exit 2
 
     # -- writes (the flow driver only) ---------------------------------------------------------------
 

@@ -73,7 +73,7 @@ def export_view(
         try:
             reader = con.sql(sql).to_arrow_reader(BATCH_ROWS)
         except duckdb.PermissionException as e:  # --where read a file outside the cache
-            raise CatalogError(outside_cache(catalog.root, e)) from None
+            raise CatalogError(outside_cache(catalog.root, e, catalog.stores)) from None
         except duckdb.Error as e:  # --where names no column of the view, or fails otherwise: one line
             columns = con.sql(f'SELECT * FROM "{view}" LIMIT 0').columns
             raise query_error(e, view=view, columns=columns, place="--where") from None

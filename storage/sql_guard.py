@@ -283,10 +283,25 @@ def query_error(e: duckdb.Error, *, view: str | None = None, columns: Sequence[s
     return CatalogError(f"{place} failed: {message}")
 
 
-def outside_cache(root: Path, error: Exception) -> str:
-    """The refusal of a sandboxed query that tried to open a file or URL outside the cache ``root``."""
+_MISSING_PATH = re.compile(r"Table with name (\S*[/\\.]\S*) does not exist")
+
+
+def sandbox_error(e: duckdb.Error, root: Path, stores: Sequence[str] = ()) -> CatalogError:
+    """A DuckDB error of a user's sandboxed query as one line: a file or URL outside the cache (and its object-store
+    prefixes ``stores``) refused, a path used as a table name (``FROM '/a/path'``), else the query's own error."""
+    if isinstance(e, duckdb.PermissionException):
+        return CatalogError(outside_cache(root, e, stores))
+    if isinstance(e, duckdb.CatalogException) and (m := _MISSING_PATH.search(str(e))):
+        return CatalogError(outside_cache(root, f'Cannot scan the file "{m[1]}" as a table', stores))
+    return query_error(e)
+
+
+def outside_cache(root: Path, error: Exception | str, stores: Sequence[str] = ()) -> str:
+    """The refusal of a sandboxed query that tried to open a file or URL outside the cache ``root`` (and the
+    object-store prefixes ``stores`` its artifacts lie under)."""
     detail = str(error).removeprefix("Permission Error: ").split(" - ")[0]
+    where = f"the cache {root}" + "".join(f" and {s}" for s in stores)
     return (
-        f"refused: `augdag sql` reads only the catalog and files under the cache {root}: {detail}. "
+        f"refused: `augdag sql` reads only the catalog and files under {where}: {detail}. "
         "Hint: query the views (`augdag views` lists them); bring other files in with `augdag run ingest`."
     )

@@ -104,8 +104,8 @@ def load_profile(
     }
     try:
         storage = conf.storage.model_copy(update={"artifacts": artifacts_store(conf.storage, environ)})
-    except ValueError as e:
-        raise ConfError(f"{path}: storage.artifacts: {e}") from None
+    except ValueError as e:  # $AUGDAG_ARTIFACTS (the profile's value was validated with the file's line)
+        raise ConfError(str(e)) from None
     return conf.model_copy(update={"cache": root, "datasets": datasets, "storage": storage})
 
 

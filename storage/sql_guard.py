@@ -284,6 +284,7 @@ def query_error(e: duckdb.Error, *, view: str | None = None, columns: Sequence[s
 
 
 _MISSING_PATH = re.compile(r"Table with name (\S*[/\\.]\S*) does not exist")
+_READ_ONLY_STORE = re.compile(r"PermissionError: (\S+: augdag's object store is read-only to SQL)")
 
 
 def sandbox_error(e: duckdb.Error, root: Path, stores: Sequence[str] = ()) -> CatalogError:
@@ -293,6 +294,8 @@ def sandbox_error(e: duckdb.Error, root: Path, stores: Sequence[str] = ()) -> Ca
         return CatalogError(outside_cache(root, e, stores))
     if isinstance(e, duckdb.CatalogException) and (m := _MISSING_PATH.search(str(e))):
         return CatalogError(outside_cache(root, f'Cannot scan the file "{m[1]}" as a table', stores))
+    if m := _READ_ONLY_STORE.search(str(e)):  # a write that reached the object store's filesystem (storage/objects.py)
+        return CatalogError(f"refused: {m[1]}")
     return query_error(e)
 
 

@@ -237,3 +237,85 @@ def tiny_demo_run(tmp_path_factory, worker_id):
     from tests import shared_demo
 
     return shared_demo.wait(_shared_demo_root(tmp_path_factory, worker_id, "tiny_demo_run"))
+
+
+class S3Server:
+    """A local S3 server (moto's server mode) on a free loopback port: ``env`` holds the standard variables that
+    point a client at it, ``bucket(name)`` makes a bucket."""
+
+    def __init__(self, proc: subprocess.Popen, port: int) -> None:
+        self.proc, self.port = proc, port
+        self.endpoint = f"http://127.0.0.1:{port}"
+        self.env = {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": self.endpoint,
+        }
+
+    def filesystem(self):
+        import pyarrow.fs as pafs
+
+        return pafs.S3FileSystem(
+            endpoint_override=f"127.0.0.1:{self.port}",
+            scheme="http",
+            access_key="testing",
+            secret_key="testing",
+            region="us-east-1",
+            allow_bucket_creation=True,
+        )
+
+    def bucket(self, name: str) -> str:
+        self.filesystem().create_dir(name)
+        return f"s3://{name}"
+
+    def objects(self, prefix: str) -> dict[str, bytes]:
+        """Every object under ``s3://prefix`` (bucket/key...), by key relative to it."""
+        import pyarrow.fs as pafs
+
+        fs, root = self.filesystem(), prefix.removeprefix("s3://").rstrip("/")
+        out = {}
+        for info in fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True)):
+            if info.type == pafs.FileType.File:
+                with fs.open_input_stream(info.path) as f:
+                    out[info.path[len(root) + 1 :]] = f.read()
+        return out
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """moto's S3 server on 127.0.0.1 for the session (the `dev` extra installs it); skipped, with the reason, if it
+    cannot start."""
+    binary = Path(sys.executable).with_name("moto_server")
+    if not binary.exists():
+        pytest.skip("moto_server is not installed (pip install 'moto[server]': the dev extra)")
+    port = free_port()
+    log = tmp_path_factory.mktemp("moto") / "moto.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([str(binary), "-H", "127.0.0.1", "-p", str(port)], stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.skip(f"moto_server did not start on 127.0.0.1:{port}: {log.read_text()[-500:]}")
+            time.sleep(0.1)
+    yield S3Server(proc, port)
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture
+def s3_env(s3_server, monkeypatch):
+    """This process pointed at the session's S3 server (the standard variables; storage/objects.py's filesystems
+    made again from them)."""
+    from storage import objects
+
+    for k, v in s3_server.env.items():
+        monkeypatch.setenv(k, v)
+    objects.reset()
+    yield s3_server
+    objects.reset()

@@ -1,0 +1,184 @@
+"""Artifacts, models and the catalog on an object store (storage/objects.py), against moto's S3 server on 127.0.0.1:
+the same bytes as the cache directory, the commit rule without rename, and a user's SQL that reads the artifact prefix
+and nothing else."""
+
+import hashlib
+import json
+import re
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from conf.errors import ArtifactError, CatalogError, ConfError
+from storage import model_store, objects
+from storage.artifacts import ArtifactRef, read_manifest, recorded_hashes, verify, write_manifest
+from storage.catalog import Catalog, check_read_only
+from storage.engines import scratch_duckdb
+from storage.schemas import REJECTS
+from tasks.runtime.stage import commit_shard
+from tests.conftest import bitext
+
+ROWS = [bitext([("a b", "x y"), ("c", "z")]), bitext([("d e f", "u v w")])]
+
+
+def _committed(ref: ArtifactRef, rejects: pa.Table | None = None) -> dict:
+    for shard, rows in enumerate(ROWS):
+        commit_shard(ref, shard, {"part": rows, **({"rejects": rejects} if rejects is not None and shard == 0 else {})})
+    return write_manifest(ref, version="1", params={"k": 1})
+
+
+def _pair(tmp_path, store: str, fp: str = "a" * 32, view: str | None = "bitext") -> tuple[ArtifactRef, ArtifactRef]:
+    local = ArtifactRef(str(tmp_path / "local"), "clean", fp, view, "d", len(ROWS))
+    return local, ArtifactRef(str(tmp_path / "cache"), "clean", fp, view, "d", len(ROWS), store)
+
+
+def test_parts_and_manifest_on_s3_are_the_local_bytes_under_the_same_keys(tmp_path, s3_env):
+    store = s3_env.bucket("aug-same") + "/night"
+    local, remote = _pair(tmp_path, store)
+    m_local, m_remote = _committed(local), _committed(remote)
+    assert remote.dir == f"{store}/artifacts/clean/{'a' * 32}"
+    strip = lambda m: {k: v for k, v in m.items() if k != "created_at"}  # noqa: E731
+    assert strip(m_remote) == strip(m_local)
+    stored = s3_env.objects(remote.dir)
+    assert sorted(stored) == ["manifest.json", "part-00000.parquet", "part-00001.parquet"]
+    for f in m_local["files"]:
+        assert (
+            hashlib.sha256(stored[f["file"]]).hexdigest()
+            == f["sha256"]
+            == hashlib.sha256((local.dir / f["file"]).read_bytes()).hexdigest()
+        )
+    assert read_manifest(remote)["rows"] == 3 and verify(remote) == []
+    assert not (tmp_path / "cache").exists()  # nothing of the artifact is written to the cache directory
+    # a reduce stage's view of it: every way of reading gives the local rows
+    lp, rp = local.parts(), remote.parts()
+    assert rp.num_rows == 3 and rp.table().equals(lp.table())
+    assert rp.filtered(pc.field("src") == "c", ["tgt"]).to_pylist() == [{"tgt": "z"}]
+    objects.use(store)
+    with scratch_duckdb() as con:
+        assert con.sql(f"SELECT count(*), string_agg(src, '|' ORDER BY src) FROM {rp.sql()}").fetchall() == [(3, "a b|c|d e f")]
+
+
+def test_a_part_without_its_manifest_is_not_finished_and_a_changed_size_unfinishes_it(tmp_path, s3_env):
+    store = s3_env.bucket("aug-commit")
+    _, ref = _pair(tmp_path, store)
+    commit_shard(ref, 0, ROWS[0])
+    commit_shard(ref, 1, ROWS[1])
+    assert read_manifest(ref) is None  # parts under their final keys, no manifest: an unfinished stage
+    _committed(ref)
+    assert read_manifest(ref) is not None
+    objects.put_bytes(b"not the part", str(ref.path(1)))  # another writer's object of another size
+    assert read_manifest(ref) is None
+
+
+def test_a_part_computed_again_with_other_bytes_fails_and_the_recorded_object_stays(tmp_path, s3_env):
+    store = s3_env.bucket("aug-again")
+    _, ref = _pair(tmp_path, store)
+    _committed(ref)
+    before = s3_env.objects(ref.dir)["part-00000.parquet"]
+    commit_shard(ref, 0, ROWS[0])  # the same bytes again: fine
+    with pytest.raises(ArtifactError, match=r"shard 0 of 2: part-00000.parquet was computed again .* recorded sha256 "):
+        commit_shard(ref, 0, bitext([("other", "rows")]))
+    assert s3_env.objects(ref.dir)["part-00000.parquet"] == before
+    assert recorded_hashes(ref)["part-00000.parquet"] == hashlib.sha256(before).hexdigest()
+
+
+def test_a_model_is_published_manifest_last_and_fetched_once_checked_by_sha256(tmp_path, s3_env):
+    remote = s3_env.bucket("aug-models") + "/models/fairseq/" + "f" * 32
+    model = tmp_path / "trained" / "model"
+    (model / "sub").mkdir(parents=True)
+    (model / "checkpoint.pt").write_bytes(b"\x00weights" * 100)
+    (model / "sub" / "dict.txt").write_text("a 1\nb 2\n")
+    assert model_store.published(remote) is None
+    manifest = model_store.publish(model, remote)
+    assert [f["file"] for f in manifest["files"]] == ["model/checkpoint.pt", "model/sub/dict.txt"]
+    assert json.loads(s3_env.objects(remote)["manifest.json"]) == manifest
+    fetched = tmp_path / "other-host" / "model"
+    model_store.fetch(remote, fetched)
+    assert (fetched / "checkpoint.pt").read_bytes() == b"\x00weights" * 100
+    assert (fetched / "sub" / "dict.txt").read_text() == "a 1\nb 2\n"
+    objects.put_bytes(b"\x00weightX" * 100, f"{remote}/model/checkpoint.pt")  # same size, other bytes
+    with pytest.raises(ArtifactError, match="checkpoint.pt: its sha256 differs from the model's manifest"):
+        model_store.fetch(remote, tmp_path / "third-host" / "model")
+    assert not (tmp_path / "third-host" / "model").exists()  # a half-fetched model is never in place
+    objects.remove(f"{remote}/model/sub/dict.txt")
+    assert model_store.published(remote) is None
+
+
+def test_views_rejects_and_a_users_sql_read_the_artifact_prefix_and_nothing_else(tmp_path, s3_env):
+    store = s3_env.bucket("aug-views") + "/night"
+    s3_env.bucket("aug-elsewhere")
+    rejects = pa.table(
+        {"source": ["d"], "file": ["x.en"], "line": pa.array([7], pa.int64()), "reason": ["nul_byte"], "detail": ["NUL"]}
+        | {"content": ["a\\x00b"]},
+        schema=REJECTS,
+    )
+    _, ref = _pair(tmp_path, store)
+    cat = Catalog(tmp_path / "cache")
+    objects.use(store)  # the driver's process works on the store
+    cat.register(ref, _committed(ref, rejects), run_id="r1")
+    objects.put_bytes(objects.parquet_bytes(ROWS[0], {}), f"{store}-sibling/x.parquet")
+    objects.put_bytes(objects.parquet_bytes(ROWS[0], {}), "s3://aug-elsewhere/x.parquet")
+    user = Catalog(tmp_path / "cache")  # another process: `augdag sql`
+    assert user.query("SELECT path FROM artifacts", sandbox=True)["path"].to_pylist() == [str(ref.dir)]
+    assert user.query("SELECT src FROM bitext ORDER BY src", sandbox=True)["src"].to_pylist() == ["a b", "c", "d e f"]
+    assert user.query("SELECT reason FROM rejects", sandbox=True)["reason"].to_pylist() == ["nul_byte"]
+    inside = f"SELECT count(*) AS n FROM read_parquet('{store}/artifacts/*/*/part-*.parquet')"
+    assert user.query(inside, sandbox=True).to_pylist() == [{"n": 3}]
+    for outside in ("s3://aug-elsewhere/x.parquet", f"{store}-sibling/x.parquet"):
+        with pytest.raises(CatalogError, match=rf"reads only the catalog and files under the cache .* and {store}/: .*{outside}"):
+            user.query(f"SELECT * FROM read_parquet('{outside}')", sandbox=True)
+    with pytest.raises(CatalogError, match="read-only and this is a COPY statement"):
+        check_read_only(f"COPY (SELECT 1) TO '{store}/artifacts/x.parquet'")  # what `augdag sql` asks first
+    # past that check, the store's filesystem itself refuses: one line
+    with pytest.raises(CatalogError, match=rf"^refused: {store}/artifacts/x.parquet: augdag's object store is read-only to SQL$"):
+        user.query(f"COPY (SELECT 1) TO '{store}/artifacts/x.parquet'", sandbox=True)
+    assert sorted(s3_env.objects(store)) == sorted(f"artifacts/clean/{'a' * 32}/{f}" for f in ("manifest.json", *_files()))
+
+
+def _files() -> list[str]:
+    return ["part-00000.parquet", "part-00001.parquet", "rejects-00000.parquet"]
+
+
+def test_the_duckdb_filesystem_refuses_every_write(s3_env):
+    store = s3_env.bucket("aug-readonly")
+    fs = objects._duckdb_filesystem("s3")
+    for write in (
+        lambda: fs.open(f"{store}/x", "wb"),
+        lambda: fs.rm(f"{store}/x"),
+        lambda: fs.mkdir(f"{store}/d"),
+        lambda: fs.mv(f"{store}/a", f"{store}/b"),
+    ):
+        with pytest.raises(PermissionError, match="read-only to SQL"):
+            write()
+    assert s3_env.objects(store) == {}
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("http://host/bucket", "is not an object-store URI: write s3://BUCKET/PREFIX"),
+        ("/data/artifacts", "is not an object-store URI"),
+        ("s3:///prefix", "names no bucket: write s3://BUCKET/PREFIX"),
+        ("s3://bucket/p?x=1", "a prefix has no ?query or #fragment"),
+    ],
+)
+def test_storage_artifacts_that_is_not_an_object_store_is_one_line_naming_the_key(tmp_path, value, message):
+    from conf.loader import load_profile
+
+    profile = tmp_path / "p.yaml"
+    profile.write_text(f"storage:\n  artifacts: {value!r}\n")
+    with pytest.raises(ConfError, match="storage.artifacts") as e:
+        load_profile(profile, environ={})
+    assert message in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(ConfError, match=r"^\$AUGDAG_ARTIFACTS: .*" + re.escape(message)):
+        load_profile(tmp_path / "p.yaml", ["storage.artifacts=null"], environ={"AUGDAG_ARTIFACTS": value})
+
+
+def test_augdag_artifacts_beats_the_profile_and_a_slash_at_the_end_is_dropped(tmp_path):
+    from conf.loader import load_profile
+
+    profile = tmp_path / "p.yaml"
+    profile.write_text("storage:\n  artifacts: s3://team/nightly/\n")
+    assert load_profile(profile, environ={}).storage.artifacts == "s3://team/nightly"
+    assert load_profile(profile, environ={"AUGDAG_ARTIFACTS": "s3://other/x"}).storage.artifacts == "s3://other/x"

@@ -1,0 +1,203 @@
+"""Artifacts on an object store (issue 29, part 1), from the outside: `augdag nightly` of the demo profile's ingest,
+self_training and rejuvenation at demo/tiny.py's sizes with ``AUGDAG_ARTIFACTS=s3://…`` against moto's S3 server on
+127.0.0.1, beside the same night on a local cache. Every Parquet part on the store equals the local night's, key
+for key and byte for byte, and so does every score; the cache directory holds only the driver's bookkeeping;
+`augdag sql`, `export`, `why` and the shell read the store and nothing else; a driver killed mid-run and retried
+computes only what the store does not hold."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pyarrow.parquet as pq
+import pytest
+
+from demo.tiny import TINY_SETS
+from storage.catalog import Catalog
+from storage.processes import group_members
+from tests.conftest import subprocess_env
+from tests.engine.test_determinism import parquet_hashes
+from tests.engine.test_killed_night import scores
+
+pytestmark = [pytest.mark.slow]
+
+SETS = [*TINY_SETS, "pipelines=[ingest, self_training, rejuvenation]"]
+# what the driver keeps in its cache directory with artifacts on a store: the catalog (and the empty parts that give
+# each view its columns), logs, reports, its locks, input hashes and Prefect's task records
+BOOKKEEPING = {"catalog.duckdb", "catalog.lock", "nightly.lock", "logs", "reports", "empty", "input-hashes", "prefect-results"}
+
+
+def night(cache: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "flows.cli",
+        "nightly",
+        "--config",
+        "demo",
+        *(a for s in SETS for a in ("--set", s)),
+        "--cache",
+        str(cache),
+    ]
+
+
+def store_hashes(server, store: str) -> dict[str, str]:
+    """Every Parquet object under ``store``'s artifacts, by key below the store, with its sha256."""
+    return {k: hashlib.sha256(v).hexdigest() for k, v in server.objects(store).items() if k.endswith(".parquet")}
+
+
+@pytest.fixture(scope="module")
+def nights(s3_server, prefect_harness, tmp_path_factory):
+    """The local night and the night on the store, run at the same time on the same demo data."""
+    from prefect.settings import PREFECT_API_URL
+
+    root = tmp_path_factory.mktemp("object-store")
+    store = s3_server.bucket("augdag-e2e") + "/night"
+    base = {"AUGDAG_DEMO_DATA": str(root / "demo-data"), "PREFECT_API_URL": PREFECT_API_URL.value(), "COLUMNS": "200"}
+    local_env = subprocess_env(root, **base, AUGDAG_SCRATCH=str(root / "scratch-local"))
+    env = subprocess_env(root, **base, **s3_server.env, AUGDAG_ARTIFACTS=store, AUGDAG_SCRATCH=str(root / "scratch"))
+    procs = {
+        name: subprocess.Popen(night(root / name), env=e, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for name, e in (("local", local_env), ("remote", env))
+    }
+    for name, proc in procs.items():
+        out, _ = proc.communicate(timeout=900)
+        assert proc.returncode == 0, f"{name} night:\n{out[-4000:]}"
+    return SimpleNamespace(root=root, store=store, server=s3_server, env=env, local=root / "local", remote=root / "remote")
+
+
+def test_a_night_on_s3_writes_the_local_nights_bytes_and_keeps_only_bookkeeping_in_the_cache(nights):
+    local, remote = parquet_hashes(nights.local), store_hashes(nights.server, nights.store)
+    assert len(remote) > 60 and remote.keys() == local.keys()
+    assert [k for k in remote if remote[k] != local[k]] == []
+    assert len(scores(nights.remote)) >= 2 and scores(nights.remote) == scores(nights.local)
+    assert {p.name for p in nights.remote.iterdir()} <= BOOKKEEPING
+    assert not list(nights.remote.rglob("*.parquet")) or all(
+        p.parent.name == "empty" for p in nights.remote.rglob("*.parquet")
+    )  # no part of an artifact in the cache directory
+    # models: published under the store's models/ with a manifest naming each object's bytes, the local night's files
+    # (not its bytes: a checkpoint and a model card record the directory they were trained or converted in; the
+    # translations above, equal byte for byte, are what the models do)
+    objects = nights.server.objects(nights.store)
+    manifests = {k: json.loads(v) for k, v in objects.items() if k.startswith("models/") and k.endswith("/manifest.json")}
+    assert {k.split("/")[1] for k in manifests} >= {"fairseq", "ctranslate2"}
+    for key, manifest in manifests.items():
+        model_dir = key.removesuffix("/manifest.json")
+        local = {p.relative_to(nights.local / model_dir).as_posix() for p in (nights.local / model_dir).rglob("*") if p.is_file()}
+        assert {f["file"] for f in manifest["files"]} == local - {".training.lock"}
+        for f in manifest["files"]:
+            assert hashlib.sha256(objects[f"{model_dir}/{f['file']}"]).hexdigest() == f["sha256"]
+    # the catalog names the store: views, models
+    paths = Catalog(nights.remote).query("SELECT DISTINCT split_part(path, '/artifacts/', 1) AS p FROM artifacts")
+    assert paths["p"].to_pylist() == [nights.store]
+
+
+def cli(nights, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "flows.cli", *args, "--cache", str(nights.remote)],
+        env=nights.env,
+        cwd=nights.root,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_sql_export_why_and_the_shell_read_the_store_and_nothing_beside_it(nights):
+    before = nights.server.objects(nights.store)
+    done = cli(nights, "sql", "SELECT count(*) AS n, count(DISTINCT source) AS s FROM rejuvenated", "-f", "csv")
+    assert done.returncode == 0 and done.stdout == '"n","s"\n279,1\n', done.stderr
+    local = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "sql", "SELECT * FROM bitext ORDER BY uid", "-f", "csv", "--cache", str(nights.local)],
+        env=nights.env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    remote = cli(nights, "sql", "SELECT * FROM bitext ORDER BY uid", "-f", "csv")
+    assert remote.returncode == 0 and remote.stdout == local.stdout and remote.stdout.count("\n") > 300
+    out = nights.root / "rejuvenated.parquet"
+    done = cli(nights, "export", "rejuvenated", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert pq.read_table(out).num_rows == 279
+    done = cli(nights, "why", "demo_bitext", "3")
+    assert done.returncode == 0 and "read: kept" in done.stdout and "rejuvenated" in done.stdout, done.stdout + done.stderr
+    bucket = nights.store.split("/")[2]
+    refused = [
+        f"SELECT * FROM read_parquet('s3://{bucket}/elsewhere/x.parquet')",
+        f"SELECT * FROM read_parquet('{nights.store}x/artifacts/a.parquet')",  # a sibling prefix
+        "SELECT * FROM read_parquet('s3://other-bucket/x.parquet')",
+    ]
+    for query in refused:
+        done = cli(nights, "sql", query)
+        assert done.returncode == 2 and done.stdout == "", done.stderr
+        assert f"reads only the catalog and files under the cache {nights.remote} and {nights.store}/" in " ".join(
+            done.stderr.split()
+        )
+    shell = cli(
+        nights,
+        "sql",
+        "--shell",
+        stdin=f"SELECT count(*) AS n FROM inactive;\n{refused[0]};\nCOPY (SELECT 1) TO '{nights.store}/artifacts/x.parquet';\n"
+        "SELECT 42 AS alive;\n.quit\n",
+    )
+    assert shell.returncode == 0 and "│ 27 " in shell.stdout and "│ 42 " in shell.stdout, shell.stdout + shell.stderr
+    assert [line.split(":")[1].strip() for line in shell.stderr.splitlines()] == ["refused", "refused"]
+    assert nights.server.objects(nights.store) == before  # not a byte written
+
+
+def test_a_driver_killed_mid_run_then_retried_computes_only_what_the_store_lacks(nights):
+    """SIGKILL of the driver's process group as the first `align` manifest reaches the store, then `augdag retry`:
+    what had a manifest on the store is cached, and the store ends with the local night's bytes."""
+    store = nights.server.bucket("augdag-e2e-crash") + "/night"
+    cache = nights.root / "crashed"
+    env = {**nights.env, "AUGDAG_ARTIFACTS": store, "AUGDAG_SCRATCH": str(nights.root / "scratch-crashed")}
+    log = nights.root / "crashed.out"
+    with open(log, "w+") as out:
+        proc = subprocess.Popen(
+            night(cache), env=env, cwd=nights.root, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            deadline = time.monotonic() + 600
+            while not any(
+                k.startswith("artifacts/align/") and k.endswith("/manifest.json") for k in nights.server.objects(store)
+            ):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    out.seek(0)
+                    pytest.fail(f"no align manifest (exit code {proc.returncode}):\n{out.read()[-4000:]}")
+                time.sleep(0.3)
+            os.killpg(proc.pid, signal.SIGSTOP)
+            time.sleep(0.5)
+            finished = {k.split("/")[2] for k in nights.server.objects(store) if k.endswith("/manifest.json")}
+            os.killpg(proc.pid, signal.SIGKILL)
+            assert proc.wait(timeout=60) == -signal.SIGKILL
+        finally:
+            if proc.returncode is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    deadline = time.monotonic() + 30
+    while group_members(proc.pid):
+        assert time.monotonic() < deadline, f"the killed group {proc.pid} is still there"
+        time.sleep(0.2)
+    assert not (cache / "artifacts").exists()
+    crashed = Catalog(cache).query("SELECT run_id FROM runs WHERE pipeline = 'nightly'")["run_id"].to_pylist()
+    assert len(crashed) == 1
+    retried = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "retry", crashed[0], "--cache", str(cache)],
+        env=env, cwd=nights.root, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert retried.returncode == 0, retried.stdout[-3000:] + retried.stderr[-3000:]
+    (last,) = (
+        Catalog(cache).query("SELECT summary FROM runs WHERE pipeline = 'nightly' AND status = 'completed'").column(0).to_pylist()
+    )
+    stages = [s for p in json.loads(last)["pipelines"] for s in p["stages"] if s["kind"] == "artifact"]
+    before = [s for s in stages if s["fingerprint"] in finished]
+    assert len(before) >= 10 and {s["status"] for s in before} == {"cached"}
+    assert any(s["status"] == "computed" for s in stages)
+    assert store_hashes(nights.server, store) == parquet_hashes(nights.local)

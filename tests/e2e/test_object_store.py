@@ -116,11 +116,15 @@ def test_sql_export_why_and_the_shell_read_the_store_and_nothing_beside_it(night
     before = nights.server.objects(nights.store)
     done = cli(nights, "sql", "SELECT count(*) AS n, count(DISTINCT source) AS s FROM rejuvenated", "-f", "csv")
     assert done.returncode == 0 and done.stdout == '"n","s"\n279,1\n', done.stderr
+    query = ["sql", "SELECT * FROM bitext ORDER BY uid", "-f", "csv"]
     local = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "sql", "SELECT * FROM bitext ORDER BY uid", "-f", "csv", "--cache", str(nights.local)],
-        env=nights.env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    remote = cli(nights, "sql", "SELECT * FROM bitext ORDER BY uid", "-f", "csv")
+        [sys.executable, "-m", "flows.cli", *query, "--cache", str(nights.local)],
+        env=nights.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    remote = cli(nights, *query)
     assert remote.returncode == 0 and remote.stdout == local.stdout and remote.stdout.count("\n") > 300
     out = nights.root / "rejuvenated.parquet"
     done = cli(nights, "export", "rejuvenated", "-o", str(out))

@@ -69,3 +69,33 @@ def fetch(remote: str, local: Path) -> None:
         if tmp.is_dir():
             shutil.rmtree(tmp, ignore_errors=True)
         tmp.unlink(missing_ok=True)
+
+
+def local_copy(uri: str) -> Path:
+    """The model at ``uri`` (``<store>/models/<key>/<fingerprint>/<name>``) on this host: fetched into its scratch
+    directory the first time (one fetch per host and fingerprint, whichever process asks first), then reused."""
+    from filelock import FileLock
+
+    from conf.sections.storage import scratch_dir
+
+    prefix, rest = uri.rsplit("/models/", 1)
+    key, fp, name = rest.split("/", 2)
+    local = scratch_dir() / "models" / key / fp / name
+    if not local.exists():
+        local.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(local.parent / ".fetch.lock"):
+            if not local.exists():
+                fetch(f"{prefix}/models/{key}/{fp}", local)
+    return local
+
+
+def localized(resources: Any) -> Any:
+    """``resources`` (a shard task's model paths and settings) with every model on an object store replaced by the
+    path of its copy on this host (``local_copy``); everything else as it is."""
+    if isinstance(resources, str) and objects.is_remote(resources) and "/models/" in resources:
+        return str(local_copy(resources))
+    if isinstance(resources, dict):
+        return {k: localized(v) for k, v in resources.items()}
+    if isinstance(resources, (list, tuple)):
+        return type(resources)(localized(v) for v in resources)
+    return resources

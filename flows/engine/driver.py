@@ -246,11 +246,19 @@ def run_stage(
 
 @dataclasses.dataclass(frozen=True)
 class ModelRef:
-    """A trained model in the cache: ``<cache>/models/<name>/<fingerprint>/<file>``."""
+    """A trained model in the cache: ``<cache>/models/<name>/<fingerprint>/<file>``; with an object store, in this
+    host's scratch (``path``) and on the store (``uri``)."""
 
     name: str
     fingerprint: str
     path: Path
+    uri: str | None = None
+
+    @property
+    def location(self) -> str:
+        """What a shard task is handed as the model's path: on a store, its URI (the worker fetches it once per host,
+        storage/model_store.py ``localized``), else the path on this machine."""
+        return self.uri or str(self.path)
 
 
 def run_model_stage(
@@ -278,6 +286,7 @@ def run_model_stage(
     # with an object store: trained (or fetched) into this host's scratch and published to the store
     ref = ModelRef(name, fp, (scratch_dir() if run.store else run.root) / "models" / (key or name) / fp / filename)
     remote = objects.join(run.store, "models", key or name, fp) if run.store else None
+    ref = dataclasses.replace(ref, uri=f"{remote}/{filename}" if remote else None)
     ref.path.parent.mkdir(parents=True, exist_ok=True)
     # one training per fingerprint: a concurrent pipeline (the nightly's) that needs the same model waits
     with FileLock(ref.path.parent / ".training.lock"):
@@ -307,7 +316,7 @@ def run_model_stage(
         fp,
         name=name,
         kind=kind,
-        path=str(objects.join(remote, filename) if remote else ref.path),
+        path=ref.location,
         run_id=run.run_id,
         meta={"version": version, "params": dict(params), "inputs": parents},
     )

@@ -128,7 +128,7 @@ def generate(run: Run, conf: AugdagConf) -> Generated:
                     "model": model.fingerprint,
                     "source": name,
                 },
-                resources={"model_path": str(model.path), "device": section.model.device, "threads": section.model.threads},
+                resources={"model_path": model.location, "device": section.model.device, "threads": section.model.threads},
             )
         )
     selected = run_stage(run, C2C_SELECT, inputs=[delex, *generated], params={}, n_shards=1)

@@ -84,7 +84,7 @@ def candidate_sources(run: Run, conf: AugdagConf, rows: ArtifactRef, r: int) -> 
                         "temperature": c.temperature,
                         "top_k": c.top_k,
                     },
-                    resources={"model_path": str(ref.path), "device": c.device, "threads": c.threads, "batch_size": c.batch_size},
+                    resources={"model_path": ref.location, "device": c.device, "threads": c.threads, "batch_size": c.batch_size},
                 )
             )
         else:
@@ -223,7 +223,7 @@ def augment(run: Run, conf: AugdagConf) -> Augmented:
                 "round": r,
                 "classifier": model.fingerprint,
             },
-            resources={"model_path": str(model.path), "device": c.device, "threads": c.threads},
+            resources={"model_path": model.location, "device": c.device, "threads": c.threads},
         )
         rounds.append(scored)
         model = train_round(

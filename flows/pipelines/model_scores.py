@@ -47,7 +47,7 @@ def validate_nmt(
         TRANSLATE_VALIDATION,
         inputs=[sample],
         models=[model.fingerprint],
-        resources={"model_path": model.path, "runtime": runtime(conf)},
+        resources={"model_path": model.location, "runtime": runtime(conf)},
         params={"model": loading(conf), "decode": decode_options(beam=beam, lenpen=lenpen)},
     )
     evaluated = run_stage(run, EVALUATE, inputs=[hyps], n_shards=1, params={})
@@ -103,7 +103,7 @@ def evaluate_classifier(
         inputs=[test],
         models=[model.fingerprint],
         params={},
-        resources={"model_path": str(model.path), "device": conf.device, "threads": conf.threads},
+        resources={"model_path": model.location, "device": conf.device, "threads": conf.threads},
     )
     scores = run_stage(run, SCORE_PREDICTIONS, inputs=[preds], n_shards=1, params={"labels": list(labels)}).read(0).to_pylist()
     run.catalog.register_evaluation(

@@ -47,7 +47,7 @@ def paraphraser(run: Run, conf: AugdagConf) -> Generator:
         ref = configured_model(run, g.model, name="paraphraser", kind="transformers")
         return Generator(
             {"kind": "hf", "prompt": g.prompt},
-            {"model_path": str(ref.path), "device": g.device, "threads": g.threads},
+            {"model_path": ref.location, "device": g.device, "threads": g.threads},
             {"paraphraser": ref.fingerprint},
             ref.fingerprint,
             f"transformers {g.model}",
@@ -59,8 +59,8 @@ def paraphraser(run: Run, conf: AugdagConf) -> Generator:
     bwd = nmt_model(run, g.backward, name="paraphrase_backward", train_on=bitext, reverse=True)
     params = {"kind": "round_trip", "pivot_beam": g.pivot_beam, "forward": loading(g.forward), "backward": loading(g.backward)}
     resources = {
-        "forward_path": str(fwd.path),
-        "backward_path": str(bwd.path),
+        "forward_path": fwd.location,
+        "backward_path": bwd.location,
         "forward_runtime": runtime(g.forward),
         "backward_runtime": runtime(g.backward),
     }
@@ -117,12 +117,12 @@ def build_curriculum(run: Run, conf: AugdagConf) -> Paraphrased:
     if paraphrase.nli.model is not None:
         ref = configured_model(run, paraphrase.nli.model, name="nli", kind="nli")
         nli_params = {"entailment_label": paraphrase.nli.entailment_label}
-        resources |= {"nli_path": str(ref.path), "nli_runtime": _runtime(paraphrase.nli)}
+        resources |= {"nli_path": ref.location, "nli_runtime": _runtime(paraphrase.nli)}
         models["nli"] = ref.fingerprint
     sim = paraphrase.similarity
     if sim.model is not None:
         ref = configured_model(run, sim.model, name="similarity", kind=sim.kind)
-        resources["similarity_path"] = str(ref.path)
+        resources["similarity_path"] = ref.location
         models["similarity"] = ref.fingerprint
     resources["similarity_runtime"] = _runtime(sim)
     scored = run_stage(

@@ -78,7 +78,7 @@ def rejuvenate_bitext(run: Run, conf: AugdagConf) -> Rejuvenated:
         inputs=[bitext],
         params={"model": ident_loading},
         models=[ident.fingerprint],
-        resources={"model_path": ident.path, "runtime": runtime(rejuvenation.identification)},
+        resources={"model_path": ident.location, "runtime": runtime(rejuvenation.identification)},
     )
     cut = run_stage(run, INACTIVE_CUT, inputs=[scores], n_shards=1, params={"inactive_ratio": rejuvenation.inactive_ratio})
     inactive = run_stage(run, INACTIVE, inputs=[bitext, scores], side={"cut": cut}, params={"state": "inactive"})
@@ -134,17 +134,17 @@ def rejuvenate_inactive(
     conf = section.identification if reuse else section.rejuvenation
     models, params, fwd = {}, {}, None
     resources = {
-        "identification_path": ident.path,
+        "identification_path": ident.location,
         "identification_runtime": runtime(section.identification),
         "runtime": runtime(conf),
     }
     if section.direction in ("forward", "both"):
         fwd = ident if reuse else nmt_model(run, section.rejuvenation, name="rejuvenation", train_on=active)
-        models["forward"], resources["forward_path"] = fwd.fingerprint, fwd.path
+        models["forward"], resources["forward_path"] = fwd.fingerprint, fwd.location
         params["forward_fingerprint"] = fwd.fingerprint
     if section.direction in ("backward", "both"):  # a target → source model: trained on the active pairs, reversed
         bwd = nmt_model(run, section.rejuvenation, name="rejuvenation_backward", train_on=active, reverse=True)
-        models["backward"], resources["backward_path"] = bwd.fingerprint, bwd.path
+        models["backward"], resources["backward_path"] = bwd.fingerprint, bwd.location
         params["backward_fingerprint"], params["backward"] = bwd.fingerprint, loading(section.rejuvenation)
         resources["backward_runtime"] = runtime(section.rejuvenation)
     ref = run_stage(

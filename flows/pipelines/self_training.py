@@ -132,7 +132,7 @@ def sample_monolingual(run: Run, conf: AugdagConf) -> Sampled:
                     inputs=[m],
                     params={"column": "text", **lc},
                     models=[src_lm.fingerprint],
-                    resources={"lm_path": src_lm.path},
+                    resources={"lm_path": src_lm.location},
                 )
             ]
             for m in tokenized_monos
@@ -182,7 +182,7 @@ def filter_synthetic(
     )
     if not use_lm:
         return kept
-    lm = {"models": [target_lm.fingerprint], "resources": {"lm_path": target_lm.path}}
+    lm = {"models": [target_lm.fingerprint], "resources": {"lm_path": target_lm.location}}
     scores = run_stage(
         run,
         lm_tasks.LM_SCORE,
@@ -219,7 +219,7 @@ def teach(run: Run, conf: SelfTrainingConf, sampled: Sampled) -> tuple[dict[str,
                 inputs=[ref],
                 params=params,
                 models=[teacher.fingerprint],
-                resources={"model_path": teacher.path, "runtime": runtime(conf.teacher)},
+                resources={"model_path": teacher.location, "runtime": runtime(conf.teacher)},
             ),
             conf,
             target_lm,

@@ -206,7 +206,7 @@ def evaluate_students(
             TRANSLATE_STUDENT,
             inputs=[test],
             models=[s.model.fingerprint],
-            resources={"model_path": s.model.path, "runtime": runtime(train_nmt.student)},
+            resources={"model_path": s.model.location, "runtime": runtime(train_nmt.student)},
             params={"model": loading(train_nmt.student), "decode": decode_options(beam=train_nmt.beam, lenpen=train_nmt.lenpen)},
         )
         outputs.append(hyps)

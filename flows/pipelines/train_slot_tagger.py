@@ -102,7 +102,7 @@ def train_and_evaluate(run: Run, conf: AugdagConf) -> Tagged:
         inputs=[test],
         models=[m.fingerprint for _, _, m in taggers],
         params={"taggers": [{"arm": a, "seed": s, "model": m.fingerprint} for a, s, m in taggers], "batch_size": t.batch_size},
-        resources={"paths": {m.fingerprint: str(m.path) for _, _, m in taggers}, "device": t.device, "threads": t.threads},
+        resources={"paths": {m.fingerprint: m.location for _, _, m in taggers}, "device": t.device, "threads": t.threads},
     )
     scores = run_stage(run, SCORE_TAGS, inputs=[predictions], params={}, n_shards=1).read(0).to_pylist()
     for arm, seed, model in taggers:

@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from conf.errors import ConfError
 from storage import objects
 from storage.artifacts import MAIN, ArtifactRef, commit_file, hash_file, recorded_hashes, temp_path, write_part
+from storage.model_store import localized
 from tasks.runtime.progress import report
 
 if TYPE_CHECKING:
@@ -168,6 +169,7 @@ def run_shard(
     if not force and objects.exists(out.path(shard)):
         return ShardResult(shard, "cached", started, 0.0, 0, {})
     side_tables = {name: ref.parts() if name in stage.lazy_side else read_side(ref) for name, ref in side.items()}
+    resources = localized(resources) if out.store else resources  # models on the store: this host's copies
     if stage.reduce:
         parts = [ref.parts() for ref in inputs]
         result = stage.fn(*parts, **side_tables, **params, **(resources or {}))

@@ -7,13 +7,20 @@ computes only what the store does not hold."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import pwd
+import shutil
 import signal
+import stat
 import subprocess
 import sys
+import sysconfig
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -23,12 +30,13 @@ import pytest
 from demo.tiny import TINY_SETS
 from storage.catalog import Catalog
 from storage.processes import group_members
-from tests.conftest import subprocess_env
+from tests.conftest import REPO, free_port, subprocess_env
 from tests.engine.test_determinism import parquet_hashes
 from tests.engine.test_killed_night import scores
 
 pytestmark = [pytest.mark.slow]
 
+NOBODY = pwd.getpwnam("nobody")
 SETS = [*TINY_SETS, "pipelines=[ingest, self_training, rejuvenation]"]
 # what the driver keeps in its cache directory with artifacts on a store: the catalog (and the empty parts that give
 # each view its columns), logs, reports, its locks, input hashes and Prefect's task records
@@ -205,3 +213,111 @@ def test_a_driver_killed_mid_run_then_retried_computes_only_what_the_store_lacks
     assert len(before) >= 10 and {s["status"] for s in before} == {"cached"}
     assert any(s["status"] == "computed" for s in stages)
     assert store_hashes(nights.server, store) == parquet_hashes(nights.local)
+
+
+# -- workers that share no disk with the driver (issue 29, part 2) ----------------------------------------------------
+
+
+@contextlib.contextmanager
+def dask_as_nobody(tmp: Path, server, n_workers: int) -> Iterator[tuple[str, list[subprocess.Popen], Path]]:
+    """`dask scheduler` and ``n_workers`` `dask worker`s started as the user ``nobody``, with a HOME and TMPDIR of their
+    own, on the object store and the session's Prefect API: no path of the driver (its cache, the demo data, the
+    pytest directories are mode 700, root's) is readable to them. Yields the scheduler's address, the workers, their HOME."""
+    from prefect.settings import PREFECT_API_URL
+
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("starting workers as another user needs root and setpriv")
+    as_nobody = ["setpriv", f"--reuid={NOBODY.pw_uid}", f"--regid={NOBODY.pw_gid}", "--clear-groups"]
+    python = worker_python(as_nobody)
+    home = Path(tempfile.mkdtemp(prefix="augdag-nobody-", dir="/tmp"))
+    (home / "tmp").mkdir()
+    for p in (home, home / "tmp"):
+        os.chown(p, NOBODY.pw_uid, NOBODY.pw_gid)
+        p.chmod(0o700)
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "TMPDIR": str(home / "tmp"),
+        "PYTHONPATH": os.pathsep.join([str(REPO), sysconfig.get_paths()["purelib"]]),  # the package, as installed
+        "PREFECT_HOME": str(home / ".prefect"),
+        "PREFECT_API_URL": PREFECT_API_URL.value(),
+        "NUMBA_NUM_THREADS": "1",
+        **server.env,
+    }
+    address = f"tcp://127.0.0.1:{free_port()}"
+    dask = [*as_nobody, python, "-m", "dask"]
+    cmds = [[*dask, "scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1], "--no-dashboard"]]
+    cmds += [[*dask, "worker", address, "--name", f"w{i}", "--nthreads", "1", "--no-dashboard"] for i in range(n_workers)]
+    procs = []
+    try:
+        for i, cmd in enumerate(cmds):
+            with open(tmp / f"dask-{i}.log", "wb") as log:
+                procs.append(
+                    subprocess.Popen(cmd, env=env, cwd=home, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                )
+        from distributed import Client
+
+        with Client(address, timeout=60) as client:
+            client.wait_for_workers(n_workers, timeout=120)
+        yield address, procs[1:], home
+    finally:
+        for proc in reversed(procs):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def worker_python(as_nobody: list[str]) -> str:
+    """An interpreter of this Python version that ``nobody`` may run (this venv's may live in root's home): the worker
+    hosts' Python, with this venv's packages on its path as an install would put them."""
+    for candidate in (f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}", sys.executable):
+        probe = subprocess.run(
+            [*as_nobody, candidate, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True
+        )
+        if probe.returncode == 0 and probe.stdout.strip() == str(tuple(sys.version_info[:2])):
+            return candidate
+    pytest.skip(f"no Python {sys.version_info[0]}.{sys.version_info[1]} that the user nobody may run")
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning:distributed")  # the hosts' Python is 3.11.x of another x
+def test_dask_workers_as_another_user_on_the_store_alone_write_the_local_nights_bytes_a_killed_one_included(nights):
+    """A scheduler and two workers as `nobody` (no read access to any path of the driver) run the night against the
+    store; one worker is SIGKILLed while the scheduler has shard tasks on it; Dask gives them to the other, and the
+    store ends with the local night's bytes."""
+    from distributed import Client
+
+    assert stat.S_IMODE(nights.root.parent.stat().st_mode) & 0o007 == 0  # the driver's directories: not for others
+    store = nights.server.bucket("augdag-e2e-dask") + "/night"
+    cache = nights.root / "dask"
+    with dask_as_nobody(nights.root, nights.server, 2) as (address, workers, home):
+        env = {**nights.env, "AUGDAG_ARTIFACTS": store, "AUGDAG_SCRATCH": str(nights.root / "scratch-dask")}
+        sets = [
+            "--set",
+            "task_runner.kind=dask",
+            "--set",
+            f"task_runner.address={address}",
+            "--set",
+            "task_runner.gpu_resource=null",
+        ]
+        log = nights.root / "dask.out"
+        with open(log, "w+") as out, Client(address, timeout=60) as client:
+            proc = subprocess.Popen([*night(cache), *sets], env=env, cwd=nights.root, stdout=out, stderr=subprocess.STDOUT)
+            killed, deadline = None, time.monotonic() + 600
+            while killed is None and proc.poll() is None and time.monotonic() < deadline:
+                busy = {w: keys for w, keys in client.processing().items() if keys}
+                names = {w: info["name"] for w, info in client.scheduler_info()["workers"].items()}
+                if busy and len(nights.server.objects(store)) > 40:  # past ingest: most of the night is still to come
+                    victim = names[next(iter(busy))]
+                    os.killpg(workers[int(victim[1:])].pid, signal.SIGKILL)
+                    killed = (victim, list(busy[next(iter(busy))]))
+                time.sleep(0.05)
+            assert proc.wait(timeout=900) == 0, log.read_text()[-4000:]
+        # the workers fetched the models their shards use from the store into their own scratch, once per host
+        fetched = {p.parent.parent.name for p in (home / ".cache" / "augdag" / "models").glob("*/*/manifest.json")}
+        fetched |= {p.parent.parent.name for p in (home / ".cache" / "augdag" / "models").glob("*/*/model")}
+        assert fetched, "no model was fetched by a worker"
+    assert killed is not None, "no worker was seen with a shard task before the night ended"
+    assert store_hashes(nights.server, store) == parquet_hashes(nights.local)
+    assert scores(cache) == scores(nights.local)
+    assert {p.name for p in cache.iterdir()} <= BOOKKEEPING

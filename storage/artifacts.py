@@ -8,7 +8,7 @@ Every file is written under a temporary name and renamed (the rename is the comm
 without a manifest is an unfinished stage that nobody may read as finished.
 
 With ``storage.artifacts`` an object-store URI (``s3://bucket/prefix``), the same layout lies under that prefix
-(``ArtifactRef.store``) and each file is one PUT under its final key, the manifest last (storage/objects.py).
+(``ArtifactRef.store``) and each file is one PUT under its final key, the manifest last (storage/objects/).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class ArtifactRef:
     view: str | None = None  # the catalog view its main parts appear in (bitext, curriculum, ...); None: internal
     dataset: str | None = None
     n_shards: int = 0
-    store: str | None = None  # where artifacts live when not under ``root``: an object-store URI (storage/objects.py)
+    store: str | None = None  # where artifacts live when not under ``root``: an object-store URI (storage/objects/)
 
     @property
     def dir(self) -> Loc:

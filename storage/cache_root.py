@@ -8,7 +8,7 @@ tries a relative path against the working directory first, so a view would read 
 directory the user stands in, and the sandbox would have to allow relative paths. Without the variable
 (the DuckDB CLI opened in the cache directory) the paths are relative to the working directory.
 Paths stored by older versions are absolute; ``resolve`` still reads them. An artifact on an object store
-(``storage.artifacts: s3://…``) is stored as its URI and read as it is (storage/objects.py).
+(``storage.artifacts: s3://…``) is stored as its URI and read as it is (storage/objects/).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def files_sql(paths: Sequence[str]) -> str:
 
 def object_stores(con: duckdb.DuckDBPyConnection) -> list[str]:
     """The object-store prefixes the catalog's artifacts lie under (``s3://bucket/prefix/``), their filesystems
-    registered on ``con`` (read-only, storage/objects.py)."""
+    registered on ``con`` (read-only, storage/objects/)."""
     paths = [r[0] for r in con.execute("SELECT DISTINCT path FROM artifacts WHERE contains(path, '://')").fetchall()]
     prefixes = sorted({p.rsplit("/artifacts/", 1)[0] + "/" for p in paths if objects.is_remote(p)})
     objects.register(con, objects.schemes_of(prefixes))

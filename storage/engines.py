@@ -42,7 +42,7 @@ def attach(path: Path, config: dict[str, object]) -> tuple[duckdb.DuckDBPyConnec
             _instance = (os.getpid(), duckdb.connect(":memory:", config=config))
             atexit.register(close_instance)
         con, alias = _instance[1].cursor(), f"catalog_{next(_aliases)}"
-        objects.register(con)  # the views over an object store's parts (storage/objects.py)
+        objects.register(con)  # the views over an object store's parts (storage/objects/)
     try:
         con.execute(f"ATTACH '{str(path).replace(chr(39), chr(39) * 2)}' AS {alias}")
     except BaseException:
@@ -78,7 +78,7 @@ def scratch_duckdb(
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     spill = tempfile.TemporaryDirectory(prefix=f"augdag-{name}-")
     con = duckdb.connect(config={**OFFLINE, "memory_limit": memory_limit, "threads": threads, "temp_directory": spill.name})
-    objects.register(con)  # parts on an object store (storage/objects.py), when this process works on one
+    objects.register(con)  # parts on an object store (storage/objects/), when this process works on one
     try:
         yield con
     finally:

@@ -80,7 +80,7 @@ class Parts:
     def sql(self, *, filename: bool = False) -> str:
         """A DuckDB table expression over the parts: ``read_parquet([...])`` (``filename = true``: with
         each row's file, whose order is the shard order). Parts on an object store are read through the
-        filesystem storage/engines.py's connections register (storage/objects.py)."""
+        filesystem storage/engines.py's connections register (storage/objects/)."""
         return f"read_parquet({parquet_list(self.paths)}{', filename = true' if filename else ''})"
 
     @classmethod

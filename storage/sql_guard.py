@@ -294,7 +294,7 @@ def sandbox_error(e: duckdb.Error, root: Path, stores: Sequence[str] = ()) -> Ca
         return CatalogError(outside_cache(root, e, stores))
     if isinstance(e, duckdb.CatalogException) and (m := _MISSING_PATH.search(str(e))):
         return CatalogError(outside_cache(root, f'Cannot scan the file "{m[1]}" as a table', stores))
-    if m := _READ_ONLY_STORE.search(str(e)):  # a write that reached the object store's filesystem (storage/objects.py)
+    if m := _READ_ONLY_STORE.search(str(e)):  # a write that reached the object store's filesystem (storage/objects/)
         return CatalogError(f"refused: {m[1]}")
     return query_error(e)
 

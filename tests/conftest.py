@@ -310,7 +310,7 @@ def s3_server(tmp_path_factory):
 
 @pytest.fixture
 def s3_env(s3_server, monkeypatch):
-    """This process pointed at the session's S3 server (the standard variables; storage/objects.py's filesystems
+    """This process pointed at the session's S3 server (the standard variables; storage/objects/'s filesystems
     made again from them)."""
     from storage import objects
 

@@ -1,4 +1,4 @@
-"""Where a run's artifacts live: under the cache directory, or on an object store (storage/objects.py)."""
+"""Where a run's artifacts live: under the cache directory, or on an object store (storage/objects/)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from conf.base import ConfModel
 
 ARTIFACTS_ENV = "AUGDAG_ARTIFACTS"
 SCRATCH_ENV = "AUGDAG_SCRATCH"
-OBJECT_STORES = ("s3", "gs", "gcs", "abfs", "abfss")  # as storage/objects.py's SCHEMES
+OBJECT_STORES = ("s3", "gs", "gcs", "abfs", "abfss")  # as storage/objects/'s SCHEMES
 
 
 class StorageConf(ConfModel):

@@ -48,9 +48,10 @@ from flows.engine.run_log import open_run_log
 from flows.engine.transient import retry_transient
 from flows.ops.liveness import reap_before_run
 from models.runtime import fix_torch_threads
-from storage import model_store, objects
+from storage import objects
 from storage.artifacts import FIGURE_MEMO, MAIN, ArtifactRef, fingerprint, part_name, read_manifest, sweep_temp
 from storage.catalog import Catalog
+from storage.objects import models as model_store
 from tasks.runtime.stage import (
     ShardResult,
     SourceFn,
@@ -73,7 +74,7 @@ class Run:
     reports: list[StageReport] = dataclasses.field(default_factory=list)
     warnings: list[str] = dataclasses.field(default_factory=list)  # lines for the summary (an input's encoding, ...)
     force: Forcing = Forcing()
-    store: str | None = None  # storage.artifacts: the object-store prefix artifacts and models go to (storage/objects.py)
+    store: str | None = None  # storage.artifacts: the object-store prefix artifacts and models go to (storage/objects/)
     log: Path = dataclasses.field(init=False)  # <cache>/logs/<run_id>.log: Prefect's and augdag's records
 
     def __post_init__(self) -> None:
@@ -257,7 +258,7 @@ class ModelRef:
     @property
     def location(self) -> str:
         """What a shard task is handed as the model's path: on a store, its URI (the worker fetches it once per host,
-        storage/model_store.py ``localized``), else the path on this machine."""
+        storage/objects/models.py ``localized``), else the path on this machine."""
         return self.uri or str(self.path)
 
 
@@ -291,7 +292,7 @@ def run_model_stage(
     # one training per fingerprint: a concurrent pipeline (the nightly's) that needs the same model waits
     with FileLock(ref.path.parent / ".training.lock"):
         forced = run.force.wants(fp)
-        cached = not forced and stored_model(ref.path, remote)
+        cached = not forced and model_store.trained(ref.path, remote)
         if not cached:
             check_cached(f"model {name}")
             sweep_temp(ref.path.parent)  # a killed training's half-written model
@@ -336,19 +337,6 @@ def run_model_stage(
     )
     run_logger().info("%s %s: %s (%s)", name, fp[:12], "cached" if cached else "trained", ref.path)
     return ref
-
-
-def stored_model(local: Path, remote: str | None) -> bool:
-    """Whether the model is trained: on this host at ``local``, and published under ``remote`` if there is a store
-    (fetched from it when this host lacks it; published when only this host has it, as a crash may leave it)."""
-    if remote is None:
-        return local.exists()
-    on_store = model_store.published(remote) is not None
-    if on_store and not local.exists():
-        model_store.fetch(remote, local)
-    elif local.exists() and not on_store:
-        model_store.publish(local, remote)
-    return local.exists()
 
 
 def run_source_stage(

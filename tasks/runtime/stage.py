@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from conf.errors import ConfError
 from storage import objects
 from storage.artifacts import MAIN, ArtifactRef, commit_file, hash_file, recorded_hashes, temp_path, write_part
-from storage.model_store import localized
+from storage.objects.models import localized
 from tasks.runtime.progress import report
 
 if TYPE_CHECKING:
@@ -227,7 +227,7 @@ def run_source(out: ArtifactRef, produce: SourceFn, force: bool = False) -> list
 def build_model(path: Path, build: Callable[[Path], None], publish: str | None = None) -> float:
     """The body of a model task: ``build`` writes the model (a file or a directory) to a temporary name,
     renamed to ``path`` when complete (a crash never leaves a model that looks trained), then (``publish``: an
-    object-store prefix) PUT there with its manifest last (storage/model_store.py). Returns the seconds it took."""
+    object-store prefix) PUT there with its manifest last (storage/objects/models.py). Returns the seconds it took."""
     t0 = time.perf_counter()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_path(path)
@@ -239,7 +239,7 @@ def build_model(path: Path, build: Callable[[Path], None], publish: str | None =
             shutil.rmtree(tmp, ignore_errors=True)
         tmp.unlink(missing_ok=True)
     if publish is not None:
-        from storage.model_store import publish as put_model
+        from storage.objects.models import publish as put_model
 
         put_model(path, publish)
     return time.perf_counter() - t0

@@ -1,4 +1,4 @@
-"""Artifacts, models and the catalog on an object store (storage/objects.py), against moto's S3 server on 127.0.0.1:
+"""Artifacts, models and the catalog on an object store (storage/objects/), against moto's S3 server on 127.0.0.1:
 the same bytes as the cache directory, the commit rule without rename, and a user's SQL that reads the artifact prefix
 and nothing else."""
 
@@ -11,10 +11,11 @@ import pyarrow.compute as pc
 import pytest
 
 from conf.errors import ArtifactError, CatalogError, ConfError
-from storage import model_store, objects
+from storage import objects
 from storage.artifacts import ArtifactRef, read_manifest, recorded_hashes, verify, write_manifest
 from storage.catalog import Catalog, check_read_only
 from storage.engines import scratch_duckdb
+from storage.objects import models as model_store
 from storage.schemas import REJECTS
 from tasks.runtime.stage import commit_shard
 from tests.conftest import bitext

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import uuid
 from pathlib import Path
 from typing import Any
 
 from conf.errors import ArtifactError
 from storage import objects
-from storage.artifacts import commit_file, temp_path
 
 MANIFEST = "manifest.json"
 
@@ -54,7 +55,7 @@ def fetch(remote: str, local: Path) -> None:
     if manifest is None:
         raise ArtifactError(f"{remote}: no published model (no manifest, or a file of it is missing)")
     local.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_path(local)
+    tmp = local.with_name(f".{local.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")  # as storage/artifacts.py's temp_path
     try:
         for f in manifest["files"]:
             rel = f["file"].split("/", 1)[1] if manifest["kind"] == "directory" else ""
@@ -64,11 +65,24 @@ def fetch(remote: str, local: Path) -> None:
             if hashlib.sha256(data).hexdigest() != f["sha256"]:
                 raise ArtifactError(f"{remote}/{f['file']}: its sha256 differs from the model's manifest; publish it again")
             target.write_bytes(data)
-        commit_file(tmp, local)
+        os.replace(tmp, local)  # the model appears whole or not at all
     finally:
         if tmp.is_dir():
             shutil.rmtree(tmp, ignore_errors=True)
         tmp.unlink(missing_ok=True)
+
+
+def trained(local: Path, remote: str | None) -> bool:
+    """Whether a model is trained: on this host at ``local``, and published under ``remote`` if there is a store
+    (fetched from it when this host lacks it; published when only this host has it, as a crash may leave it)."""
+    if remote is None:
+        return local.exists()
+    on_store = published(remote) is not None
+    if on_store and not local.exists():
+        fetch(remote, local)
+    elif local.exists() and not on_store:
+        publish(local, remote)
+    return local.exists()
 
 
 def local_copy(uri: str) -> Path:

@@ -155,26 +155,32 @@ def temp_path(final: Path) -> Path:
     return final.with_name(f".{final.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
 
 
-def sweep_temp(directory: Loc) -> list[Path]:
-    """Remove what killed writers left in ``directory``: the ``temp_path`` files and directories whose writer
-    process is gone (a live one, this process included, may still be writing). Returns what it removed."""
-    if objects.is_remote(directory):
-        return []  # an object store has no temporary names: a PUT is the commit
-    removed = []
+def dead_temporaries(directory: Path) -> list[Path]:
+    """The ``temp_path`` files and directories in ``directory`` whose writer process is gone (a live one, this
+    process included, may still be writing)."""
+    dead = []
     for tmp in directory.glob(".*.tmp") if directory.is_dir() else ():
         try:
             pid = int(tmp.name.rsplit(".", 3)[-3])
             os.kill(pid, 0)
             continue  # its writer lives
         except ProcessLookupError:
-            pass
+            dead.append(tmp)
         except (ValueError, IndexError, PermissionError):  # not ours to judge, or a live process of another user
             continue
+    return dead
+
+
+def sweep_temp(directory: Loc) -> list[Path]:
+    """Remove what killed writers left in ``directory`` (``dead_temporaries``). Returns what it removed."""
+    if objects.is_remote(directory):
+        return []  # an object store has no temporary names: a PUT is the commit
+    removed = dead_temporaries(Path(directory))
+    for tmp in removed:
         if tmp.is_dir() and not tmp.is_symlink():
             shutil.rmtree(tmp, ignore_errors=True)
         else:
             tmp.unlink(missing_ok=True)
-        removed.append(tmp)
     return removed
 
 

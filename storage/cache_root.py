@@ -73,6 +73,11 @@ def object_stores(con: duckdb.DuckDBPyConnection) -> list[str]:
     """The object-store prefixes the catalog's artifacts lie under (``s3://bucket/prefix/``), their filesystems
     registered on ``con`` (read-only, storage/objects/)."""
     paths = [r[0] for r in con.execute("SELECT DISTINCT path FROM artifacts WHERE contains(path, '://')").fetchall()]
-    prefixes = sorted({p.rsplit("/artifacts/", 1)[0] + "/" for p in paths if objects.is_remote(p)})
+    prefixes = store_prefixes(paths)
     objects.register(con, objects.schemes_of(prefixes))
     return prefixes
+
+
+def store_prefixes(paths: Sequence[str]) -> list[str]:
+    """The object-store prefixes (``s3://bucket/prefix/``) that artifacts stored at ``paths`` lie under."""
+    return sorted({p.rsplit("/artifacts/", 1)[0] + "/" for p in paths if objects.is_remote(p)})

@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from conf.errors import AugdagError, ConfError
+from conf.errors import AugdagError, CatalogError, ConfError
 from conf.loader import load_profile, load_recorded
 from conf.schema import resolve_cache
 from flows.cli.app import QUIET, CacheOpt, ConfigOpt, SetOpt, app, err, existing_catalog_at, fail, out, verbosity
@@ -248,3 +248,43 @@ def _when(at: datetime | None, timezone: str | None) -> str:
     with contextlib.suppress(ZoneInfoNotFoundError):
         at = at.astimezone(ZoneInfo(timezone or "UTC"))
     return at.strftime("%Y-%m-%d %H:%M %Z")
+
+
+@app.command()
+def gc(
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="list what would be removed, remove nothing")] = False,
+    cache: CacheOpt = None,
+) -> None:
+    """Remove what crashed writers left: artifacts without a manifest (in the cache and on its object store), models on
+    the store without theirs, temporary files of dead processes. Complete artifacts stay (they are the cache). Refused
+    while a run is running on the cache."""
+    from conf.sections.storage import StorageConf, artifacts_store
+    from flows.ops.gc import collect, unfinished
+    from flows.ops.liveness import reap_for_listing
+    from storage.cache_root import store_prefixes
+
+    catalog = existing_catalog_at(cache)
+    reap_for_listing(catalog)  # a run whose process is gone is crashed, not running
+    running = catalog.query("SELECT run_id, host, pid FROM runs WHERE status = 'running' ORDER BY run_id").to_pylist()
+    if running:
+        r = running[0]
+        fail(
+            CatalogError(
+                f"gc: run {r['run_id']} is running on {catalog.root} (pid {r['pid']} on {r['host']}): its parts have no "
+                "manifest yet and gc would remove them. Run `augdag gc` when `augdag runs` shows no run running"
+            )
+        )
+    paths = catalog.query("SELECT DISTINCT path FROM artifacts WHERE contains(path, '://')")["path"].to_pylist()
+    try:
+        named = artifacts_store(StorageConf())  # $AUGDAG_ARTIFACTS: a store no finished artifact names yet
+    except ValueError as e:
+        fail(ConfError(str(e)))
+    stores = {p.rstrip("/") for p in store_prefixes(paths)} | ({named} if named else set())
+    garbage = unfinished(catalog.root, stores)
+    if not dry_run:
+        collect(garbage)
+    verb = "would remove" if dry_run else "removed"
+    for g in garbage:
+        out.print(f"{verb} {g.what} {g.location} ({g.files} file(s), {g.bytes:,} bytes)", highlight=False, soft_wrap=True)
+    total = sum(g.bytes for g in garbage)
+    out.print(f"gc: {verb} {len(garbage)} item(s), {total:,} bytes; complete artifacts kept", highlight=False, soft_wrap=True)

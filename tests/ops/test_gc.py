@@ -73,7 +73,9 @@ def test_gc_while_a_run_is_running_is_one_line_and_exit_2_removing_nothing(tmp_p
     cache = tmp_path / "cache"
     half = _artifact(cache, "c" * 32, finished=False)
     _artifact(cache, "a" * 32)
-    Catalog(cache).start_run("night-1", pipeline="nightly", profile="demo", config={}, flow_run_id=None)  # owned by this live process
+    Catalog(cache).start_run(
+        "night-1", pipeline="nightly", profile="demo", config={}, flow_run_id=None
+    )  # owned by this live process
     refused = augdag(tmp_path, "gc", "--cache", str(cache))
     assert refused.returncode == 2 and refused.stdout == ""
     assert refused.stderr.startswith("error: gc: run night-1 is running on ")

@@ -137,7 +137,8 @@ def check_inputs(conf: AugdagConf) -> None:
         (name, p, problem)
         for name, ds in conf.datasets.items()
         for p in ds.files()
-        if (problem := _input_problem(p, directory=ds.format == "hf"))
+        if isinstance(p, Path)  # an object-store URI: its read says if it is missing (storage/readers/common.py)
+        and (problem := _input_problem(p, directory=ds.format == "hf"))
     ]
     if missing:
         name, p, problem = missing[0]

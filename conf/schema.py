@@ -25,7 +25,7 @@ from conf.sections.orchestration import NightlyConf, OrchestrationConf, TaskRunn
 from conf.sections.robustness import RobustnessConf
 from conf.sections.sentences import Language, SplitSentences
 from conf.sections.slots import C2cConf, TrainSlotTaggerConf
-from conf.sections.storage import StorageConf
+from conf.sections.storage import InputLocation, StorageConf
 from conf.sections.tokenizer import TokenizerConf
 
 Kind = Literal["bitext", "mono", "labeled", "slots"]
@@ -40,9 +40,10 @@ class DatasetConf(InputConf):
 
     kind: Kind
     format: Format
-    path: Path | None = None  # tsv / jsonl / parquet file, a mono text file, or an HF `save_to_disk` dir
-    src: Path | None = None  # bitext as two line-aligned text files
-    tgt: Path | None = None
+    # a path on this machine or an object-store URI (s3://bucket/key; not an hf directory)
+    path: InputLocation | None = None  # tsv / jsonl / parquet file, a mono text file, or an HF `save_to_disk` dir
+    src: InputLocation | None = None  # bitext as two line-aligned text files
+    tgt: InputLocation | None = None
     columns: list[str] | None = None  # tsv: the record fields in column order (default: the kind's fields)
     rename: dict[str, str] = {}  # jsonl / parquet / hf: record field -> name in the input
     header: bool = False  # tsv: the first line names the columns and is skipped
@@ -64,19 +65,21 @@ class DatasetConf(InputConf):
             raise ValueError(f"format {self.format!r} for kind {self.kind!r} needs `path`, not `src`/`tgt`")
         if self.format == "text" and self.kind not in ("bitext", "mono"):
             raise ValueError(f"format 'text' holds bitext or mono, not {self.kind!r}; use tsv or jsonl")
+        if self.format == "hf" and isinstance(self.path, str):
+            raise ValueError("format 'hf' reads a `save_to_disk` directory on this machine, not an object-store URI")
         return self
 
-    def files(self) -> list[Path]:
-        """The input files (or directory) this dataset reads."""
+    def files(self) -> list[Path | str]:
+        """The input files (or directory) this dataset reads: paths, or object-store URIs."""
         return [p for p in (self.src, self.tgt, self.path) if p is not None]
 
-    def paths(self) -> dict[str, Path]:
+    def paths(self) -> dict[str, Path | str]:
         """The set path fields: ``{"src": ..., "tgt": ...}`` or ``{"path": ...}``."""
         return {f: p for f in ("path", "src", "tgt") if (p := getattr(self, f)) is not None}
 
     def resolved(self, base: Path, fields: Sequence[str]) -> DatasetConf:
         """This dataset with the relative paths among ``fields`` made ``base / path``."""
-        update = {f: base / p for f, p in self.paths().items() if f in fields and not p.is_absolute()}
+        update = {f: base / p for f, p in self.paths().items() if f in fields and isinstance(p, Path) and not p.is_absolute()}
         return self.model_copy(update=update) if update else self
 
 

@@ -28,7 +28,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from conf.errors import ArtifactError
+from conf.errors import ArtifactError, InputError
 from storage import objects
 from storage.objects import Loc
 from storage.parts import Parts
@@ -118,14 +118,19 @@ def hash_file(path: Loc, *, block: int = 1 << 22) -> str:
     return objects.hash_of(path)
 
 
-def hash_inputs(paths: Iterable[Path], *, memo: Path | None = None) -> str:
+def hash_inputs(paths: Iterable[Path | str], *, memo: Path | None = None) -> str:
     """Fingerprint of input files (by content); a directory hashes every file under it, by relative path.
 
     With ``memo`` (a directory in the cache), a file's sha256 is remembered under its (path, size,
-    mtime, inode) and reused while those are unchanged, so a cached re-run does not re-read its inputs.
+    mtime, inode) and reused while those are unchanged, so a cached re-run does not re-read its inputs; an
+    object's under its (URI, size, modification time).
     """
     h = hashlib.sha256()
     for path in paths:
+        if objects.is_remote(path):
+            digest = _memo_object_hash(str(path), memo) if memo is not None else hash_file(path)
+            h.update(f"{objects.name(path)}\0{digest}\0".encode())
+            continue
         path = Path(path)
         files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
         for f in files:
@@ -134,9 +139,19 @@ def hash_inputs(paths: Iterable[Path], *, memo: Path | None = None) -> str:
     return h.hexdigest()[:32]
 
 
+def _memo_object_hash(uri: str, memo: Path) -> str:
+    if (found := objects.stamp(uri)) is None:
+        raise InputError(f"{uri}: no such object. Hint: check the dataset's path in the profile")
+    size, mtime = found
+    return _memoised(f"{uri}\0{size}\0{mtime}", memo, uri)
+
+
 def _memo_hash(path: Path, memo: Path) -> str:
     st = path.stat()
-    key = f"{path.absolute()}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}"
+    return _memoised(f"{path.absolute()}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}", memo, path)
+
+
+def _memoised(key: str, memo: Path, path: Loc) -> str:
     entry = memo / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.sha256"
     try:
         return entry.read_text()

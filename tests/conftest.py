@@ -277,7 +277,7 @@ class S3Server:
         out = {}
         for info in fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True)):
             if info.type == pafs.FileType.File:
-                with fs.open_input_stream(info.path) as f:
+                with fs.open_input_stream(info.path, compression=None) as f:
                     out[info.path[len(root) + 1 :]] = f.read()
         return out
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Annotated
 from urllib.parse import urlsplit
 
-from pydantic import field_validator
+from pydantic import BeforeValidator, field_validator
 
 from conf.base import ConfModel
 
@@ -60,3 +61,21 @@ def scratch_dir(environ: Mapping[str, str] | None = None) -> Path:
     if environ.get(SCRATCH_ENV):
         return Path(environ[SCRATCH_ENV])
     return Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "augdag"
+
+
+def _input_location(value: object) -> object:
+    """A dataset file as the profile names it: a path on this machine, or an object-store URI kept as written."""
+    if isinstance(value, str) and "://" in value:
+        scheme = value.split("://", 1)[0]
+        if scheme.lower() not in OBJECT_STORES:
+            raise ValueError(
+                f"{value!r}: {scheme}:// is not read here; a dataset is a local path or an object-store URI (s3://BUCKET/KEY)"
+            )
+        if not urlsplit(value).netloc or value.endswith("/"):
+            raise ValueError(f"{value!r}: an object-store input names a bucket and a key (s3://BUCKET/KEY)")
+        return value
+    return Path(value) if isinstance(value, str) else value
+
+
+# a dataset's `path`, `src` or `tgt`: a Path on this machine, or an object-store URI (a str, read by storage/objects/)
+InputLocation = Annotated[Path | str, BeforeValidator(_input_location)]

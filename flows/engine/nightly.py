@@ -261,8 +261,8 @@ def demo_data(profile: str, conf: AugdagConf) -> tuple[Path, bool] | None:
         return None
     if not (is_packaged(path) and path.name == "demo.yaml"):
         return None
-    dirs = {p.parent for ds in conf.datasets.values() for p in ds.files()}
-    if len(dirs) != 1:
+    dirs = {p.parent if isinstance(p, Path) else None for ds in conf.datasets.values() for p in ds.files()}
+    if len(dirs) != 1 or None in dirs:
         return None
     root = dirs.pop()
     settings, marker = conf.demo.model_dump(), root / "demo.json"

@@ -52,7 +52,9 @@ def _absolute_path_set(item: SetItem) -> str:
 
 def describe(conf: AugdagConf, parameters: dict[str, Any]) -> str:
     """What a deployment's runs read and write, resolved: the cache and the directories of the datasets."""
-    data = sorted({str(p.parent) for ds in conf.datasets.values() for p in ds.files()})
+    data = sorted(
+        {str(p.parent) if isinstance(p, Path) else p.rsplit("/", 1)[0] for ds in conf.datasets.values() for p in ds.files()}
+    )
     return (
         f"augdag nightly run of profile {parameters['profile']!r}; cache {parameters['cache']}; "
         f"data in {', '.join(data) or '(no datasets)'}"

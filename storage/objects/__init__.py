@@ -32,7 +32,7 @@ import os
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
@@ -141,6 +141,12 @@ def size(loc: Loc) -> int | None:
         return None
 
 
+def stamp(uri: str) -> tuple[int, int] | None:
+    """An object's (size, modification time in ns), None when it does not exist."""
+    info = _info(uri)
+    return None if info is None else (info.size, info.mtime_ns or 0)
+
+
 def listing(directory: Loc, suffix: str = "") -> dict[str, tuple[int, int]]:
     """The files directly in ``directory`` whose names end with ``suffix``: name -> (size, mtime in ns).
     One LIST request on an object store; a missing directory has none."""
@@ -175,7 +181,7 @@ def read_bytes(loc: Loc) -> bytes:
         return Path(loc).read_bytes()
     fs, path = split(str(loc))
     try:
-        with fs.open_input_stream(path) as f:
+        with fs.open_input_stream(path, compression=None) as f:
             return f.read()
     except OSError as e:
         if _info(str(loc)) is None:
@@ -183,12 +189,20 @@ def read_bytes(loc: Loc) -> bytes:
         raise
 
 
+def open_binary(loc: Loc) -> BinaryIO:
+    """The file for reading, unbuffered and seekable: a local file, or an object read by ranged GETs."""
+    if is_remote(loc):
+        fs, path = split(str(loc))
+        return fs.open_input_file(path)
+    return open(loc, "rb", buffering=0)  # noqa: SIM115 — the caller closes it
+
+
 def hash_of(loc: Loc) -> str:
     """sha256 of the file's bytes, streamed."""
     h = hashlib.sha256()
     if is_remote(loc):
         fs, path = split(str(loc))
-        with fs.open_input_stream(path) as f:
+        with fs.open_input_stream(path, compression=None) as f:
             while chunk := f.read(_BLOCK):
                 h.update(chunk)
     else:
@@ -201,7 +215,7 @@ def hash_of(loc: Loc) -> str:
 def put_bytes(data: bytes, loc: str) -> None:
     """One object written whole under its final key (a PUT: visible whole or not at all)."""
     fs, path = split(loc)
-    with fs.open_output_stream(path) as f:
+    with fs.open_output_stream(path, compression=None) as f:
         f.write(data)
 
 

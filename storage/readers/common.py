@@ -11,14 +11,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from conf.errors import InputError
+from storage import objects
 from storage.readers.row_checks import CONTENT_CHARS, Problem
 
 __all__ = ["decode_text", "existing_path", "line_numbers", "numbered", "show_value"]
 
 
-def existing_path(name: str, path: Path | None, *, directory: bool = False) -> Path:
+def existing_path(name: str, path: Path | str | None, *, directory: bool = False) -> Path | str:
     """``path`` if it is an existing, readable file (``directory``: directory) of dataset ``name``, else InputError
-    (no such file, a directory where a file was expected or the other way round, permission denied)."""
+    (no such file, a directory where a file was expected or the other way round, permission denied). An
+    object-store URI must name an object the credentials may read."""
+    if objects.is_remote(path):
+        return _existing_object(name, str(path))
     what = "directory" if directory else "file"
     if path is None or not path.exists():
         raise InputError(f"{path}: no such {what} (dataset {name!r}). Hint: check its path in the profile")
@@ -35,6 +39,16 @@ def existing_path(name: str, path: Path | None, *, directory: bool = False) -> P
             f"mode and owner (ls -ld {path})"
         ) from None
     return path
+
+
+def _existing_object(name: str, uri: str) -> str:
+    try:
+        found = objects.size(uri)
+    except OSError as e:  # credentials, endpoint, a bucket of another account
+        raise InputError(f"{uri}: cannot be read ({' '.join(str(e).split())}) (dataset {name!r})") from None
+    if found is None:
+        raise InputError(f"{uri}: no such object (dataset {name!r}). Hint: check its path in the profile")
+    return uri
 
 
 def decode_text(

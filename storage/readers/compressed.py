@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from conf.errors import InputError
+from storage import objects
 
 __all__ = ["CODECS", "StreamFailure", "TruncatedInput", "codec_of", "open_input"]
 
@@ -82,7 +83,7 @@ def open_input(path: Path) -> Iterator[BinaryIO]:
     """``path`` opened for ``readinto``: the file itself when plain, else its decompressed bytes. ``readinto`` of a
     compressed stream fills as much of the buffer as it can; a broken stream raises `StreamFailure` at the first
     call that has no byte before the break left to give."""
-    with open(path, "rb", buffering=0) as raw:
+    with objects.open_binary(path) as raw:  # a local file or an object-store URI (storage/objects/)
         codec = codec_of(raw.read(10))
         raw.seek(0)
         if codec == "plain":

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from conf.errors import InputError
 from conf.schema import DatasetConf
+from storage import objects
 from storage.readers.common import decode_text, existing_path, line_numbers, show_value
 from storage.readers.lines import rebatch
 from storage.readers.row_checks import CONTENT_CHARS, Parsed
@@ -30,7 +31,7 @@ def parse_parquet(name: str, ds: DatasetConf, *, batch_rows: int, block_bytes: i
     """The kind's fields (through ``ds.rename``) of a parquet file."""
     path = existing_path(name, ds.path)
     try:
-        pf = pq.ParquetFile(path)
+        pf = objects.parquet_file(path)
     except (pa.ArrowException, OSError) as e:
         raise InputError(f"{ds.path}: not a readable parquet file ({e})") from None
     cols = _needed_columns(ds, pf.schema_arrow)

@@ -17,6 +17,7 @@ from conf.errors import InputError
 from conf.schema import DatasetConf
 from storage import objects
 from storage.artifacts import ArtifactRef
+from storage.readers.common import existing_path
 from storage.readers.compressed import codec_of
 from storage.readers.dataset import read_dataset
 from storage.readers.encoding import WARN_SHARE, proposed_encoding, undecodable_sample
@@ -48,7 +49,8 @@ def read_params(name: str, ds: DatasetConf, *, max_line_chars: int, shard_size: 
         params["rejects"] = "invalid_encoding"
         params["utf8_check"] = 1  # read again: a read from before the check may be mojibake (storage.readers.encoding)
     if ds.format in ("text", "tsv", "jsonl"):
-        codecs = {f: codec_of(_head(p)) for f, p in ds.paths().items() if p.is_file()}
+        paths = {f: existing_path(name, p) if objects.is_remote(p) else p for f, p in ds.paths().items()}  # no such object
+        codecs = {f: codec_of(_head(p)) for f, p in paths.items() if objects.is_remote(p) or p.is_file()}
         if any(c != "plain" for c in codecs.values()):
             params["compression"] = codecs
     return params
@@ -56,7 +58,7 @@ def read_params(name: str, ds: DatasetConf, *, max_line_chars: int, shard_size: 
 
 def _head(path) -> bytes:
     try:
-        with open(path, "rb") as f:
+        with objects.open_binary(path) as f:
             return f.read(10)
     except PermissionError:
         raise InputError(

@@ -220,9 +220,10 @@ def write_bytes(data: bytes, path: Loc) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def write_part(table: pa.Table, path: Loc, *, recorded: str | None = None, what: str = "") -> None:
+def write_part(table: pa.Table, path: Loc, *, recorded: str | None = None, what: str = "") -> dict[str, Any] | None:
     """Write one Parquet part under a temporary name and rename it: no half file ever looks finished. On an
-    object store the part is made in memory and PUT under its final key (atomic per object).
+    object store the part is made in memory and PUT under its final key (atomic per object), and what its manifest
+    entry says of it (rows, bytes, sha256, schema) is returned, so that the manifest need not read it back.
 
     ``recorded``: the sha256 this file already has (its manifest's, or the committed file's): the part is being
     computed again under the same fingerprint, so its bytes must be the same. A difference raises an
@@ -230,10 +231,11 @@ def write_part(table: pa.Table, path: Loc, *, recorded: str | None = None, what:
     """
     if objects.is_remote(path):
         data = objects.parquet_bytes(table, _WRITE_OPTS)
+        sha = hashlib.sha256(data).hexdigest()
         if recorded is not None:
-            _same_bytes(path, what, recorded, hashlib.sha256(data).hexdigest())
+            _same_bytes(path, what, recorded, sha)
         objects.put_bytes(data, str(path))
-        return
+        return {"bytes": len(data), "sha256": sha, **_footer(pq.ParquetFile(pa.BufferReader(data)).metadata)}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_path(path)
@@ -244,6 +246,12 @@ def write_part(table: pa.Table, path: Loc, *, recorded: str | None = None, what:
         commit_file(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+    return None
+
+
+def _footer(meta: pq.FileMetaData) -> dict[str, Any]:
+    """A part's rows and schema as its manifest records them."""
+    return {"rows": meta.num_rows, "schema": meta.schema.to_arrow_schema().to_string(show_schema_metadata=False)}
 
 
 def _same_bytes(path: Loc, what: str, recorded: str, new: str) -> None:
@@ -277,17 +285,21 @@ def write_manifest(
     inputs: Sequence[str] = (),
     models: Sequence[str] = (),
     extra: Mapping[str, Any] | None = None,
+    known: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Describe every committed part of ``ref`` (rows, bytes, sha256, schema) and commit the manifest last."""
+    """Describe every committed part of ``ref`` (rows, bytes, sha256, schema) and commit the manifest last.
+    ``known``: what the shard tasks said of the parts they PUT (``write_part``), by file name: taken where the
+    listed size agrees, instead of reading the part back from the object store."""
     files, schemas = [], {}
     for file, (size, _) in sorted(objects.listing(ref.dir, ".parquet").items()):
         path = objects.join(ref.dir, file)
         role, shard = file.removesuffix(".parquet").rsplit("-", 1)
-        meta = objects.parquet_file(path).metadata
-        schemas.setdefault(role, meta.schema.to_arrow_schema().to_string(show_schema_metadata=False))
-        files.append(
-            {"file": file, "role": role, "shard": int(shard), "rows": meta.num_rows, "bytes": size, "sha256": hash_file(path)}
-        )
+        said = (known or {}).get(file)
+        if said is None or said["bytes"] != size:
+            said = {"sha256": hash_file(path), **_footer(objects.parquet_file(path).metadata)}
+        schemas.setdefault(role, said["schema"])
+        entry = {"file": file, "role": role, "shard": int(shard), "rows": said["rows"], "bytes": size}
+        files.append({**entry, "sha256": said["sha256"]})
     main = [f for f in files if f["role"] == MAIN]
     if len(main) != ref.n_shards or {f["shard"] for f in main} != set(range(ref.n_shards)):
         found = sorted(f["shard"] for f in main)

@@ -56,6 +56,13 @@ def resolve(root: Path, path: str) -> Loc:
     return path if objects.is_remote(path) else root / path
 
 
+def present(path: Loc) -> bool:
+    """Whether a view may name the part at ``path``: a file on this machine that exists (a deleted artifact drops
+    out of its views); a part on an object store always (its artifact's manifest named it: complete artifacts are
+    never collected, and a HEAD per part per view rebuild would cost more than the rebuild)."""
+    return objects.is_remote(path) or Path(path).exists()
+
+
 def files_sql(paths: Sequence[str]) -> str:
     """A DuckDB list of files for ``read_parquet``: relative paths under the root variable, absolute ones as
     they are."""

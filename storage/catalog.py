@@ -32,7 +32,7 @@ import pyarrow as pa
 from conf.errors import CatalogError
 from storage import objects
 from storage.artifacts import ArtifactRef, part_name, write_part
-from storage.cache_root import ABSOLUTE_PATHS, RELATIVE_PATHS, files_sql, object_stores, relative, resolve, set_root
+from storage.cache_root import ABSOLUTE_PATHS, RELATIVE_PATHS, files_sql, object_stores, present, relative, resolve, set_root
 from storage.dropped import VIEW as DROPPED_VIEW
 from storage.dropped import dropped_view_sql, has_drops
 from storage.engines import OFFLINE, attach, detach
@@ -381,7 +381,7 @@ class Catalog(RunRecords):
         for view, path, n_shards in current:
             files.setdefault(view, []).extend(f"{path}/{part_name(i)}" for i in range(n_shards))
         for view, paths in ((v, p) for v, p in files.items() if only is None or v in only):
-            paths = [p for p in paths if objects.exists(resolve(self.root, p))] + (  # a kind's empty part: its every column
+            paths = [p for p in paths if present(resolve(self.root, p))] + (  # a kind's empty part: its every column
                 [relative(self.root, self._empty_part(view))] if view in VIEW_SCHEMAS else []
             )
             if not paths:

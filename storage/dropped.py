@@ -28,7 +28,7 @@ import duckdb
 from conf.errors import InputError
 from storage import objects
 from storage.artifacts import part_name
-from storage.cache_root import files_sql, resolve
+from storage.cache_root import files_sql, present, resolve
 from storage.schemas import SCHEMAS
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ def dropped_view_sql(con: duckdb.DuckDBPyConnection, root: Path) -> str:
     selects = []
     for stage, fingerprint, path, run, files in con.execute(_CURRENT_DROPS).fetchall():
         paths = [f"{path}/{f}" for f in files]
-        if all(objects.exists(resolve(root, p)) for p in paths):  # a deleted artifact drops out, as from the other views
+        if all(present(resolve(root, p)) for p in paths):  # a deleted artifact drops out, as from the other views
             selects.append(_select(stage, fingerprint, run, paths, root))
     if not selects:
         selects = ["SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {c}" for c, t in COLUMNS.items()) + " WHERE false"]

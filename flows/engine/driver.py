@@ -228,7 +228,7 @@ def run_stage(
         try:
             result = future.result()
             if shard not in missing:  # finished before this run; Prefect may hand back the first run's record
-                result = dataclasses.replace(result, status="cached", seconds=0.0, rows_in=0)
+                result = dataclasses.replace(result, status="cached", seconds=0.0, rows_in=0, files={})
             results.append(result)
         except Exception as e:  # noqa: BLE001 — every shard's failure is collected, then reported together
             failed[shard] = e

@@ -289,6 +289,8 @@ def upload_tree(src: Path, dest: str) -> list[tuple[str, int, str]]:
 
 _REGISTER_LOCK = threading.Lock()
 _USED: set[str] = set()  # the schemes this process reads or writes artifacts on (``use``)
+_INFO: dict[str, dict[str, Any]] = {}  # DuckDB's view of the store: each file's info, once (``ReadOnly.info``)
+_INFO_MAX = 1 << 17
 
 
 def use(loc: Loc | None) -> None:
@@ -309,8 +311,21 @@ def _duckdb_filesystem(scheme: str) -> Any:
         def __init__(self) -> None:
             super().__init__(split(f"{scheme}://x")[0])
 
+        def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
+            """A file's size and time, asked once per process: DuckDB asks before every read of a part, and a view
+            rebuild reads every part's footer; a part under a fingerprint is never rewritten with other bytes."""
+            key = self._strip_protocol(path)
+            if (hit := _INFO.get(key)) is not None:
+                return hit
+            found = super().info(path, **kwargs)
+            if found["type"] == "file":
+                if len(_INFO) >= _INFO_MAX:
+                    _INFO.clear()
+                _INFO[key] = found
+            return found
+
         def _open(self, path: str, mode: str = "rb", *args: Any, **kwargs: Any) -> Any:
-            if "r" not in mode or "+" in mode:
+            if mode != "rb":
                 raise PermissionError(f"{scheme}://{path}: augdag's object store is read-only to SQL")
             return super()._open(path, mode, *args, **kwargs)
 

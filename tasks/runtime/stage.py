@@ -117,29 +117,35 @@ class ShardResult:
     seconds: float
     rows_in: int
     rows_out: dict[str, int]
+    files: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # parts PUT on an object store: their facts
 
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-def commit_shard(out: ArtifactRef, shard: int, outputs: StageOutput) -> dict[str, int]:
+def commit_shard(
+    out: ArtifactRef, shard: int, outputs: StageOutput, files: dict[str, dict[str, Any]] | None = None
+) -> dict[str, int]:
     """Commit one shard's outputs, side roles first and the main part last.
 
     A file that is already recorded (in the manifest, or committed by an earlier try: a forced re-run, a
     retried or resumed shard) must come out byte-identical: ``write_part`` compares the hashes and raises an
-    ``ArtifactError`` naming the stage, the shard and both hashes on a difference, keeping the recorded file."""
+    ``ArtifactError`` naming the stage, the shard and both hashes on a difference, keeping the recorded file.
+    ``files`` collects what the manifest will say of each part PUT on an object store."""
     tables = {MAIN: outputs} if isinstance(outputs, pa.Table) else dict(outputs)
     recorded = recorded_hashes(out)
     for role in sorted(tables, key=lambda r: r == MAIN):
         path = out.path(shard, role)
         expect = recorded.get(objects.name(path)) or (hash_file(path) if objects.exists(path) else None)
-        write_part(
+        said = write_part(
             tables[role],
             path,
             recorded=expect,
             what=f"stage {out.stage!r} ({out.fingerprint[:12]}), shard {shard}" + (f" of {out.n_shards}" if out.n_shards else ""),
         )
+        if said is not None and files is not None:
+            files[objects.name(path)] = said
     return {role: t.num_rows for role, t in tables.items()}
 
 
@@ -178,8 +184,9 @@ def run_shard(
         tables = [ref.read(shard) for ref in inputs]
         result = stage.fn(*tables, **side_tables, **params, **(resources or {}))
         rows_in = sum(t.num_rows for t in tables)
-    rows_out = commit_shard(out, shard, result)
-    return ShardResult(shard, "computed", started, time.perf_counter() - t0, rows_in, rows_out)
+    files: dict[str, dict[str, Any]] = {}
+    rows_out = commit_shard(out, shard, result, files)
+    return ShardResult(shard, "computed", started, time.perf_counter() - t0, rows_in, rows_out, files)
 
 
 def shard_cache_key(_context: Any, parameters: Mapping[str, Any]) -> str:
@@ -217,8 +224,10 @@ def run_source(out: ArtifactRef, produce: SourceFn, force: bool = False) -> list
         if not force and objects.exists(out.path(shard)):
             results.append(ShardResult(shard, "cached", started, 0.0, 0, {}))
         else:
-            rows_out = commit_shard(out, shard, outputs)
-            results.append(ShardResult(shard, "computed", started, time.perf_counter() - t0, sum(rows_out.values()), rows_out))
+            files: dict[str, dict[str, Any]] = {}
+            rows_out = commit_shard(out, shard, outputs, files)
+            seconds = time.perf_counter() - t0
+            results.append(ShardResult(shard, "computed", started, seconds, sum(rows_out.values()), rows_out, files))
         report(f"{out.stage}[{out.dataset}]", len(results), None)
         t0, started = time.perf_counter(), _now()
     return results

@@ -111,7 +111,7 @@ def record_computed(
     counts: Counts | None = None,
 ) -> ArtifactRef:
     """Every shard succeeded: write the manifest, register the artifact with its lineage and shard runs."""
-    known = {name: said for r in results for name, said in r.files.items()}  # parts PUT on an object store
+    known = {name: said for r in results for name, said in getattr(r, "files", {}).items()}  # parts PUT on a store
     manifest = write_manifest(out, version=version, params=params, inputs=inputs, models=models, known=known)
     computed = [r for r in results if r.status == "computed"]
     before = [r.shard for r in results if r.status != "computed"]  # on disk before this run: their own record

@@ -60,6 +60,20 @@ def test_parts_and_manifest_on_s3_are_the_local_bytes_under_the_same_keys(tmp_pa
         assert con.sql(f"SELECT count(*), string_agg(src, '|' ORDER BY src) FROM {rp.sql()}").fetchall() == [(3, "a b|c|d e f")]
 
 
+def test_a_manifest_from_what_the_shard_tasks_put_equals_one_read_back_from_the_store(tmp_path, s3_env):
+    store = s3_env.bucket("aug-known")
+    _, ref = _pair(tmp_path, store)
+    said: dict = {}
+    for shard, rows in enumerate(ROWS):
+        commit_shard(ref, shard, {"part": rows, "dropped": rows.slice(0, 1)}, said)
+    assert sorted(said) == ["dropped-00000.parquet", "dropped-00001.parquet", "part-00000.parquet", "part-00001.parquet"]
+    known = write_manifest(ref, version="1", params={}, known=said)
+    read_back = write_manifest(ref, version="1", params={})
+    assert {k: v for k, v in known.items() if k != "created_at"} == {k: v for k, v in read_back.items() if k != "created_at"}
+    wrong = {**said, "part-00000.parquet": {**said["part-00000.parquet"], "bytes": 1}}  # a size that disagrees: read back
+    assert write_manifest(ref, version="1", params={}, known=wrong)["files"] == read_back["files"]
+
+
 def test_a_part_without_its_manifest_is_not_finished_and_a_changed_size_unfinishes_it(tmp_path, s3_env):
     store = s3_env.bucket("aug-commit")
     _, ref = _pair(tmp_path, store)

@@ -259,7 +259,8 @@ def read_table(loc: Loc, columns: Iterable[str] | None = None) -> pa.Table:
     cols = list(columns) if columns is not None else None
     if is_remote(loc):
         fs, path = split(str(loc))
-        return pq.read_table(path, filesystem=fs, columns=cols)
+        with fs.open_input_file(path) as f:  # one HEAD, then ranged GETs (a path and filesystem would HEAD twice)
+            return pq.read_table(f, columns=cols)
     return pq.read_table(loc, columns=cols)
 
 

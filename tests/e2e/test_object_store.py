@@ -29,32 +29,22 @@ import pytest
 
 from demo.tiny import TINY_SETS
 from storage.catalog import Catalog
-from storage.processes import group_members
 from tests.conftest import REPO, free_port, subprocess_env
 from tests.engine.test_determinism import parquet_hashes
-from tests.engine.test_killed_night import scores
+from tests.engine.test_killed_night import kill_when, scores
 
 pytestmark = [pytest.mark.slow]
 
 NOBODY = pwd.getpwnam("nobody")
 SETS = [*TINY_SETS, "pipelines=[ingest, self_training, rejuvenation]"]
+NIGHT = [sys.executable, "-m", "flows.cli", "nightly", "--config", "demo", *(a for s in SETS for a in ("--set", s))]
 # what the driver keeps in its cache directory with artifacts on a store: the catalog (and the empty parts that give
 # each view its columns), logs, reports, its locks, input hashes and Prefect's task records
 BOOKKEEPING = {"catalog.duckdb", "catalog.lock", "nightly.lock", "logs", "reports", "empty", "input-hashes", "prefect-results"}
 
 
 def night(cache: Path) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "flows.cli",
-        "nightly",
-        "--config",
-        "demo",
-        *(a for s in SETS for a in ("--set", s)),
-        "--cache",
-        str(cache),
-    ]
+    return [*NIGHT, "--cache", str(cache)]
 
 
 def store_hashes(server, store: str) -> dict[str, str]:
@@ -170,33 +160,14 @@ def test_a_driver_killed_mid_run_then_retried_computes_only_what_the_store_lacks
     store = nights.server.bucket("augdag-e2e-crash") + "/night"
     cache = nights.root / "crashed"
     env = {**nights.env, "AUGDAG_ARTIFACTS": store, "AUGDAG_SCRATCH": str(nights.root / "scratch-crashed")}
-    log = nights.root / "crashed.out"
-    with open(log, "w+") as out:
-        proc = subprocess.Popen(
-            night(cache), env=env, cwd=nights.root, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        try:
-            deadline = time.monotonic() + 600
-            while not any(
-                k.startswith("artifacts/align/") and k.endswith("/manifest.json") for k in nights.server.objects(store)
-            ):
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    out.seek(0)
-                    pytest.fail(f"no align manifest (exit code {proc.returncode}):\n{out.read()[-4000:]}")
-                time.sleep(0.3)
-            os.killpg(proc.pid, signal.SIGSTOP)
-            time.sleep(0.5)
-            finished = {k.split("/")[2] for k in nights.server.objects(store) if k.endswith("/manifest.json")}
-            os.killpg(proc.pid, signal.SIGKILL)
-            assert proc.wait(timeout=60) == -signal.SIGKILL
-        finally:
-            if proc.returncode is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-    deadline = time.monotonic() + 30
-    while group_members(proc.pid):
-        assert time.monotonic() < deadline, f"the killed group {proc.pid} is still there"
-        time.sleep(0.2)
+
+    def manifests() -> set[str]:
+        return {k.split("/")[2] for k in nights.server.objects(store) if k.endswith("/manifest.json")}
+
+    def align() -> bool:
+        return any(k.startswith("artifacts/align/") for k in nights.server.objects(store) if k.endswith("/manifest.json"))
+
+    _, finished = kill_when(align, "no align manifest", night(cache), env, nights.root / "crashed.out", manifests)
     assert not (cache / "artifacts").exists()
     crashed = Catalog(cache).query("SELECT run_id FROM runs WHERE pipeline = 'nightly'")["run_id"].to_pylist()
     assert len(crashed) == 1

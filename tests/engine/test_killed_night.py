@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -53,19 +54,34 @@ def scores(cache: Path) -> list[dict]:
 def kill_at_the_first_manifest_of(stage: str, cmd: list[str], cache: Path, env: dict, log: Path) -> tuple[int, set[str]]:
     """Run ``cmd`` in a process group of its own, stop it (SIGSTOP: every thread at once) when ``stage``'s first
     manifest is written, then SIGKILL the group: (its pid, the fingerprints of every artifact and model committed)."""
+
+    def committed() -> set[str]:
+        finished = {p.parent.name for p in (cache / "artifacts").glob("*/*/manifest.json")}
+        return finished | {p.parent.name for p in (cache / "models").glob("*/*/*") if not p.name.startswith(".")}
+
+    return kill_when(
+        lambda: any((cache / "artifacts" / stage).glob("*/manifest.json")), f"no {stage} manifest", cmd, env, log, committed
+    )
+
+
+def kill_when(
+    ready: Callable[[], bool], missing: str, cmd: list[str], env: dict, log: Path, committed: Callable[[], set[str]]
+) -> tuple[int, set[str]]:
+    """Run ``cmd`` in a process group of its own until ``ready()``, stop it (SIGSTOP: every thread at once), note
+    ``committed()``, SIGKILL the group and wait until no process of it is left: (its pid, what was committed). The
+    command ending first fails the test with ``missing`` and its output."""
     with open(log, "w+") as out:
         proc = subprocess.Popen(cmd, env=env, cwd=log.parent, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             deadline = time.monotonic() + 300
-            while not any((cache / "artifacts" / stage).glob("*/manifest.json")):
+            while not ready():
                 if proc.poll() is not None or time.monotonic() > deadline:
                     out.seek(0)
-                    pytest.fail(f"no {stage} manifest (exit code {proc.returncode}):\n{out.read()[-4000:]}")
+                    pytest.fail(f"{missing} (exit code {proc.returncode}):\n{out.read()[-4000:]}")
                 time.sleep(0.2)
             os.killpg(proc.pid, signal.SIGSTOP)
             time.sleep(0.5)
-            finished = {p.parent.name for p in (cache / "artifacts").glob("*/*/manifest.json")}
-            models = {p.parent.name for p in (cache / "models").glob("*/*/*") if not p.name.startswith(".")}
+            done = committed()
             os.killpg(proc.pid, signal.SIGKILL)
             assert proc.wait(timeout=60) == -signal.SIGKILL
         finally:
@@ -76,7 +92,7 @@ def kill_at_the_first_manifest_of(stage: str, cmd: list[str], cache: Path, env: 
     while group_members(proc.pid):
         assert time.monotonic() < deadline, f"the killed group {proc.pid} is still there"
         time.sleep(0.2)
-    return proc.pid, finished | models
+    return proc.pid, done
 
 
 def test_a_night_killed_with_sigkill_and_retried_gives_the_uninterrupted_demos_bytes(prefect_harness, tiny_demo_root, tmp_path):

@@ -5,7 +5,7 @@ either and do the same thing on both, so the artifact store (storage/artifacts.p
 views never ask which one they have:
 
 - **Commit without rename.** On an object store a PUT is atomic per object: a part is written under its final key
-  in one request (``put_bytes``, ``put_parquet``), after its bytes are hashed in memory, and the manifest is written
+  in one request (``put_bytes`` of ``parquet_bytes``), after its bytes are hashed in memory, and the manifest is written
   last, so a part without a manifest is never read as finished (storage/artifacts.py). A crashed writer leaves
   either nothing or whole objects, which the next run overwrites with the same bytes or `augdag gc` collects.
 - **Credentials and endpoint** come from the standard variables (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
@@ -49,25 +49,6 @@ _BLOCK = 1 << 22
 def is_remote(loc: Loc | None) -> bool:
     """Whether ``loc`` is an object-store URI (``s3://…``)."""
     return isinstance(loc, str) and "://" in loc and loc.split("://", 1)[0].lower() in SCHEMES
-
-
-def is_uri(text: str) -> bool:
-    """Whether ``text`` names something by URI (``s3://``, ``http://``, ...): never a local path."""
-    scheme = text.split("://", 1)[0] if "://" in text else ""
-    return bool(scheme) and scheme.replace("+", "").isalnum()
-
-
-def location(text: str | Path) -> Loc:
-    """A location from a user's text: an object-store URI as written (without a trailing slash), else a path."""
-    if isinstance(text, str) and is_uri(text):
-        if not is_remote(text):
-            scheme = text.split("://", 1)[0]
-            raise ValueError(f"{text}: {scheme}:// is not an object store augdag writes to (one of {', '.join(SCHEMES)})")
-        parts = urlsplit(text)
-        if not parts.netloc:
-            raise ValueError(f"{text}: an object-store location names a bucket ({parts.scheme}://BUCKET/PREFIX)")
-        return text.rstrip("/")
-    return Path(text)
 
 
 def join(loc: Loc, *names: str) -> Loc:

@@ -309,7 +309,7 @@ def _duckdb_filesystem(scheme: str) -> Any:
         def _open(self, path: str, mode: str = "rb", *args: Any, **kwargs: Any) -> Any:
             if mode != "rb":
                 raise PermissionError(f"{scheme}://{path}: augdag's object store is read-only to SQL")
-            return super()._open(path, mode, *args, **kwargs)
+            return _PositionalFile(self.fs.open_input_file(self._strip_protocol(path)))
 
         def _refuse(self, path: Any, *args: Any, **kwargs: Any) -> None:
             raise PermissionError(f"{path}: augdag's object store is read-only to SQL")
@@ -317,6 +317,50 @@ def _duckdb_filesystem(scheme: str) -> Any:
         rm = rm_file = _rm = mkdir = makedirs = rmdir = mv = cp_file = put_file = pipe_file = touch = _refuse
 
     return ReadOnly()
+
+
+class _PositionalFile(io.RawIOBase):
+    """An object opened for DuckDB: its position is per thread, and each read is a positional ``read_at``.
+
+    DuckDB shares one handle of a Parquet file among its threads and reads with "seek, then read", two calls into
+    Python that each take the GIL; pyarrow releases the GIL while it fetches, so with one shared position another
+    thread's seek lands between them and a read returns the wrong bytes (a Thrift "Invalid data" error on a large
+    part). A thread's own position makes each seek-and-read pair whole."""
+
+    def __init__(self, native: Any) -> None:
+        super().__init__()
+        self._native, self._size, self._local = native, native.size(), threading.local()
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return getattr(self._local, "pos", 0)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.tell(), io.SEEK_END: self._size}[whence]
+        self._local.pos = max(0, base + offset)
+        return self._local.pos
+
+    def read(self, size: int | None = -1) -> bytes:
+        pos = self.tell()
+        n = max(0, self._size - pos) if size is None or size < 0 else max(0, min(size, self._size - pos))
+        data = self._native.read_at(n, pos) if n else b""
+        self._local.pos = pos + len(data)
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._native.close()
+        super().close()
 
 
 def register(con: duckdb.DuckDBPyConnection, schemes: Iterable[str] | None = None) -> None:

@@ -197,3 +197,22 @@ def test_augdag_artifacts_beats_the_profile_and_a_slash_at_the_end_is_dropped(tm
     profile.write_text("storage:\n  artifacts: s3://team/nightly/\n")
     assert load_profile(profile, environ={}).storage.artifacts == "s3://team/nightly"
     assert load_profile(profile, environ={"AUGDAG_ARTIFACTS": "s3://other/x"}).storage.artifacts == "s3://other/x"
+
+
+def test_duckdb_threads_sharing_one_large_part_on_the_store_each_read_their_own_bytes(s3_env):
+    """DuckDB reads a Parquet file's row groups on several threads through one handle, "seek, then read": with one
+    shared position another thread's seek landed in between and a read returned other bytes (a Thrift error, or
+    wrong sums). Each thread has its own position now (``_PositionalFile``)."""
+    import duckdb
+    import numpy as np
+
+    store = s3_env.bucket("aug-threads")
+    n = 1_500_000
+    x = pa.array(np.arange(n, dtype=np.int64))
+    table = pa.table({"x": x, "s": pc.binary_join_element_wise("row ", pc.cast(x, pa.string()), "")})
+    objects.put_bytes(objects.parquet_bytes(table, {"row_group_size": 20_000}), f"{store}/big.parquet")
+    for _ in range(4):
+        with duckdb.connect(config={"threads": 4}) as con:
+            objects.register(con, {"s3"})
+            got = con.sql(f"SELECT sum(x), count(*), sum(length(s)) FROM read_parquet('{store}/big.parquet')").fetchall()
+        assert got == [(n * (n - 1) // 2, n, pc.sum(pc.utf8_length(table["s"])).as_py())]

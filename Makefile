@@ -68,11 +68,16 @@ PYTEST := $(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 test: install
 	$(PYTEST) -m "not e2e"
 
-test-e2e: install
+# the e2e tier runs Ray clusters too (tests/e2e/test_scale_out.py, test_object_store.py): the `ray` extra, pinned
+test-e2e: install $(VENV)/.installed-ray
 	$(PYTEST) -m e2e
 
+$(VENV)/.installed-ray: $(VENV)/.installed-$(TORCH)
+	$(UV) pip install -q --compile-bytecode --python $(PY) -e '.[dev,ray]' -c constraints.txt $(PINS) --find-links $(WHEELHOUSE) $(if $(FIND_LINKS),--find-links $(FIND_LINKS))
+	@touch $@
+
 constraints:
-	$(UV) pip compile pyproject.toml --extra dev --extra bench $(if $(FIND_LINKS),--find-links $(FIND_LINKS)) \
+	$(UV) pip compile pyproject.toml --extra dev --extra bench --extra ray $(if $(FIND_LINKS),--find-links $(FIND_LINKS)) \
 	  $(PINS) --python-version 3.11 --python-platform x86_64-unknown-linux-gnu --no-emit-package torch \
 	  --no-header --no-annotate -o constraints.txt
 

@@ -107,6 +107,15 @@ def parquet_hashes(cache: Path, store: str | None, env: dict[str, str]) -> dict[
     return out
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (/proc/PID/stat; 0 where there is no /proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def shards(summary: dict) -> int:
     return sum(s["shards"] for p in summary["pipelines"] for s in p["stages"] if s.get("kind", "artifact") == "artifact")
 
@@ -162,16 +171,17 @@ def main() -> None:
                 keys = {"threads": THREADS, "dask": DASK, "s3": S3}
                 paths = {k: v for k, v in paths.items() if not a.only or k in {keys[o] for o in a.only}}
                 best: dict[str, tuple[float, dict]] = {}
-                hashes, requests = {}, collections.Counter()
+                hashes, requests, server_cpu = {}, collections.Counter(), 0.0
                 for r in range(a.repeat):
                     for i, (name, (sets, env)) in enumerate(paths.items()):
                         store = f"s3://augdag-bench/r{r}" if env else None
                         run_env = {**api, **env, **({"AUGDAG_ARTIFACTS": store} if store else {})}
-                        before = log.read_text(errors="replace").count("\n")
+                        before, cpu0 = log.read_text(errors="replace").count("\n"), cpu_seconds(moto.pid)
                         seconds, summary = night(root, f"r{r}-{i}", data, sets, run_env)
                         if store:
                             lines = log.read_text(errors="replace").splitlines()[before:]
                             requests = collections.Counter(m[1] for line in lines if (m := REQUEST.search(line)))
+                            server_cpu = cpu_seconds(moto.pid) - cpu0
                         hashes[name] = parquet_hashes(root / f"r{r}-{i}", store, s3)
                         if seconds < best.get(name, (float("inf"), {}))[0]:
                             best[name] = (seconds, summary)
@@ -190,6 +200,7 @@ def main() -> None:
         n, total = shards(best[S3][1]), sum(requests.values())
         by_method = ", ".join(f"{m} {c}" for m, c in sorted(requests.items()))
         print(f"  object-store requests: {total:,} ({by_method}) for {n} shard tasks: {total / n:.1f} per shard")
+        print(f"  the S3 server (moto, Python, on these 2 cores) used {server_cpu:.1f} CPU seconds during the last (c)")
     if THREADS in best and DASK in best:
         print(f"scale_out: threads / 2 Dask workers = {best[THREADS][0] / best[DASK][0]:.2f}x")
     print(f"scale_out: this machine gave 2 bare single-core processes {limit:.2f}x of 1 (the 2-process ceiling)")

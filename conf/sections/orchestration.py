@@ -14,11 +14,12 @@ class TaskRunnerConf(ConfModel):
 
     kind: Literal["threads", "processes", "dask", "ray"] = "threads"  # ray needs the `ray` extra
     max_workers: int | None = Field(None, ge=1)  # threads / processes; None: the number of cores
-    address: str | None = None  # dask: a scheduler (tcp://...); ray: ray://...; None starts a local one
+    address: str | None = None  # dask: a scheduler (tcp://...); ray: ray://head:10001 or head:6379; None starts a local one
     n_workers: int = Field(2, ge=1)  # a local Dask cluster's worker processes, a local Ray instance's CPUs
-    # on a Dask cluster named by `address`: the worker resource every `gpu`-tagged stage's task requires, one unit
-    # each (`dask worker --resources GPU=1` offers one); None: they run on any worker. A local cluster (no address)
-    # is this host's processes: orchestration.gpu_slots bounds its GPU tasks instead. Ray: not yet (any worker)
+    # on a cluster named by `address`: the resource every `gpu`-tagged stage's task requires, one unit each (Dask:
+    # `dask worker --resources GPU=1` offers one; Ray: GPU is `num_gpus`, `ray start --num-gpus 1`, another name a
+    # custom resource); None: they run on any worker. A local cluster (no address) is this host's processes:
+    # orchestration.gpu_slots bounds its GPU tasks instead
     gpu_resource: str | None = "GPU"
 
 

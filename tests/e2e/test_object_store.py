@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import pwd
+import secrets
 import shutil
 import signal
 import stat
@@ -20,16 +21,18 @@ import sys
 import sysconfig
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
+import psutil
 import pyarrow.parquet as pq
 import pytest
 
 from demo.tiny import TINY_SETS
 from storage.catalog import Catalog
 from tests.conftest import REPO, free_port, subprocess_env
+from tests.e2e.test_scale_out import needs_ray, wait_for_nodes
 from tests.engine.test_determinism import parquet_hashes
 from tests.engine.test_killed_night import kill_when, scores
 
@@ -190,16 +193,17 @@ def test_a_driver_killed_mid_run_then_retried_computes_only_what_the_store_lacks
 
 
 @contextlib.contextmanager
-def dask_as_nobody(tmp: Path, server, n_workers: int) -> Iterator[tuple[str, list[subprocess.Popen], Path]]:
-    """`dask scheduler` and ``n_workers`` `dask worker`s started as the user ``nobody``, with a HOME and TMPDIR of their
-    own, on the object store and the session's Prefect API: no path of the driver (its cache, the demo data, the
-    pytest directories are mode 700, root's) is readable to them. Yields the scheduler's address, the workers, their HOME."""
+def as_nobody(server) -> Iterator[tuple[list[str], dict[str, str], Path]]:
+    """How to start a process as the user ``nobody`` on a host of its own: the command prefix (setpriv and an
+    interpreter ``nobody`` may run), its environment (a HOME and TMPDIR of its own, the package on its path as an
+    install would put it, the object store and the session's Prefect API) and its HOME, removed afterwards. No path
+    of the driver (its cache, the demo data, the pytest directories are mode 700, root's) is readable to it."""
     from prefect.settings import PREFECT_API_URL
 
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         pytest.skip("starting workers as another user needs root and setpriv")
-    as_nobody = ["setpriv", f"--reuid={NOBODY.pw_uid}", f"--regid={NOBODY.pw_gid}", "--clear-groups"]
-    python = worker_python(as_nobody)
+    prefix = ["setpriv", f"--reuid={NOBODY.pw_uid}", f"--regid={NOBODY.pw_gid}", "--clear-groups"]
+    python = worker_python(prefix)
     home = Path(tempfile.mkdtemp(prefix="augdag-nobody-", dir="/tmp"))
     (home / "tmp").mkdir()
     for p in (home, home / "tmp"):
@@ -215,40 +219,88 @@ def dask_as_nobody(tmp: Path, server, n_workers: int) -> Iterator[tuple[str, lis
         "NUMBA_NUM_THREADS": "1",
         **server.env,
     }
-    address = f"tcp://127.0.0.1:{free_port()}"
-    dask = [*as_nobody, python, "-m", "dask"]
-    cmds = [[*dask, "scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1], "--no-dashboard"]]
-    cmds += [[*dask, "worker", address, "--name", f"w{i}", "--nthreads", "1", "--no-dashboard"] for i in range(n_workers)]
+    try:
+        yield [*prefix, python], env, home
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def started(tmp: Path, name: str, cmds: list[list[str]], env: dict[str, str], cwd: Path) -> Iterator[list[subprocess.Popen]]:
+    """``cmds`` started in turn, each in a process group of its own with its log ``tmp/{name}-{i}.log``; every
+    group SIGKILLed at the end."""
     procs = []
     try:
         for i, cmd in enumerate(cmds):
-            with open(tmp / f"dask-{i}.log", "wb") as log:
+            with open(tmp / f"{name}-{i}.log", "wb") as log:
                 procs.append(
-                    subprocess.Popen(cmd, env=env, cwd=home, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                    subprocess.Popen(cmd, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
                 )
-        from distributed import Client
-
-        with Client(address, timeout=60) as client:
-            client.wait_for_workers(n_workers, timeout=120)
-        yield address, procs[1:], home
+        yield procs
     finally:
         for proc in reversed(procs):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-        shutil.rmtree(home, ignore_errors=True)
 
 
-def worker_python(as_nobody: list[str]) -> str:
+@contextlib.contextmanager
+def dask_as_nobody(tmp: Path, server, n_workers: int) -> Iterator[tuple[str, list[subprocess.Popen], Path]]:
+    """`dask scheduler` and ``n_workers`` `dask worker`s started as the user ``nobody`` (``as_nobody``). Yields the
+    scheduler's address, the workers, their HOME."""
+    from distributed import Client
+
+    address = f"tcp://127.0.0.1:{free_port()}"
+    with as_nobody(server) as (python, env, home):
+        dask = [*python, "-m", "dask"]
+        cmds = [[*dask, "scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1], "--no-dashboard"]]
+        cmds += [[*dask, "worker", address, "--name", f"w{i}", "--nthreads", "1", "--no-dashboard"] for i in range(n_workers)]
+        with started(tmp, "dask", cmds, env, home) as procs:
+            with Client(address, timeout=60) as client:
+                client.wait_for_workers(n_workers, timeout=120)
+            yield address, procs[1:], home
+
+
+def worker_python(prefix: list[str]) -> str:
     """An interpreter of this Python version that ``nobody`` may run (this venv's may live in root's home): the worker
     hosts' Python, with this venv's packages on its path as an install would put them."""
     for candidate in (f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}", sys.executable):
         probe = subprocess.run(
-            [*as_nobody, candidate, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True
+            [*prefix, candidate, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True
         )
         if probe.returncode == 0 and probe.stdout.strip() == str(tuple(sys.version_info[:2])):
             return candidate
     pytest.skip(f"no Python {sys.version_info[0]}.{sys.version_info[1]} that the user nobody may run")
+
+
+def night_with_a_kill(
+    nights, name: str, home: Path, sets: list[str], kill: Callable[[], object], env: dict[str, str] | None = None
+) -> tuple[Path, str, object]:
+    """The night on cluster ``sets`` against a store prefix of its own; once past ingest (40 objects on the store:
+    most of the night is still to come), ``kill()`` is called every 50 ms until it says what it killed. Asserts
+    that the night completed, the workers fetched models into their own scratch (``home``), and that the store
+    ends with the local night's bytes and scores; returns (cache, store, what was killed)."""
+    store = nights.server.bucket(f"augdag-e2e-{name}") + "/night"
+    cache, log = nights.root / name, nights.root / f"{name}.out"
+    env = {**nights.env, **(env or {}), "AUGDAG_ARTIFACTS": store, "AUGDAG_SCRATCH": str(nights.root / f"scratch-{name}")}
+    with open(log, "w+") as out:
+        argv = [*night(cache), *(a for s in sets for a in ("--set", s))]
+        proc = subprocess.Popen(argv, env=env, cwd=nights.root, stdout=out, stderr=subprocess.STDOUT)
+        killed, deadline = None, time.monotonic() + 600
+        while killed is None and proc.poll() is None and time.monotonic() < deadline:
+            if len(nights.server.objects(store)) > 40:
+                killed = kill()
+            time.sleep(0.05)
+        assert proc.wait(timeout=900) == 0, log.read_text()[-4000:]
+    # the workers fetched the models their shards use from the store into their own scratch, once per host
+    fetched = {p.parent.parent.name for p in (home / ".cache" / "augdag" / "models").glob("*/*/manifest.json")}
+    fetched |= {p.parent.parent.name for p in (home / ".cache" / "augdag" / "models").glob("*/*/model")}
+    assert fetched, "no model was fetched by a worker"
+    assert killed is not None, "no worker was seen with a shard task before the night ended"
+    assert store_hashes(nights.server, store) == parquet_hashes(nights.local)
+    assert scores(cache) == scores(nights.local)
+    assert {p.name for p in cache.iterdir()} <= BOOKKEEPING
+    return cache, store, killed
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning:distributed")  # the hosts' Python is 3.11.x of another x
@@ -259,36 +311,69 @@ def test_dask_workers_as_another_user_on_the_store_alone_write_the_local_nights_
     from distributed import Client
 
     assert stat.S_IMODE(nights.root.parent.stat().st_mode) & 0o007 == 0  # the driver's directories: not for others
-    store = nights.server.bucket("augdag-e2e-dask") + "/night"
-    cache = nights.root / "dask"
-    with dask_as_nobody(nights.root, nights.server, 2) as (address, workers, home):
-        env = {**nights.env, "AUGDAG_ARTIFACTS": store, "AUGDAG_SCRATCH": str(nights.root / "scratch-dask")}
-        sets = [
-            "--set",
-            "task_runner.kind=dask",
-            "--set",
-            f"task_runner.address={address}",
-            "--set",
-            "task_runner.gpu_resource=null",
-        ]
-        log = nights.root / "dask.out"
-        with open(log, "w+") as out, Client(address, timeout=60) as client:
-            proc = subprocess.Popen([*night(cache), *sets], env=env, cwd=nights.root, stdout=out, stderr=subprocess.STDOUT)
-            killed, deadline = None, time.monotonic() + 600
-            while killed is None and proc.poll() is None and time.monotonic() < deadline:
-                busy = {w: keys for w, keys in client.processing().items() if keys}
-                names = {w: info["name"] for w, info in client.scheduler_info()["workers"].items()}
-                if busy and len(nights.server.objects(store)) > 40:  # past ingest: most of the night is still to come
-                    victim = names[next(iter(busy))]
-                    os.killpg(workers[int(victim[1:])].pid, signal.SIGKILL)
-                    killed = (victim, list(busy[next(iter(busy))]))
-                time.sleep(0.05)
-            assert proc.wait(timeout=900) == 0, log.read_text()[-4000:]
-        # the workers fetched the models their shards use from the store into their own scratch, once per host
-        fetched = {p.parent.parent.name for p in (home / ".cache" / "augdag" / "models").glob("*/*/manifest.json")}
-        fetched |= {p.parent.parent.name for p in (home / ".cache" / "augdag" / "models").glob("*/*/model")}
-        assert fetched, "no model was fetched by a worker"
-    assert killed is not None, "no worker was seen with a shard task before the night ended"
-    assert store_hashes(nights.server, store) == parquet_hashes(nights.local)
-    assert scores(cache) == scores(nights.local)
-    assert {p.name for p in cache.iterdir()} <= BOOKKEEPING
+    with dask_as_nobody(nights.root, nights.server, 2) as (address, workers, home), Client(address, timeout=60) as client:
+
+        def kill() -> tuple[str, list] | None:
+            busy = {w: keys for w, keys in client.processing().items() if keys}
+            if not busy:
+                return None
+            worker, keys = next(iter(busy.items()))
+            victim = client.scheduler_info()["workers"][worker]["name"]
+            os.killpg(workers[int(victim[1:])].pid, signal.SIGKILL)
+            return victim, list(keys)
+
+        sets = ["task_runner.kind=dask", f"task_runner.address={address}", "task_runner.gpu_resource=null"]
+        night_with_a_kill(nights, "dask", home, sets, kill)
+
+
+# -- the same on a Ray cluster --------------------------------------------------------------------------------------
+
+# the hosts' Python (/usr/bin/python3.11) is 3.11.x of another x than this venv's: Ray refuses a patch mismatch
+RAY_MINOR = {"RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL": "minor", "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+@contextlib.contextmanager
+def ray_as_nobody(tmp: Path, server, *, num_cpus: int = 2) -> Iterator[tuple[str, dict[str, str], Path]]:
+    """`ray start --head` as the user ``nobody`` (``as_nobody``), its session directory in nobody's HOME. Yields its
+    address, what a driver needs to be let in (the cluster's token authentication, Ray 2.60's default for a cluster
+    whose head has a token: the same token on the head and the driver) and nobody's HOME."""
+    gcs, let_in = free_port(), {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    with as_nobody(server) as (python, env, home):
+        head = [*python, "-m", "ray.scripts.scripts", "start", "--head", "--block", "--disable-usage-stats"]
+        head += ["--node-ip-address", "127.0.0.1", "--port", str(gcs), "--num-cpus", str(num_cpus), "--num-gpus", "0"]
+        head += ["--include-dashboard", "false", "--object-store-memory", str(200 * 2**20), "--temp-dir", str(home / "ray")]
+        with started(tmp, "ray", [head], {**env, **RAY_MINOR, **let_in}, home):
+            wait_for_nodes(f"127.0.0.1:{gcs}", 1, tmp, env={**os.environ, **RAY_MINOR, **let_in})
+            yield f"127.0.0.1:{gcs}", let_in, home
+
+
+def running_ray_tasks() -> list[psutil.Process]:
+    """nobody's Ray worker processes that run a task now: Ray titles them `ray::<task name>`, an idle one `ray::IDLE`;
+    the node's agents (`ray::DashboardAgent`, `ray::RuntimeEnvAgent`) share its fate and are no workers."""
+    found = []
+    for proc in psutil.process_iter(["uids", "cmdline"]):
+        title = (proc.info["cmdline"] or [""])[0]
+        ours = proc.info["uids"] and proc.info["uids"].real == NOBODY.pw_uid
+        if ours and title.startswith("ray::") and title != "ray::IDLE" and not title.endswith("Agent"):
+            found.append(proc)
+    return found
+
+
+@needs_ray
+def test_a_ray_cluster_as_another_user_on_the_store_alone_writes_the_local_nights_bytes_a_killed_worker_included(nights):
+    """A Ray head as `nobody` runs the night against the store (the driver's tasks run in nobody's worker processes);
+    a worker process that runs a shard task is SIGKILLed; Ray runs the task again, and the store ends with the local
+    night's bytes."""
+
+    def kill() -> str | None:
+        for proc in running_ray_tasks():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                title = proc.cmdline()[0]
+                proc.kill()
+                return title
+        return None
+
+    with ray_as_nobody(nights.root, nights.server) as (address, let_in, home):
+        sets = ["task_runner.kind=ray", f"task_runner.address={address}", "task_runner.gpu_resource=null"]
+        _, _, killed = night_with_a_kill(nights, "ray", home, sets, kill, env={**RAY_MINOR, **let_in})
+    assert str(killed).startswith("ray::")  # a worker process titled by the shard task it ran

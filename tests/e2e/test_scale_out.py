@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -149,10 +150,16 @@ def _placement_flow():
     from tasks.runtime.stage import Stage
 
     def where(table: pa.Table) -> pa.Table:  # defined here: pickled by value for workers that cannot import tests
-        """Each row with the name of the Dask worker that computed it."""
-        from distributed import get_worker
+        """Each row with the name of the worker that computed it: its Dask name, or a Ray node's $PLACEMENT_NODE."""
+        import os
 
-        return table.append_column("worker", pa.array([get_worker().name] * len(table), pa.string()))
+        if "PLACEMENT_NODE" in os.environ:
+            name = os.environ["PLACEMENT_NODE"]
+        else:
+            from distributed import get_worker
+
+            name = get_worker().name
+        return table.append_column("worker", pa.array([name] * len(table), pa.string()))
 
     def produce():
         for i in range(8):
@@ -213,3 +220,94 @@ def test_a_cluster_with_no_gpu_worker_fails_at_once_naming_the_resource_and_the_
     assert failed.to_pylist() == [{"status": "failed", "error": said}]
     assert _workers(tmp_path / "a", "on_gpu") == []
     assert _workers(tmp_path / "b", "on_gpu") == ["cpu-worker"] * 8
+
+
+# -- the same on a Ray cluster: `num_gpus` ---------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def ray_cluster(tmp: Path, nodes: dict[str, int]) -> Iterator[str]:
+    """`ray start --head` and one `ray start --address` per further node (``nodes``: name -> the GPUs it offers;
+    the first is the head), each node's workers knowing its name as $PLACEMENT_NODE, on this session's Prefect API
+    and result storage: the head's address."""
+    from prefect.settings import PREFECT_API_URL, PREFECT_LOCAL_STORAGE_PATH
+
+    port = free_port()
+    base = subprocess_env(
+        tmp,
+        PREFECT_API_URL=PREFECT_API_URL.value(),
+        PREFECT_LOCAL_STORAGE_PATH=str(PREFECT_LOCAL_STORAGE_PATH.value()),
+        NUMBA_NUM_THREADS="1",
+        RAY_USAGE_STATS_ENABLED="0",
+    )
+    ray = str(Path(sys.executable).parent / "ray")
+    procs = []
+    try:
+        for i, (name, gpus) in enumerate(nodes.items()):
+            where = (
+                ["--head", "--port", str(port), "--include-dashboard", "false"] if i == 0 else ["--address", f"127.0.0.1:{port}"]
+            )
+            cmd = [ray, "start", "--block", *where, "--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--num-gpus", str(gpus)]
+            cmd += ["--object-store-memory", str(100 * 2**20), "--disable-usage-stats"]
+            with open(tmp / f"ray-{i}.log", "wb") as log:
+                procs.append(
+                    subprocess.Popen(
+                        cmd, env={**base, "PLACEMENT_NODE": name}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                    )
+                )
+            wait_for_nodes(f"127.0.0.1:{port}", i + 1, tmp)
+        yield f"127.0.0.1:{port}"
+    finally:
+        for proc in reversed(procs):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def wait_for_nodes(address: str, n: int, tmp: Path, env: dict[str, str] | None = None) -> None:
+    """Until the cluster at ``address`` has ``n`` live nodes (asked by `ray status`, a process of its own with
+    ``env``: this one must not hold a Ray connection before the runner makes it)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        status = subprocess.run(
+            [str(Path(sys.executable).parent / "ray"), "status", "--address", address], capture_output=True, text=True, env=env
+        )
+        if status.returncode == 0 and status.stdout.count(" node_") >= n:
+            return
+        time.sleep(1)
+    raise AssertionError(f"no {n} Ray nodes at {address}: " + "".join(p.read_text()[-2000:] for p in tmp.glob("ray-*.log")))
+
+
+@slow
+@needs_ray
+def test_on_ray_gpu_stages_run_only_on_the_nodes_that_offer_gpus(prefect_harness, tmp_path):
+    """A head without GPUs and a node started with `--num-gpus 1`: every shard of the `gpu`-tagged stage asks Ray for
+    one GPU and runs on that node; the untagged stage's shards go to either."""
+    from flows.engine.runners import run_flow
+
+    with ray_cluster(tmp_path, {"cpu-node": 0, "gpu-node": 1}) as address:
+        conf = AugdagConf(cache=tmp_path / "cache", task_runner=TaskRunnerConf(kind="ray", address=address))
+        summary = run_flow(_placement_flow(), conf)
+    assert summary["status"] == "completed", summary.get("error")
+    assert _workers(tmp_path / "cache", "on_gpu") == ["gpu-node"] * 8
+    on_cpu = _workers(tmp_path / "cache", "on_cpu")
+    assert len(on_cpu) == 8 and set(on_cpu) <= {"gpu-node", "cpu-node"}
+
+
+@slow
+@needs_ray
+def test_a_ray_cluster_with_no_gpu_fails_at_once_naming_the_resource_and_the_setting(prefect_harness, tmp_path):
+    from flows.engine.runners import run_flow
+
+    with ray_cluster(tmp_path, {"cpu-node": 0}) as address:
+        conf = AugdagConf(cache=tmp_path / "a", task_runner=TaskRunnerConf(kind="ray", address=address))
+        with pytest.raises(ConfError) as refused:
+            run_flow(_placement_flow(), conf)
+        anywhere = AugdagConf(cache=tmp_path / "b", task_runner=TaskRunnerConf(kind="ray", address=address, gpu_resource=None))
+        assert run_flow(_placement_flow(), anywhere)["status"] == "completed"
+    assert str(refused.value) == (
+        f"task_runner.address {address}: no node offers the resource 'GPU' that `gpu`-tagged stages require; start one "
+        "with `ray start --address <head> --num-gpus 1`, or set task_runner.gpu_resource: null to run them on any node"
+    )
+    assert _workers(tmp_path / "a", "on_gpu") == []
+    assert _workers(tmp_path / "b", "on_gpu") == ["cpu-node"] * 8

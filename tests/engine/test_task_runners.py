@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import sys
 import threading
 import time
 from pathlib import Path
@@ -108,9 +109,10 @@ def test_ray_runner_without_the_extra_names_the_key_and_the_extra(monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_ray)
+    monkeypatch.delitem(sys.modules, "flows.engine.runners.on_ray", raising=False)  # imported by an earlier test
     with pytest.raises(ConfError) as e:
         make_task_runner(TaskRunnerConf(kind="ray"))
-    assert str(e.value) == ("task_runner.kind ray needs the `ray` extra (prefect_ray is not installed): pip install -e .[ray]")
+    assert str(e.value) == ("task_runner.kind ray needs the `ray` extra (ray is not installed): pip install -e .[ray]")
 
 
 def test_local_dask_cluster_workers_get_one_core_and_the_given_environment():
@@ -130,13 +132,36 @@ def test_local_dask_cluster_workers_get_one_core_and_the_given_environment():
 @needs_ray
 def test_ray_runner_takes_the_address_or_starts_a_local_instance_of_n_workers_cpus():
     from flows.engine.runners import make_task_runner
+    from flows.engine.runners.on_ray import SharedRayTaskRunner
 
     remote = make_task_runner(TaskRunnerConf(kind="ray", address="ray://head:10001"))
     local = make_task_runner(TaskRunnerConf(kind="ray", n_workers=3), worker_env={"PREFECT_API_URL": "http://x/api"})
-    assert (type(remote).__name__, remote.address, local.address) == ("RayTaskRunner", "ray://head:10001", None)
+    assert (type(remote), remote.address, local.address) == (SharedRayTaskRunner, "ray://head:10001", None)
     assert local.init_kwargs["num_cpus"] == 3
     env = {"NUMBA_NUM_THREADS": "1", "PREFECT_API_URL": "http://x/api"}
     assert local.init_kwargs["runtime_env"] == {"env_vars": env}
+
+
+@needs_ray
+def test_a_ray_address_places_gpu_tasks_by_num_gpus_or_a_custom_resource_unless_it_is_null():
+    """What the runner asks Ray for, per task (a cluster started by hand runs it: tests/e2e/test_scale_out.py)."""
+    from flows.engine.runners import make_task_runner
+
+    gpus = make_task_runner(TaskRunnerConf(kind="ray", address="ray://head:10001"))
+    a100 = make_task_runner(TaskRunnerConf(kind="ray", address="ray://head:10001", gpu_resource="A100"))
+    anywhere = make_task_runner(TaskRunnerConf(kind="ray", address="ray://head:10001", gpu_resource=None))
+    local = make_task_runner(TaskRunnerConf(kind="ray", n_workers=2))  # this host's processes: gpu_slots bounds them
+    assert (gpus.options(["gpu", "x"]), gpus.options(["x"]), gpus.options([])) == ({"num_gpus": 1}, None, None)
+    assert a100.options(["gpu"]) == {"resources": {"A100": 1}}
+    assert (anywhere.options(["gpu"]), local.options(["gpu"])) == (None, None)
+    copy = a100.duplicate()
+    assert (type(copy), copy.address, copy.gpu_resource, copy == a100, copy == gpus) == (
+        type(a100),
+        a100.address,
+        "A100",
+        True,
+        False,
+    )
 
 
 def test_a_dask_scheduler_address_places_gpu_tasks_by_the_gpu_resource_unless_it_is_null():

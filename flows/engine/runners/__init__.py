@@ -7,7 +7,8 @@ Prefect is ~1.5 s, half of a fully cached `augdag run` (bench/noop.py), and a re
 calls only the bodies: with every Prefect import of the run's path inside a function, it never pays for it.
 
 On a Dask cluster named by ``task_runner.address``, a `gpu`-tagged stage's tasks require one unit of the worker
-resource ``task_runner.gpu_resource`` (flows/engine/runners/placement.py); Ray places them anywhere (not yet on `num_gpus`).
+resource ``task_runner.gpu_resource`` (flows/engine/runners/placement.py), and on a Ray cluster one GPU (`num_gpus`;
+flows/engine/runners/on_ray.py, which also shares one Ray connection among the nightly's pipelines).
 A local Dask cluster or Ray instance runs tasks in worker processes. Each needs a Prefect API, or each
 starts its own temporary server (32 s for a tiny flow), so ``run_flow`` gives them this
 process's API and result storage in their environment. A remote cluster's workers (``address``) use
@@ -163,14 +164,14 @@ def make_task_runner(conf: TaskRunnerConf, *, worker_env: Mapping[str, str] | No
 
 def _ray_task_runner(conf: TaskRunnerConf, worker_env: Mapping[str, str] | None) -> TaskRunner:
     try:
-        from prefect_ray import RayTaskRunner
+        from flows.engine.runners.on_ray import SharedRayTaskRunner
     except ImportError as e:
         raise ConfError(
             f"task_runner.kind ray needs the `ray` extra ({e.name or 'prefect_ray'} is not installed): pip install -e .[ray]"
         ) from None
     if conf.address:
-        return RayTaskRunner(address=conf.address)
-    return RayTaskRunner(
+        return SharedRayTaskRunner(conf.address, gpu_resource=conf.gpu_resource, gpu_tag=GPU_TAG)
+    return SharedRayTaskRunner(
         init_kwargs={
             "num_cpus": conf.n_workers,
             "include_dashboard": False,

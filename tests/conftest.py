@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -243,8 +245,8 @@ class S3Server:
     """A local S3 server (moto's server mode) on a free loopback port: ``env`` holds the standard variables that
     point a client at it, ``bucket(name)`` makes a bucket."""
 
-    def __init__(self, proc: subprocess.Popen, port: int) -> None:
-        self.proc, self.port = proc, port
+    def __init__(self, proc: subprocess.Popen, port: int, log: Path) -> None:
+        self.proc, self.port, self.log = proc, port, log
         self.endpoint = f"http://127.0.0.1:{port}"
         self.env = {
             "AWS_ACCESS_KEY_ID": "testing",
@@ -268,6 +270,14 @@ class S3Server:
     def bucket(self, name: str) -> str:
         self.filesystem().create_dir(name)
         return f"s3://{name}"
+
+    def requests(self, during: Callable[[], object]) -> list[str]:
+        """The requests the server answered while ``during()`` ran: "METHOD /bucket/key" (query strings dropped)."""
+        mark = len(self.log.read_text(errors="replace").splitlines())
+        during()
+        time.sleep(0.3)  # the server logs a request after answering it
+        lines = self.log.read_text(errors="replace").splitlines()[mark:]
+        return [" ".join(m.group(1, 2)) for line in lines if (m := re.search(r'"([A-Z]+) ([^ ?"]+)', line))]
 
     def objects(self, prefix: str) -> dict[str, bytes]:
         """Every object under ``s3://prefix`` (bucket/key...), by key relative to it."""
@@ -303,7 +313,7 @@ def s3_server(tmp_path_factory):
                 proc.kill()
                 pytest.skip(f"moto_server did not start on 127.0.0.1:{port}: {log.read_text()[-500:]}")
             time.sleep(0.1)
-    yield S3Server(proc, port)
+    yield S3Server(proc, port, log)
     proc.terminate()
     proc.wait(timeout=10)
 

@@ -24,6 +24,7 @@ rename commits and an object store with PUT commits.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import hashlib
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 Loc = Path | str
 SCHEMES = ("s3", "gs", "gcs", "abfs", "abfss")
 _BLOCK = 1 << 22
+_WHOLE_MAX = 8 << 20  # DuckDB reads an object up to this size whole, in one GET (see ReadOnly._open)
 
 
 def is_remote(loc: Loc | None) -> bool:
@@ -80,7 +82,9 @@ def _filesystem(scheme: str) -> pafs.FileSystem:
             kwargs |= {"endpoint_override": url.netloc, "scheme": url.scheme or "https"}
         if region := os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"):
             kwargs["region"] = region
-        return pafs.S3FileSystem(**kwargs)
+        # allow_delayed_open: an object under one upload part (5 MiB) is one PUT, not a multipart upload's three
+        # requests (create, part, complete); a failed PUT is raised at close, which every writer here waits for
+        return pafs.S3FileSystem(allow_delayed_open=True, **kwargs)
     return pafs.FileSystem.from_uri(f"{scheme}://")[0]
 
 
@@ -92,8 +96,11 @@ def split(loc: str) -> tuple[pafs.FileSystem, str]:
 
 
 def reset() -> None:
-    """Forget the filesystems (a test that changes the endpoint variables)."""
+    """Forget the filesystems and what DuckDB's reads kept (a test that changes the endpoint variables)."""
     _filesystem.cache_clear()
+    _INFO.clear()
+    with _WHOLE_LOCK:
+        _WHOLE.clear()
 
 
 # -- files ---------------------------------------------------------------------------------------------------------
@@ -107,15 +114,25 @@ def _info(loc: str) -> Any:
     return None if info.type != pafs.FileType.File else info
 
 
+def _head_size(loc: str) -> int | None:
+    """An object's size from one HEAD, None when there is none (``get_file_info`` would also LIST the key as a
+    directory when the HEAD finds nothing: two requests for every part that is not written yet)."""
+    fs, path = split(loc)
+    try:
+        with fs.open_input_file(path) as f:
+            return f.size()
+    except FileNotFoundError:
+        return None
+
+
 def exists(loc: Loc) -> bool:
-    return _info(loc) is not None if is_remote(loc) else Path(loc).exists()
+    return _head_size(str(loc)) is not None if is_remote(loc) else Path(loc).exists()
 
 
 def size(loc: Loc) -> int | None:
     """The file's size in bytes, None when it does not exist."""
     if is_remote(loc):
-        info = _info(loc)
-        return None if info is None else info.size
+        return _head_size(str(loc))
     try:
         return Path(loc).stat().st_size
     except FileNotFoundError:
@@ -238,6 +255,11 @@ def read_table(loc: Loc, columns: Iterable[str] | None = None) -> pa.Table:
     import pyarrow.parquet as pq
 
     cols = list(columns) if columns is not None else None
+    if is_remote(loc) and cols is None:  # the whole part: a HEAD and one GET (ranged: the footer, then each column)
+        import pyarrow as pa
+
+        fs, path = split(str(loc))
+        return pq.read_table(pa.BufferReader(_whole(path, lambda: fs.open_input_stream(path, compression=None))))
     if is_remote(loc):
         fs, path = split(str(loc))
         with fs.open_input_file(path) as f:  # one HEAD, then ranged GETs (a path and filesystem would HEAD twice)
@@ -307,9 +329,21 @@ def _duckdb_filesystem(scheme: str) -> Any:
             return found
 
         def _open(self, path: str, mode: str = "rb", *args: Any, **kwargs: Any) -> Any:
+            """A small object (up to ``_WHOLE_MAX``) is read whole, in one GET, as fsspec's s3fs does with its 5 MiB
+            blocks: DuckDB's reads of its footer and each column chunk would each be a ranged GET. A larger one is
+            read by ranged GETs."""
             if mode != "rb":
                 raise PermissionError(f"{scheme}://{path}: augdag's object store is read-only to SQL")
-            return _PositionalFile(self.fs.open_input_file(self._strip_protocol(path)))
+            key = self._strip_protocol(path)
+            if self.info(key)["size"] <= _WHOLE_MAX:
+                import pyarrow as pa
+
+                return _PositionalFile(pa.BufferReader(_whole(key, lambda: self.fs.open_input_stream(key, compression=None))))
+            return _PositionalFile(self.fs.open_input_file(key))
+
+        def modified(self, path: str) -> Any:
+            """From the cached info (DuckDB asks at every open; fsspec's own asks the store each time)."""
+            return self.info(path)["mtime"]
 
         def _refuse(self, path: Any, *args: Any, **kwargs: Any) -> None:
             raise PermissionError(f"{path}: augdag's object store is read-only to SQL")
@@ -317,6 +351,30 @@ def _duckdb_filesystem(scheme: str) -> Any:
         rm = rm_file = _rm = mkdir = makedirs = rmdir = mv = cp_file = put_file = pipe_file = touch = _refuse
 
     return ReadOnly()
+
+
+_WHOLE: collections.OrderedDict[str, bytes] = collections.OrderedDict()  # small artifact objects read, newest last
+_WHOLE_LOCK = threading.Lock()
+_WHOLE_KEEP = 64 << 20  # bytes of them kept per process
+
+
+def _whole(key: str, stream: Any) -> bytes:
+    """The bytes of the artifact object ``key`` (bucket/key), read from ``stream()``; one of up to ``_WHOLE_MAX``
+    is kept while there is room (a part under a fingerprint is never rewritten with other bytes): the side table
+    every shard task of a stage reads, the file DuckDB opens several times in one query."""
+    with _WHOLE_LOCK:
+        if (hit := _WHOLE.get(key)) is not None:
+            _WHOLE.move_to_end(key)
+            return hit
+    with stream() as f:
+        data = f.read()
+    if len(data) > _WHOLE_MAX:
+        return data
+    with _WHOLE_LOCK:
+        _WHOLE[key] = data
+        while sum(len(v) for v in _WHOLE.values()) > _WHOLE_KEEP:
+            _WHOLE.popitem(last=False)
+    return data
 
 
 class _PositionalFile(io.RawIOBase):

@@ -2,6 +2,7 @@
 the same bytes as the cache directory, the commit rule without rename, and a user's SQL that reads the artifact prefix
 and nothing else."""
 
+import collections
 import hashlib
 import json
 import re
@@ -199,11 +200,50 @@ def test_augdag_artifacts_beats_the_profile_and_a_slash_at_the_end_is_dropped(tm
     assert load_profile(profile, environ={"AUGDAG_ARTIFACTS": "s3://other/x"}).storage.artifacts == "s3://other/x"
 
 
-def test_duckdb_threads_sharing_one_large_part_on_the_store_each_read_their_own_bytes(s3_env):
+def test_a_small_part_is_one_put_a_missing_one_one_head_a_whole_read_one_get(s3_env):
+    """What each operation costs in requests (an S3 request costs ~20-50 ms and is billed): pyarrow's default for a
+    write is a multipart upload (POST, PUT, POST), its file info of a missing key a HEAD and a LIST, its read of a
+    Parquet file a HEAD, the footer and each column chunk, and DuckDB's through fsspec a HEAD at every open."""
+    import duckdb
+
+    store = s3_env.bucket("aug-requests")
+    table = pa.table({"uid": [f"u{i}" for i in range(1000)], "x": list(range(1000))})
+    part = f"{store}/a/part-00000.parquet"
+    assert s3_env.requests(lambda: objects.put_bytes(objects.parquet_bytes(table, {}), part)) == [
+        "PUT /aug-requests/a/part-00000.parquet"
+    ]
+    assert s3_env.requests(lambda: objects.exists(f"{store}/a/part-00001.parquet")) == ["HEAD /aug-requests/a/part-00001.parquet"]
+    # a whole part: its size (pyarrow opens every object with a HEAD) and one GET; read again in this process: none
+    assert s3_env.requests(lambda: objects.read_table(part)) == [
+        f"{m} /aug-requests/a/part-00000.parquet" for m in ("HEAD", "GET")
+    ]
+    assert s3_env.requests(lambda: objects.read_table(part)) == []
+    assert objects.read_table(part) == table and objects.read_table(part, ["x"]) == table.select(["x"])
+    other = f"{store}/a/part-00002.parquet"
+    objects.put_bytes(objects.parquet_bytes(table, {}), other)
+
+    def query() -> None:
+        with duckdb.connect() as con:
+            objects.register(con, {"s3"})
+            assert con.sql(f"SELECT sum(x), count(DISTINCT uid) FROM read_parquet('{other}')").fetchall() == [(499500, 1000)]
+
+    # DuckDB opens a file several times in one query (and asks its size and time at each): a small object's info
+    # is asked once per process (a HEAD from each of DuckDB's threads that asks before the first answer), and its
+    # bytes read once (a HEAD and one GET); a second query asks the store nothing
+    first = collections.Counter(r.split()[0] for r in s3_env.requests(query))
+    assert first["GET"] == 1 and 2 <= first["HEAD"] <= 3 and set(first) == {"GET", "HEAD"}
+    assert s3_env.requests(query) == []
+
+
+@pytest.mark.parametrize("whole_max", [0, 8 << 20], ids=["ranged-reads", "read-whole"])
+def test_duckdb_threads_sharing_one_large_part_on_the_store_each_read_their_own_bytes(s3_env, monkeypatch, whole_max):
     """DuckDB reads a Parquet file's row groups on several threads through one handle, "seek, then read": with one
     shared position another thread's seek landed in between and a read returned other bytes (a Thrift error, or
-    wrong sums). Each thread has its own position now (``_PositionalFile``)."""
+    wrong sums). Each thread has its own position now (``_PositionalFile``), over ranged GETs or the object read
+    whole."""
     import duckdb
+
+    monkeypatch.setattr(objects, "_WHOLE_MAX", whole_max)
     import numpy as np
 
     store = s3_env.bucket("aug-threads")

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 Loc = Path | str
 SCHEMES = ("s3", "gs", "gcs", "abfs", "abfss")
 _BLOCK = 1 << 22
-_WHOLE_MAX = 8 << 20  # DuckDB reads an object up to this size whole, in one GET (see ReadOnly._open)
+_WHOLE_MAX = 8 << 20  # an artifact object read whole up to this size is kept in memory (see _whole)
 
 
 def is_remote(loc: Loc | None) -> bool:
@@ -101,6 +101,7 @@ def reset() -> None:
     _INFO.clear()
     with _WHOLE_LOCK:
         _WHOLE.clear()
+        _HANDLES.clear()
 
 
 # -- files ---------------------------------------------------------------------------------------------------------
@@ -329,17 +330,11 @@ def _duckdb_filesystem(scheme: str) -> Any:
             return found
 
         def _open(self, path: str, mode: str = "rb", *args: Any, **kwargs: Any) -> Any:
-            """A small object (up to ``_WHOLE_MAX``) is read whole, in one GET, as fsspec's s3fs does with its 5 MiB
-            blocks: DuckDB's reads of its footer and each column chunk would each be a ranged GET. A larger one is
-            read by ranged GETs."""
+            """A positional view of the object's handle, opened once per process: DuckDB opens a part several
+            times in one query, and each open of a new handle is a HEAD."""
             if mode != "rb":
                 raise PermissionError(f"{scheme}://{path}: augdag's object store is read-only to SQL")
-            key = self._strip_protocol(path)
-            if self.info(key)["size"] <= _WHOLE_MAX:
-                import pyarrow as pa
-
-                return _PositionalFile(pa.BufferReader(_whole(key, lambda: self.fs.open_input_stream(key, compression=None))))
-            return _PositionalFile(self.fs.open_input_file(key))
+            return _PositionalFile(_handle(self.fs, self._strip_protocol(path)))
 
         def modified(self, path: str) -> Any:
             """From the cached info (DuckDB asks at every open; fsspec's own asks the store each time)."""
@@ -361,7 +356,7 @@ _WHOLE_KEEP = 64 << 20  # bytes of them kept per process
 def _whole(key: str, stream: Any) -> bytes:
     """The bytes of the artifact object ``key`` (bucket/key), read from ``stream()``; one of up to ``_WHOLE_MAX``
     is kept while there is room (a part under a fingerprint is never rewritten with other bytes): the side table
-    every shard task of a stage reads, the file DuckDB opens several times in one query."""
+    every shard task of a stage reads."""
     with _WHOLE_LOCK:
         if (hit := _WHOLE.get(key)) is not None:
             _WHOLE.move_to_end(key)
@@ -375,6 +370,25 @@ def _whole(key: str, stream: Any) -> bytes:
         while sum(len(v) for v in _WHOLE.values()) > _WHOLE_KEEP:
             _WHOLE.popitem(last=False)
     return data
+
+
+_HANDLES: collections.OrderedDict[str, Any] = collections.OrderedDict()  # DuckDB's open objects, newest last
+_HANDLES_KEEP = 4096
+
+
+def _handle(fs: Any, key: str) -> Any:
+    """A random-access handle of the artifact object ``key``, one per process (its size is known once opened;
+    each read is a ranged GET of its own, so threads share it: see ``_PositionalFile``)."""
+    with _WHOLE_LOCK:
+        if (hit := _HANDLES.get(key)) is not None:
+            _HANDLES.move_to_end(key)
+            return hit
+    native = fs.open_input_file(key)
+    with _WHOLE_LOCK:
+        _HANDLES[key] = native
+        while len(_HANDLES) > _HANDLES_KEEP:
+            _HANDLES.popitem(last=False)
+    return native
 
 
 class _PositionalFile(io.RawIOBase):
@@ -415,9 +429,7 @@ class _PositionalFile(io.RawIOBase):
         buffer[: len(data)] = data
         return len(data)
 
-    def close(self) -> None:
-        if not self.closed:
-            self._native.close()
+    def close(self) -> None:  # the handle is shared (``_handle``) and holds no data: it is left open
         super().close()
 
 

@@ -209,15 +209,16 @@ def test_a_small_part_is_one_put_a_missing_one_one_head_a_whole_read_one_get(s3_
     store = s3_env.bucket("aug-requests")
     table = pa.table({"uid": [f"u{i}" for i in range(1000)], "x": list(range(1000))})
     part = f"{store}/a/part-00000.parquet"
-    assert s3_env.requests(lambda: objects.put_bytes(objects.parquet_bytes(table, {}), part)) == [
-        "PUT /aug-requests/a/part-00000.parquet"
-    ]
+    data = objects.parquet_bytes(table, {})
+    size = len(data)
+    assert s3_env.requests(lambda: objects.put_bytes(data, part)) == ["PUT /aug-requests/a/part-00000.parquet"]
     assert s3_env.requests(lambda: objects.exists(f"{store}/a/part-00001.parquet")) == ["HEAD /aug-requests/a/part-00001.parquet"]
     # a whole part: its size (pyarrow opens every object with a HEAD) and one GET; read again in this process: none
     assert s3_env.requests(lambda: objects.read_table(part)) == [
         f"{m} /aug-requests/a/part-00000.parquet" for m in ("HEAD", "GET")
     ]
     assert s3_env.requests(lambda: objects.read_table(part)) == []
+    assert (objects.exists(part), objects.exists(f"{store}/a/part-00001.parquet"), objects.size(part)) == (True, False, size)
     assert objects.read_table(part) == table and objects.read_table(part, ["x"]) == table.select(["x"])
     other = f"{store}/a/part-00002.parquet"
     objects.put_bytes(objects.parquet_bytes(table, {}), other)

@@ -31,7 +31,7 @@ import hashlib
 import io
 import os
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import urlsplit
@@ -180,19 +180,25 @@ def read_bytes(loc: Loc) -> bytes:
         return Path(loc).read_bytes()
     fs, path = split(str(loc))
     try:
-        with fs.open_input_stream(path, compression=None) as f:
-            return f.read()
+        return _read_all(fs, path)
     except OSError as e:
         if _info(str(loc)) is None:
             raise FileNotFoundError(loc) from e
         raise
 
 
+def _read_all(fs: pafs.FileSystem, path: str) -> bytes:
+    """An object's bytes in one ranged GET after its HEAD. Not ``open_input_stream(...).read()``: pyarrow's S3
+    stream reads in 256 KiB requests (115 GETs for 30 MB, 1.85 s against 0.08 s on moto's server)."""
+    with fs.open_input_file(path) as f:
+        return f.read_at(f.size(), 0)
+
+
 def open_binary(loc: Loc) -> BinaryIO:
-    """The file for reading, unbuffered and seekable: a local file, or an object read by ranged GETs."""
-    if is_remote(loc):
+    """The file for reading, seekable: a local file (unbuffered), or an object read by ranged GETs of 8 MiB."""
+    if is_remote(loc):  # buffered by 8 MiB: a reader's small reads (gzip's 8 KiB) would each be a ranged GET
         fs, path = split(str(loc))
-        return fs.open_input_file(path)
+        return io.BufferedReader(fs.open_input_file(path), buffer_size=_BLOCK * 2)  # type: ignore[arg-type]
     return open(loc, "rb", buffering=0)  # noqa: SIM115 — the caller closes it
 
 
@@ -201,9 +207,10 @@ def hash_of(loc: Loc) -> str:
     h = hashlib.sha256()
     if is_remote(loc):
         fs, path = split(str(loc))
-        with fs.open_input_stream(path, compression=None) as f:
-            while chunk := f.read(_BLOCK):
-                h.update(chunk)
+        with fs.open_input_file(path) as f:  # a ranged GET per 64 MiB (a stream would GET every 256 KiB)
+            total = f.size()
+            for offset in range(0, total, _BLOCK * 16):
+                h.update(f.read_at(min(_BLOCK * 16, total - offset), offset))
     else:
         with open(loc, "rb") as f:
             while chunk := f.read(_BLOCK):
@@ -260,7 +267,7 @@ def read_table(loc: Loc, columns: Iterable[str] | None = None) -> pa.Table:
         import pyarrow as pa
 
         fs, path = split(str(loc))
-        return pq.read_table(pa.BufferReader(_whole(path, lambda: fs.open_input_stream(path, compression=None))))
+        return pq.read_table(pa.BufferReader(_whole(path, lambda: _read_all(fs, path))))
     if is_remote(loc):
         fs, path = split(str(loc))
         with fs.open_input_file(path) as f:  # one HEAD, then ranged GETs (a path and filesystem would HEAD twice)
@@ -353,16 +360,15 @@ _WHOLE_LOCK = threading.Lock()
 _WHOLE_KEEP = 64 << 20  # bytes of them kept per process
 
 
-def _whole(key: str, stream: Any) -> bytes:
-    """The bytes of the artifact object ``key`` (bucket/key), read from ``stream()``; one of up to ``_WHOLE_MAX``
+def _whole(key: str, read: Callable[[], bytes]) -> bytes:
+    """The bytes of the artifact object ``key`` (bucket/key), from ``read()``; one of up to ``_WHOLE_MAX``
     is kept while there is room (a part under a fingerprint is never rewritten with other bytes): the side table
     every shard task of a stage reads."""
     with _WHOLE_LOCK:
         if (hit := _WHOLE.get(key)) is not None:
             _WHOLE.move_to_end(key)
             return hit
-    with stream() as f:
-        data = f.read()
+    data = read()
     if len(data) > _WHOLE_MAX:
         return data
     with _WHOLE_LOCK:

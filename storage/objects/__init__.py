@@ -12,11 +12,7 @@ views never ask which one they have:
   ``AWS_SESSION_TOKEN``, ``AWS_REGION``, ``AWS_ENDPOINT_URL``), read by pyarrow's ``S3FileSystem``; ``gs://`` and
   ``abfs://`` go through ``pyarrow.fs.FileSystem.from_uri`` with their own variables.
 - **DuckDB reads the store** through a read-only fsspec filesystem registered on each connection
-  (``register``): fsspec's ``ArrowFSWrapper`` over the same pyarrow filesystem. DuckDB 2.0's ``httpfs`` extension
-  cannot be installed here (no extension downloads; the registry's build is for DuckDB 1.4), and registering
-  pyarrow datasets per query would make every catalog view a per-connection object instead of the SQL stored in
-  the catalog; a registered filesystem keeps the views' ``read_parquet([...])`` text and DuckDB's
-  ``allowed_directories`` sandbox as they are, with the artifact prefix allowed. The wrapper refuses every write.
+  (storage/objects/sql.py: ``register``, ``use``).
 
 Hand-written: pyarrow and fsspec give the filesystems; nothing maintained gives one API over a local cache with
 rename commits and an object store with PUT commits.
@@ -37,7 +33,6 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
-    import duckdb
     import pyarrow as pa
     import pyarrow.fs as pafs
     import pyarrow.parquet as pq
@@ -97,11 +92,12 @@ def split(loc: str) -> tuple[pafs.FileSystem, str]:
 
 def reset() -> None:
     """Forget the filesystems and what DuckDB's reads kept (a test that changes the endpoint variables)."""
+    from storage.objects import sql
+
     _filesystem.cache_clear()
-    _INFO.clear()
+    sql.forget()
     with _WHOLE_LOCK:
         _WHOLE.clear()
-        _HANDLES.clear()
 
 
 # -- files ---------------------------------------------------------------------------------------------------------
@@ -259,6 +255,29 @@ def parquet_file(loc: Loc) -> pq.ParquetFile:
     return pq.ParquetFile(loc)
 
 
+_WHOLE: collections.OrderedDict[str, bytes] = collections.OrderedDict()  # small artifact objects read, newest last
+_WHOLE_LOCK = threading.Lock()
+_WHOLE_KEEP = 64 << 20  # bytes of them kept per process
+
+
+def _whole(key: str, read: Callable[[], bytes]) -> bytes:
+    """The bytes of the artifact object ``key`` (bucket/key), from ``read()``; one of up to ``_WHOLE_MAX``
+    is kept while there is room (a part under a fingerprint is never rewritten with other bytes): the side table
+    every shard task of a stage reads."""
+    with _WHOLE_LOCK:
+        if (hit := _WHOLE.get(key)) is not None:
+            _WHOLE.move_to_end(key)
+            return hit
+    data = read()
+    if len(data) > _WHOLE_MAX:
+        return data
+    with _WHOLE_LOCK:
+        _WHOLE[key] = data
+        while sum(len(v) for v in _WHOLE.values()) > _WHOLE_KEEP:
+            _WHOLE.popitem(last=False)
+    return data
+
+
 def read_table(loc: Loc, columns: Iterable[str] | None = None) -> pa.Table:
     import pyarrow.parquet as pq
 
@@ -297,161 +316,6 @@ def upload_tree(src: Path, dest: str) -> list[tuple[str, int, str]]:
     return out
 
 
-# -- DuckDB --------------------------------------------------------------------------------------------------------
-
-_REGISTER_LOCK = threading.Lock()
-_USED: set[str] = set()  # the schemes this process reads or writes artifacts on (``use``)
-_INFO: dict[str, dict[str, Any]] = {}  # DuckDB's view of the store: each file's info, once (``ReadOnly.info``)
-_INFO_MAX = 1 << 17
-
-
-def use(loc: Loc | None) -> None:
-    """Note that this process works on ``loc``'s object store: its scratch DuckDB connections can read it."""
-    if is_remote(loc):
-        _USED.add(str(loc).split("://", 1)[0].lower())
-
-
-@functools.cache
-def _duckdb_filesystem(scheme: str) -> Any:
-    from fsspec.implementations.arrow import ArrowFSWrapper
-
-    class ReadOnly(ArrowFSWrapper):
-        """The object store as DuckDB sees it: reads only (a user's SQL never writes a byte)."""
-
-        protocol = (scheme, "s3a") if scheme == "s3" else (scheme,)
-
-        def __init__(self) -> None:
-            super().__init__(split(f"{scheme}://x")[0])
-
-        def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
-            """A file's size and time, asked once per process: DuckDB asks before every read of a part, and a view
-            rebuild reads every part's footer; a part under a fingerprint is never rewritten with other bytes."""
-            key = self._strip_protocol(path)
-            if (hit := _INFO.get(key)) is not None:
-                return hit
-            found = super().info(path, **kwargs)
-            if found["type"] == "file":
-                if len(_INFO) >= _INFO_MAX:
-                    _INFO.clear()
-                _INFO[key] = found
-            return found
-
-        def _open(self, path: str, mode: str = "rb", *args: Any, **kwargs: Any) -> Any:
-            """A positional view of the object's handle, opened once per process: DuckDB opens a part several
-            times in one query, and each open of a new handle is a HEAD."""
-            if mode != "rb":
-                raise PermissionError(f"{scheme}://{path}: augdag's object store is read-only to SQL")
-            return _PositionalFile(_handle(self.fs, self._strip_protocol(path)))
-
-        def modified(self, path: str) -> Any:
-            """From the cached info (DuckDB asks at every open; fsspec's own asks the store each time)."""
-            return self.info(path)["mtime"]
-
-        def _refuse(self, path: Any, *args: Any, **kwargs: Any) -> None:
-            raise PermissionError(f"{path}: augdag's object store is read-only to SQL")
-
-        rm = rm_file = _rm = mkdir = makedirs = rmdir = mv = cp_file = put_file = pipe_file = touch = _refuse
-
-    return ReadOnly()
-
-
-_WHOLE: collections.OrderedDict[str, bytes] = collections.OrderedDict()  # small artifact objects read, newest last
-_WHOLE_LOCK = threading.Lock()
-_WHOLE_KEEP = 64 << 20  # bytes of them kept per process
-
-
-def _whole(key: str, read: Callable[[], bytes]) -> bytes:
-    """The bytes of the artifact object ``key`` (bucket/key), from ``read()``; one of up to ``_WHOLE_MAX``
-    is kept while there is room (a part under a fingerprint is never rewritten with other bytes): the side table
-    every shard task of a stage reads."""
-    with _WHOLE_LOCK:
-        if (hit := _WHOLE.get(key)) is not None:
-            _WHOLE.move_to_end(key)
-            return hit
-    data = read()
-    if len(data) > _WHOLE_MAX:
-        return data
-    with _WHOLE_LOCK:
-        _WHOLE[key] = data
-        while sum(len(v) for v in _WHOLE.values()) > _WHOLE_KEEP:
-            _WHOLE.popitem(last=False)
-    return data
-
-
-_HANDLES: collections.OrderedDict[str, Any] = collections.OrderedDict()  # DuckDB's open objects, newest last
-_HANDLES_KEEP = 4096
-
-
-def _handle(fs: Any, key: str) -> Any:
-    """A random-access handle of the artifact object ``key``, one per process (its size is known once opened;
-    each read is a ranged GET of its own, so threads share it: see ``_PositionalFile``)."""
-    with _WHOLE_LOCK:
-        if (hit := _HANDLES.get(key)) is not None:
-            _HANDLES.move_to_end(key)
-            return hit
-    native = fs.open_input_file(key)
-    with _WHOLE_LOCK:
-        _HANDLES[key] = native
-        while len(_HANDLES) > _HANDLES_KEEP:
-            _HANDLES.popitem(last=False)
-    return native
-
-
-class _PositionalFile(io.RawIOBase):
-    """An object opened for DuckDB: its position is per thread, and each read is a positional ``read_at``.
-
-    DuckDB shares one handle of a Parquet file among its threads and reads with "seek, then read", two calls into
-    Python that each take the GIL; pyarrow releases the GIL while it fetches, so with one shared position another
-    thread's seek lands between them and a read returns the wrong bytes (a Thrift "Invalid data" error on a large
-    part). A thread's own position makes each seek-and-read pair whole."""
-
-    def __init__(self, native: Any) -> None:
-        super().__init__()
-        self._native, self._size, self._local = native, native.size(), threading.local()
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return getattr(self._local, "pos", 0)
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.tell(), io.SEEK_END: self._size}[whence]
-        self._local.pos = max(0, base + offset)
-        return self._local.pos
-
-    def read(self, size: int | None = -1) -> bytes:
-        pos = self.tell()
-        n = max(0, self._size - pos) if size is None or size < 0 else max(0, min(size, self._size - pos))
-        data = self._native.read_at(n, pos) if n else b""
-        self._local.pos = pos + len(data)
-        return data
-
-    def readinto(self, buffer: Any) -> int:
-        data = self.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
-
-    def close(self) -> None:  # the handle is shared (``_handle``) and holds no data: it is left open
-        super().close()
-
-
-def register(con: duckdb.DuckDBPyConnection, schemes: Iterable[str] | None = None) -> None:
-    """Let ``con`` read the object stores of ``schemes`` (default: those this process ``use``s), read-only."""
-    import duckdb
-
-    for scheme in sorted(set(_USED if schemes is None else schemes)):
-        with _REGISTER_LOCK:
-            fs = _duckdb_filesystem("gs" if scheme == "gcs" else scheme)
-        try:
-            con.register_filesystem(fs)
-        except duckdb.Error as e:  # a cursor of an instance that has it already
-            if "already" not in str(e).lower():
-                raise
-
-
-def schemes_of(paths: Iterable[Loc]) -> set[str]:
-    return {str(p).split("://", 1)[0].lower() for p in paths if is_remote(p)}
+from storage.objects.sql import register as register  # noqa: E402 — after what it imports from here
+from storage.objects.sql import schemes_of as schemes_of  # noqa: E402
+from storage.objects.sql import use as use  # noqa: E402

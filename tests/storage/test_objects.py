@@ -17,6 +17,7 @@ from storage.artifacts import ArtifactRef, read_manifest, recorded_hashes, verif
 from storage.catalog import Catalog, check_read_only
 from storage.engines import scratch_duckdb
 from storage.objects import models as model_store
+from storage.objects.sql import duckdb_filesystem
 from storage.schemas import REJECTS
 from tasks.runtime.stage import commit_shard
 from tests.conftest import bitext
@@ -158,7 +159,7 @@ def _files() -> list[str]:
 
 def test_the_duckdb_filesystem_refuses_every_write(s3_env):
     store = s3_env.bucket("aug-readonly")
-    fs = objects._duckdb_filesystem("s3")
+    fs = duckdb_filesystem("s3")
     for write in (
         lambda: fs.open(f"{store}/x", "wb"),
         lambda: fs.rm(f"{store}/x"),

@@ -94,7 +94,9 @@ class SharedRayTaskRunner(RayTaskRunner):
                 raise RuntimeError(f"Ray is connected to {_SHARED['address'] or 'a local instance'}, not {self.address}")
             if not _SHARED["users"] and not ray.is_initialized():
                 self.logger.info(f"Connecting to the Ray cluster at {self.address}" if self.address else "Starting Ray")
-                ray.init(*([self.address] if self.address else []), **self.init_kwargs)
+                # "local": a new instance of our own, never a cluster `ray start` left on this host (ray.init()
+                # without an address connects to the last one started here, and refuses num_cpus then)
+                ray.init(self.address or "local", **self.init_kwargs)
                 _SHARED["owned"] = True
             _SHARED["users"] += 1
             _SHARED["address"] = self.address

@@ -28,6 +28,7 @@ from flows.engine.runners import FlowConf, pipeline_flow
 from flows.pipelines.ingest import ingest_dataset
 from flows.pipelines.model_scores import evaluate_classifier
 from storage.artifacts import ArtifactRef
+from storage.objects import models as model_store
 from tasks.common.mix import content_hash
 from tasks.epida.feedback import AUGMENTED_VIEW, BACK_TRANSLATION, EDA, SEAS, augmented_counts
 from tasks.epida.train import trainer
@@ -49,19 +50,16 @@ def candidate_sources(run: Run, conf: AugdagConf, rows: ArtifactRef, r: int) -> 
             from models.wordnet import database_fingerprint, wordnet_root
 
             root = wordnet_root()
+            database = database_fingerprint(root)
+            # with an object store, the database goes there: the workers share no disk with this machine
+            where = model_store.shipped(root, run.store, "wordnet", database) if run.store else str(root)
             out.append(
                 run_stage(
                     run,
                     EDA,
                     inputs=[rows],
-                    resources={"wordnet_root": str(root)},
-                    params={
-                        "n_aug": n_aug,
-                        "alpha": epida.eda.alpha,
-                        "seed": epida.seed,
-                        "round": r,
-                        "wordnet": database_fingerprint(root),
-                    },
+                    resources={"wordnet_root": where},
+                    params={"n_aug": n_aug, "alpha": epida.eda.alpha, "seed": epida.seed, "round": r, "wordnet": database},
                 )
             )
         elif source == "cwe":

@@ -9,12 +9,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from conf.errors import ConfError
 from conf.schema import NMTConf
 from flows.engine.driver import ModelRef, Run, run_model_stage
 from storage.artifacts import ArtifactRef, fingerprint, hash_inputs
+from storage.objects import models as model_store
 from tasks.common.nmt import NMT_VERSION, fairseq_builder
 
 
@@ -55,11 +57,14 @@ def _configured(run: Run, conf: NMTConf, name: str) -> ModelRef:
 
 def configured_model(run: Run, model: str, *, name: str, kind: str, meta: dict | None = None) -> ModelRef:
     """A model named in the config, registered in `models`: a local path (fingerprint = hash of its files,
-    memoised by size and time) or a Hugging Face name (fingerprint = the name)."""
+    memoised by size and time) or a Hugging Face name (fingerprint = the name). With artifacts on an object store,
+    a local path is published there (``shipped``): the workers share no disk with this machine."""
     path = Path(model)
     local = path.exists()
     fp = hash_inputs([path], memo=run.root / "input-hashes") if local else fingerprint("hf-model", "1", {"name": model}, [])
     ref = ModelRef(name, fp, path.absolute() if local else path)
+    if local and run.store:
+        ref = dataclasses.replace(ref, uri=model_store.shipped(ref.path, run.store, "configured", fp))
     run.catalog.register_model(
         fp, name=name, kind=kind, path=str(model), run_id=run.run_id, meta={"configured": True, **(meta or {})}
     )

@@ -6,7 +6,9 @@ as it would to the cache, then ``publish`` PUTs every file under ``<store>/model
 manifest (each file's bytes and sha256) last: a model without a manifest is not published. Another host, or the
 same one after its scratch was cleared, ``fetch``es it into its own scratch, checks every sha256 and renames the
 directory into place, so a half-fetched model is never read. The fingerprint names the model's bytes, so one
-copy per host serves every run.
+copy per host serves every run. A model the profile names by a path on the driver (``shipped``: a configured
+checkpoint, the WordNet database) is published the same way, under ``models/<key>/<its content hash>/``, so a worker
+that shares no disk with the driver loads it as it loads a trained one.
 """
 
 from __future__ import annotations
@@ -70,6 +72,16 @@ def fetch(remote: str, local: Path) -> None:
         if tmp.is_dir():
             shutil.rmtree(tmp, ignore_errors=True)
         tmp.unlink(missing_ok=True)
+
+
+def shipped(local: Path, store: str, key: str, fingerprint: str) -> str:
+    """The URI of ``local`` (a file or a directory on this host whose bytes ``fingerprint`` names) on the store
+    ``store``: published under ``models/<key>/<fingerprint>/`` unless it already is there. A shard task handed the
+    URI loads this host's file on every host (``localized``)."""
+    remote = objects.join(store, "models", key, fingerprint)
+    if published(remote) is None:
+        publish(local, remote)
+    return f"{remote}/{local.name}"
 
 
 def trained(local: Path, remote: str | None) -> bool:

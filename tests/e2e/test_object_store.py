@@ -32,7 +32,7 @@ import pytest
 from demo.tiny import TINY_SETS
 from storage.catalog import Catalog
 from tests.conftest import REPO, free_port, subprocess_env
-from tests.e2e.test_scale_out import needs_ray, wait_for_nodes
+from tests.e2e.test_scale_out import needs_ray, own_ports_and_dir, wait_for_nodes
 from tests.engine.test_determinism import parquet_hashes
 from tests.engine.test_killed_night import kill_when, scores
 
@@ -341,7 +341,8 @@ def ray_as_nobody(tmp: Path, server, *, num_cpus: int = 2) -> Iterator[tuple[str
     with as_nobody(server) as (python, env, home):
         head = [*python, "-m", "ray.scripts.scripts", "start", "--head", "--block", "--disable-usage-stats"]
         head += ["--node-ip-address", "127.0.0.1", "--port", str(gcs), "--num-cpus", str(num_cpus), "--num-gpus", "0"]
-        head += ["--include-dashboard", "false", "--object-store-memory", str(200 * 2**20), "--temp-dir", str(home / "ray")]
+        head += ["--include-dashboard", "false", "--object-store-memory", str(200 * 2**20)]
+        head += own_ports_and_dir(home / "ray", head=True)
         with started(tmp, "ray", [head], {**env, **RAY_MINOR, **let_in}, home):
             wait_for_nodes(f"127.0.0.1:{gcs}", 1, tmp, env={**os.environ, **RAY_MINOR, **let_in})
             yield f"127.0.0.1:{gcs}", let_in, home

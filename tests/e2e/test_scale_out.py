@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -241,14 +242,15 @@ def ray_cluster(tmp: Path, nodes: dict[str, int]) -> Iterator[str]:
         RAY_USAGE_STATS_ENABLED="0",
     )
     ray = str(Path(sys.executable).parent / "ray")
-    procs = []
+    # short: a node's sockets live under its session directory, and a Unix socket's path has at most 107 bytes
+    sessions, procs = tempfile.TemporaryDirectory(prefix="ray", dir="/tmp"), []
     try:
         for i, (name, gpus) in enumerate(nodes.items()):
-            where = (
-                ["--head", "--port", str(port), "--include-dashboard", "false"] if i == 0 else ["--address", f"127.0.0.1:{port}"]
-            )
+            head = ["--head", "--port", str(port), "--include-dashboard", "false"]
+            where = head if i == 0 else ["--address", f"127.0.0.1:{port}"]
             cmd = [ray, "start", "--block", *where, "--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--num-gpus", str(gpus)]
             cmd += ["--object-store-memory", str(100 * 2**20), "--disable-usage-stats"]
+            cmd += own_ports_and_dir(Path(sessions.name) / str(i), head=i == 0)
             with open(tmp / f"ray-{i}.log", "wb") as log:
                 procs.append(
                     subprocess.Popen(
@@ -262,12 +264,31 @@ def ray_cluster(tmp: Path, nodes: dict[str, int]) -> Iterator[str]:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        sessions.cleanup()
+
+
+def own_ports_and_dir(temp_dir: Path, *, head: bool) -> list[str]:
+    """`ray start` options that give a node every port of its own and its own session directory. Ray's defaults are
+    fixed (the head's client server on 10001, every node's dashboard agent on 52365) and its session files go to
+    /tmp/ray, so two test clusters started on one host at once (two xdist workers) took each other's ports and the
+    second head never came up."""
+    ports = {
+        "--node-manager-port": free_port(),
+        "--object-manager-port": free_port(),
+        "--dashboard-agent-listen-port": free_port(),
+        "--dashboard-agent-grpc-port": free_port(),
+        "--runtime-env-agent-port": free_port(),
+        "--metrics-export-port": free_port(),
+    }
+    if head:
+        ports["--ray-client-server-port"] = free_port()
+    return [*(f"{flag}={port}" for flag, port in ports.items()), "--temp-dir", str(temp_dir)]
 
 
 def wait_for_nodes(address: str, n: int, tmp: Path, env: dict[str, str] | None = None) -> None:
     """Until the cluster at ``address`` has ``n`` live nodes (asked by `ray status`, a process of its own with
     ``env``: this one must not hold a Ray connection before the runner makes it)."""
-    deadline = time.monotonic() + 120
+    deadline, status = time.monotonic() + 120, None
     while time.monotonic() < deadline:
         status = subprocess.run(
             [str(Path(sys.executable).parent / "ray"), "status", "--address", address], capture_output=True, text=True, env=env
@@ -275,16 +296,13 @@ def wait_for_nodes(address: str, n: int, tmp: Path, env: dict[str, str] | None =
         if status.returncode == 0 and status.stdout.count(" node_") >= n:
             return
         time.sleep(1)
-    raise AssertionError(f"no {n} Ray nodes at {address}: " + "".join(p.read_text()[-2000:] for p in tmp.glob("ray-*.log")))
+    said = f"`ray status` said: {status.stdout[-1000:]}{status.stderr[-1000:]}\n" if status else ""
+    logs = "".join(p.read_text()[-2000:] for p in tmp.glob("ray-*.log"))
+    raise AssertionError(f"no {n} Ray nodes at {address}: {said}{logs}")
 
 
 @slow
 @needs_ray
-@pytest.mark.xfail(
-    reason="fresh-clone e2e 2026-11-28: `ray status` never saw this head while another test's Ray cluster started on "
-    "the host at the same moment (passes alone); under investigation",
-    strict=False,
-)
 def test_on_ray_gpu_stages_run_only_on_the_nodes_that_offer_gpus(prefect_harness, tmp_path):
     """A head without GPUs and a node started with `--num-gpus 1`: every shard of the `gpu`-tagged stage asks Ray for
     one GPU and runs on that node; the untagged stage's shards go to either."""
@@ -301,11 +319,6 @@ def test_on_ray_gpu_stages_run_only_on_the_nodes_that_offer_gpus(prefect_harness
 
 @slow
 @needs_ray
-@pytest.mark.xfail(
-    reason="fresh-clone e2e 2026-11-28: `ray status` never saw this head while another test's Ray cluster started on "
-    "the host at the same moment (passes alone); under investigation",
-    strict=False,
-)
 def test_a_ray_cluster_with_no_gpu_fails_at_once_naming_the_resource_and_the_setting(prefect_harness, tmp_path):
     from flows.engine.runners import run_flow
 

@@ -122,6 +122,34 @@ def test_a_model_is_published_manifest_last_and_fetched_once_checked_by_sha256(t
     assert model_store.published(remote) is None
 
 
+def test_a_model_at_a_path_of_the_driver_is_shipped_once_and_a_worker_loads_its_own_copy(tmp_path, s3_env, monkeypatch):
+    """A configured model (a local checkpoint the profile names) with artifacts on a store: the driver publishes it
+    under models/<key>/<content hash>/ once; a shard task on a host that shares no disk gets the URI and loads a
+    copy in its own scratch; what is no model on the store (a device, a Hugging Face name) reaches it as it is."""
+    store = s3_env.bucket("aug-shipped") + "/night"
+    model = tmp_path / "driver" / "my-model"
+    (model / "sub").mkdir(parents=True)
+    (model / "pytorch_model.bin").write_bytes(b"\x01w" * 500)
+    (model / "sub" / "vocab.txt").write_text("a\nb\n")
+    uri = model_store.shipped(model, store, "configured", "c" * 32)
+    assert uri == f"{store}/models/configured/{'c' * 32}/my-model"
+    assert sorted(s3_env.objects(f"{store}/models/configured/{'c' * 32}")) == [
+        "manifest.json",
+        "my-model/pytorch_model.bin",
+        "my-model/sub/vocab.txt",
+    ]
+    # shipped again (the next stage, the next night): the manifest and a HEAD per file, nothing PUT
+    again = s3_env.requests(lambda: model_store.shipped(model, store, "configured", "c" * 32))
+    assert sorted(r.split()[0] for r in again) == ["GET", "HEAD", "HEAD", "HEAD"]
+    monkeypatch.setenv("AUGDAG_SCRATCH", str(tmp_path / "worker-scratch"))
+    resources = {"model_path": uri, "device": "cpu", "tokenizer": "facebook/bart-base", "runtime": {"threads": 1}}
+    local = model_store.localized(resources)
+    copy = tmp_path / "worker-scratch" / "models" / "configured" / ("c" * 32) / "my-model"
+    assert local == {**resources, "model_path": str(copy)}
+    assert (copy / "pytorch_model.bin").read_bytes() == b"\x01w" * 500 and (copy / "sub" / "vocab.txt").read_text() == "a\nb\n"
+    assert s3_env.requests(lambda: model_store.localized(resources)) == []  # once per host
+
+
 def test_views_rejects_and_a_users_sql_read_the_artifact_prefix_and_nothing_else(tmp_path, s3_env):
     store = s3_env.bucket("aug-views") + "/night"
     s3_env.bucket("aug-elsewhere")

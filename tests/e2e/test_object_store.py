@@ -32,7 +32,7 @@ import pytest
 from demo.tiny import TINY_SETS
 from storage.catalog import Catalog
 from tests.conftest import REPO, free_port, subprocess_env
-from tests.e2e.test_scale_out import needs_ray, own_ports_and_dir, wait_for_nodes
+from tests.e2e.test_scale_out import needs_ray, own_ports_and_dir, ray_port, wait_for_nodes
 from tests.engine.test_determinism import parquet_hashes
 from tests.engine.test_killed_night import kill_when, scores
 
@@ -337,7 +337,7 @@ def ray_as_nobody(tmp: Path, server, *, num_cpus: int = 2) -> Iterator[tuple[str
     """`ray start --head` as the user ``nobody`` (``as_nobody``), its session directory in nobody's HOME. Yields its
     address, what a driver needs to be let in (the cluster's token authentication, Ray 2.60's default for a cluster
     whose head has a token: the same token on the head and the driver) and nobody's HOME."""
-    gcs, let_in = free_port(), {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    gcs, let_in = ray_port(), {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
     with as_nobody(server) as (python, env, home):
         head = [*python, "-m", "ray.scripts.scripts", "start", "--head", "--block", "--disable-usage-stats"]
         head += ["--node-ip-address", "127.0.0.1", "--port", str(gcs), "--num-cpus", str(num_cpus), "--num-gpus", "0"]

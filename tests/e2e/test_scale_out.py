@@ -7,8 +7,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.util
+import itertools
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -91,13 +93,18 @@ def test_dask_two_workers_write_the_same_artifacts_as_threads(by_threads, tmp_pa
 
 
 needs_ray = pytest.mark.skipif(importlib.util.find_spec("prefect_ray") is None, reason="no `ray` extra: pip install -e .[ray]")
+# Ray 2.60 turns token authentication on for a new local instance (writing a token to ~/.ray/auth_token) and for any
+# head or client that finds that file, unless RAY_AUTH_MODE says otherwise: the tests' clusters say so explicitly,
+# so that what one test wrote to ~/.ray cannot lock another's driver out of its cluster
+NO_RAY_AUTH = ("RAY_AUTH_MODE", "disabled")
 
 
 @slow
 @needs_ray
-def test_ray_local_instance_writes_the_same_artifacts_as_threads(by_threads, tmp_path):
+def test_ray_local_instance_writes_the_same_artifacts_as_threads(by_threads, tmp_path, monkeypatch):
     from flows.engine.runners import run_flow
 
+    monkeypatch.setenv(*NO_RAY_AUTH)  # else Ray 2.60 writes a token to ~/.ray, which other tests' clusters then read
     data, threads = by_threads
     summary = run_flow(_sampling_flow(), _conf(tmp_path, data, "task_runner.kind=ray", "task_runner.n_workers=2"))
     assert summary["status"] == "completed"
@@ -233,17 +240,20 @@ def ray_cluster(tmp: Path, nodes: dict[str, int]) -> Iterator[str]:
     and result storage: the head's address."""
     from prefect.settings import PREFECT_API_URL, PREFECT_LOCAL_STORAGE_PATH
 
-    port = free_port()
+    port = ray_port()
     base = subprocess_env(
         tmp,
         PREFECT_API_URL=PREFECT_API_URL.value(),
         PREFECT_LOCAL_STORAGE_PATH=str(PREFECT_LOCAL_STORAGE_PATH.value()),
         NUMBA_NUM_THREADS="1",
         RAY_USAGE_STATS_ENABLED="0",
+        RAY_AUTH_MODE=NO_RAY_AUTH[1],
     )
     ray = str(Path(sys.executable).parent / "ray")
     # short: a node's sockets live under its session directory, and a Unix socket's path has at most 107 bytes
     sessions, procs = tempfile.TemporaryDirectory(prefix="ray", dir="/tmp"), []
+    driver = pytest.MonkeyPatch()
+    driver.setenv(*NO_RAY_AUTH)  # this process connects as the test's driver
     try:
         for i, (name, gpus) in enumerate(nodes.items()):
             head = ["--head", "--port", str(port), "--include-dashboard", "false"]
@@ -257,7 +267,7 @@ def ray_cluster(tmp: Path, nodes: dict[str, int]) -> Iterator[str]:
                         cmd, env={**base, "PLACEMENT_NODE": name}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
                     )
                 )
-            wait_for_nodes(f"127.0.0.1:{port}", i + 1, tmp)
+            wait_for_nodes(f"127.0.0.1:{port}", i + 1, tmp, env=base)
         yield f"127.0.0.1:{port}"
     finally:
         for proc in reversed(procs):
@@ -265,23 +275,42 @@ def ray_cluster(tmp: Path, nodes: dict[str, int]) -> Iterator[str]:
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         sessions.cleanup()
+        driver.undo()
+
+
+_NEXT_PORT = itertools.count()
+
+
+def ray_port() -> int:
+    """A free port for a test Ray node, from a block of its own per xdist worker in 20000-31999: above Ray's worker
+    ports (10002-19999) and below the kernel's ephemeral ones (32768-), which Ray's own processes bind at any moment,
+    so a port chosen here is not taken by another test's cluster between choosing it and `ray start` binding it."""
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0) % 6
+    while True:
+        port = 20000 + worker * 2000 + next(_NEXT_PORT) % 2000
+        with socket.socket() as s:
+            try:
+                s.bind(("", port))
+            except OSError:
+                continue
+            return port
 
 
 def own_ports_and_dir(temp_dir: Path, *, head: bool) -> list[str]:
-    """`ray start` options that give a node every port of its own and its own session directory. Ray's defaults are
-    fixed (the head's client server on 10001, every node's dashboard agent on 52365) and its session files go to
-    /tmp/ray, so two test clusters started on one host at once (two xdist workers) took each other's ports and the
-    second head never came up."""
+    """`ray start` options that give a node every port of its own (``ray_port``) and its own session directory.
+    Ray's defaults are fixed (the head's client server on 10001, every node's dashboard agent on 52365) and its
+    session files go to /tmp/ray, so two test clusters started on one host at once (two xdist workers) took each
+    other's ports and the second head never came up."""
     ports = {
-        "--node-manager-port": free_port(),
-        "--object-manager-port": free_port(),
-        "--dashboard-agent-listen-port": free_port(),
-        "--dashboard-agent-grpc-port": free_port(),
-        "--runtime-env-agent-port": free_port(),
-        "--metrics-export-port": free_port(),
+        "--node-manager-port": ray_port(),
+        "--object-manager-port": ray_port(),
+        "--dashboard-agent-listen-port": ray_port(),
+        "--dashboard-agent-grpc-port": ray_port(),
+        "--runtime-env-agent-port": ray_port(),
+        "--metrics-export-port": ray_port(),
     }
     if head:
-        ports["--ray-client-server-port"] = free_port()
+        ports["--ray-client-server-port"] = ray_port()
     return [*(f"{flag}={port}" for flag, port in ports.items()), "--temp-dir", str(temp_dir)]
 
 

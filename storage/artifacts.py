@@ -290,7 +290,7 @@ def write_manifest(
     """Describe every committed part of ``ref`` (rows, bytes, sha256, schema) and commit the manifest last.
     ``known``: what the shard tasks said of the parts they PUT (``write_part``), by file name: taken where the
     listed size agrees, instead of reading the part back from the object store."""
-    files, schemas = [], {}
+    files, schemas, distinct = [], {}, {}
     for file, (size, _) in sorted(objects.listing(ref.dir, ".parquet").items()):
         path = objects.join(ref.dir, file)
         role, shard = file.removesuffix(".parquet").rsplit("-", 1)
@@ -298,6 +298,7 @@ def write_manifest(
         if said is None or said["bytes"] != size:
             said = {"sha256": hash_file(path), **_footer(objects.parquet_file(path).metadata)}
         schemas.setdefault(role, said["schema"])
+        distinct.setdefault(role, set()).add(said["schema"])
         entry = {"file": file, "role": role, "shard": int(shard), "rows": said["rows"], "bytes": size}
         files.append({**entry, "sha256": said["sha256"]})
     main = [f for f in files if f["role"] == MAIN]
@@ -318,6 +319,8 @@ def write_manifest(
         "bytes": sum(f["bytes"] for f in files),
         "files": files,
         "schema": schemas,
+        # per role, whether every part has that one schema: a view then binds from one footer, not from each part's
+        "uniform": {role: len(found) == 1 for role, found in sorted(distinct.items())},
         "extra": dict(extra or {}),
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }

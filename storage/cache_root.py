@@ -63,6 +63,24 @@ def present(path: Loc) -> bool:
     return objects.is_remote(path) or Path(path).exists()
 
 
+def parquet_sql(paths: Sequence[str], *, uniform: bool) -> str:
+    """``read_parquet`` over ``paths`` (``files_sql``). DuckDB binds a list of files by reading the first one's
+    footer, or with ``union_by_name`` every one's, at each query: so ``uniform`` parts (one schema, as an artifact's
+    manifest records) are read without it; a part on an object store costs a HEAD and a ranged GET to bind."""
+    return f"read_parquet({files_sql(paths)}{'' if uniform else ', union_by_name = true'})"
+
+
+def view_select(artifacts: Sequence[tuple[list[str], bool]], empty: list[str]) -> str | None:
+    """A view's SELECT over its artifacts' parts (each: its parts, whether they share one schema) and the kind's
+    ``empty`` part (every column of the kind): each uniform artifact read on its own (bound from one footer), then
+    the others with the empty part in one read by name; columns in the order of their first appearance, as one
+    read by name of them all would have them. None when there is nothing to read."""
+    reads = [parquet_sql(parts, uniform=True) for parts, uniform in artifacts if uniform and parts]
+    rest = [p for parts, uniform in artifacts if not uniform for p in parts] + empty
+    reads += [parquet_sql(rest, uniform=len(rest) == 1)] if rest else []
+    return "\nUNION ALL BY NAME\n".join(f"SELECT * FROM {r}" for r in reads) or None
+
+
 def files_sql(paths: Sequence[str]) -> str:
     """A DuckDB list of files for ``read_parquet``: relative paths under the root variable, absolute ones as
     they are."""

@@ -32,7 +32,17 @@ import pyarrow as pa
 from conf.errors import CatalogError
 from storage import objects
 from storage.artifacts import ArtifactRef, part_name, write_part
-from storage.cache_root import ABSOLUTE_PATHS, RELATIVE_PATHS, files_sql, object_stores, present, relative, resolve, set_root
+from storage.cache_root import (
+    ABSOLUTE_PATHS,
+    RELATIVE_PATHS,
+    files_sql,
+    object_stores,
+    present,
+    relative,
+    resolve,
+    set_root,
+    view_select,
+)
 from storage.dropped import VIEW as DROPPED_VIEW
 from storage.dropped import dropped_view_sql, has_drops
 from storage.engines import OFFLINE, attach, detach
@@ -370,24 +380,21 @@ class Catalog(RunRecords):
 
     def _refresh_views(self, con: duckdb.DuckDBPyConnection, only: set[str] | None = None) -> None:
         """Each view (``only`` those) over its current artifacts' parts, named relative to the cache root
-        (storage/cache_root.py): binding a view reads every part's schema, so a registration rebuilds only its own."""
+        (storage/cache_root.py ``view_select``); a registration rebuilds only the views it moves."""
         object_stores(con)  # views over parts on an object store read them through its filesystem
         current = con.execute(
-            "SELECT view, path, n_shards FROM artifacts WHERE view IS NOT NULL "
+            "SELECT view, path, n_shards, coalesce(json_extract_string(manifest, '$.uniform.part') = 'true', false) "
+            "FROM artifacts WHERE view IS NOT NULL "
             "QUALIFY row_number() OVER (PARTITION BY view, stage, dataset ORDER BY last_used_at DESC, created_at DESC) = 1 "
             "ORDER BY view, stage, dataset"
         ).fetchall()
-        files: dict[str, list[str]] = {v: [] for v in BASE_VIEWS}
-        for view, path, n_shards in current:
-            files.setdefault(view, []).extend(f"{path}/{part_name(i)}" for i in range(n_shards))
-        for view, paths in ((v, p) for v, p in files.items() if only is None or v in only):
-            paths = [p for p in paths if present(resolve(self.root, p))] + (  # a kind's empty part: its every column
-                [relative(self.root, self._empty_part(view))] if view in VIEW_SCHEMAS else []
-            )
-            if not paths:
-                continue
-            con.execute(
-                f'CREATE OR REPLACE VIEW "{view}" AS SELECT * FROM read_parquet({files_sql(paths)}, union_by_name = true)'
-            )
+        artifacts: dict[str, list[tuple[list[str], bool]]] = {v: [] for v in BASE_VIEWS}
+        for view, path, n_shards, uniform in current:
+            parts = [p for p in (f"{path}/{part_name(i)}" for i in range(n_shards)) if present(resolve(self.root, p))]
+            artifacts.setdefault(view, []).append((parts, uniform))
+        for view in (v for v in sorted(artifacts) if only is None or v in only):
+            empty = [relative(self.root, self._empty_part(view))] if view in VIEW_SCHEMAS else []
+            if (select := view_select(artifacts[view], empty)) is not None:
+                con.execute(f'CREATE OR REPLACE VIEW "{view}" AS {select}')
         if only is None or DROPPED_VIEW in only:
             con.execute(dropped_view_sql(con, self.root))

@@ -28,7 +28,7 @@ import duckdb
 from conf.errors import InputError
 from storage import objects
 from storage.artifacts import part_name
-from storage.cache_root import files_sql, present, resolve
+from storage.cache_root import parquet_sql, present, resolve
 from storage.schemas import SCHEMAS
 
 if TYPE_CHECKING:
@@ -55,7 +55,8 @@ _CURRENT_DROPS = """
 WITH current AS (
   SELECT stage, fingerprint, path, created_run, manifest FROM artifacts
   QUALIFY row_number() OVER (PARTITION BY view, stage, dataset ORDER BY last_used_at DESC, created_at DESC) = 1)
-SELECT stage, fingerprint, path, created_run, list(f ->> 'file' ORDER BY f ->> 'file') AS files
+SELECT stage, fingerprint, path, created_run, list(f ->> 'file' ORDER BY f ->> 'file') AS files,
+  coalesce(json_extract_string(any_value(manifest), '$.uniform.dropped') = 'true', false) AS uniform
 FROM current, unnest(json_extract(manifest, '$.files[*]')) AS t(f)
 WHERE f ->> 'role' = 'dropped' AND CAST(f ->> 'rows' AS BIGINT) > 0
 GROUP BY ALL ORDER BY stage, fingerprint
@@ -78,24 +79,24 @@ def _detail(names: set[str]) -> str:
     return f"nullif(concat_ws(', ', {', '.join(shown)}), '')" if shown else "NULL"
 
 
-def _select(stage: str, fingerprint: str, run: str, files: list[str], root: Path) -> str:
-    """One artifact's dropped parts with the view's columns (its parts share one schema: the stage's); ``files``
-    as stored, relative to the cache ``root`` (storage/cache_root.py)."""
+def _select(stage: str, fingerprint: str, run: str, files: list[str], root: Path, uniform: bool) -> str:
+    """One artifact's dropped parts with the view's columns; ``files`` as stored, relative to the cache ``root``
+    (storage/cache_root.py); ``uniform``: the manifest says they share one schema (the stage's)."""
     names = set(objects.parquet_file(resolve(root, files[0])).schema_arrow.names)
     cols = {"stage": _lit(stage), "detail": _detail(names), "run": _lit(run), "fingerprint": _lit(fingerprint)}
     cols |= {c: (c if c in names else "NULL") for c in _FROM_PART}
     listed = ", ".join(f"CAST({cols[c]} AS {t}) AS {c}" for c, t in COLUMNS.items())
-    return f"SELECT {listed} FROM read_parquet({files_sql(files)}, union_by_name = true)"
+    return f"SELECT {listed} FROM {parquet_sql(files, uniform=uniform)}"
 
 
 def dropped_view_sql(con: duckdb.DuckDBPyConnection, root: Path) -> str:
     """``CREATE OR REPLACE VIEW dropped`` over the current artifacts' dropped parts (empty, typed, if none), their
     files named relative to the cache ``root``."""
     selects = []
-    for stage, fingerprint, path, run, files in con.execute(_CURRENT_DROPS).fetchall():
+    for stage, fingerprint, path, run, files, uniform in con.execute(_CURRENT_DROPS).fetchall():
         paths = [f"{path}/{f}" for f in files]
         if all(present(resolve(root, p)) for p in paths):  # a deleted artifact drops out, as from the other views
-            selects.append(_select(stage, fingerprint, run, paths, root))
+            selects.append(_select(stage, fingerprint, run, paths, root, uniform))
     if not selects:
         selects = ["SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {c}" for c, t in COLUMNS.items()) + " WHERE false"]
     return f'CREATE OR REPLACE VIEW "{VIEW}" AS\n' + "\nUNION ALL\n".join(selects)

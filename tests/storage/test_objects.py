@@ -181,6 +181,38 @@ def test_views_rejects_and_a_users_sql_read_the_artifact_prefix_and_nothing_else
     assert sorted(s3_env.objects(store)) == sorted(f"artifacts/clean/{'a' * 32}/{f}" for f in ("manifest.json", *_files()))
 
 
+def test_a_view_binds_from_one_footer_per_artifact_whose_parts_share_a_schema_and_reads_the_others_by_name(tmp_path, s3_env):
+    """Every query on a view binds it: DuckDB reads the first part's footer of a list, or every part's with
+    union_by_name (a HEAD and a ranged GET each on a store: ~1,000 a query at a 100M night's ~1,000 parts a view).
+    An artifact whose manifest says its parts share one schema is read without it; one whose parts differ (a column
+    only some have) by name, and its rows keep every column."""
+    store = s3_env.bucket("aug-bind") + "/night"
+    same = ArtifactRef(str(tmp_path / "cache"), "clean", "a" * 32, "bitext", "d", 6, store)
+    for shard in range(6):
+        commit_shard(same, shard, {"part": bitext([(f"s{shard}", f"t{shard}")], first_line=shard + 1)})
+    differ = ArtifactRef(str(tmp_path / "cache"), "clean", "b" * 32, "bitext", "e", 2, store)
+    commit_shard(differ, 0, {"part": bitext([("e0", "f0")])})
+    noted = bitext([("e1", "f1")], first_line=2)
+    commit_shard(differ, 1, {"part": noted.append_column("note", pa.array(["kept"]))})
+    manifests = [write_manifest(ref, version="1", params={}) for ref in (same, differ)]
+    assert [m["uniform"] for m in manifests] == [{"part": True}, {"part": False}]
+    cat = Catalog(tmp_path / "cache")
+    objects.use(store)
+    for ref, manifest in zip((same, differ), manifests, strict=True):
+        cat.register(ref, manifest, run_id="r1")
+    objects.reset()  # another process: `augdag sql`, nothing of the store known yet
+    user = Catalog(tmp_path / "cache")
+    bound = s3_env.requests(lambda: user.query("SELECT count(*) AS n FROM bitext WHERE false", sandbox=True))
+    touched = {r.split()[0] + " " + r.split("/artifacts/clean/")[1][:1] + r[-10:-8] for r in bound}  # "GET a00"
+    # the uniform artifact: the first part's footer (and a HEAD of the second, DuckDB's look at the list), not its
+    # other 4 parts; the other artifact: each part's footer
+    assert touched == {"HEAD a00", "GET a00", "HEAD a01", "HEAD b00", "GET b00", "HEAD b01", "GET b01"}
+    rows = user.query("SELECT src, note FROM bitext ORDER BY src", sandbox=True).to_pylist()
+    assert rows == [{"src": "e0", "note": None}, {"src": "e1", "note": "kept"}] + [
+        {"src": f"s{i}", "note": None} for i in range(6)
+    ]
+
+
 def _files() -> list[str]:
     return ["part-00000.parquet", "part-00001.parquet", "rejects-00000.parquet"]
 

@@ -77,7 +77,7 @@ def fetch(remote: str, local: Path) -> None:
 def shipped(local: Path, store: str, key: str, fingerprint: str) -> str:
     """The URI of ``local`` (a file or a directory on this host whose bytes ``fingerprint`` names) on the store
     ``store``: published under ``models/<key>/<fingerprint>/`` unless it already is there. A shard task handed the
-    URI loads this host's file on every host (``localized``)."""
+    URI loads its own host's copy of it (``localized``)."""
     remote = objects.join(store, "models", key, fingerprint)
     if published(remote) is None:
         publish(local, remote)

@@ -205,8 +205,8 @@ def print_summary(summary: dict[str, Any]) -> None:
         out.print(stage_table(summary))
     line = totals_line(totals([summary], 0), view_rows(summary["stages"]))
     out.print(f"run {summary['run_id']} {summary['status']}: {line}", highlight=False)
-    for line in registry.summary_lines(summary):
-        out.print(line, highlight=False)
+    for line in registry.summary_lines(summary):  # soft_wrap: a verdict line stays one line when piped (160 columns)
+        out.print(line, highlight=False, soft_wrap=True)
     for line in summary.get("warnings", []):  # e.g. a filter that dropped most of its input (flows/engine/drop_warnings.py)
         err.print(f"[yellow]warning:[/] {escape(line)}", highlight=False, soft_wrap=True)
     if verbosity() > QUIET:

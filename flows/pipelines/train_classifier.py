@@ -276,11 +276,38 @@ def train_classifier_flow(conf: FlowConf, profile: str = "", config: dict[str, A
 
 
 def summary_lines(s: Mapping[str, Any]) -> list[str]:
-    """Summary lines of a ``train_classifier`` run: per augmentation, each metric's mean ± sd over the seeds."""
-    train_classifier = s["train_classifier"]
-    return [
-        f"{e['metric']} = {e['mean']:.4f} ± {e['sd']:.4f} on {train_classifier['testset']} ({e['augmentation']}"
-        + (f", schedule {train_classifier['schedule']}" if e["augmentation"] == "curriculum" else "")
-        + f", {e['seeds']} seed{'s' if e['seeds'] > 1 else ''})"
-        for e in train_classifier["summary"]
-    ]
+    """Summary lines of a ``train_classifier`` run (wording: flows.reports.verdicts): per augmentation and metric the
+    mean ± sd over the seeds (``n/a (1 seed)`` for one); with the augmentation ``none`` among them, each other one's
+    Δ against it, tested across seeds from 3 seeds on (a paired t-test over the per-seed scores, seed against seed),
+    untested below; an accuracy at chance (1/number of labels, plus two binomial sd on the test rows: the uniform
+    guess, the summary holding no test label counts) says so, and a comparison with a baseline at chance says it is
+    not informative."""
+    t = s["train_classifier"]
+    score = {(e["augmentation"], e["metric"], e["seed"]): e["score"] for e in t["evaluation"]}
+    rows = {e["metric"]: e["sentences"] for e in t["evaluation"]}
+    means = {(e["augmentation"], e["metric"]): e["mean"] for e in t["summary"]}
+    return [classifier_line(t, e, score, rows, means) for e in t["summary"]]
+
+
+def classifier_line(
+    t: Mapping[str, Any],
+    e: Mapping[str, Any],
+    score: Mapping[tuple[str, str, int], float],
+    rows: Mapping[str, int],
+    means: Mapping[tuple[str, str], float],
+) -> str:
+    """One ``summary_lines`` line: ``e`` is a ``mean_sd`` row, ``score`` the per-seed scores, ``rows`` the test rows
+    per metric, ``means`` every augmentation's mean per metric."""
+    from flows.reports.verdicts import at_chance, seeds_phrase, spread, versus
+
+    aug, metric, labels = e["augmentation"], e["metric"], len(t["labels"])
+    scope = ", ".join(x for x in (aug, f"schedule {t['schedule']}" if aug == "curriculum" else "", seeds_phrase(e["seeds"])) if x)
+    line = f"{metric} = {spread(e['mean'], e['sd'], e['seeds'], digits=4)} on {t['testset']} ({scope})"
+    if metric == "accuracy" and (chance := at_chance(e["mean"], labels, rows[metric])):
+        line += f"; {chance}"
+    if aug != "none" and "none" in t["augmentation"]:
+        mine, base = ([score[(a, metric, seed)] for seed in t["seeds"]] for a in (aug, "none"))
+        line += f"; {versus(mine, base, against='none')}"
+        if at_chance(means[("none", "accuracy")], labels, rows["accuracy"]):
+            line += "; not informative: the baseline's accuracy is at chance"
+    return line

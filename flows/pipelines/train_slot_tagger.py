@@ -175,11 +175,19 @@ def train_slot_tagger_flow(conf: FlowConf, profile: str = "", config: dict[str, 
 
 
 def summary_lines(s: Mapping[str, Any]) -> list[str]:
-    """Summary lines of a ``train_slot_tagger`` run: per arm, its rows and F1's mean ± sd over the seeds."""
-    t = s["train_slot_tagger"]
-    return [
-        f"{e['metric']} = {e['mean']:.4f} ± {e['sd']:.4f} on {t['testset']} ({e['arm']}, {t['arms'][e['arm']]:,} "
-        f"rows, {e['seeds']} seed{'s' if e['seeds'] > 1 else ''})"
-        for e in t["summary"]
-        if e["metric"] == "f1"
-    ]
+    """Summary lines of a ``train_slot_tagger`` run (wording: flows.reports.verdicts): per arm its rows and F1's
+    mean ± sd over the seeds (``n/a (1 seed)`` for one); with the arm ``original`` among them, each other arm's Δ F1
+    against it, tested across seeds from 3 seeds on (a paired t-test over the per-seed F1, seed against seed),
+    untested below."""
+    from flows.reports.verdicts import seeds_phrase, spread, versus
+
+    t, lines = s["train_slot_tagger"], []
+    f1 = {(e["arm"], e["seed"]): e["score"] for e in t["evaluation"] if e["metric"] == "f1"}
+    for e in (e for e in t["summary"] if e["metric"] == "f1"):
+        scope = ", ".join(x for x in (e["arm"], f"{t['arms'][e['arm']]:,} rows", seeds_phrase(e["seeds"])) if x)
+        line = f"f1 = {spread(e['mean'], e['sd'], e['seeds'], digits=4)} on {t['testset']} ({scope})"
+        if e["arm"] != "original" and "original" in t["arms"]:
+            seeds = [seed for arm, seed in f1 if arm == "original"]
+            line += f"; {versus([f1[(e['arm'], x)] for x in seeds], [f1[('original', x)] for x in seeds], against='original')}"
+        lines.append(line)
+    return lines

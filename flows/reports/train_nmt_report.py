@@ -1,6 +1,7 @@
-"""train_nmt's comparison of arms: mean ± sd over the seeds, Δ vs the baseline and sacrebleu's paired p per
-test set and metric (``arm_summary``, the run summary's `summary`), and its page (``publish_report``): per test
-set a table and a bar chart (mean ± sd per arm, annotated with Δ and p)."""
+"""train_nmt's comparison of arms: mean ± sd over the seeds, Δ vs the baseline, sacrebleu's paired p (test
+sentences resampled) and, with ≥ 3 seeds per arm, a paired t-test over the seeds' corpus scores, per test set and
+metric (``arm_summary``, the run summary's `summary`), and its page (``publish_report``): per test set a table and
+a bar chart (mean ± sd per arm, annotated with Δ and the p that decided). The wording is flows.reports.verdicts'."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pyarrow as pa
 from flows.engine.driver import Run
 from flows.reports.plots import memoised
 from flows.reports.reporting import publish
+from flows.reports.verdicts import MIN_SEEDS, axis_label, below_floor, seeds_p_text, seeds_test, spread
 from tasks.common.evaluation import mean_sd
 from tasks.train_nmt.significance import METRICS
 
@@ -24,14 +26,20 @@ def arm_summary(
     arms: Mapping[str, Mapping[str, Any]],
 ) -> list[dict[str, Any]]:
     """Per test set, metric and arm (in order): seeds, mean, sample sd (``tasks.common.evaluation.mean_sd``), Δ = mean −
-    the baseline's mean, and the paired tests of the seeds' concatenated outputs (p null for the baseline)."""
+    the baseline's mean, the paired tests of the seeds' concatenated outputs (p null for the baseline) and
+    ``p_seeds``, ``flows.reports.verdicts.seeds_test`` over the per-seed corpus scores, seed i of the arm paired
+    with seed i of the baseline in the order ``arms`` lists them (null for the baseline and under 3 seeds)."""
     paired = {(s["testset"], s["arm"], s["metric"]): s for s in significance}
     out = []
     for test in dict.fromkeys(e["testset"] for e in evaluation):
-        stats = {(r["arm"], r["metric"]): r for r in mean_sd([e for e in evaluation if e["testset"] == test], by="arm")}
+        mine = [e for e in evaluation if e["testset"] == test]
+        stats = {(r["arm"], r["metric"]): r for r in mean_sd(mine, by="arm")}
+        per_seed = {(e["arm"], e["metric"], e["seed"]): e["score"] for e in mine}
         for metric in METRICS:
+            base = [per_seed[(baseline, metric, s)] for s in arms[baseline]["seeds"]]
             for arm in arms:
                 r, p = stats[(arm, metric)], paired.get((test, arm, metric), {})
+                scores = [per_seed[(arm, metric, s)] for s in arms[arm]["seeds"]]
                 out.append(
                     {
                         "testset": test,
@@ -46,6 +54,7 @@ def arm_summary(
                         "p_ar": p.get("p_ar"),
                         "ci_low": p.get("ci_low"),
                         "ci_high": p.get("ci_high"),
+                        "p_seeds": None if arm == baseline or len(scores) != len(base) else seeds_test(scores, base),
                     }
                 )
     return out
@@ -56,23 +65,55 @@ def p_text(p: float | None) -> str:
     return "–" if p is None else f"{p:.2g}"
 
 
+def decided_by(row: Mapping[str, Any]) -> str:
+    """The test a row's verdict rests on: the t-test over seeds from 3 seeds on, else the sentence bootstrap."""
+    if row["p_value"] is None:
+        return "baseline"
+    if row["seeds"] >= MIN_SEEDS:
+        return f"paired t-test over {row['seeds']} seeds"
+    return "paired bootstrap over test sentences (training variance not measured)"
+
+
+def seeds_p_cell(row: Mapping[str, Any]) -> str:
+    """A row's p over seeds: ``–`` for the baseline, ``n/a (< 3 seeds)`` under 3 seeds."""
+    if row["p_value"] is None:
+        return "–"
+    return seeds_p_text(row.get("p_seeds")) if row["seeds"] >= MIN_SEEDS else f"n/a (< {MIN_SEEDS} seeds)"
+
+
 def comparison_table(rows: Sequence[Mapping[str, Any]]) -> pa.Table:
-    """One row per arm of one test set: each metric's mean ± sd, Δ, p (bootstrap), p (AR) and the 95 % CI."""
+    """One row per arm of one test set: each metric's mean ± sd over seeds (``n/a (1 seed)`` for one), Δ, p of the
+    t-test over seeds (from 3 seeds), p resampling test sentences (bootstrap, AR) and its 95 % CI, the test that
+    decided, and, for a baseline under a floor (BLEU 5, chrF 20), that the comparisons are not informative."""
     out: dict[str, dict[str, Any]] = {}
+    base = {r["metric"]: r["mean"] for r in rows if r["p_value"] is None}
     for r in rows:
         row = out.setdefault(r["arm"], {"arm": r["label"], "seeds": r["seeds"]})
         m = r["metric"]
-        row[f"{m} mean ± sd"] = f"{r['mean']:.2f} ± {r['sd']:.2f}"
+        row[f"{m} mean ± sd over seeds"] = spread(r["mean"], r["sd"], r["seeds"])
         row[f"Δ {m}"] = "baseline" if r["p_value"] is None else f"{r['delta']:+.2f}"
-        row[f"p {m}"] = p_text(r["p_value"])
-        row[f"p {m} (AR)"] = p_text(r["p_ar"])
-        row[f"{m} 95 % CI"] = "" if r["ci_low"] is None else f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}]"
+        row[f"p {m} (t-test over seeds)"] = seeds_p_cell(r)
+        row[f"p {m} (test sentences, bootstrap)"] = p_text(r["p_value"])
+        row[f"p {m} (test sentences, AR)"] = p_text(r["p_ar"])
+        row[f"{m} 95 % CI (test sentences)"] = "" if r["ci_low"] is None else f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}]"
+    for r in rows:  # last, once per arm: what decided and whether the comparison informs
+        out[r["arm"]]["decided by"] = decided_by(r)
+        out[r["arm"]]["note"] = "" if r["p_value"] is None else below_floor(base) or ""
     return pa.Table.from_pylist(list(out.values()))
+
+
+def decisive_p(row: Mapping[str, Any]) -> str:
+    """A bar's p and what it resampled: ``p = 0.04 (seeds)`` from 3 seeds on, else ``p = 0.03 (sentences)``."""
+    if row["seeds"] >= MIN_SEEDS:
+        return f"p = {seeds_p_text(row.get('p_seeds'))} (seeds)"
+    return f"p = {p_text(row['p_value'])} (sentences)"
 
 
 @memoised
 def arm_bars(rows: Sequence[Mapping[str, Any]], *, title: str) -> bytes:
-    """One panel per metric: a bar per arm at its mean with the sd over seeds, labelled Δ and p (PNG bytes)."""
+    """One panel per metric: a bar per arm at its mean with the sd over seeds (none for one seed), labelled Δ, the p
+    that decided (over seeds from 3 seeds on, else over test sentences) and, against a baseline under the metric's
+    floor, "not informative" (PNG bytes)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -82,22 +123,24 @@ def arm_bars(rows: Sequence[Mapping[str, Any]], *, title: str) -> bytes:
     for ax, metric in zip(axes[0], METRICS):
         mine = [r for r in rows if r["metric"] == metric]
         x = list(range(len(mine)))
+        base = next((r["mean"] for r in mine if r["p_value"] is None), None)
+        weak = "\nnot informative" if base is not None and below_floor({metric: base}) else ""
         ax.bar(
             x,
             [r["mean"] for r in mine],
-            yerr=[r["sd"] for r in mine],
+            yerr=[r["sd"] if r["seeds"] > 1 else float("nan") for r in mine],  # nan: no bar at all for one seed
             capsize=4,
             linewidth=0.4,
             color=["#c9c9c9" if r["p_value"] is None else "#8fb3d9" for r in mine],
             edgecolor="#4a7bb0",
         )
         for i, r in enumerate(mine):
-            note = "baseline" if r["p_value"] is None else f"{r['delta']:+.2f}\np = {p_text(r['p_value'])}"
+            note = "baseline" if r["p_value"] is None else f"{r['delta']:+.2f}\n{decisive_p(r)}" + weak
             ax.annotate(
                 note, (i, r["mean"] + r["sd"]), ha="center", va="bottom", fontsize=7, xytext=(0, 2), textcoords="offset points"
             )
         ax.set_xticks(x, [r["label"] for r in mine], rotation=15, ha="right", fontsize=8)
-        ax.set_ylabel(f"{metric}, mean ± sd over seeds")
+        ax.set_ylabel(axis_label(metric, [r["seeds"] for r in mine]))
         ax.margins(y=0.15)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
@@ -119,7 +162,7 @@ def publish_report(run: Run, result: Mapping[str, Any]) -> dict[str, str]:
         table = comparison_table(rows)
         pngs[f"arms_{test}"] = arm_bars(rows, title=f"students per arm on {test} (Δ and p vs the baseline {result['baseline']})")
         sections += [
-            (f"{test}: mean ± sd per arm, Δ vs the baseline, paired p", table),
+            (f"{test}: mean ± sd over seeds per arm, Δ vs the baseline, paired p and what it resampled", table),
             (f"{test}: per arm", pngs[f"arms_{test}"]),
         ]
         md.append(f"\n{test}:\n\n{markdown_table(table)}\n")

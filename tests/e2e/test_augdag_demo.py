@@ -80,6 +80,9 @@ def test_augdag_demo_exits_0_from_a_clean_cache_with_networking_off(demo_run, tm
         ("rejuvenated", False, 2),
     ]
     assert "paraphrase 10:1 + CT: " in proc.stdout and " BLEU (p = " in proc.stdout
+    # issue 47: the demo's one seed has no spread, and its p says what it resampled
+    assert "BLEU = " in proc.stdout and " ± n/a (1 seed), chrF = " in proc.stdout and " ± 0.00" not in proc.stdout
+    assert "; p resamples test sentences; training variance not measured: use ≥ 3 seeds" in proc.stdout
     found = rows(
         "SELECT (SELECT count(*) FROM curriculum WHERE level = 0) AS originals, "
         "(SELECT count(*) FROM labeled WHERE source = 'demo_labeled') AS labeled, "

@@ -222,9 +222,10 @@ def test_summary_lines_give_the_baseline_and_each_arms_delta_and_p():
         {"train_nmt": {"tests": ["t"], "baseline": "bitext", "arms": arms, "summary": summary, "evaluation": evaluation}}
     )
     assert lines == [
-        "bitext (baseline): BLEU = 31.00 ± 1.41, chrF = 51.00 ± 1.41 on t (2 seeds)  sig-BLEU",
+        "bitext (baseline): BLEU = 31.00 ± 1.41, chrF = 51.00 ± 1.41 on t (mean ± sd over 2 seeds)  sig-BLEU",
         "paraphrase 10:1 + CT: +0.6 BLEU (p = 0.03), +0.0 chrF (p = 0.5); BLEU = 31.60 ± 0.85, "
-        "chrF = 51.00 ± 0.00 on t (2 seeds)",
+        "chrF = 51.00 ± 0.00 on t (mean ± sd over 2 seeds); p resamples test sentences; training variance not "
+        "measured: use ≥ 3 seeds",
     ]
 
 

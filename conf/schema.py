@@ -19,6 +19,7 @@ from conf.sections.cleaning import CleanConf, DatasetClean, IngestConf, TokenFil
 from conf.sections.decoding import DecodeErrors, Encodings, InputConf
 from conf.sections.experiments import TrainNMTConf  # noqa: F401 — train_nmt's arms, part of the schema
 from conf.sections.filters import LanguageCode
+from conf.sections.heldout import HeldoutConf
 from conf.sections.mt_paraphrase import MtParaphraseConf
 from conf.sections.nmt import NMTConf, NMTTrainConf  # noqa: F401 — the NMT sections, part of the schema
 from conf.sections.orchestration import NightlyConf, OrchestrationConf, TaskRunnerConf
@@ -231,6 +232,7 @@ class AugdagConf(ConfModel):
     datasets: dict[str, DatasetConf] = {}
     pipelines: list[Annotated[str, AfterValidator(known_pipeline)]] = ["ingest"]  # registered in flows/engine/registry.py
     ingest: IngestConf = IngestConf()
+    heldout: HeldoutConf = HeldoutConf()  # no training input holds a held-out line (conf/sections/heldout.py)
     self_training: SelfTrainingConf = SelfTrainingConf()
     rejuvenation: RejuvenationConf = RejuvenationConf()
     train_nmt: TrainNMTConf = TrainNMTConf()
@@ -251,6 +253,9 @@ class AugdagConf(ConfModel):
                 raise ValueError(f"dataset name {name!r}: use letters, digits, '_' and '-'")
         check_enabled(self.pipelines, self)  # each enabled pipeline's check, from its registry entry
         check_filters(self)  # every cleaned dataset's filters have the languages they need
+        for i, name in enumerate(self.heldout.allow_overlap):
+            if name not in self.datasets:
+                raise ValueError(f"heldout.allow_overlap[{i}]: no dataset {name!r}; expected one of {', '.join(self.datasets)}")
         return self
 
     def paraphrase_generator(self) -> None:

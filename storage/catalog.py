@@ -48,7 +48,7 @@ from storage.dropped import dropped_view_sql, has_drops
 from storage.engines import OFFLINE, attach, detach
 from storage.registration import Registration, flush_deferred, insert_lineage
 from storage.run_records import RunRecords
-from storage.schemas import VIEW_SCHEMAS, has_schema, insert_stage_runs
+from storage.schemas import VIEW_KEY_SQL, VIEW_SCHEMAS, has_schema, insert_stage_runs, paired_view, view_key
 from storage.sql_guard import check_read_only, outside_cache, sandbox_error
 
 __all__ = ["BASE_VIEWS", "DB", "DDL", "Catalog", "check_read_only", "outside_cache"]  # check_read_only: its old home
@@ -264,9 +264,9 @@ class Catalog(RunRecords):
         ref, manifest, run_id, parents, stage_runs = r.ref, r.manifest, r.run_id, r.parents, r.stage_runs
         known, current = con.execute(  # whether it is known, and the current artifact of its view, stage and dataset
             "SELECT (SELECT count(*) FROM artifacts WHERE fingerprint = $f), (SELECT fingerprint FROM artifacts WHERE "
-            "view IS NOT DISTINCT FROM $v AND stage = $s AND dataset IS NOT DISTINCT FROM $d "
+            f"{VIEW_KEY_SQL} IS NOT DISTINCT FROM $v AND stage = $s AND dataset IS NOT DISTINCT FROM $d "
             "ORDER BY last_used_at DESC, created_at DESC LIMIT 1)",
-            {"f": ref.fingerprint, "v": ref.view, "s": ref.stage, "d": ref.dataset},
+            {"f": ref.fingerprint, "v": view_key(ref.view), "s": ref.stage, "d": ref.dataset},
         ).fetchone()
         if new := known == 0:
             self._stale(ref, manifest, True)
@@ -376,7 +376,7 @@ class Catalog(RunRecords):
     def _stale(self, ref: ArtifactRef, manifest: Mapping[str, Any], moved: bool) -> None:
         """The views a registration moves (its own, `dropped` if it drops rows): rebuilt at commit, the others kept."""
         if moved and self._views_stale is not True:
-            self._views_stale |= {ref.view, DROPPED_VIEW if has_drops(manifest) else None} - {None}
+            self._views_stale |= {ref.view, paired_view(ref.view), DROPPED_VIEW if has_drops(manifest) else None} - {None}
 
     def _refresh_views(self, con: duckdb.DuckDBPyConnection, only: set[str] | None = None) -> None:
         """Each view (``only`` those) over its current artifacts' parts, named relative to the cache root
@@ -385,7 +385,8 @@ class Catalog(RunRecords):
         current = con.execute(
             "SELECT view, path, n_shards, coalesce(json_extract_string(manifest, '$.uniform.part') = 'true', false) "
             "FROM artifacts WHERE view IS NOT NULL "
-            "QUALIFY row_number() OVER (PARTITION BY view, stage, dataset ORDER BY last_used_at DESC, created_at DESC) = 1 "
+            f"QUALIFY row_number() OVER (PARTITION BY {VIEW_KEY_SQL}, stage, dataset "
+            "ORDER BY last_used_at DESC, created_at DESC) = 1 "
             "ORDER BY view, stage, dataset"
         ).fetchall()
         artifacts: dict[str, list[tuple[list[str], bool]]] = {v: [] for v in BASE_VIEWS}

@@ -17,6 +17,7 @@ from typing import Any
 import duckdb
 
 from storage.artifacts import ArtifactRef
+from storage.schemas import VIEW_KEY_SQL, view_key
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,11 +51,11 @@ def flush_deferred(
             deferred.pop(0)(con)
 
 
-Key = tuple[str | None, str, str | None]  # (view, stage, dataset): one current artifact each
+Key = tuple[str | None, str, str | None]  # (view key, stage, dataset): one current artifact each
 
 
 def key(ref: ArtifactRef) -> Key:
-    return ref.view, ref.stage, ref.dataset
+    return view_key(ref.view), ref.stage, ref.dataset
 
 
 def register_batch(
@@ -81,8 +82,8 @@ def register_batch(
     current: dict[Key, str] = {
         (v, s, d): f
         for v, s, d, f in con.execute(
-            "SELECT view, stage, dataset, fingerprint FROM artifacts WHERE list_contains($s, stage) QUALIFY row_number() "
-            "OVER (PARTITION BY view, stage, dataset ORDER BY last_used_at DESC, created_at DESC) = 1",
+            f"SELECT {VIEW_KEY_SQL}, stage, dataset, fingerprint FROM artifacts WHERE list_contains($s, stage) QUALIFY "
+            f"row_number() OVER (PARTITION BY {VIEW_KEY_SQL}, stage, dataset ORDER BY last_used_at DESC, created_at DESC) = 1",
             {"s": sorted({r.ref.stage for r in batch})},
         ).fetchall()
     }

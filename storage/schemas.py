@@ -4,6 +4,8 @@ Every row carries ``uid`` (a hash of its source and content), ``source`` (the da
 ``line`` (1-based position in the input) so that errors, rejects and derived rows point back. A mono
 dataset split into sentences (tasks/ingest/sentences.py) adds ``sentence``; the catalog's views are
 ``VIEW_SCHEMAS``, so the `mono` view has that column whether or not a dataset is split (null where not).
+A held-out set (a test or dev set some section evaluates on: conf/roles.py) is never in its kind's view, which
+training reads, but in ``heldout_<kind>`` (``HELDOUT_VIEWS``), with the same columns.
 """
 
 from __future__ import annotations
@@ -28,6 +30,33 @@ SCHEMAS: dict[str, pa.Schema] = {"bitext": BITEXT, "mono": MONO, "labeled": LABE
 SENTENCE = pa.field("sentence", pa.int32())  # 1-based index of the sentence within its input line
 # the views of the record kinds: every column any of their artifacts may have (a saved query keeps working)
 VIEW_SCHEMAS: dict[str, pa.Schema] = {**SCHEMAS, "mono": pa.schema([*MONO, SENTENCE])}
+HELDOUT = "heldout_"  # the prefix of a held-out kind's view: heldout_bitext, heldout_labeled, heldout_slots, ...
+HELDOUT_VIEWS: dict[str, pa.Schema] = {HELDOUT + k: s for k, s in VIEW_SCHEMAS.items()}
+VIEW_SCHEMAS |= HELDOUT_VIEWS
+
+
+def heldout_view(kind: str) -> str:
+    """The view of the held-out sets of record kind ``kind`` (``heldout_bitext``)."""
+    return HELDOUT + kind
+
+
+def view_key(view: str | None) -> str | None:
+    """The view a dataset's artifact competes in: a kind's view and its held-out view are one (``bitext``), so that
+    a dataset is in one of them, the one its last registration chose (a training set later held out leaves
+    `bitext`, and comes back when it trains again). ``VIEW_KEY_SQL`` is the same over ``artifacts.view``."""
+    return view[len(HELDOUT) :] if view is not None and view in HELDOUT_VIEWS else view
+
+
+def paired_view(view: str | None) -> str | None:
+    """The other view of a dataset's kind (``bitext`` <-> ``heldout_bitext``), or None for any other view."""
+    if view in HELDOUT_VIEWS:
+        return view_key(view)
+    return HELDOUT + view if view is not None and HELDOUT + view in HELDOUT_VIEWS else None
+
+
+VIEW_KEY_SQL = (
+    f"CASE WHEN view IN ({', '.join(repr(v) for v in HELDOUT_VIEWS)}) THEN substr(view, {len(HELDOUT) + 1}) ELSE view END"
+)
 # the content fields of each kind, in their default input order (TSV columns, text files)
 FIELDS: dict[str, tuple[str, ...]] = {
     kind: tuple(n for n in schema.names if n not in ("uid", "source", "line")) for kind, schema in SCHEMAS.items()

@@ -160,6 +160,18 @@ def _nodes(tree: Any) -> Iterator[dict[str, Any]]:
             yield from _nodes(value)
 
 
+def tables_read(sql: str) -> set[str]:
+    """The tables and views a query reads, from DuckDB's parse (nothing bound, no file opened): every base table
+    of its tree but the names of its own CTEs; an empty set when it does not parse (the query's run says why)."""
+    with duckdb.connect(config=_CONFIG) as con:
+        tree = _tree(con, sql)
+    if tree is None:
+        return set()
+    nodes = list(_nodes(tree))
+    ctes = {m["key"] for n in nodes for m in (n.get("cte_map") or {}).get("map", []) if isinstance(m, dict)}
+    return {n["table_name"] for n in nodes if n.get("type") == "BASE_TABLE" and "table_name" in n} - ctes
+
+
 def _check_tree(tree: dict[str, Any], text: str) -> None:
     """Every query node a SELECT (or a union, a CTE), no statement info (COPY), no denied function."""
     for node in _nodes(tree):

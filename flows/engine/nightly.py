@@ -131,7 +131,11 @@ def _failed_child(run: Run, name: str, since: datetime, error: BaseException) ->
 
 
 def run_pipelines(
-    pipelines: Sequence[str], parallel: int, run_one: Callable[[str], dict[str, Any]], prepare: Callable[[], object] | None = None
+    pipelines: Sequence[str],
+    parallel: int,
+    run_one: Callable[[str], dict[str, Any]],
+    prepare: Callable[[], object] | None = None,
+    conf: AugdagConf | None = None,
 ) -> list[dict[str, Any]]:
     """Every pipeline once, each after those of ``pipelines`` it depends on, ``parallel`` at once.
     Returns their summaries in the given order (``status`` skipped when an upstream did not complete).
@@ -139,9 +143,10 @@ def run_pipelines(
     that becomes ready late (train_nmt, after the pipelines it reads) is not queued behind every one that was
     ready before it (the pool's own queue is first come, first served: the demo's train_nmt, its longest, waited
     for epida there). ``prepare`` is called once, in this thread, before two pipelines first run at once (not at
-    all when none ever do): the nightly imports the stage code's model stack there (flows/engine/imports.py)."""
+    all when none ever do): the nightly imports the stage code's model stack there (flows/engine/imports.py).
+    With the profile ``conf``, a pipeline also waits for those that fill the views its SQL reads (``depends``)."""
     enabled = list(dict.fromkeys(pipelines))
-    deps = registry.depends(enabled)
+    deps = registry.depends(enabled, conf)
     results: dict[str, dict[str, Any]] = {}
     running: dict[Future, str] = {}
     with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="nightly") as pool:
@@ -234,7 +239,11 @@ def nightly(conf: AugdagConf, *, profile: str, config: Mapping[str, Any] | None 
             for name in conf.pipelines:  # imported here, one after another: two threads importing modules that
                 pipeline_flow(name)  # import each other can see one half-initialised (ImportError)
             children = run_pipelines(
-                conf.pipelines, conf.nightly.parallel, run_one, prepare=None if REPLAY.get() is not None else import_stack
+                conf.pipelines,
+                conf.nightly.parallel,
+                run_one,
+                prepare=None if REPLAY.get() is not None else import_stack,
+                conf=conf,
             )
         failed = [c for c in children if c["status"] != "completed"]
         error = None

@@ -22,6 +22,7 @@ from typing import Any
 
 from conf import pipelines as conf_pipelines
 from conf.errors import ConfError
+from storage.sql_guard import tables_read
 from storage.views.docs import Doc
 
 PLUGINS_ENV = "AUGDAG_PIPELINES"
@@ -40,6 +41,7 @@ class Pipeline:
     summary: SummaryLines | str | None = None  # the lines its summary adds under the stage table (or "module:function")
     check: Callable[[Any], object] | None = None  # AugdagConf -> raises ValueError when the profile cannot run it
     description: str = ""
+    queries: Callable[[Any], list[str]] | None = None  # AugdagConf -> its configured SQL: it runs after what fills them
 
     def load_flow(self) -> Any:
         """Import the flow's module and return the flow that ``flow`` names."""
@@ -93,10 +95,37 @@ def get(name: str) -> Pipeline:
     return registry[name]
 
 
-def depends(enabled: Iterable[str]) -> dict[str, list[str]]:
-    """For each enabled pipeline, the enabled pipelines it reads (it runs after them)."""
+def depends(enabled: Iterable[str], conf: Any = None) -> dict[str, list[str]]:
+    """For each enabled pipeline, the enabled pipelines it reads (it runs after them): its entry's ``reads`` and,
+    with the profile ``conf``, every pipeline that fills a view its configured SQL reads (``queries``, parsed by
+    DuckDB: storage/sql_guard.py ``tables_read``), `ingest` for the dataset views. A cycle (a pipeline's SQL reading
+    a view of one that reads it) is a ``ConfError`` naming both."""
     enabled = list(dict.fromkeys(enabled))
-    return {p: [d for d in get(p).reads if d in enabled] for p in enabled}
+    deps = {p: [d for d in get(p).reads if d in enabled] for p in enabled}
+    if conf is None:
+        return deps
+    makers = {view: name for name in enabled for view in get(name).views}
+    for p in enabled:
+        queries = get(p).queries
+        for view in sorted({v for sql in (queries(conf) if queries else []) for v in tables_read(sql)}):
+            maker = makers.get(view)
+            if maker is not None and maker != p and maker not in deps[p]:
+                if p in _upstream(maker, deps):
+                    raise ConfError(f"pipelines: {p}'s SQL reads `{view}`, which {maker} makes, and {maker} runs after {p}")
+                deps[p].append(maker)
+    return deps
+
+
+def _upstream(name: str, deps: Mapping[str, list[str]]) -> set[str]:
+    """Every pipeline ``name`` waits for, directly or not."""
+    seen: set[str] = set()
+    todo = list(deps.get(name, []))
+    while todo:
+        d = todo.pop()
+        if d not in seen:
+            seen.add(d)
+            todo += deps.get(d, [])
+    return seen
 
 
 def view_docs() -> dict[str, Doc]:

@@ -92,6 +92,7 @@ register(
         views=TRAIN_NMT_VIEWS,
         summary="flows.pipelines.train_nmt:summary_lines",
         check=lambda c: check_train_nmt(c),
+        queries=lambda c: train_nmt_queries(c),
         description="a student NMT model per arm (a SQL mix: bitext, rejuvenated, synthetic, paraphrased) and seed; "
         "BLEU and chrF per test set, paired significance against the baseline",
     )
@@ -140,6 +141,13 @@ register(
         description="a slot tagger per arm (original, original + c2c) and seed; span F1 (conlleval)",
     )
 )
+
+
+def train_nmt_queries(conf: Any) -> list[str]:
+    """Every SQL statement of train_nmt's arms, their continued-training mixes included (an arm without a mix reads
+    `bitext`): the nightly runs train_nmt after the pipelines that fill the views they read."""
+    arms = conf.train_nmt.arms({"bitext": "SELECT src, tgt FROM bitext"}).values()
+    return [sql for arm in arms for mix in (arm.mix, arm.continue_on.mix if arm.continue_on else {}) for sql in mix.values()]
 
 
 def check_robustness(conf: Any) -> None:

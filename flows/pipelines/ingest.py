@@ -2,6 +2,8 @@
 
 A held-out test or dev set (conf/roles.py) and a dataset with ``clean: false`` stop after the read: validated,
 their broken rows rejected, never deduplicated or filtered (their `clean` stage keeps every row: tasks/ingest/clean.py).
+A held-out set's rows are in the view ``heldout_<kind>`` (``heldout_bitext``), never in ``bitext``: an arm's
+``SELECT src, tgt FROM bitext`` cannot reach a test pair.
 A dataset's own ``clean: {...}`` replaces keys of ``ingest.clean`` for it (conf/sections/cleaning.py), the corpus
 filters among them (conf/sections/filters.py: chained inside `clean`, tasks/ingest/chain.py).
 
@@ -27,6 +29,7 @@ from flows.engine.driver import Run, run_source_stage, run_stage
 from flows.engine.replay import run_logger
 from flows.engine.runners import FlowConf, pipeline_flow
 from storage.artifacts import ArtifactRef, hash_inputs
+from storage.schemas import heldout_view
 from tasks.ingest.across import ACROSS_DATASETS, CLEAN_ACROSS, AcrossParams, side_name
 from tasks.ingest.clean import CLEAN, DUPLICATES, FILTER_CHAIN, KEEP_VALID, CleanParams
 from tasks.ingest.read import READ_VERSION, decode_warnings, read_params, reader
@@ -41,6 +44,7 @@ class Plan:
     settings: Mapping[str, CleanConf | None]
     filters: Mapping[str, Mapping[str, Any]]
     across: AcrossParams | None
+    held: frozenset[str] = frozenset()  # the held-out sets: view heldout_<kind>
 
     @classmethod
     def of(cls, conf: AugdagConf, held_out: Collection[str] = ()) -> Plan:
@@ -55,7 +59,7 @@ class Plan:
                     if f in filters[name]:
                         sets[f].append(name)
         if not any(sets.values()):
-            return cls(settings, filters, None)
+            return cls(settings, filters, None, frozenset(held))
         first = {f: filters[names[0]][f] for f, names in sets.items() if names}  # one setting each (check_filters)
         tests = [n for n in conf.datasets if n in held and conf.datasets[n].kind != "slots"] if sets["decontaminate"] else []
         across = AcrossParams(
@@ -66,7 +70,7 @@ class Plan:
             near_duplicates=first.get("near_duplicates"),
             near_duplicate_sets=sets["near_duplicates"],
         )
-        return cls(settings, filters, across)
+        return cls(settings, filters, across, frozenset(held))
 
     def compared(self) -> list[str]:
         """The datasets compared across datasets (cleaned through filter_chain and across_datasets)."""
@@ -119,8 +123,11 @@ def ingest_datasets(
         return CleanParams.of(plan.settings[name], conf.datasets[name].kind, plan.filters[name])
 
     def keep_valid(name: str) -> ArtifactRef:
-        view = conf.datasets[name].kind
-        return run_stage(run, dataclasses.replace(KEEP_VALID, view=view), inputs=[read(name)], params={"cleans": False})
+        kind = conf.datasets[name].kind
+        if name in plan.held:  # a test or dev set: in heldout_<kind>, never in the view training reads
+            stage = dataclasses.replace(KEEP_VALID, view=heldout_view(kind))
+            return run_stage(run, stage, inputs=[read(name)], params={"cleans": False, "held_out": True})
+        return run_stage(run, dataclasses.replace(KEEP_VALID, view=kind), inputs=[read(name)], params={"cleans": False})
 
     compared = plan.compared()
     for name in names:

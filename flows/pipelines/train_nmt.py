@@ -28,6 +28,7 @@ from conf.sections.experiments import ArmConf, ContinueConf, NoisedTest, label_o
 from flows.engine import registry
 from flows.engine.driver import ModelRef, Run, run_model_stage, run_source_stage, run_stage
 from flows.engine.runners import FlowConf, pipeline_flow
+from flows.pipelines.heldout import check_heldout_overlap
 from flows.pipelines.ingest import ingest_dataset
 from flows.pipelines.nmt import nmt_model
 from flows.reports.train_nmt_report import arm_summary, publish_report
@@ -77,12 +78,14 @@ def missing_view_hint(error: str) -> str:
 
 
 def arm_data(
-    run: Run, arm: str, mix: dict[str, str], copies: dict[str, int], *, phase: str, key: str
+    run: Run, conf: AugdagConf, arm: str, mix: dict[str, str], copies: dict[str, int], *, phase: str, key: str
 ) -> tuple[ArtifactRef, dict[str, int]]:
-    """An arm's training (or continued-training) data as a `training_mix` artifact, and its rows per entry."""
+    """An arm's training (or continued-training) data as a `training_mix` artifact, and its rows per entry; a
+    ``ConfError`` when it holds a line of a held-out set (flows/pipelines/heldout.py), before any model trains."""
     table = arm_mix(select_mix(run, mix, f"{key}.mix"), copies, arm=arm, phase=phase)
     if table.num_rows == 0:
         raise ConfError(f"{key}.mix: the queries selected no rows ({', '.join(mix)})")
+    check_heldout_overlap(run, conf, f"{key}.mix", table, ("src", "tgt"))
     ref = run_source_stage(
         run,
         name="training_mix",
@@ -151,9 +154,9 @@ def train_arm(run: Run, conf: AugdagConf, name: str, arm: ArmConf) -> tuple[list
             "train_nmt.student.model: a configured student is evaluated as it is, but arms train their "
             "own students on their mixes. Hint: unset `model`, or run one arm without `continue_on`"
         )
-    data, rows = arm_data(run, name, arm.mix, arm.copies, phase="train", key=key)
+    data, rows = arm_data(run, conf, name, arm.mix, arm.copies, phase="train", key=key)
     ct_data, ct_rows = (
-        arm_data(run, name, arm.continue_on.mix, arm.continue_on.copies, phase="continue", key=f"{key}.continue_on")
+        arm_data(run, conf, name, arm.continue_on.mix, arm.continue_on.copies, phase="continue", key=f"{key}.continue_on")
         if arm.continue_on
         else (None, {})
     )

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from conf.errors import CatalogError
 from storage.catalog import Catalog
+from storage.schemas import heldout_view
 from storage.views.dropped_docs import DROPPED_COLUMNS, DROPPED_WHAT, MONO_SENTENCE, SOMETIMES
 
 UNDOCUMENTED = "(undocumented)"
@@ -185,7 +186,7 @@ TABLES: dict[str, Doc] = {
 }
 
 BITEXT = {"src": "source-language sentence", "tgt": "target-language sentence"}
-_KIND = "the rows of every {0} dataset (ingest: read, reject, clean: dedup, length filters, none on a held-out set)"
+_KIND = "the rows of every {0} dataset that trains (ingest: read, reject, clean); test sets: heldout_{0}"
 
 # ingest: one view per record kind (storage.schemas), present from the start
 INGEST_VIEWS: dict[str, Doc] = {
@@ -200,6 +201,8 @@ INGEST_VIEWS: dict[str, Doc] = {
         {"uid": UID, "tokens": "the sentence's tokens", "tags": "one BIO slot tag per token", "source": SOURCE, "line": LINE},
     ),
 }
+_HELDOUT = "the rows of every held-out {0} set (a test or dev set: validated, never cleaned, never in {0})"
+INGEST_VIEWS |= {heldout_view(kind): Doc(_HELDOUT.format(kind), doc.columns) for kind, doc in INGEST_VIEWS.items()}
 
 
 def describe(docs: Mapping[str, Doc], name: str, column: str) -> str:

@@ -165,6 +165,20 @@ TRAIN_NMT_VIEWS: dict[str, Doc] = {
             "phase": "train, or continue (its continue_on mix)",
         },
     ),
+    "heldout_overlap": Doc(
+        "training rows that reach a held-out line, per input (an arm's mix, a classifier's data): the run failed "
+        "unless heldout.allow_overlap names the set",
+        {
+            "row": "0-based row of the input (its first occurrence)",
+            "side": "the input's field that matched (src, tgt, text, tokens)",
+            "text": "that field's text",
+            "heldout": "the held-out set",
+            "heldout_line": "the held-out set's line (1-based)",
+            "heldout_text": "that line's text (the side that matched)",
+            "jaccard": "1 for equal after normalising, else the Jaccard similarity (>= heldout.threshold)",
+            "input": "the training input, by its profile key (train_nmt.experiments.all.mix)",
+        },
+    ),
     "test_translations": Doc(
         "every student's translations of each test set (stage arm_translations)",
         {

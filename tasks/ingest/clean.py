@@ -10,7 +10,9 @@ line 3, which is kept``, ``tokens=0``, ``ratio=5 (src_tokens=5, tgt_tokens=1)``)
 
 A dataset that is not cleaned (a held-out test or dev set: conf/roles.py; or ``datasets.X.clean: false``) goes
 through ``keep_valid`` instead: the same stage name, so its view shows one current `clean` artifact per dataset
-whichever ran last, and a fingerprint that says ``cleans: false``, so a cleaned artifact is never reused for it.
+whichever ran last, and a fingerprint that says ``cleans: false``, so a cleaned artifact is never reused for it. A
+held-out set's says ``held_out: true`` too, and its view is ``heldout_<kind>`` (storage/schemas.py): its rows are
+never in the view training reads.
 """
 
 from __future__ import annotations
@@ -233,10 +235,12 @@ def mark_rows(
     return rows.append_column("reason", reason).append_column("detail", pa.array(detail, pa.string()))
 
 
-def keep_valid(rows: pa.Table, *, cleans: Literal[False]) -> dict[str, pa.Table]:
+def keep_valid(rows: pa.Table, *, cleans: Literal[False], held_out: bool = False) -> dict[str, pa.Table]:
     """The `clean` stage of a dataset that is not cleaned: every row the read validated, in input order, nothing
     dropped (broken rows went to `rejects` at the read). ``cleans`` is always False: it puts that in the
-    fingerprint. Returns ``{"part": rows, "dropped": no rows}``, with ``clean``'s columns."""
+    fingerprint; so does ``held_out`` (a test or dev set: its artifact's view is ``heldout_<kind>``, not the
+    kind's, which training reads), so that one artifact never serves both roles. Returns ``{"part": rows,
+    "dropped": no rows}``, with ``clean``'s columns."""
     none = pa.array([], pa.string())
     return {"part": rows, "dropped": rows.slice(0, 0).append_column("reason", none).append_column("detail", none)}
 

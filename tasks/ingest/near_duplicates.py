@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -52,7 +52,7 @@ class NearDuplicates(Scored):
     """``Scored`` plus ``duplicate_of``: for each row, the index of the earlier kept row it duplicates (-1 if kept).
     ``value`` is the exact Jaccard with that row (0 for a kept row)."""
 
-    duplicate_of: np.ndarray
+    duplicate_of: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # after Scored's defaulted fields
 
 
 def normalise(text: str) -> str:

@@ -1,0 +1,87 @@
+"""The guard every training input passes before a model learns from it: no line of a held-out set (issue 47).
+
+Held-out sets are out of the views training reads (``heldout_<kind>``: flows/pipelines/ingest.py), but an input
+assembled later can still hold a test line: an arm's SQL over another view, a generated row, a copy under another
+dataset's name. ``check_heldout_overlap`` compares the input with every held-out set of the profile
+(conf/roles.py) by decontaminate's rule (tasks.ingest.heldout_overlap.py), records what it found as a
+`heldout_overlap` artifact (view ``heldout_overlap``: every pair, by input and set) and fails the run with one line
+naming the input, the set and the count, unless the profile allows that set by name (``heldout.allow_overlap``),
+in which case the run's warnings say so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from conf.errors import ConfError
+from conf.roles import evaluation_datasets
+from conf.schema import AugdagConf
+from flows.engine.driver import Run, run_source_stage
+from flows.engine.replay import run_logger
+from flows.pipelines.ingest import ingest_dataset
+from storage.schemas import TEXT_FIELDS
+from tasks.common.mix import content_hash
+from tasks.ingest.heldout_overlap import heldout_overlaps
+
+OVERLAP_VERSION = "1"
+VIEW = "heldout_overlap"
+
+
+def heldout_rows(run: Run, conf: AugdagConf) -> dict[str, tuple[pa.Table, tuple[str, ...]]]:
+    """Every held-out set of the profile as validated (never cleaned), with its text fields (a slots set: its
+    tokens, compared joined by spaces)."""
+    sets = {}
+    for name in evaluation_datasets(conf):
+        kind = conf.datasets[name].kind
+        fields = TEXT_FIELDS[kind] or ("tokens",)
+        sets[name] = (ingest_dataset(run, conf, name, held_out=True).parts().table([*fields, "line"]), fields)
+    return sets
+
+
+def check_heldout_overlap(run: Run, conf: AugdagConf, key: str, rows: pa.Table, fields: Sequence[str]) -> pa.Table:
+    """The overlaps of training input ``rows`` (its text ``fields``), named by its profile ``key``
+    (``train_nmt.experiments.all.mix``), with the profile's held-out sets; a ``ConfError`` (one line: the input,
+    the first set it overlaps, the count, where the pairs are) when a set not in ``heldout.allow_overlap`` is hit."""
+    heldout = heldout_rows(run, conf)
+    if not heldout or rows.num_rows == 0:
+        return heldout_overlaps(rows.slice(0, 0), fields, {})
+    h = conf.heldout
+    found = heldout_overlaps(
+        rows, fields, heldout, threshold=h.threshold, shingle=h.shingle, n=h.n, num_perm=h.num_perm, seed=h.seed
+    )
+    if found.num_rows == 0:
+        return found
+    record = found.append_column("input", pa.repeat(pa.scalar(key), found.num_rows))
+    params = {"input": key, "fields": list(fields), "check": h.model_dump(exclude={"allow_overlap"})}
+    run_source_stage(
+        run,
+        name=VIEW,
+        version=OVERLAP_VERSION,
+        produce=lambda: iter([(0, record)]),
+        params=params,
+        input_fingerprint=content_hash(record, ("row", "heldout", "heldout_line")),
+        view=VIEW,
+        dataset=key,
+    )
+    counts = {c["values"]: c["counts"] for c in pc.value_counts(found["heldout"]).to_pylist()}
+    where = f"augdag sql \"SELECT * FROM {VIEW} WHERE input = '{key}'\""
+    for name, n in sorted(counts.items()):
+        line = (
+            f"{key}: {n:,} distinct row(s) overlap the held-out set {name!r} (equal after normalising, or Jaccard >= "
+            f"{h.threshold:g})"
+        )
+        if name in h.allow_overlap:
+            warning = f"{line}; allowed by heldout.allow_overlap. The pairs: {where}"
+            run_logger().warning("%s", warning)
+            if warning not in run.warnings:
+                run.warnings.append(warning)
+            continue
+        raise ConfError(
+            f"{line}: a score on data a model learnt from is not a held-out score. The pairs: {where}. Hint: select "
+            f"without them (WHERE source = '<training dataset>'), switch on ingest.clean.decontaminate, or allow it "
+            f"on purpose with heldout.allow_overlap: [{name}]"
+        )
+    return found

@@ -20,6 +20,7 @@ the deployments record it absolute) and model names, which may be Hugging Face n
 from __future__ import annotations
 
 import copy
+import difflib
 import os
 import re
 import types
@@ -295,7 +296,10 @@ def _describe(err: Mapping[str, Any], path: Path, lines: dict[str, int], origins
         return f"{_place(m[1].split('.'), path, lines, origins)}: {m[0]}"
     if err["type"] == "extra_forbidden":
         model = _model_at(loc[:-1])
-        what = f"unknown key; expected one of: {', '.join(model.model_fields) if model else '?'}"
+        keys = list(model.model_fields) if model else []
+        near = difflib.get_close_matches(loc[-1], keys, n=1) if loc else []
+        hint = f"did you mean {near[0]!r}? " if near else ""
+        what = f"unknown key; {hint}expected one of: {', '.join(keys) or '?'}"
     elif err["type"] == "missing":
         what = "missing required key"
     else:

@@ -40,7 +40,15 @@ from pydantic import (
 
 from conf.base import ConfModel
 
-LanguageCode = Annotated[str, Field(pattern=r"^[a-z]{2}$")]  # ISO 639-1
+
+def check_language_code(code: Any) -> Any:
+    """``code`` if it is two lower-case letters (an ISO 639-1 code), else ValueError saying what is expected."""
+    if isinstance(code, str) and not re.fullmatch(r"[a-z]{2}", code):
+        raise ValueError("expected an ISO 639-1 code such as en, de (two lower-case letters)")
+    return code
+
+
+LanguageCode = Annotated[str, BeforeValidator(check_language_code)]  # ISO 639-1
 
 
 @functools.cache
@@ -59,13 +67,19 @@ Script = Annotated[str, Field(pattern=r"^[A-Za-z_]+$"), BeforeValidator(lambda v
 
 
 class LanguageIdConf(ConfModel):
-    """``LanguageIDFilter``: kept iff the identifier's confidence in the side's language is above ``threshold``."""
+    """``LanguageIDFilter``: kept iff the identifier's confidence in the side's language is above ``threshold``.
+
+    ``langid_languages``: the candidates; by default a bitext's own two languages (over all 97 of py3langid,
+    "Best regards" is Icelandic at 0.04), a mono or labeled dataset's all the identifier knows (one candidate
+    would always win); ``all``: every language the identifier knows, OpusFilter's default. ``min_chars``: a side
+    shorter than this many characters is never dropped on its language (0: OpusFilter's rule, every side is)."""
 
     threshold: float = Field(0.0, ge=0, le=1)
     identifier: Literal["py3langid", "lingua"] = "py3langid"
-    langid_languages: list[LanguageCode] | None = None  # the candidates (default: all the identifier knows)
+    langid_languages: list[LanguageCode] | Literal["all"] | None = None
     lingua_mode: Literal["low", "high"] = "low"
     languages: list[LanguageCode] | None = None  # one per side; default: the dataset's src_lang, tgt_lang (language)
+    min_chars: int = Field(0, ge=0)
 
 
 class CharacterScoreConf(ConfModel):
@@ -99,17 +113,25 @@ class TerminalPunctuationConf(ConfModel):
 
 
 class NonZeroNumeralsConf(ConfModel):
-    """``NonZeroNumeralsFilter``: difflib's ratio of the sides' digits 1-9 must be >= ``threshold``."""
+    """``NonZeroNumeralsFilter``: difflib's ratio of the sides' digits 1-9 must be >= ``threshold``. Beyond
+    OpusFilter: ``ordered: false`` sorts each side's digits first (a translation moves its numbers: "um 21.30 Uhr
+    ein 44-Jähriger" / "at 21:30 a 44-year-old"); ``skip_one_sided: true`` keeps a pair where only one side has a
+    digit (the other wrote the number as a word: "sieben Punkte" / "7 points", "9pm" / "21 Uhr" has both)."""
 
     threshold: float = Field(0.5, ge=0, le=1)
+    ordered: bool = True
+    skip_one_sided: bool = False
 
 
 class RepetitionConf(ConfModel):
-    """``RepetitionFilter``: fewer than ``threshold`` repeats of a ``min_length``..``max_length`` substring."""
+    """``RepetitionFilter``: fewer than ``threshold`` repeats of a ``min_length``..``max_length`` substring
+    (``unit: char``, OpusFilter's); ``unit: word``: of a run of ``min_length``..``max_length`` whole words, each
+    repeat right after the last ("A man sits. A A" repeats "A" once)."""
 
     threshold: int = Field(2, ge=1)
     min_length: int = Field(3, ge=1)
     max_length: int = Field(100, ge=1)
+    unit: Literal["char", "word"] = "char"
 
     @model_validator(mode="after")
     def _lengths(self) -> RepetitionConf:
@@ -247,7 +269,11 @@ def resolved(filters: RowFilters, ds: Any, name: str, own: Collection[str] = ())
                 raise ValueError(f"{key}: does not apply to kind {ds.kind!r} (it applies to {_kinds(f)})")
             continue
         if f == "language_id":
-            section = section.model_copy(update={"languages": _per_side(section.languages, languages, sides, name, ds, key)})
+            langs = _per_side(section.languages, languages, sides, name, ds, key)
+            candidates = section.langid_languages
+            if candidates is None and len(langs) == 2:  # a bitext: its own two languages
+                candidates = list(langs) if len(set(langs)) == 2 else "all"
+            section = section.model_copy(update={"languages": langs, "langid_languages": candidates})
         elif f == "character_score" and section.scripts is None:
             codes = _per_side(None, languages, sides, name, ds, key)
             if unknown := [c for c in codes if c not in SCRIPTS]:
@@ -276,7 +302,7 @@ def _per_side(given: list[str] | None, languages: list[str | None], sides: int, 
         )
     for k, code in zip(LANGUAGES[ds.kind], languages, strict=True):
         if not re.fullmatch(r"[a-z]{2}", str(code)):
-            raise ValueError(f"datasets.{name}.{k}: expected an ISO 639-1 code (two lower-case letters), found {code!r}")
+            raise ValueError(f"datasets.{name}.{k}: expected an ISO 639-1 code such as en, de, found {code!r}")
     return [str(code) for code in languages]
 
 

@@ -1,12 +1,16 @@
 """The ingest run page (``ingest.html``), written when a corpus filter is on: per dataset and reason, the rows its
-`clean` dropped (a bar chart and a table) and three of them each (the first by line), with the detail each was cut
-on. The counts also make the run summary's lines (flows/pipelines/ingest.py ``summary_lines``)."""
+`clean` dropped (a bar chart and a table) and three of them each (drawn at random, seeded, shown by line), with the
+detail each was cut on. language_id's drops at low confidence (every failed side's identifier below
+``LOW_CONFIDENCE``: a guess, e.g. "Best regards" as Icelandic at 0.04) are counted and shown apart. The counts also
+make the run summary's lines (flows/pipelines/ingest.py ``summary_lines``)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -18,8 +22,19 @@ from storage import objects
 from storage.artifacts import ArtifactRef
 from tasks.ingest.clean import REASONS
 
-ORDER = (*REASONS, *ROW_FILTERS, "test_overlap", "near_duplicates")  # the order the reasons are given in
+ORDER = (*REASONS, *ROW_FILTERS, "language_id (low confidence)", "test_overlap", "near_duplicates")  # as shown
 EXAMPLES = 3
+SEED = 0  # the examples' draw
+LOW_CONFIDENCE = 0.5  # a language_id drop whose failed sides were all identified below this is shown apart
+LOW = "language_id (low confidence)"
+_CONFIDENCE = re.compile(r"language_id=[^:\s]+:([0-9.]+)")
+
+
+def low_confidence(detail: str | None) -> bool:
+    """Whether a language_id drop's detail (``src:language_id=is:0.04``) gives every failed side's confidence below
+    ``LOW_CONFIDENCE``."""
+    found = [float(c) for c in _CONFIDENCE.findall(detail or "")]
+    return bool(found) and max(found) < LOW_CONFIDENCE
 
 
 def _dropped(ref: ArtifactRef) -> pa.Table:
@@ -48,16 +63,38 @@ def _pairs(column: pa.ChunkedArray) -> list[tuple[str, int]]:
     return [(v["values"], v["counts"]) for v in pc.value_counts(column).to_pylist()]
 
 
+def _split_low(dropped: pa.Table) -> pa.Table:
+    """``dropped`` with the reason of its low-confidence language_id drops replaced by ``LOW``."""
+    if not dropped.num_rows:
+        return dropped
+    reasons = dropped["reason"].to_pylist()
+    details = dropped["detail"].to_pylist()
+    split = [LOW if r == "language_id" and low_confidence(d) else r for r, d in zip(reasons, details, strict=True)]
+    return dropped.set_column(dropped.schema.get_field_index("reason"), "reason", pa.array(split, pa.string()))
+
+
+def low_counts(cleaned: Mapping[str, ArtifactRef]) -> dict[str, int]:
+    """Per dataset, its language_id drops at low confidence (``low_confidence``)."""
+    return {name: _pairs_of(_split_low(_dropped(ref))).get(LOW, 0) for name, ref in cleaned.items()}
+
+
+def _pairs_of(dropped: pa.Table) -> dict[str, int]:
+    return dict(_pairs(dropped["reason"])) if dropped.num_rows else {}
+
+
 def _examples(name: str, ref: ArtifactRef, reasons: Mapping[str, int]) -> list[dict[str, Any]]:
-    """The first ``EXAMPLES`` dropped rows (by line) of each reason of dataset ``name``."""
-    dropped = _dropped(ref)
+    """``EXAMPLES`` dropped rows of each reason of dataset ``name`` (low-confidence language_id apart), drawn at
+    random (seeded by ``SEED`` and the dataset's name), shown by line."""
+    dropped = _split_low(_dropped(ref))
     if not dropped.num_rows:
         return []
     fields = [f for f in ("src", "tgt", "text", "tokens") if f in dropped.column_names]
     rows = []
-    for reason in reasons:
-        of = dropped.filter(pc.equal(dropped["reason"], reason)).sort_by("line").slice(0, EXAMPLES).to_pylist()
-        for r in of:
+    for reason in [r for r in ORDER if r in reasons or r == LOW] + [r for r in reasons if r not in ORDER]:
+        of = dropped.filter(pc.equal(dropped["reason"], reason)).sort_by("line")
+        rng = np.random.default_rng([SEED, *name.encode()])
+        pick = np.sort(rng.choice(of.num_rows, size=min(EXAMPLES, of.num_rows), replace=False))
+        for r in of.take(pa.array(pick, pa.int64())).to_pylist():
             text = " ⇥ ".join(" ".join(r[f]) if isinstance(r[f], list) else str(r[f]) for f in fields)
             rows.append({"dataset": name, "reason": reason, "line": r["line"], "row": text, "detail": r["detail"]})
     return rows
@@ -67,11 +104,13 @@ def publish_report(run: Run, cleaned: Mapping[str, ArtifactRef], counts: Mapping
     """Write ``ingest.html`` (and its chart as ``ingest_filters.png``); returns the paths written."""
     from flows.reports.plots import hbar_figure, markdown_table
 
+    low = low_counts(cleaned)
     table = pa.Table.from_pylist(
         [
             {"dataset": name, "reason": reason, "rows": n, "share": round(n / max(c["rows"], 1), 4)}
             for name, c in counts.items()
-            for reason, n in c["reasons"].items()
+            for reason, n in _apart(c["reasons"], low.get(name, 0)).items()
+            if n
         ],
         schema=pa.schema([("dataset", pa.string()), ("reason", pa.string()), ("rows", pa.int64()), ("share", pa.float64())]),
     )
@@ -98,6 +137,16 @@ def publish_report(run: Run, cleaned: Mapping[str, ArtifactRef], counts: Mapping
             ("Rows in, kept and dropped per dataset", totals),
             ("Rows removed per dataset and filter", png),
             ("Rows removed per dataset and reason", table),
-            ("Three examples of each (the first by line; a bitext's src and tgt joined by ⇥)", shown),
+            ("Three examples of each (drawn at random, seeded; a bitext's src and tgt joined by ⇥)", shown),
         ],
     )
+
+
+def _apart(reasons: Mapping[str, int], low: int) -> dict[str, int]:
+    """``reasons`` with ``low`` of the language_id drops counted apart as ``LOW`` (after language_id)."""
+    out: dict[str, int] = {}
+    for reason, n in reasons.items():
+        out[reason] = n - low if reason == "language_id" else n
+        if reason == "language_id":
+            out[LOW] = low
+    return out

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from conf.sections.filters import APPLIES, ROW_FILTERS
 from storage.schemas import TEXT_FIELDS
 from tasks.ingest import filters as F
-from tasks.ingest.language_id import both_sides, language_id
+from tasks.ingest.language_id import both_sides, check_languages, language_id
 
 Score = Callable[[list[pa.Array], Any], F.Scored]  # (the sides' columns, the filter's section) -> verdict
 
@@ -69,19 +69,28 @@ SCORES: dict[str, Score] = {
     "character_score": _per_side(lambda c, i, s: F.character_score(c, script=s.scripts[i], threshold=s.threshold)),
     "html_tags": _per_side(lambda c, i, s: F.html_tags([c])),
     "terminal_punctuation": lambda cs, s: F.terminal_punctuation(cs[0], cs[1], threshold=s.threshold),
-    "non_zero_numerals": lambda cs, s: F.non_zero_numerals(cs[0], cs[1], threshold=s.threshold),
-    "repetition": lambda cs, s: F.repetition(cs, threshold=s.threshold, min_length=s.min_length, max_length=s.max_length),
+    "non_zero_numerals": lambda cs, s: F.non_zero_numerals(
+        cs[0], cs[1], threshold=s.threshold, ordered=s.ordered, skip_one_sided=s.skip_one_sided
+    ),
+    "repetition": lambda cs, s: (F.word_repetition if s.unit == "word" else F.repetition)(
+        cs, threshold=s.threshold, min_length=s.min_length, max_length=s.max_length
+    ),
     "language_id": _per_side(
         lambda c, i, s: language_id(
             c,
             language=s.languages[i],
             threshold=s.threshold,
             identifier=s.identifier,
-            langid_languages=s.langid_languages,
+            langid_languages=None if s.langid_languages == "all" else s.langid_languages,
             lingua_mode=s.lingua_mode,
+            min_chars=s.min_chars,
         )
     ),
 }
+
+
+def _dataset(rows: pa.Table) -> str:
+    return str(rows["source"][0]) if "source" in rows.column_names and rows.num_rows else "?"
 
 
 def filter_chain(rows: pa.Table, kept: np.ndarray, *, kind: str, filters: Mapping[str, Any]) -> dict[int, tuple[str, str]]:
@@ -96,6 +105,8 @@ def filter_chain(rows: pa.Table, kept: np.ndarray, *, kind: str, filters: Mappin
             continue
         at = pa.array(kept, pa.int64())
         verdict = SCORES[name]([pc.take(c, at) for c in columns], section)
+        if name == "language_id" and verdict.sides:  # a bitext whose languages look swapped is refused
+            check_languages(verdict.sides, section.languages, _dataset(rows))
         for j in np.flatnonzero(~verdict.keep).tolist():
             drops[int(kept[j])] = (name, str(verdict.detail[j]))
         kept = kept[verdict.keep]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import difflib
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -38,6 +38,11 @@ class Scored:
     keep: np.ndarray
     value: np.ndarray
     detail: list[str | None]
+    # keyword-only (a subclass adds positional fields): language_id's language found in each row ("-": none), its
+    # confidence (nan where not classified or shorter than SHORT_CHARS), and a pair verdict's per-side verdicts
+    detected: list[str] | None = field(default=None, kw_only=True)
+    confidence: np.ndarray | None = field(default=None, kw_only=True)
+    sides: tuple[Scored, ...] = field(default=(), kw_only=True)
 
 
 def scored(name: str, keep: np.ndarray, value: np.ndarray, extra: dict[int, str] | None = None) -> Scored:
@@ -180,10 +185,16 @@ def terminal_punctuation(src: pa.Array, tgt: pa.Array, *, threshold: float = -2)
     return scored("terminal_punctuation", score >= threshold, score)
 
 
-def non_zero_numerals(src: pa.Array, tgt: pa.Array, *, threshold: float = 0.5) -> Scored:
+def non_zero_numerals(
+    src: pa.Array, tgt: pa.Array, *, threshold: float = 0.5, ordered: bool = True, skip_one_sided: bool = False
+) -> Scored:
     """``NonZeroNumeralsFilter``: difflib's ratio between the sequences of the digits 1-9 of the two sides (1.0
-    when both have none); kept iff ratio >= ``threshold``. Only pairs whose sequences differ go through difflib."""
+    when both have none); kept iff ratio >= ``threshold``. Only pairs whose sequences differ go through difflib.
+    Beyond OpusFilter: ``ordered=False`` sorts each row's digits first (numbers change places in translation);
+    ``skip_one_sided`` scores 1.0 a pair where only one side has a digit 1-9 (the other wrote it as a word)."""
     (ds, rs, ns), (dt, rt, nt) = (_digits(Codepoints.of(side)) for side in (src, tgt))
+    if not ordered:  # each row's digits in ascending order (rows stay in order: sort by row, then digit)
+        ds, dt = ds[np.lexsort((ds, rs))], dt[np.lexsort((dt, rt))]
     same_count = ns == nt
     ms, mt = same_count[rs], same_count[rt]
     mismatch = np.bincount(rs[ms], weights=ds[ms] != dt[mt], minlength=len(ns)) > 0  # aligned where counts agree
@@ -194,7 +205,7 @@ def non_zero_numerals(src: pa.Array, tgt: pa.Array, *, threshold: float = 0.5) -
         for i in np.flatnonzero(~same_count | mismatch)
     }
     for i, (a, b) in digits.items():
-        ratio[i] = difflib.SequenceMatcher(None, a, b).ratio()
+        ratio[i] = 1.0 if skip_one_sided and not (a and b) else difflib.SequenceMatcher(None, a, b).ratio()
     keep = ratio >= threshold
     extra = {int(i): f" ({digits[i][0] or '-'} vs {digits[i][1] or '-'})" for i in np.flatnonzero(~keep)}
     return scored("non_zero_numerals", keep, ratio, extra)
@@ -256,6 +267,26 @@ def periodic_runs(text: Codepoints, *, times: int, max_period: int) -> dict[int,
     order = np.lexsort((pos, row))
     first = order[np.concatenate(([True], row[order][1:] != row[order][:-1]))]
     return dict(zip(row[first].tolist(), pos[first].tolist(), strict=True))
+
+
+@functools.cache
+def _word_repetition_regex(threshold: int, min_length: int, max_length: int) -> regex.Pattern:
+    return regex.compile(f"(?<!\\S)(\\S+(?: \\S+){{{min_length - 1},{max_length - 1}}}?)(?: \\1(?!\\S)){{{threshold},}}")
+
+
+def word_repetition(columns: list[pa.Array], *, threshold: int = 1, min_length: int = 1, max_length: int = 10) -> Scored:
+    """``repetition`` over words (``unit: word``): a run of ``min_length``..``max_length`` whole words followed
+    ``threshold`` or more times by itself (spaces normalised): "A man sits. A A" repeats "A" once. The score is the
+    most repeats of the first such run on any side (kept iff fewer than ``threshold``); rows are searched one by one."""
+    pattern = _word_repetition_regex(threshold, min_length, max_length)
+    n = len(columns[0])
+    score, repeated = np.zeros(n, np.int64), [None] * n
+    for column in columns:
+        for i, value in enumerate(pc.utf8_split_whitespace(column).to_pylist()):
+            match = pattern.search(" ".join(value or ()))
+            if match and (count := (len(match.group(0)) + 1) // (len(match.group(1)) + 1) - 1) > score[i]:
+                score[i], repeated[i] = count, match.group(1)
+    return scored("repetition", score < threshold, score, {i: f" ({w!r})" for i, w in enumerate(repeated) if w})
 
 
 def repetition(columns: list[pa.Array], *, threshold: int = 2, min_length: int = 3, max_length: int = 100) -> Scored:

@@ -165,7 +165,7 @@ def test_load_profile_unknown_top_level_key_lists_the_allowed_keys(tmp_path):
         """,
     )
     assert conf_error(path) == (
-        f"{path}:2: shard_sise: unknown key; expected one of: "
+        f"{path}:2: shard_sise: unknown key; did you mean 'shard_size'? expected one of: "
         "cache, shard_size, storage, task_runner, orchestration, datasets, pipelines, ingest, self_training, rejuvenation, "
         "train_nmt, paraphrase, train_classifier, epida, c2c, mt_paraphrase, robustness, train_slot_tagger, nightly, demo"
     )
@@ -184,7 +184,7 @@ def test_load_profile_unknown_key_in_a_dataset_names_its_dotted_key(tmp_path):
         """,
     )
     assert conf_error(path) == (
-        f"{path}:6: datasets.d1.colums: unknown key; expected one of: "
+        f"{path}:6: datasets.d1.colums: unknown key; did you mean 'columns'? expected one of: "
         "kind, format, path, src, tgt, columns, rename, header, split, encoding, on_decode_error, split_sentences, "
         "language, src_lang, tgt_lang, clean"
     )

@@ -49,6 +49,7 @@ def test_filters_parse_with_opusfilter_defaults_and_a_dataset_s_own_values_repla
         "langid_languages": None,
         "lingua_mode": "low",
         "languages": None,
+        "min_chars": 0,
     }
     assert clean.non_zero_numerals.threshold == 0.5 and clean.length is None and clean.near_duplicates is None
     crawl = conf.datasets["crawl"]
@@ -103,7 +104,8 @@ datasets:
         (
             "ingest:\n  clean:\n    repetition: {treshold: 3}\n",
             7,
-            "ingest.clean.repetition.treshold: unknown key; expected one of: threshold, min_length, max_length",
+            "ingest.clean.repetition.treshold: unknown key; did you mean 'threshold'? expected one of: threshold, "
+            "min_length, max_length, unit",
         ),
         (
             "ingest:\n  clean:\n    length: {unit: token}\n",
@@ -130,7 +132,7 @@ datasets:
         (
             "  news2: {kind: mono, format: text, path: n.txt, language: english, clean: {html_tags: {}, language_id: {}}}\n",
             5,
-            "datasets.news2.language: expected an ISO 639-1 code (two lower-case letters), found 'english'",
+            "datasets.news2.language: expected an ISO 639-1 code such as en, de, found 'english'",
         ),
         (
             "  news2: {kind: mono, format: text, path: n.txt, clean: {terminal_punctuation: {}}}\n",
@@ -145,7 +147,7 @@ datasets:
         (
             "  crawl2: {kind: bitext, format: text, src: c.en, tgt: c.de, src_lang: EN}\n",
             5,
-            "datasets.crawl2.src_lang: String should match pattern '^[a-z]{2}$', found 'EN'",
+            "datasets.crawl2.src_lang: expected an ISO 639-1 code such as en, de (two lower-case letters), found 'EN'",
         ),
     ],
 )

@@ -45,4 +45,8 @@ class NMTConf(ConfModel):
     device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA when present, else CPU threads
     threads: int = Field(0, ge=0)  # CPU threads; 0: every core
     max_tokens: int = Field(4096, ge=16)  # tokens per inference batch (batches are sorted by length)
+    # a translation has at most max_len_a · |source subwords| + max_len_b tokens (fairseq's max_len_a/max_len_b,
+    # CTranslate2's max_decoding_length, transformers' max_new_tokens): odd input stops there, not at the positions
+    max_len_a: float = Field(1.5, ge=0)
+    max_len_b: int = Field(10, ge=1)
     train: NMTTrainConf = NMTTrainConf()

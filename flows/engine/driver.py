@@ -52,6 +52,7 @@ from storage import objects
 from storage.artifacts import FIGURE_MEMO, MAIN, ArtifactRef, fingerprint, part_name, read_manifest, sweep_temp
 from storage.catalog import Catalog
 from storage.objects import models as model_store
+from tasks.runtime.progress import Interrupted, interruption, request_stop
 from tasks.runtime.stage import (
     ShardResult,
     SourceFn,
@@ -108,6 +109,11 @@ class Run:
         try:
             yield run
         except BaseException as e:
+            if not isinstance(e, Exception):  # SIGINT, or SIGTERM (Prefect's TerminationSignal): stop every shard
+                request_stop()  # at its next batch (tasks/runtime/progress.py), record the run interrupted, and
+                run.finish(error=(stopped := interruption(e)))  # leave with an error the CLI prints with `Resume:`
+                stopped.run_id, stopped.cache = run.run_id, str(run.root)
+                raise stopped from e
             run.finish(error=e)
             if isinstance(e, AugdagError) and getattr(e, "run_id", None) is None:
                 e.run_id, e.cache = run.run_id, str(run.root)  # the CLI's last line: `augdag retry RUN_ID`
@@ -119,7 +125,7 @@ class Run:
             "run_id": self.run_id,
             "pipeline": self.pipeline,
             "cache": str(self.root),
-            "status": "failed" if error else "completed",
+            "status": ("interrupted" if isinstance(error, Interrupted) else "failed") if error else "completed",
             "error": (str(error) or f"interrupted ({type(error).__name__})") if error else None,
             "stages": [dataclasses.asdict(r) for r in self.reports],
             **(extra or {}),

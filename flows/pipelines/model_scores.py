@@ -48,7 +48,7 @@ def validate_nmt(
         inputs=[sample],
         models=[model.fingerprint],
         resources={"model_path": model.location, "runtime": runtime(conf)},
-        params={"model": loading(conf), "decode": decode_options(beam=beam, lenpen=lenpen)},
+        params={"model": loading(conf), "decode": decode_options(beam=beam, lenpen=lenpen, bound=conf)},
     )
     evaluated = run_stage(run, EVALUATE, inputs=[hyps], n_shards=1, params={})
     scores = {s["metric"]: s for s in evaluated.read(0).to_pylist()}

@@ -158,7 +158,7 @@ def rejuvenate_inactive(
             "direction": section.direction,
             "model": loading(conf),
             "identification": ident_loading,
-            "decode": decode_options(beam=section.beam, lenpen=section.lenpen),
+            "decode": decode_options(beam=section.beam, lenpen=section.lenpen, bound=conf),
         },
     )
     return _Fresh(ref, models, fwd)

@@ -207,7 +207,7 @@ def teach(run: Run, conf: SelfTrainingConf, sampled: Sampled) -> tuple[dict[str,
     )
     params = {
         "model": loading(conf.teacher),
-        "decode": decode_options(beam=conf.beam, lenpen=conf.lenpen),
+        "decode": decode_options(beam=conf.beam, lenpen=conf.lenpen, bound=conf.teacher),
         "model_fingerprint": teacher.fingerprint,
     }
     synthetic = {

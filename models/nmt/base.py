@@ -5,7 +5,10 @@ A backend loads a model from a local directory (or, for transformers, a Hugging 
 - ``score(src, tgt)``: teacher-forced natural-log probabilities of every target token, EOS included,
   one float32 array per pair; ``None`` for a pair the model cannot score (empty after subwords, or
   longer than the model's positions). Scoring never drops a pair silently: the caller lists them.
-- ``translate(src, options)``: beam search or sampling, detokenised strings in input order.
+- ``translate(src, options, progress=)``: beam search or sampling, detokenised strings in input order; a
+  hypothesis has at most ``max_len_a · |source subwords| + max_len_b`` tokens (fairseq's bound; the longest
+  source of its length batch counts, so an upper-cased or garbled input stops there, not at the model's
+  positions), and ``progress(sentences done)`` is called after every batch (it may raise to stop the call).
 
 Both run in batches of sentences sorted by length (``length_batches``), on the device ``pick_device``
 chooses (CUDA when present, else CPU threads), so every backend runs on a GPU without code changes.
@@ -21,7 +24,7 @@ import abc
 import dataclasses
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +34,7 @@ from conf.errors import ModelError
 from storage.artifacts import hash_inputs
 
 CARD = "augdag_nmt.json"
+Progress = Callable[[int], None]  # sentences done so far; called between batches, it may raise to stop the call
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,8 +96,15 @@ class NMTModel(abc.ABC):
         """Per-token log-probabilities (natural log, float32) of each target given its source, EOS included."""
 
     @abc.abstractmethod
-    def translate(self, src: Sequence[str], options: DecodeOptions = DecodeOptions(), *, max_tokens: int = 4096) -> list[str]:
-        """The translations of ``src``, in order."""
+    def translate(
+        self,
+        src: Sequence[str],
+        options: DecodeOptions = DecodeOptions(),  # noqa: B008 (frozen)
+        *,
+        max_tokens: int = 4096,
+        progress: Progress | None = None,
+    ) -> list[str]:
+        """The translations of ``src``, in order; ``progress`` hears the sentences done after each batch."""
 
     def fingerprint(self) -> str:
         """A content hash of the model's files (weights, vocabulary, subword model)."""

@@ -28,8 +28,10 @@ from models.nmt.base import (
     DecodeOptions,
     ModelCard,
     NMTModel,
+    Progress,
     check_pairs,
     cpu_threads,
+    length_batches,
     pick_device,
 )
 from models.runtime import global_state, loading
@@ -234,12 +236,19 @@ class CT2Model(NMTModel):
         options: DecodeOptions = DecodeOptions(),  # noqa: B008 (frozen)
         *,
         max_tokens: int = 4096,
+        progress: Progress | None = None,
     ) -> list[str]:
-        """``translate_batch`` in length-sorted batches: beam search, or one seeded sample per sentence.
+        """``translate_batch`` over length-sorted chunks: beam search, or one seeded sample per sentence.
 
-        Sources longer than the model's positions are truncated to them. CTranslate2 seeds a worker
-        thread's random generator once, when it first samples (``set_random_seed`` does not reseed it), so
-        sampling opens a fresh translator after setting the seed: reproducible, at the cost of a reload.
+        Sources longer than the model's positions are truncated to them. A chunk holds the batches of every
+        parallel worker (``max_tokens`` source tokens each), and its ``max_decoding_length`` is max_len_a ·
+        its longest source + max_len_b: one long sentence no longer lets every other run that far (an
+        upper-cased test set ran to the longest source's bound). ``progress`` hears the sentences done after
+        each chunk, where a stop can happen: CTranslate2 cannot be interrupted inside a call.
+
+        CTranslate2 seeds a worker thread's random generator once, when it first samples (``set_random_seed``
+        does not reseed it), so sampling opens a fresh translator after setting the seed: reproducible, at
+        the cost of a reload.
         """
         import ctranslate2
 
@@ -252,27 +261,50 @@ class CT2Model(NMTModel):
         tokens = self.codec.source(src, max_len=self.max_positions - self.source_extra)
         out = [""] * len(tokens)
         todo = [i for i, t in enumerate(tokens) if t]
-        if todo and options.sampling:  # the seed is process-wide and read when a worker first samples: own it
+        if not todo:
+            return out
+        if options.sampling:  # the seed is process-wide and read when a worker first samples: own it
             with global_state():
                 ctranslate2.set_random_seed(options.seed)
-                hypotheses = self._translate_batch(self.open_translator(), [tokens[i] for i in todo], options, max_tokens)
-        elif todo:
-            hypotheses = self._translate_batch(self.translator, [tokens[i] for i in todo], options, max_tokens)
-        if todo:
-            for i, text in zip(todo, self.codec.decode(hypotheses)):
-                out[i] = text
+                self._translate_chunks(self.open_translator(), tokens, todo, options, max_tokens, out, progress)
+        else:
+            self._translate_chunks(self.translator, tokens, todo, options, max_tokens, out, progress)
         return out
+
+    def _translate_chunks(
+        self,
+        translator: Any,
+        tokens: list[list[str]],
+        todo: list[int],
+        options: DecodeOptions,
+        max_tokens: int,
+        out: list[str],
+        progress: Progress | None,
+    ) -> None:
+        """``out[i]`` for each ``i`` of ``todo``, a length-sorted chunk per ``translate_batch`` call."""
+        workers = max(1, int(getattr(translator, "num_translators", 1)))
+        done = len(out) - len(todo)
+        for chunk in length_batches([len(tokens[i]) + self.source_extra for i in todo], max_tokens=max_tokens * workers):
+            rows = [todo[j] for j in chunk]
+            for i, text in zip(
+                rows, self.codec.decode(self._translate_batch(translator, [tokens[i] for i in rows], options, max_tokens))
+            ):
+                out[i] = text
+            done += len(rows)
+            if progress is not None:
+                progress(done)
 
     def _translate_batch(
         self, translator: Any, tokens: list[list[str]], options: DecodeOptions, max_tokens: int
     ) -> list[list[str]]:
-        """One ``translate_batch`` call over every sentence: CTranslate2 sorts them by length into batches of
-        ``max_tokens`` and runs the batches on its parallel workers (``cpu_workers``)."""
+        """One ``translate_batch`` call over ``tokens`` (one chunk): CTranslate2 sorts them by length into
+        batches of ``max_tokens`` and runs the batches on its parallel workers (``cpu_workers``)."""
         from models.nmt.transformers import max_new_tokens
 
         longest = max(len(t) for t in tokens) + self.source_extra
         kwargs: dict[str, Any] = {
-            "max_decoding_length": max_new_tokens(longest, options, self.max_positions),
+            # the decoder's start token takes a position too: a long source's bound stops one short of the positions
+            "max_decoding_length": max_new_tokens(longest, options, self.max_positions - 1),
             "max_input_length": 0,
             "max_batch_size": max_tokens,
             "batch_type": "tokens",

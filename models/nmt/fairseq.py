@@ -32,6 +32,7 @@ from models.nmt.base import (
     DecodeOptions,
     ModelCard,
     NMTModel,
+    Progress,
     check_pairs,
     length_batches,
     pick_device,
@@ -136,10 +137,12 @@ class FairseqModel(NMTModel):
         options: DecodeOptions = DecodeOptions(),  # noqa: B008 (frozen)
         *,
         max_tokens: int = 4096,
+        progress: Progress | None = None,
     ) -> list[str]:
         """Translations of ``src`` in order: beam search, or one sample per sentence (``options.sampling``,
         seeded with ``options.seed``). An empty sentence translates to ""; a source longer than the
-        model's positions is cut to them. ``max_tokens`` counts source tokens per batch."""
+        model's positions is cut to them. ``max_tokens`` counts source tokens per batch. A hypothesis has at most
+        max_len_a · (the batch's longest source, EOS included) + max_len_b tokens (``SequenceGenerator``'s bound)."""
         import torch
 
         max_src = self.max_positions()[0]
@@ -147,6 +150,7 @@ class FairseqModel(NMTModel):
         todo = [i for i, s in enumerate(ids) if s]
         hyps: dict[int, Any] = {}
         generator = self._generator(options)
+        done = len(src) - len(todo)  # the empty ones; `progress` hears the sentences done after each batch
         with torch.inference_mode():
             for k, batch in enumerate(length_batches([len(ids[i]) + 1 for i in todo], max_tokens=max_tokens)):
                 rows = [todo[j] for j in batch]
@@ -154,6 +158,9 @@ class FairseqModel(NMTModel):
                 with self._seeded(options, k):
                     found = generator.generate([self.model], {"net_input": {"src_tokens": tokens, "src_lengths": lengths}})
                 hyps.update((i, h[0]["tokens"]) for i, h in zip(rows, found))
+                done += len(rows)
+                if progress is not None:
+                    progress(done)
         return self._detokenise([hyps.get(i) for i in range(len(src))])
 
     def translate_constrained(
@@ -256,7 +263,7 @@ class FairseqModel(NMTModel):
             subwords=SUBWORDS if self.files.subwords is not None else None,
             converted_from="fairseq",
             source_fingerprint=self.fingerprint(),
-            meta={"quantization": quantization, "source": str(self.files.checkpoint)},
+            meta={"quantization": quantization, "source": str(self.files.checkpoint), "max_positions": min(self.max_positions())},
         ).write(out_dir)
         return out_dir
 

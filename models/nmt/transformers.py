@@ -23,6 +23,7 @@ from conf.errors import ModelError
 from models.nmt.base import (
     DecodeOptions,
     NMTModel,
+    Progress,
     check_pairs,
     length_batches,
     pick_device,
@@ -180,14 +181,18 @@ class TransformersModel(NMTModel):
         options: DecodeOptions = DecodeOptions(),  # noqa: B008 (frozen)
         *,
         max_tokens: int = 4096,
+        progress: Progress | None = None,
     ) -> list[str]:
-        """``generate`` in length-sorted batches: beam search, or one seeded sample per sentence.
+        """``generate`` in length-sorted batches: beam search, or one seeded sample per sentence; at most
+        ``max_new_tokens`` (max_len_a · longest source of the batch + max_len_b) new tokens each.
 
-        Sources longer than the model's positions are truncated to them (EOS kept).
+        Sources longer than the model's positions are truncated to them (EOS kept). ``progress`` hears the
+        sentences done after each batch.
         """
         truncate = {"truncation": True, "max_length": self.max_positions} if self.max_positions else {}
         src_ids = self.tokenizer(list(src), **truncate)["input_ids"]
         out = [""] * len(src_ids)
+        done = 0
         for k, batch in enumerate(length_batches([len(x) for x in src_ids], max_tokens=max_tokens)):
             ids = [src_ids[i] for i in batch]
             # sampling owns torch's generator one batch at a time, seeded by (seed, batch); beam search draws none
@@ -195,6 +200,9 @@ class TransformersModel(NMTModel):
                 texts = self._generate(ids, options)
             for i, text in zip(batch, texts):
                 out[i] = text
+            done += len(batch)
+            if progress is not None:
+                progress(done)
         return out
 
     def _generate(self, ids: list[list[int]], options: DecodeOptions) -> list[str]:

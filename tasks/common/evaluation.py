@@ -61,5 +61,5 @@ def evaluate(parts: Parts) -> pa.Table:
     return corpus_scores(table["hyp"].to_pylist(), table["ref"].to_pylist())
 
 
-TRANSLATE_TEST = Stage("translate_test", "1", translate_test, view="test_translations", tags=("gpu",))
+TRANSLATE_TEST = Stage("translate_test", "2", translate_test, view="test_translations", tags=("gpu",))  # 2: bounded
 EVALUATE = Stage("evaluate", "1", evaluate, reduce=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import NotRequired
 
 import numpy as np
 import pyarrow as pa
@@ -60,12 +61,15 @@ class Runtime(TypedDict):
 
 
 class Decode(TypedDict):
-    """Beam search settings of a translation stage (``models.nmt.DecodeOptions`` takes them)."""
+    """Beam search settings of a translation stage (``models.nmt.DecodeOptions`` takes them): beam, length penalty,
+    seed, and the output's bound, max_len_a · |source subwords| + max_len_b tokens (left out: DecodeOptions')."""
 
     __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
     beam: int
     lenpen: float
     seed: int
+    max_len_a: NotRequired[float]
+    max_len_b: NotRequired[int]
 
 
 def loading(conf: NMTConf) -> Loading:
@@ -160,17 +164,26 @@ def score_pairs(
     return sentence_probabilities(rows["uid"], logprobs)
 
 
-def decode_options(*, beam: int, lenpen: float, seed: int = 0) -> Decode:
-    """The ``Decode`` options of a translation stage: beam size, length penalty and seed."""
-    return {"beam": beam, "lenpen": lenpen, "seed": seed}
+def decode_options(*, beam: int, lenpen: float, seed: int = 0, bound: NMTConf | None = None) -> Decode:
+    """The ``Decode`` options of a translation stage: beam size, length penalty and seed, and the output's
+    bound (``max_len_a``, ``max_len_b``) of the model section ``bound`` (None: ``DecodeOptions``' defaults)."""
+    decode: Decode = {"beam": beam, "lenpen": lenpen, "seed": seed}
+    if bound is not None:
+        decode.update(max_len_a=bound.max_len_a, max_len_b=bound.max_len_b)
+    return decode
 
 
 def translate_column(
     texts: pa.Array | pa.ChunkedArray, *, model: Loading, model_path: Path, runtime: Runtime, decode: Decode
 ) -> pa.Array:
-    """Translations of ``texts`` (beam search as ``decode`` says), one per row, in order."""
+    """Translations of ``texts`` (beam search as ``decode`` says, bounded by its max_len_a and max_len_b), one per
+    row, in order; the sentences done show as the shard's progress, and a stop requested ends it between batches
+    (``tasks.runtime.progress.sentences``)."""
+    from tasks.runtime.progress import sentences
+
     nmt = load(model_path, model, runtime)
-    out = nmt.translate(texts.to_pylist(), DecodeOptions(**decode), max_tokens=runtime["max_tokens"])
+    src = texts.to_pylist()
+    out = nmt.translate(src, DecodeOptions(**decode), max_tokens=runtime["max_tokens"], progress=sentences(len(src)))
     return pa.array(out, pa.string())
 
 
@@ -252,4 +265,5 @@ def training_log() -> Callable[[str], None]:
     return lambda line: logger.info("%s", line, extra=extra)
 
 
-TRANSLATE_MONO = Stage("teacher_translate", NMT_VERSION, translate_mono, tags=("gpu",))
+# 2: the output's bound per length chunk with CTranslate2 (it was the whole shard's longest source), and settable
+TRANSLATE_MONO = Stage("teacher_translate", "2", translate_mono, tags=("gpu",))

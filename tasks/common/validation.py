@@ -33,4 +33,4 @@ def validation_sample(parts: Parts, *, size: int = 200) -> pa.Table:
 
 
 VALIDATION_SAMPLE = Stage("validation_sample", "1", validation_sample, reduce=True)
-TRANSLATE_VALIDATION = Stage("translate_validation", "1", translate_test, tags=("gpu",))
+TRANSLATE_VALIDATION = Stage("translate_validation", "2", translate_test, tags=("gpu",))  # 2: bounded per chunk

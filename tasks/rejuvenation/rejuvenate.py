@@ -242,7 +242,7 @@ PAIR_SCORE = Stage("pair_score", "1", score_pairs, view="pair_scores", tags=("gp
 INACTIVE_CUT = Stage("inactive_cut", "1", inactive_cut, reduce=True)
 INACTIVE = Stage("inactive", "1", inactive_split, view="inactive")
 ACTIVE = Stage("active", "2", inactive_split)  # 2: the inactive pairs as its dropped part
-REJUVENATE = Stage("rejuvenate", "1", rejuvenate, tags=("gpu",))
+REJUVENATE = Stage("rejuvenate", "2", rejuvenate, tags=("gpu",))  # 2: the output bounded per length chunk
 REJUVENATED_BITEXT = Stage("rejuvenated", "1", rejuvenated_bitext, view="rejuvenated")
 PROBABILITY_BINS = Stage("probability_bins", "1", probability_bins, view="probability_bins", reduce=True)
 STATE_PROPERTIES = Stage("state_properties", "1", state_properties, view="rejuvenation_states", reduce=True)

@@ -37,7 +37,7 @@ from conf.errors import ConfError
 from storage import objects
 from storage.artifacts import MAIN, ArtifactRef, commit_file, hash_file, recorded_hashes, temp_path, write_part
 from storage.objects.models import localized
-from tasks.runtime.progress import report
+from tasks.runtime.progress import check_stop, in_shard, report
 
 if TYPE_CHECKING:
     from prefect import Task
@@ -174,15 +174,19 @@ def run_shard(
     objects.use(out.store)  # on an object store: this process's scratch DuckDB connections read it
     if not force and objects.exists(out.path(shard)):
         return ShardResult(shard, "cached", started, 0.0, 0, {})
+    check_stop()  # an interrupted run starts no shard
     side_tables = {name: ref.parts() if name in stage.lazy_side else read_side(ref) for name, ref in side.items()}
     resources = localized(resources) if out.store else resources  # models on the store: this host's copies
+    label = f"{out.stage}[{out.dataset}]" + (f" shard {shard}" if out.n_shards and out.n_shards > 1 else "")
     if stage.reduce:
         parts = [ref.parts() for ref in inputs]
-        result = stage.fn(*parts, **side_tables, **params, **(resources or {}))
+        with in_shard(label):  # a model's sentences done show under it (tasks/runtime/progress.py)
+            result = stage.fn(*parts, **side_tables, **params, **(resources or {}))
         rows_in = sum(p.num_rows for p in parts)  # footers only
     else:
         tables = [ref.read(shard) for ref in inputs]
-        result = stage.fn(*tables, **side_tables, **params, **(resources or {}))
+        with in_shard(label):
+            result = stage.fn(*tables, **side_tables, **params, **(resources or {}))
         rows_in = sum(t.num_rows for t in tables)
     files: dict[str, dict[str, Any]] = {}
     rows_out = commit_shard(out, shard, result, files)

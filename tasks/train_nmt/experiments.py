@@ -69,4 +69,4 @@ def continued_builder(parts: Parts, conf: NMTConf, train: NMTTrainConf, *, init:
 
 
 # each student's translations of a test set (internal: `arm_translations` gathers them into `test_translations`)
-TRANSLATE_STUDENT = Stage("translate_student", "1", translate_test, tags=("gpu",))
+TRANSLATE_STUDENT = Stage("translate_student", "2", translate_test, tags=("gpu",))  # 2: bounded per length chunk

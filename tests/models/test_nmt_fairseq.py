@@ -554,3 +554,75 @@ def test_tokens_string_equals_fairseqs_dictionary_string_on_every_kind_of_index(
     other = Other()
     other.add_symbol("ein")
     assert tokens_string(other, torch.tensor([4, 1])) == other.string(torch.tensor([4, 1])) == "X X"
+
+
+# -- bounded inference (issue 47, defect 5) ------------------------------------------------------------
+
+UPPER = [s.upper() for s in SRC[:12]]  # SentencePiece cuts an unseen upper-cased word into many pieces
+
+
+BOUNDED_COUNTS = [3, 4, 4, 4, 3, 4, 5, 5, 3, 5, 3, 5]  # measured, 0.25 · |source| + 1: the same in both backends
+
+
+def piece_counts(model: FairseqModel, texts: list[str]) -> list[int]:
+    return [len(p) for p in model.pieces(texts)]
+
+
+@pytest.mark.slow
+def test_upper_cased_input_is_translated_within_max_len_a_times_source_plus_max_len_b(model, converted):
+    """max_len_a = 0, max_len_b = 3: every translation of the upper-cased sentences stops at 3 subwords in both
+    backends; unbounded by it (the default 1.5 · |source| + 10) the same sentences run to 6-10."""
+    ct2 = load_model(converted, device="cpu", threads=1)
+    tight = DecodeOptions(beam=4, max_len_a=0, max_len_b=3)
+    assert piece_counts(model, model.translate(UPPER, tight)) == [3] * 12
+    assert piece_counts(model, ct2.translate(UPPER, tight)) == [3] * 12
+    assert piece_counts(model, model.translate(UPPER, DecodeOptions(beam=4))) == [7, 8, 8, 8, 6, 10, 10, 9, 7, 9, 8, 10]
+
+
+@pytest.mark.slow
+def test_one_long_sentence_no_longer_lifts_every_bound_in_ctranslate2(model, converted):
+    """CTranslate2 took one max_decoding_length for the whole call, from its longest source: one long sentence let
+    every other run to its bound (issue 47: an upper-cased test set ran to the maximum for 9 minutes). Now each
+    length chunk has its own, as fairseq's batches do: the short sentences translate as they do without the long
+    one, within 0.25 · |source| + 1 (the long one's bound, 17, gave them 6-10 subwords)."""
+    ct2 = load_model(converted, device="cpu", threads=1)
+    long = " ".join(UPPER[:6])  # 64 subwords: the model's positions
+    opts = DecodeOptions(beam=4, max_len_a=0.25, max_len_b=1)
+    mixed = ct2.translate([long, *UPPER], opts, max_tokens=64)
+    assert mixed[1:] == ct2.translate(UPPER, opts, max_tokens=64)
+    assert piece_counts(model, mixed[1:]) == BOUNDED_COUNTS
+    native = model.translate([long, *UPPER], opts, max_tokens=64)  # fairseq: the same bound per batch
+    assert piece_counts(model, native[1:]) == BOUNDED_COUNTS
+    # a source longer than the model's positions is cut to them (the card of a converted fairseq model says 64)
+    assert ModelCard.read(converted).meta["max_positions"] == MAX_POSITIONS
+    assert len(ct2.translate([long * 2], DecodeOptions(beam=4, max_len_a=3))) == 1
+
+
+@pytest.mark.slow
+def test_translate_reports_the_sentences_done_after_each_batch_and_stops_when_asked(model, converted):
+    from itertools import accumulate
+
+    from models.nmt.base import length_batches
+    from tasks.runtime.progress import Interrupted, check_stop, clear_stop, request_stop
+
+    ct2 = load_model(converted, device="cpu", threads=1)
+    batches = length_batches([n + 1 for n in piece_counts(model, UPPER)], max_tokens=32)
+    expected = list(accumulate(len(b) for b in batches))
+    assert len(expected) > 2 and expected[-1] == 12
+    for backend in (model, ct2):
+        calls: list[int] = []
+        backend.translate(UPPER, DecodeOptions(beam=4), max_tokens=32, progress=calls.append)
+        assert calls == expected, backend.backend
+
+        def stop_after_first(done: int, calls: list[int] = calls) -> None:
+            calls.append(done)
+            request_stop()
+            check_stop()
+
+        calls.clear()
+        try:
+            with pytest.raises(Interrupted, match="the run was interrupted"):
+                backend.translate(UPPER, DecodeOptions(beam=4), max_tokens=32, progress=stop_after_first)
+        finally:
+            clear_stop()
+        assert calls == expected[:1], backend.backend

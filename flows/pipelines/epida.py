@@ -25,6 +25,7 @@ from conf.errors import InputError
 from conf.schema import AugdagConf
 from flows.engine.driver import ModelRef, Run, run_model_stage, run_stage
 from flows.engine.runners import FlowConf, pipeline_flow
+from flows.pipelines.heldout import check_heldout_overlap
 from flows.pipelines.ingest import ingest_dataset
 from flows.pipelines.model_scores import evaluate_classifier
 from storage.artifacts import ArtifactRef
@@ -201,6 +202,7 @@ def augment(run: Run, conf: AugdagConf) -> Augmented:
     name, test_name = conf.epida_datasets()
     rows = ingest_dataset(run, conf, name)
     originals = rows.parts().table(["uid", "text", "label"])
+    check_heldout_overlap(run, conf, "epida.dataset", originals, ("text",))  # the feedback classifier learns from them
     if originals.num_rows == 0:
         raise InputError(f"epida.dataset: {name!r} has no rows after cleaning; nothing to augment")
     model = train_round(run, conf, originals, None, r=-1, epochs=epida.pretrain_epochs, init=None, inputs=[rows])

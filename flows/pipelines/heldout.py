@@ -41,21 +41,26 @@ def heldout_rows(run: Run, conf: AugdagConf) -> dict[str, tuple[pa.Table, tuple[
     return sets
 
 
-def check_heldout_overlap(run: Run, conf: AugdagConf, key: str, rows: pa.Table, fields: Sequence[str]) -> pa.Table:
+def check_heldout_overlap(
+    run: Run, conf: AugdagConf, key: str, rows: pa.Table, fields: Sequence[str], *, exact: bool = False
+) -> pa.Table:
     """The overlaps of training input ``rows`` (its text ``fields``), named by its profile ``key``
     (``train_nmt.experiments.all.mix``), with the profile's held-out sets; a ``ConfError`` (one line: the input,
-    the first set it overlaps, the count, where the pairs are) when a set not in ``heldout.allow_overlap`` is hit."""
+    the first set it overlaps, the count, where the pairs are) when a set not in ``heldout.allow_overlap`` is hit.
+    ``exact``: equal lines only (threshold 1), for slot utterances, short templated commands whose near neighbours
+    differ in the slot values a tagger is tested on ("will i need a coat tomorrow" / "... next tuesday")."""
     heldout = heldout_rows(run, conf)
     if not heldout or rows.num_rows == 0:
         return heldout_overlaps(rows.slice(0, 0), fields, {})
     h = conf.heldout
+    threshold = 1.0 if exact else h.threshold
     found = heldout_overlaps(
-        rows, fields, heldout, threshold=h.threshold, shingle=h.shingle, n=h.n, num_perm=h.num_perm, seed=h.seed
+        rows, fields, heldout, threshold=threshold, shingle=h.shingle, n=h.n, num_perm=h.num_perm, seed=h.seed
     )
     if found.num_rows == 0:
         return found
     record = found.append_column("input", pa.repeat(pa.scalar(key), found.num_rows))
-    params = {"input": key, "fields": list(fields), "check": h.model_dump(exclude={"allow_overlap"})}
+    params = {"input": key, "fields": list(fields), "check": {**h.model_dump(exclude={"allow_overlap"}), "threshold": threshold}}
     run_source_stage(
         run,
         name=VIEW,
@@ -69,9 +74,8 @@ def check_heldout_overlap(run: Run, conf: AugdagConf, key: str, rows: pa.Table, 
     counts = {c["values"]: c["counts"] for c in pc.value_counts(found["heldout"]).to_pylist()}
     where = f"augdag sql \"SELECT * FROM {VIEW} WHERE input = '{key}'\""
     for name, n in sorted(counts.items()):
-        line = (
-            f"{key}: {n:,} distinct row(s) overlap the held-out set {name!r} (equal after normalising, or Jaccard >= "
-            f"{h.threshold:g})"
+        line = f"{key}: {n:,} distinct row(s) overlap the held-out set {name!r} (equal after normalising" + (
+            ")" if threshold >= 1 else f", or Jaccard >= {threshold:g})"
         )
         if name in h.allow_overlap:
             warning = f"{line}; allowed by heldout.allow_overlap. The pairs: {where}"

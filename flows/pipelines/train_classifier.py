@@ -21,6 +21,7 @@ from conf.errors import ConfError
 from conf.schema import AugdagConf
 from flows.engine.driver import ModelRef, Run, run_model_stage
 from flows.engine.runners import FlowConf, pipeline_flow
+from flows.pipelines.heldout import check_heldout_overlap
 from flows.pipelines.ingest import ingest_dataset
 from flows.pipelines.model_scores import evaluate_classifier
 from flows.reports.reporting import publish
@@ -101,6 +102,7 @@ def train_arm(
     if augmentation == "curriculum":
         curriculum = read_curriculum(run, dataset)
         check_levels(curriculum, train_classifier.schedule, conf.paraphrase.levels, dataset)
+        check_heldout_overlap(run, conf, "train_classifier.augmentation.curriculum", curriculum, ("text",))
         options = {
             "labels": labels,
             "schedule": train_classifier.schedule,
@@ -116,6 +118,8 @@ def train_arm(
         data = {"curriculum": content_hash(curriculum, ("uid", "level", "copy"))}
     else:
         added = augmented_rows(run.catalog, augmentation, dataset, m=conf.epida.m, seed=seed)
+        if added is not None:
+            check_heldout_overlap(run, conf, f"train_classifier.augmentation.{augmentation}", added, ("text",))
         options = {
             "labels": labels,
             "epochs": train_classifier.epochs,
@@ -148,6 +152,7 @@ def train_and_evaluate(run: Run, conf: AugdagConf) -> dict[str, Any]:
     train_name, test_name = conf.classifier_datasets()
     rows = ingest_dataset(run, conf, train_name)
     originals = rows.parts().table(["uid", "text", "label"])
+    check_heldout_overlap(run, conf, "train_classifier.dataset", originals, ("text",))
     test = ingest_dataset(run, conf, test_name, held_out=True)
     labels = sorted({str(x) for x in originals["label"].to_pylist()})
     evaluations, losses = [], None

@@ -210,7 +210,10 @@ def evaluate_students(
             inputs=[test],
             models=[s.model.fingerprint],
             resources={"model_path": s.model.location, "runtime": runtime(train_nmt.student)},
-            params={"model": loading(train_nmt.student), "decode": decode_options(beam=train_nmt.beam, lenpen=train_nmt.lenpen)},
+            params={
+                "model": loading(train_nmt.student),
+                "decode": decode_options(beam=train_nmt.beam, lenpen=train_nmt.lenpen, bound=train_nmt.student),
+            },
         )
         outputs.append(hyps)
         scores.append(run_stage(run, EVALUATE, inputs=[hyps], n_shards=1, params={}).read(0).to_pylist())

@@ -20,6 +20,7 @@ from conf.errors import ConfError
 from conf.schema import AugdagConf
 from flows.engine.driver import ModelRef, Run, run_model_stage, run_stage
 from flows.engine.runners import FlowConf, pipeline_flow
+from flows.pipelines.heldout import check_heldout_overlap
 from flows.pipelines.ingest import ingest_dataset
 from flows.reports.reporting import publish
 from tasks.common.evaluation import mean_sd
@@ -90,6 +91,8 @@ def train_and_evaluate(run: Run, conf: AugdagConf) -> Tagged:
     arms = {"original": original.select(["uid", "tokens", "tags"])}
     if "original+c2c" in train_slot_tagger.arms:
         arms["original+c2c"] = pa.concat_tables([arms["original"], c2c_rows(run, train_name)])
+    for arm in train_slot_tagger.arms:  # no tagger learns a held-out utterance (flows/pipelines/heldout.py)
+        check_heldout_overlap(run, conf, f"train_slot_tagger.arms.{arm}", arms[arm], ("tokens",), exact=True)
     taggers = []
     for arm in train_slot_tagger.arms:
         for seed in train_slot_tagger.seeds:

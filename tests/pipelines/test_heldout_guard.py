@@ -158,3 +158,63 @@ def test_a_minimal_profiles_first_night_never_trains_on_the_test_set_issue_47(tm
         ).stdout
     )
     assert mixed["test_pairs"] == 0 and mixed["rows"] > 0
+
+
+@pytest.mark.parametrize(
+    "pipeline, key, sets",
+    [
+        (
+            "train_classifier",
+            "train_classifier.dataset",
+            ["train_classifier.dataset=train", "train_classifier.test=test", "train_classifier.augmentation=[none]"],
+        ),
+        (
+            "train_slot_tagger",
+            "train_slot_tagger.arms.original",
+            ["train_slot_tagger.dataset=strain", "train_slot_tagger.test=stest", "train_slot_tagger.arms=[original]"],
+        ),
+    ],
+)
+def test_a_classifier_or_tagger_training_set_holding_test_lines_fails_before_training_issue_47(tmp_path, pipeline, key, sets):
+    """Two training rows repeat test lines (one re-cased with a full stop, one word list equal): the run fails
+    before any model trains, naming the input, the set and the count; `heldout_overlap` lists both."""
+    words = ["red", "green", "blue", "black", "white", "brown", "grey", "pink"]
+    train = [f"the {a} cat sees a {b} dog" for a in words for b in words[:3]]
+    test = ["the red cat sees a green dog", "a small bird sings", "The white cat sees a blue dog"]
+    (tmp_path / "train.tsv").write_text("".join(f"animal\t{t}\n" for t in train))
+    (tmp_path / "test.tsv").write_text("".join(f"animal\t{t.capitalize()}.\n" for t in test))
+    tagged = lambda t: json.dumps({"tokens": t.split(), "tags": ["O"] * (len(t.split()) - 1) + ["B-animal"]})  # noqa: E731
+    (tmp_path / "strain.jsonl").write_text("".join(tagged(t) + "\n" for t in train))
+    (tmp_path / "stest.jsonl").write_text("".join(tagged(t) + "\n" for t in test))
+    profile = tmp_path / "p.yaml"
+    profile.write_text(
+        f"""pipelines: [ingest, {pipeline}]
+heldout: {{threshold: 1.0}}
+datasets:
+  train: {{kind: labeled, format: tsv, path: {tmp_path}/train.tsv, columns: [label, text]}}
+  test: {{kind: labeled, format: tsv, path: {tmp_path}/test.tsv, columns: [label, text]}}
+  strain: {{kind: slots, format: jsonl, path: {tmp_path}/strain.jsonl}}
+  stest: {{kind: slots, format: jsonl, path: {tmp_path}/stest.jsonl}}
+"""
+    )
+    cache = tmp_path / "cache"
+    run = augdag(tmp_path, "nightly", "--config", str(profile), "--cache", str(cache), *[a for s in sets for a in ("--set", s)])
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert f"{key}: 2 distinct row(s) overlap the held-out set" in " ".join((run.stdout + run.stderr).split())
+    listed = augdag(
+        tmp_path,
+        "sql",
+        "SELECT heldout, heldout_line, text FROM heldout_overlap ORDER BY ALL",
+        "--cache",
+        str(cache),
+        "-f",
+        "json",
+    )
+    test = "test" if pipeline == "train_classifier" else "stest"
+    assert [json.loads(line) for line in listed.stdout.splitlines()] == [
+        {"heldout": test, "heldout_line": 1, "text": "the red cat sees a green dog"},
+        {"heldout": test, "heldout_line": 3, "text": "the white cat sees a blue dog"},
+    ]
+    assert json.loads(
+        augdag(tmp_path, "sql", "SELECT count(*) AS n FROM models", "--cache", str(cache), "-f", "json").stdout
+    ) == {"n": 0}

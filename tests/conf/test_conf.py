@@ -167,7 +167,8 @@ def test_load_profile_unknown_top_level_key_lists_the_allowed_keys(tmp_path):
     assert conf_error(path) == (
         f"{path}:2: shard_sise: unknown key; did you mean 'shard_size'? expected one of: "
         "cache, shard_size, storage, task_runner, orchestration, datasets, pipelines, ingest, heldout, self_training, "
-        "rejuvenation, train_nmt, paraphrase, train_classifier, epida, c2c, mt_paraphrase, robustness, train_slot_tagger, nightly, demo"
+        "rejuvenation, train_nmt, paraphrase, train_classifier, epida, c2c, mt_paraphrase, robustness, train_slot_tagger, "
+        "nightly, demo"
     )
 
 

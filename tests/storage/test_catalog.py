@@ -33,6 +33,26 @@ def test_register_new_then_cached_adds_no_artifact_and_moves_the_view(tmp_path):
     assert cat.query("SELECT src FROM bitext")["src"].to_pylist() == ["e f"]
 
 
+@pytest.mark.parametrize("deferred", [False, True])
+def test_a_dataset_is_in_its_kinds_view_or_its_heldout_view_as_its_last_registration_chose_issue_47(tmp_path, deferred):
+    """A training set later held out leaves `bitext` for `heldout_bitext` (arms reading `bitext` cannot reach it), and
+    comes back when it trains again (its known artifact re-registered), one by one or as a replay's batch."""
+    cat = Catalog(tmp_path)
+    train, mt = _artifact(tmp_path, "a" * 32, bitext([("a b", "x y")]))
+    held, mh = _artifact(tmp_path, "b" * 32, bitext([("a b", "x y")]), view="heldout_bitext")
+    where = "SELECT (SELECT count(*) FROM bitext) AS bitext, (SELECT count(*) FROM heldout_bitext) AS heldout"
+    cat.register(train, mt, run_id="r1")
+    assert cat.query(where).to_pylist() == [{"bitext": 1, "heldout": 0}]
+    cat.register(held, mh, run_id="r2")
+    assert cat.query(where).to_pylist() == [{"bitext": 0, "heldout": 1}]
+    cat.deferred = [] if deferred else None
+    cat.register(train, mt, run_id="r3")  # trains again: back in bitext
+    if deferred:
+        cat.flush()
+        cat.deferred = None
+    assert cat.query(where).to_pylist() == [{"bitext": 1, "heldout": 0}]
+
+
 def test_deferred_registrations_of_known_artifacts_move_the_views_as_one_by_one(tmp_path):
     """A replay's registrations (deferred, then one batch: storage/registration.py) leave the catalog as the same
     registrations one at a time: every artifact used by its run, the view on the last registered one of its stage

@@ -21,7 +21,7 @@ from conf.sections.experiments import TrainNMTConf  # noqa: F401 — train_nmt's
 from conf.sections.filters import LanguageCode
 from conf.sections.heldout import HeldoutConf
 from conf.sections.mt_paraphrase import MtParaphraseConf
-from conf.sections.nmt import NMTConf, NMTTrainConf  # noqa: F401 — the NMT sections, part of the schema
+from conf.sections.nmt import GatedNMTConf, NMTConf, NMTTrainConf, TeacherOutputChecks  # noqa: F401 — part of the schema
 from conf.sections.orchestration import NightlyConf, OrchestrationConf, TaskRunnerConf
 from conf.sections.robustness import RobustnessConf
 from conf.sections.sentences import Language, SplitSentences
@@ -113,9 +113,10 @@ class SamplingConf(ConfModel):
     bins: int = Field(5, ge=1)  # equal-size uncertainty bins for the linguistic properties (Fig. 6.3)
 
 
-class SyntheticFilterConf(TokenFilter):
+class SyntheticFilterConf(TokenFilter, TeacherOutputChecks):
     """What the self-training pipeline drops from its synthetic pairs (ch. 6): duplicates, length, ratio
-    (the `clean` stage's settings), and the target LM's worst share."""
+    (the `clean` stage's settings), repetition, repeated n-grams, language (TeacherOutputChecks), and the target
+    LM's worst share."""
 
     lm_drop: float = Field(0.0, ge=0, lt=1)  # drop this share with the worst target-LM cross-entropy (0.2 in Table 6.3)
 
@@ -131,7 +132,7 @@ class SelfTrainingConf(ConfModel):
     lm: LMConf = LMConf()
     sampling: SamplingConf = SamplingConf()
     filter: SyntheticFilterConf = SyntheticFilterConf()
-    teacher: NMTConf = NMTConf()  # translates the sample (trained on the bitext when `model` is unset)
+    teacher: GatedNMTConf = GatedNMTConf()  # translates the sample (trained on the bitext when `model` is unset)
     beam: int = Field(5, ge=1)  # the teacher's beam
     lenpen: float = 1.0
 
@@ -140,9 +141,9 @@ class RejuvenationConf(ConfModel):
     """Data rejuvenation (thesis ch. 5): identify the inactive pairs, forward-translate their sources."""
 
     bitext: str | None = None  # a dataset of kind bitext (default: the profile's only one)
-    identification: NMTConf = NMTConf()  # scores every pair (trained on the bitext when `model` is unset)
+    identification: GatedNMTConf = GatedNMTConf()  # scores every pair (trained on the bitext when `model` is unset)
     rejuvenator: Literal["active", "identification"] = "active"  # train on the active pairs, or reuse
-    rejuvenation: NMTConf = NMTConf()  # the rejuvenation model when `rejuvenator` is "active"
+    rejuvenation: GatedNMTConf = GatedNMTConf()  # the rejuvenation model when `rejuvenator` is "active"
     inactive_ratio: float = Field(0.10, gt=0, lt=1)  # R: the share of lowest-probability pairs that are inactive
     direction: Literal["forward", "backward", "both"] = "forward"  # forward: new targets; backward: new sources
     beam: int = Field(4, ge=1)

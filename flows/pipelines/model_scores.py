@@ -4,7 +4,9 @@ report), and a classifier on a held-out labelled set.
 ``validate_nmt`` runs tasks/common/validation.py's stages for one model (cached like any stage: a model that did not
 change is not scored again), records the scores in `evaluations` (model_name = the model's role,
 testset = ``<dataset> (validation sample)``) and returns the summary's entry; ``model_line`` is its line.
-``evaluate_classifier`` writes a classifier's predictions (`test_predictions`) and its accuracy and macro-F1
+``gate`` holds a model whose translations become training data (the teacher, rejuvenation's models) to its section's
+``min_bleu``: under it the run fails, or warns with ``on_weak: warn``. ``evaluate_classifier`` writes a classifier's
+predictions (`test_predictions`) and its accuracy and macro-F1
 (`evaluations`, with the arm and seed when a run compares several).
 """
 
@@ -13,9 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from conf.errors import ConfError
+
 if TYPE_CHECKING:  # the CLI imports model_line (flows/pipelines/__init__.py) before Prefect may be imported
     from conf.schema import NMTConf
     from conf.sections.classifier import ClassifierConf
+    from conf.sections.nmt import GatedNMTConf
     from flows.engine.driver import ModelRef, Run
     from storage.artifacts import ArtifactRef
 
@@ -79,6 +84,33 @@ def model_line(v: dict[str, Any]) -> str:
     return f"{v['model']}: BLEU = {v['BLEU']:.2f}, chrF = {v['chrF']:.2f} on {v['sentences']:,} pairs of `{v['dataset']}`" + (
         " (its training data: an upper bound)" if v["trained_on_it"] else ""
     )
+
+
+def gate(run: Run, score: dict[str, Any], conf: GatedNMTConf, *, key: str) -> str | None:
+    """Fail the run (ConfError, exit 2) when ``score`` (``validate_nmt``'s) has a BLEU under ``conf.min_bleu``, in one
+    line naming the setting ``key``.min_bleu, the score and what it was measured on; with ``on_weak: warn`` the line
+    is a warning of the run (terminal and summary) instead, and is returned. None for a model that passes."""
+    if score["BLEU"] >= conf.min_bleu:
+        return None
+    role = score["model"]
+    line = (
+        f"{key}.min_bleu: the {role} scores BLEU {score['BLEU']:.2f} on {score['sentences']:,} pairs of "
+        f"`{score['dataset']}`"
+        + (" (its training data: an upper bound of what it does on new text)" if score["trained_on_it"] else "")
+        + f", under the minimum {conf.min_bleu:g}"
+    )
+    if conf.on_weak == "fail":
+        raise ConfError(
+            f"{line}: its translations would be degenerate training data. Hint: train it longer or larger "
+            f"({key}.train.max_update) or configure a stronger model ({key}.model), or set {key}.on_weak: warn to go on"
+        )
+    from flows.engine.replay import run_logger
+
+    warning = f"{line}; on_weak: warn, so its translations are used"
+    run_logger().warning("%s", warning)
+    if warning not in run.warnings:
+        run.warnings.append(warning)
+    return warning
 
 
 def evaluate_classifier(

@@ -1,6 +1,7 @@
 """The rejuvenation pipeline (thesis ch. 5), one line per step of the method:
 
-ingest bitext → identification model (trained on it, or configured; its BLEU on 200 pairs: flows/pipelines/model_scores.py)
+ingest bitext → identification model (trained on it, or configured; its BLEU on 200 pairs: flows/pipelines/model_scores.py;
+  under rejuvenation.identification.min_bleu the run fails, or warns: on_weak; the same for the rejuvenation model)
   → force-decode every pair
   → global cut: the R % lowest probabilities are `inactive`, the rest active (unscored pairs stay active)
   → rejuvenation model (trained on the active pairs, or the identification model)
@@ -21,7 +22,7 @@ from flows.engine.driver import ModelRef, Run, run_stage
 from flows.engine.recording import artifact_rows
 from flows.engine.runners import FlowConf, pipeline_flow
 from flows.pipelines.ingest import ingest_dataset
-from flows.pipelines.model_scores import model_line, validate_nmt
+from flows.pipelines.model_scores import gate, model_line, validate_nmt
 from flows.pipelines.nmt import nmt_model
 from flows.pipelines.self_training import bitext_uncertainty
 from flows.reports.reporting import publish
@@ -71,6 +72,8 @@ def rejuvenate_bitext(run: Run, conf: AugdagConf) -> Rejuvenated:
             lenpen=rejuvenation.lenpen,
         )
     }
+    print(model_line(validation["identification"]))
+    gate(run, validation["identification"], rejuvenation.identification, key="rejuvenation.identification")
     ident_loading = loading(rejuvenation.identification)
     scores = run_stage(
         run,
@@ -83,24 +86,13 @@ def rejuvenate_bitext(run: Run, conf: AugdagConf) -> Rejuvenated:
     cut = run_stage(run, INACTIVE_CUT, inputs=[scores], n_shards=1, params={"inactive_ratio": rejuvenation.inactive_ratio})
     inactive = run_stage(run, INACTIVE, inputs=[bitext, scores], side={"cut": cut}, params={"state": "inactive"})
     active = run_stage(run, ACTIVE, inputs=[bitext, scores], side={"cut": cut}, params={"state": "active"})
-    fresh = rejuvenate_inactive(run, rejuvenation, inactive, active, ident, ident_loading)
+    fresh = rejuvenate_inactive(run, rejuvenation, inactive, active, ident, ident_loading, label=f"{name}'s active pairs")
     rejuvenated = run_stage(run, REJUVENATED_BITEXT, inputs=[active, fresh.ref], params={})
     align, _, scored_src, _ = bitext_uncertainty(run, bitext, conf.self_training)
     bins = run_stage(run, PROBABILITY_BINS, inputs=[scores], n_shards=1, params={"bins": rejuvenation.bins})
     states = run_stage(run, STATE_PROPERTIES, inputs=[active, inactive, align, scored_src], n_shards=1, params={})
-    if fresh.forward is not None and fresh.forward.fingerprint != ident.fingerprint:  # a model of its own
-        validation["rejuvenation"] = validate_nmt(
-            run,
-            fresh.forward,
-            rejuvenation.rejuvenation,
-            active,
-            role="rejuvenation",
-            beam=rejuvenation.beam,
-            lenpen=rejuvenation.lenpen,
-            label=f"{name}'s active pairs",
-        )
-    for v in validation.values():
-        print(model_line(v))
+    if fresh.validation is not None:
+        validation["rejuvenation"] = fresh.validation
     return Rejuvenated(
         scores,
         active,
@@ -119,6 +111,7 @@ class _Fresh:
     ref: ArtifactRef
     models: dict[str, str]
     forward: ModelRef | None = None  # the model that translated forward, when one did
+    validation: dict[str, Any] | None = None  # its score, when it is a model of its own (not the identification one)
 
 
 def rejuvenate_inactive(
@@ -128,11 +121,14 @@ def rejuvenate_inactive(
     active: ArtifactRef,
     ident: ModelRef,
     ident_loading: dict[str, Any],
+    *,
+    label: str,
 ) -> _Fresh:
-    """The new pairs: forward translations of the inactive sources (and/or back-translations of their targets)."""
+    """The new pairs: forward translations of the inactive sources (and/or back-translations of their targets). A
+    forward model of its own is scored on ``active`` (shown as ``label``) and held to rejuvenation.min_bleu first."""
     reuse = section.rejuvenator == "identification"
     conf = section.identification if reuse else section.rejuvenation
-    models, params, fwd = {}, {}, None
+    models, params, fwd, score = {}, {}, None, None
     resources = {
         "identification_path": ident.location,
         "identification_runtime": runtime(section.identification),
@@ -142,6 +138,12 @@ def rejuvenate_inactive(
         fwd = ident if reuse else nmt_model(run, section.rejuvenation, name="rejuvenation", train_on=active)
         models["forward"], resources["forward_path"] = fwd.fingerprint, fwd.location
         params["forward_fingerprint"] = fwd.fingerprint
+        if not reuse:
+            score = validate_nmt(
+                run, fwd, section.rejuvenation, active, role="rejuvenation", beam=section.beam, lenpen=section.lenpen, label=label
+            )
+            print(model_line(score))
+            gate(run, score, section.rejuvenation, key="rejuvenation.rejuvenation")
     if section.direction in ("backward", "both"):  # a target → source model: trained on the active pairs, reversed
         bwd = nmt_model(run, section.rejuvenation, name="rejuvenation_backward", train_on=active, reverse=True)
         models["backward"], resources["backward_path"] = bwd.fingerprint, bwd.location
@@ -161,7 +163,7 @@ def rejuvenate_inactive(
             "decode": decode_options(beam=section.beam, lenpen=section.lenpen, bound=conf),
         },
     )
-    return _Fresh(ref, models, fwd)
+    return _Fresh(ref, models, fwd, score)
 
 
 def publish_report(run: Run, result: Rejuvenated, conf: RejuvenationConf) -> dict[str, str]:

@@ -5,7 +5,9 @@ ingest bitext + mono → align both ways → grow-diag-final-and → lexicon →
   + properties per uncertainty bin (Fig. 6.3) and the report (Fig. 6.4)
 teacher (trained on the bitext, or configured) → its BLEU and chrF on 200 bitext pairs (flows/pipelines/model_scores.py)
   → beam-5 translations of `sampled_mono`
-  → length / ratio filter → target-LM filter (optional) → `synthetic` (with parent uid and teacher)
+  (a teacher under self_training.teacher.min_bleu fails the run, or warns: on_weak)
+  → length / ratio filter → repetition, repeated n-gram runs, language ID of the target side
+  → target-LM filter (optional) → `synthetic` (with parent uid and teacher)
 """
 
 from __future__ import annotations
@@ -19,18 +21,20 @@ from conf.errors import ConfError
 from conf.schema import AugdagConf, SelfTrainingConf
 from conf.sections.tokenizer import TokenizerConf
 from flows.engine.driver import ModelRef, Run, run_model_stage, run_stage
+from flows.engine.drop_warnings import dropped_reasons
 from flows.engine.recording import artifact_rows
 from flows.engine.runners import FlowConf, pipeline_flow
 from flows.pipelines.ingest import ingest_dataset
-from flows.pipelines.model_scores import model_line, validate_nmt
+from flows.pipelines.model_scores import gate, model_line, validate_nmt
 from flows.pipelines.nmt import nmt_model
 from flows.reports.reporting import publish
 from storage.artifacts import ArtifactRef
 from storage.parts import Parts
 from tasks.common import lm as lm_tasks
 from tasks.common.nmt import TRANSLATE_MONO, decode_options, loading, runtime
-from tasks.ingest.clean import CLEAN, DUPLICATES, CleanParams
+from tasks.ingest.clean import DUPLICATES, REASONS
 from tasks.self_training.alignment import ALIGN, FORCE_ALIGN, LEXICON, WORD_UNCERTAINTY
+from tasks.self_training.synthetic import CHECKS, SYNTHETIC_CLEAN, check_params
 from tasks.self_training.tokenize import TOKENIZE
 from tasks.self_training.uncertainty import BINS, SAMPLE_KEYS, SAMPLED_MONO, SELECT_SAMPLE, SENTENCE_UNCERTAINTY, U_MAX
 
@@ -163,25 +167,61 @@ def sample_monolingual(run: Run, conf: AugdagConf) -> Sampled:
     return Sampled(bitext, tokenized_bitext, align, words, u_max.read(0)["u_max"][0].as_py(), sampled, bins, scored)
 
 
+def target_language(conf: AugdagConf) -> tuple[str | None, list[str] | None]:
+    """The language the teacher translates into, for the synthetic pairs' language_id: the bitext's ``tgt_lang``, else
+    the teacher's ``tgt_lang`` when it is an ISO 639-1 code (an NLLB code such as ``deu_Latn`` is not py3langid's);
+    and the identifier's candidates: the bitext's two languages when both are known (None: every language it knows)."""
+    bitext = conf.datasets[conf.self_training_datasets()[0]]
+    teacher = conf.self_training.teacher.tgt_lang
+    tgt = bitext.tgt_lang or (teacher if teacher and len(teacher) == 2 and teacher.islower() else None)
+    both = [bitext.src_lang, bitext.tgt_lang] if bitext.src_lang and bitext.tgt_lang else None
+    return tgt, both
+
+
 def filter_synthetic(
-    run: Run, pairs: ArtifactRef, conf: SelfTrainingConf, target_lm: ModelRef | None, *, view: str | None = None
+    run: Run,
+    pairs: ArtifactRef,
+    conf: SelfTrainingConf,
+    target_lm: ModelRef | None,
+    *,
+    view: str | None = None,
+    language: tuple[str | None, list[str] | None] = (None, None),
 ) -> ArtifactRef:
+    """``filter_steps``' last output: the synthetic pairs kept."""
+    return filter_steps(run, pairs, conf, target_lm, view=view, language=language)[-1]
+
+
+def filter_steps(
+    run: Run,
+    pairs: ArtifactRef,
+    conf: SelfTrainingConf,
+    target_lm: ModelRef | None,
+    *,
+    view: str | None = None,
+    language: tuple[str | None, list[str] | None] = (None, None),
+) -> list[ArtifactRef]:
     """The synthetic pairs' filters (ch. 6): drop a side of < min or > max tokens and a token ratio above
-    max_ratio (the `clean` stage), then, with ``target_lm`` and ``filter.lm_drop`` > 0, the share of pairs
+    max_ratio (the `clean` stage's rules), then the teacher's degenerate output: repetition, repeated n-gram runs
+    and, with a target language (``language``: ``target_language``'s), the wrong language
+    (tasks/self_training/synthetic.py); then, with ``target_lm`` and ``filter.lm_drop`` > 0, the share of pairs
     whose target side has the highest LM cross-entropy (a global cut over every shard). The last step's
     output shows in ``view``."""
     f = conf.filter
     use_lm = target_lm is not None and f.lm_drop > 0
     dups = run_stage(run, DUPLICATES, inputs=[pairs], params={}, n_shards=1)
+    tgt_lang, candidates = language
     kept = run_stage(
         run,
-        dataclasses.replace(CLEAN, name="synthetic_clean", view=None if use_lm else view),
+        dataclasses.replace(SYNTHETIC_CLEAN, view=None if use_lm else view),
         inputs=[pairs],
         side={"duplicates": dups},
-        params=CleanParams.of(f, "bitext"),
+        params={
+            **{k: getattr(f, k) for k in ("dedup", "min_tokens", "max_tokens", "max_ratio")},
+            **check_params(f, tgt_lang=tgt_lang, candidates=candidates),
+        },
     )
     if not use_lm:
-        return kept
+        return [kept]
     lm = {"models": [target_lm.fingerprint], "resources": {"lm_path": target_lm.location}}
     scores = run_stage(
         run,
@@ -191,17 +231,37 @@ def filter_synthetic(
         **lm,
     )
     cut = run_stage(run, lm_tasks.LM_CUT, inputs=[scores], n_shards=1, params={"drop_fraction": f.lm_drop})
-    return run_stage(run, dataclasses.replace(lm_tasks.LM_FILTER, view=view), inputs=[kept, scores], side={"cut": cut}, params={})
+    lm_kept = run_stage(
+        run, dataclasses.replace(lm_tasks.LM_FILTER, view=view), inputs=[kept, scores], side={"cut": cut}, params={}
+    )
+    return [kept, lm_kept]
 
 
-def teach(run: Run, conf: SelfTrainingConf, sampled: Sampled) -> tuple[dict[str, ArtifactRef], ArtifactRef, dict[str, Any]]:
-    """The teacher's half: the teacher's score on a sample of the bitext (flows/pipelines/model_scores.py); translate
-    each sampled monolingual dataset (beam 5), filter, `synthetic`; then the monolingual uncertainty bins,
-    with coverage from the synthetic pairs' alignment. Returns (synthetic per dataset, the monolingual bins,
-    the teacher's score)."""
+def synthetic_counts(run: Run, translated: ArtifactRef, steps: list[ArtifactRef]) -> dict[str, Any]:
+    """The summary's count of one dataset's synthetic pairs: translated, dropped per reason by each filter step
+    (in the filters' order), kept."""
+    dropped: dict[str, int] = {}
+    for ref in steps:
+        report = {"stage": ref.stage, "fingerprint": ref.fingerprint, "shards": ref.n_shards}
+        for reason, n in dropped_reasons(run.root, report, run.store).items():
+            dropped[reason] = dropped.get(reason, 0) + n
+    order = [*REASONS, *CHECKS, "lm_score"]
+    dropped = dict(sorted(dropped.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order)))
+    return {"translated": artifact_rows(translated), "dropped": dropped, "kept": artifact_rows(steps[-1])}
+
+
+def teach(
+    run: Run, conf: SelfTrainingConf, sampled: Sampled, language: tuple[str | None, list[str] | None] = (None, None)
+) -> tuple[dict[str, ArtifactRef], ArtifactRef, dict[str, Any], dict[str, Any]]:
+    """The teacher's half: the teacher's score on a sample of the bitext (flows/pipelines/model_scores.py), held to
+    ``teacher.min_bleu`` (``gate``); translate each sampled monolingual dataset (beam 5), filter (``language``: the
+    target language and the language identifier's candidates), `synthetic`; then the monolingual uncertainty
+    bins, with coverage from the synthetic pairs' alignment. Returns (synthetic per dataset, the monolingual bins,
+    the teacher's score, the synthetic pairs' counts per dataset: translated, dropped per reason, kept)."""
     teacher = nmt_model(run, conf.teacher, name="teacher", train_on=sampled.bitext)
     score = validate_nmt(run, teacher, conf.teacher, sampled.bitext, role="teacher", beam=conf.beam, lenpen=conf.lenpen)
     print(model_line(score))
+    gate(run, score, conf.teacher, key="self_training.teacher")
     target_lm = (
         train_lm(run, sampled.tokenized_bitext, column="tgt", conf=conf, name="target_lm") if conf.filter.lm_drop else None
     )
@@ -210,23 +270,22 @@ def teach(run: Run, conf: SelfTrainingConf, sampled: Sampled) -> tuple[dict[str,
         "decode": decode_options(beam=conf.beam, lenpen=conf.lenpen, bound=conf.teacher),
         "model_fingerprint": teacher.fingerprint,
     }
-    synthetic = {
-        name: filter_synthetic(
+    translated = {
+        name: run_stage(
             run,
-            run_stage(
-                run,
-                TRANSLATE_MONO,
-                inputs=[ref],
-                params=params,
-                models=[teacher.fingerprint],
-                resources={"model_path": teacher.location, "runtime": runtime(conf.teacher)},
-            ),
-            conf,
-            target_lm,
-            view="synthetic",
+            TRANSLATE_MONO,
+            inputs=[ref],
+            params=params,
+            models=[teacher.fingerprint],
+            resources={"model_path": teacher.location, "runtime": runtime(conf.teacher)},
         )
         for name, ref in sampled.sampled.items()
     }
+    steps = {
+        name: filter_steps(run, ref, conf, target_lm, view="synthetic", language=language) for name, ref in translated.items()
+    }
+    synthetic = {name: s[-1] for name, s in steps.items()}
+    counts = {name: synthetic_counts(run, translated[name], s) for name, s in steps.items()}
     # Fig. 6.3 for the monolingual side: coverage from force-aligning each sentence with its translation
     sides = {"src": "src", "tgt": "tgt"}
     pairs = [tokenized(run, ref, conf.tokenizer, sides) for ref in synthetic.values()]
@@ -240,7 +299,7 @@ def teach(run: Run, conf: SelfTrainingConf, sampled: Sampled) -> tuple[dict[str,
     mono_bins = run_stage(
         run, BINS, inputs=[*sampled.scored_mono, aligned], n_shards=1, params={"bins": conf.sampling.bins, "aligned": True}
     )
-    return synthetic, mono_bins, score
+    return synthetic, mono_bins, score, counts
 
 
 def publish_report(run: Run, result: Sampled, conf: SelfTrainingConf, teacher: dict[str, Any]) -> dict[str, str]:
@@ -289,7 +348,8 @@ def self_training_flow(conf: FlowConf, profile: str = "", config: dict[str, Any]
     run summary (also stored in the catalog)."""
     with Run.started(conf, pipeline="self_training", profile=profile, config=config) as run:
         result = sample_monolingual(run, conf)
-        synthetic, mono_bins, teacher = teach(run, conf.self_training, result)
+        language = target_language(conf)
+        synthetic, mono_bins, teacher, counts = teach(run, conf.self_training, result, language)
         result = dataclasses.replace(result, bins={**result.bins, "mono": mono_bins})
         reports = publish_report(run, result, conf.self_training, teacher)
     return run.finish(
@@ -298,16 +358,34 @@ def self_training_flow(conf: FlowConf, profile: str = "", config: dict[str, Any]
             "reports": reports,
             "model_scores": {"teacher": teacher},
             "synthetic": {name: artifact_rows(ref) for name, ref in synthetic.items()},
+            "synthetic_filters": {"counts": counts, "language_id": synthetic_language(conf.self_training, language[0])},
         }
     )
 
 
+def synthetic_language(conf: SelfTrainingConf, tgt_lang: str | None) -> str:
+    """What the synthetic pairs' language_id checked, in words for the summary."""
+    if conf.filter.language_id is None:
+        return "off (self_training.filter.language_id: false)"
+    if tgt_lang is None:
+        return "skipped: no target language known (set the bitext's tgt_lang, or self_training.teacher.tgt_lang)"
+    return f"target side in {tgt_lang!r}"
+
+
 def summary_lines(s: Mapping[str, Any]) -> list[str]:
-    """Summary lines of a ``self_training`` run: U_max, each model's score and the synthetic pairs per dataset."""
+    """Summary lines of a ``self_training`` run: U_max, each model's score, the synthetic pairs per dataset, and per
+    dataset what each filter dropped of the teacher's translations."""
+    filters = s.get("synthetic_filters", {})
     return [
         f"U_max = {s['u_max']:.6f}",
         *_model_lines(s.get("model_scores", {})),
         "synthetic pairs: " + ", ".join(f"{k} {v:,}" for k, v in s["synthetic"].items()),
+        *(
+            f"synthetic filters [{name}]: {c['translated']:,} translated, "
+            + "".join(f"{n:,} {reason}, " for reason, n in c["dropped"].items())
+            + f"{c['kept']:,} kept; language_id {filters['language_id']}"
+            for name, c in filters.get("counts", {}).items()
+        ),
     ]
 
 

@@ -47,7 +47,7 @@ def nmt_model(
             build=fairseq_builder(train_on.parts(role), conf, src=src, tgt=tgt, label=name),
         )
     if conf.inference == "ctranslate2" and conf.backend != "ctranslate2":
-        ref = _converted(run, conf, ref)
+        ref = converted(run, conf, ref)
     return ref
 
 
@@ -71,7 +71,10 @@ def configured_model(run: Run, model: str, *, name: str, kind: str, meta: dict |
     return ref
 
 
-def _converted(run: Run, conf: NMTConf, source: ModelRef) -> ModelRef:
+def converted(run: Run, conf: NMTConf, source: ModelRef) -> ModelRef:
+    """The CTranslate2 conversion of ``source`` (model `<name>_ct2`), which translates for it under `inference:
+    ctranslate2`; evaluations name ``source``, the model users query by (flows/pipelines/train_nmt.py)."""
+
     def build(path: Path) -> None:
         if conf.backend == "fairseq":  # the trust check of a fairseq checkpoint applies to its conversion too
             from models.nmt.fairseq import FairseqModel

@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -30,7 +29,7 @@ from flows.engine.driver import ModelRef, Run, run_model_stage, run_source_stage
 from flows.engine.runners import FlowConf, pipeline_flow
 from flows.pipelines.heldout import check_heldout_overlap
 from flows.pipelines.ingest import ingest_dataset
-from flows.pipelines.nmt import nmt_model
+from flows.pipelines.nmt import converted, nmt_model
 from flows.reports.train_nmt_report import arm_summary, publish_report
 from storage.artifacts import ArtifactRef
 from tasks.common.evaluation import EVALUATE
@@ -102,9 +101,14 @@ def arm_data(
 
 @dataclasses.dataclass(frozen=True)
 class Student:
+    """One arm's student for one seed: ``trained``, the model fairseq trained (`models.name` student, or
+    student_continued after continued training), which `evaluations` names; ``model``, the one that translates
+    the test sets: ``trained`` itself, or its CTranslate2 conversion (`<name>_ct2`) under ``inference: ctranslate2``."""
+
     arm: str
     seed: int
     model: ModelRef
+    trained: ModelRef
 
 
 def continued(run: Run, conf: NMTConf, base: ModelRef, data: ArtifactRef, ct: ContinueConf, *, seed: int, label: str) -> ModelRef:
@@ -121,28 +125,7 @@ def continued(run: Run, conf: NMTConf, base: ModelRef, data: ArtifactRef, ct: Co
         params={"train": train.model_dump(), "src": "src", "tgt": "tgt", "role": "part", "init": base.fingerprint},
         build=continued_builder(data.parts(), conf, train, init=base.path, label=f"{label} (continued)"),
     )
-    return ctranslate2_of(run, conf, ref) if conf.inference == "ctranslate2" else ref
-
-
-def ctranslate2_of(run: Run, conf: NMTConf, source: ModelRef) -> ModelRef:
-    """The CTranslate2 conversion of a continued student, one model stage keyed as flows.pipelines.nmt keys conversions."""
-
-    def build(path: Path) -> None:
-        from models.nmt.fairseq import FairseqModel
-
-        FairseqModel.load(source.path, trusted=conf.trusted, device="cpu").to_ctranslate2(path)
-
-    return run_model_stage(
-        run,
-        name=f"{source.name}_ct2",
-        key="ctranslate2",
-        version=NMT_VERSION,
-        kind="ctranslate2",
-        filename="model",
-        inputs=[],
-        params={"source": source.fingerprint, "backend": conf.backend},
-        build=build,
-    )
+    return ref
 
 
 def train_arm(run: Run, conf: AugdagConf, name: str, arm: ArmConf) -> tuple[list[Student], dict[str, Any]]:
@@ -164,12 +147,12 @@ def train_arm(run: Run, conf: AugdagConf, name: str, arm: ArmConf) -> tuple[list
     students = []
     for seed in train_nmt.arm_seeds(name):
         student = train_nmt.student.model_copy(update={"train": train_nmt.student.train.model_copy(update={"seed": seed})})
-        if arm.continue_on is None or ct_data is None:
-            model = nmt_model(run, student, name="student", train_on=data)
-        else:
-            base = nmt_model(run, student.model_copy(update={"inference": "native"}), name="student", train_on=data)
-            model = continued(run, student, base, ct_data, arm.continue_on, seed=seed, label=label)
-        students.append(Student(name, seed, model))
+        native = student.model_copy(update={"inference": "native"})  # the trained model; converted below
+        trained = nmt_model(run, native, name="student", train_on=data)
+        if arm.continue_on is not None and ct_data is not None:
+            trained = continued(run, native, trained, ct_data, arm.continue_on, seed=seed, label=label)
+        converts = student.inference == "ctranslate2" and student.backend != "ctranslate2"
+        students.append(Student(name, seed, converted(run, student, trained) if converts else trained, trained))
     return students, {
         "label": label,
         "mix_rows": rows,
@@ -178,7 +161,7 @@ def train_arm(run: Run, conf: AugdagConf, name: str, arm: ArmConf) -> tuple[list
         "continue_on": arm.continue_on.model_dump() if arm.continue_on else None,
         "mix": arm.mix,
         "copies": arm.copies,
-        "students": [s.model.fingerprint for s in students],
+        "students": [s.trained.fingerprint for s in students],
     }
 
 
@@ -236,28 +219,33 @@ def evaluate_students(
         mine = [{**e, **{k: paired[(s.arm, e["metric"])][k] for k in ("p_value", "ci_low", "ci_high")}} for e in mine]
         run.catalog.register_evaluation(
             run_id=run.run_id,
-            model=s.model.fingerprint,
+            model=s.trained.fingerprint,
             model_name="student",
             testset=test_name,
             scores=mine,
             arm=s.arm,
             seed=s.seed,
-            meta=evaluation_meta(arms[s.arm], conf, [paired[(s.arm, e["metric"])] for e in mine]),
+            meta=evaluation_meta(arms[s.arm], conf, [paired[(s.arm, e["metric"])] for e in mine], s),
         )
         for e in mine:
             print(
                 f"{e['metric']} = {e['score']:.2f} on {test_name} ({e['sentences']} sentences; arm {s.arm}, seed "
                 f"{s.seed})  {e['signature']}"
             )
-        rows += [{"testset": test_name, "arm": s.arm, "seed": s.seed, "model": s.model.fingerprint, **e} for e in mine]
+        rows += [{"testset": test_name, "arm": s.arm, "seed": s.seed, "model": s.trained.fingerprint, **e} for e in mine]
     return rows, tests
 
 
-def evaluation_meta(arm: dict[str, Any], conf: AugdagConf, tests: list[dict[str, Any]]) -> dict[str, Any]:
-    """What an evaluation row keeps beside its score: the arm's data and its paired tests (per metric)."""
+def evaluation_meta(arm: dict[str, Any], conf: AugdagConf, tests: list[dict[str, Any]], student: Student) -> dict[str, Any]:
+    """What an evaluation row keeps beside its score: the arm's data, its paired tests (per metric) and what
+    translated the test set (``inference``: the backend and the fingerprint of the model that ran, the trained
+    model's own or its CTranslate2 conversion's; the row's ``model`` is the trained one)."""
     sig = conf.train_nmt.significance
+    ran = student.model.fingerprint
+    backend = "ctranslate2" if ran != student.trained.fingerprint else conf.train_nmt.student.backend
     return {
         **{k: arm[k] for k in ("label", "mix", "copies", "mix_rows", "continue_on")},
+        "inference": {"backend": backend, "model": ran},
         "baseline": conf.train_nmt.baseline_arm(),
         "significance": {
             "seeds": tests[0]["seeds"],

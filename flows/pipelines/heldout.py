@@ -73,19 +73,22 @@ def check_heldout_overlap(
     )
     counts = {c["values"]: c["counts"] for c in pc.value_counts(found["heldout"]).to_pylist()}
     where = f"augdag sql \"SELECT * FROM {VIEW} WHERE input = '{key}'\""
-    for name, n in sorted(counts.items()):
-        line = f"{key}: {n:,} distinct row(s) overlap the held-out set {name!r} (equal after normalising" + (
-            ")" if threshold >= 1 else f", or Jaccard >= {threshold:g})"
-        )
-        if name in h.allow_overlap:
-            warning = f"{line}; allowed by heldout.allow_overlap. The pairs: {where}"
-            run_logger().warning("%s", warning)
-            if warning not in run.warnings:
-                run.warnings.append(warning)
-            continue
+    rule = "equal after normalising" + ("" if threshold >= 1 else f", or Jaccard >= {threshold:g}")
+
+    def line(names: list[str]) -> str:
+        sets = ", ".join(f"{name!r} ({counts[name]:,} distinct rows)" for name in names)
+        return f"{key} overlaps the held-out set{'s' if len(names) > 1 else ''} {sets} ({rule})"
+
+    allowed = sorted(n for n in counts if n in h.allow_overlap)
+    if allowed:
+        warning = f"{line(allowed)}; allowed by heldout.allow_overlap. The pairs: {where}"
+        run_logger().warning("%s", warning)
+        if warning not in run.warnings:
+            run.warnings.append(warning)
+    if refused := sorted(n for n in counts if n not in h.allow_overlap):
         raise ConfError(
-            f"{line}: a score on data a model learnt from is not a held-out score. The pairs: {where}. Hint: select "
-            f"without them (WHERE source = '<training dataset>'), switch on ingest.clean.decontaminate, or allow it "
-            f"on purpose with heldout.allow_overlap: [{name}]"
+            f"{line(refused)}: a score on data a model learnt from is not a held-out score. The pairs: {where}. Hint: "
+            "select without them (WHERE source = '<training dataset>'), switch on ingest.clean.decontaminate, or "
+            f"allow it on purpose with heldout.allow_overlap: [{', '.join(refused)}]"
         )
     return found

@@ -123,7 +123,7 @@ def test_a_minimal_profiles_first_night_never_trains_on_the_test_set_issue_47(tm
         ).stdout
     )
     assert overlap["n"] > 0
-    assert f"train_nmt.mix: {overlap['n']} distinct row(s) overlap the held-out set 'demo_test'" in out
+    assert f"train_nmt.mix overlaps the held-out set 'demo_test' ({overlap['n']} distinct rows)" in out
     assert "heldout.allow_overlap: [demo_test]" in out
     models = augdag(tmp_path, "sql", "SELECT count(*) AS n FROM models", "--cache", str(cache), "-f", "json")
     assert json.loads(models.stdout) == {"n": 0}  # nothing trained
@@ -160,24 +160,10 @@ def test_a_minimal_profiles_first_night_never_trains_on_the_test_set_issue_47(tm
     assert mixed["test_pairs"] == 0 and mixed["rows"] > 0
 
 
-@pytest.mark.parametrize(
-    "pipeline, key, sets",
-    [
-        (
-            "train_classifier",
-            "train_classifier.dataset",
-            ["train_classifier.dataset=train", "train_classifier.test=test", "train_classifier.augmentation=[none]"],
-        ),
-        (
-            "train_slot_tagger",
-            "train_slot_tagger.arms.original",
-            ["train_slot_tagger.dataset=strain", "train_slot_tagger.test=stest", "train_slot_tagger.arms=[original]"],
-        ),
-    ],
-)
-def test_a_classifier_or_tagger_training_set_holding_test_lines_fails_before_training_issue_47(tmp_path, pipeline, key, sets):
-    """Two training rows repeat test lines (one re-cased with a full stop, one word list equal): the run fails
-    before any model trains, naming the input, the set and the count; `heldout_overlap` lists both."""
+def test_a_classifier_or_tagger_training_set_holding_test_lines_fails_before_training_issue_47(tmp_path):
+    """Two training rows repeat test lines (one re-cased with a full stop, one equal): both learners fail before any
+    model trains, each naming its input and the held-out sets it reaches with their counts (a text is compared with
+    every held-out set, whatever its kind); `heldout_overlap` lists the pairs."""
     words = ["red", "green", "blue", "black", "white", "brown", "grey", "pink"]
     train = [f"the {a} cat sees a {b} dog" for a in words for b in words[:3]]
     test = ["the red cat sees a green dog", "a small bird sings", "The white cat sees a blue dog"]
@@ -188,32 +174,37 @@ def test_a_classifier_or_tagger_training_set_holding_test_lines_fails_before_tra
     (tmp_path / "stest.jsonl").write_text("".join(tagged(t) + "\n" for t in test))
     profile = tmp_path / "p.yaml"
     profile.write_text(
-        f"""pipelines: [ingest, {pipeline}]
-heldout: {{threshold: 1.0}}
+        f"""pipelines: [ingest, train_classifier, train_slot_tagger]
 datasets:
   train: {{kind: labeled, format: tsv, path: {tmp_path}/train.tsv, columns: [label, text]}}
   test: {{kind: labeled, format: tsv, path: {tmp_path}/test.tsv, columns: [label, text]}}
   strain: {{kind: slots, format: jsonl, path: {tmp_path}/strain.jsonl}}
   stest: {{kind: slots, format: jsonl, path: {tmp_path}/stest.jsonl}}
+train_classifier: {{dataset: train, test: test, augmentation: [none]}}
+train_slot_tagger: {{dataset: strain, test: stest, arms: [original]}}
 """
     )
     cache = tmp_path / "cache"
-    run = augdag(tmp_path, "nightly", "--config", str(profile), "--cache", str(cache), *[a for s in sets for a in ("--set", s)])
+    run = augdag(tmp_path, "nightly", "--config", str(profile), "--cache", str(cache))
     assert run.returncode == 1, run.stdout + run.stderr
-    assert f"{key}: 2 distinct row(s) overlap the held-out set" in " ".join((run.stdout + run.stderr).split())
+    out = " ".join((run.stdout + run.stderr).split())
+    sets = "sets 'stest' (2 distinct rows), 'test' (2 distinct rows)"
+    assert f"train_classifier failed: ConfError: train_classifier.dataset overlaps the held-out {sets} (equal after " in out
+    assert f"train_slot_tagger failed: ConfError: train_slot_tagger.arms.original overlaps the held-out {sets} (equal" in out
     listed = augdag(
         tmp_path,
         "sql",
-        "SELECT heldout, heldout_line, text FROM heldout_overlap ORDER BY ALL",
+        "SELECT input, heldout, heldout_line, text FROM heldout_overlap ORDER BY ALL",
         "--cache",
         str(cache),
         "-f",
         "json",
     )
-    test = "test" if pipeline == "train_classifier" else "stest"
     assert [json.loads(line) for line in listed.stdout.splitlines()] == [
-        {"heldout": test, "heldout_line": 1, "text": "the red cat sees a green dog"},
-        {"heldout": test, "heldout_line": 3, "text": "the white cat sees a blue dog"},
+        {"input": key, "heldout": test_set, "heldout_line": line, "text": text}
+        for key in ("train_classifier.dataset", "train_slot_tagger.arms.original")
+        for test_set in ("stest", "test")
+        for line, text in ((1, "the red cat sees a green dog"), (3, "the white cat sees a blue dog"))
     ]
     assert json.loads(
         augdag(tmp_path, "sql", "SELECT count(*) AS n FROM models", "--cache", str(cache), "-f", "json").stdout

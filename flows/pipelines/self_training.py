@@ -34,7 +34,7 @@ from tasks.common import lm as lm_tasks
 from tasks.common.nmt import TRANSLATE_MONO, decode_options, loading, runtime
 from tasks.ingest.clean import DUPLICATES, REASONS
 from tasks.self_training.alignment import ALIGN, FORCE_ALIGN, LEXICON, WORD_UNCERTAINTY
-from tasks.self_training.synthetic import CHECKS, SYNTHETIC_CLEAN, check_params
+from tasks.self_training.synthetic import CHECKS, SYNTHETIC_CLEAN, check_params, synthetic_language, target_language
 from tasks.self_training.tokenize import TOKENIZE
 from tasks.self_training.uncertainty import BINS, SAMPLE_KEYS, SAMPLED_MONO, SELECT_SAMPLE, SENTENCE_UNCERTAINTY, U_MAX
 
@@ -165,17 +165,6 @@ def sample_monolingual(run: Run, conf: AugdagConf) -> Sampled:
     }
     bins = {"bitext": run_stage(run, BINS, inputs=[scored_bitext, align], n_shards=1, params={"bins": s.bins, "aligned": True})}
     return Sampled(bitext, tokenized_bitext, align, words, u_max.read(0)["u_max"][0].as_py(), sampled, bins, scored)
-
-
-def target_language(conf: AugdagConf) -> tuple[str | None, list[str] | None]:
-    """The language the teacher translates into, for the synthetic pairs' language_id: the bitext's ``tgt_lang``, else
-    the teacher's ``tgt_lang`` when it is an ISO 639-1 code (an NLLB code such as ``deu_Latn`` is not py3langid's);
-    and the identifier's candidates: the bitext's two languages when both are known (None: every language it knows)."""
-    bitext = conf.datasets[conf.self_training_datasets()[0]]
-    teacher = conf.self_training.teacher.tgt_lang
-    tgt = bitext.tgt_lang or (teacher if teacher and len(teacher) == 2 and teacher.islower() else None)
-    both = [bitext.src_lang, bitext.tgt_lang] if bitext.src_lang and bitext.tgt_lang else None
-    return tgt, both
 
 
 def filter_synthetic(
@@ -361,15 +350,6 @@ def self_training_flow(conf: FlowConf, profile: str = "", config: dict[str, Any]
             "synthetic_filters": {"counts": counts, "language_id": synthetic_language(conf.self_training, language[0])},
         }
     )
-
-
-def synthetic_language(conf: SelfTrainingConf, tgt_lang: str | None) -> str:
-    """What the synthetic pairs' language_id checked, in words for the summary."""
-    if conf.filter.language_id is None:
-        return "off (self_training.filter.language_id: false)"
-    if tgt_lang is None:
-        return "skipped: no target language known (set the bitext's tgt_lang, or self_training.teacher.tgt_lang)"
-    return f"target side in {tgt_lang!r}"
 
 
 def summary_lines(s: Mapping[str, Any]) -> list[str]:

@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from conf.schema import AugdagConf, SelfTrainingConf
 from conf.sections.filters import LanguageIdConf, RepetitionConf
 from conf.sections.nmt import RepeatedNgramConf
 from tasks.ingest import filters as F
@@ -157,6 +158,29 @@ def check_params(checks: Any, *, tgt_lang: str | None, candidates: list[str] | N
     else:
         params.pop("language_id", None)
     return params
+
+
+def target_language(conf: AugdagConf) -> tuple[str | None, list[str] | None]:
+    """The language the teacher translates into, for the synthetic pairs' language_id: the bitext's ``tgt_lang``, else
+    the teacher's ``tgt_lang`` when it is an ISO 639-1 code (an NLLB code such as ``deu_Latn`` is not py3langid's),
+    unless ``filter.language_id.languages`` names it (its last entry);
+    and the identifier's candidates: the bitext's two languages when both are known (None: every language it knows)."""
+    bitext = conf.datasets[conf.self_training_datasets()[0]]
+    teacher, lid = conf.self_training.teacher.tgt_lang, conf.self_training.filter.language_id
+    tgt = bitext.tgt_lang or (teacher if teacher and len(teacher) == 2 and teacher.islower() else None)
+    if lid is not None and lid.languages:  # given: [tgt] or [src, tgt]
+        tgt = lid.languages[-1]
+    both = [bitext.src_lang, bitext.tgt_lang] if bitext.src_lang and bitext.tgt_lang else None
+    return tgt, both
+
+
+def synthetic_language(conf: SelfTrainingConf, tgt_lang: str | None) -> str:
+    """What the synthetic pairs' language_id checked, in words for the summary."""
+    if conf.filter.language_id is None:
+        return "off (self_training.filter.language_id: false)"
+    if tgt_lang is None:
+        return "skipped: no target language known (set the bitext's tgt_lang, or self_training.teacher.tgt_lang)"
+    return f"target side in {tgt_lang!r}"
 
 
 # version 3 (of `clean`'s 2): repetition, repeated_ngram and language_id on the teacher's output

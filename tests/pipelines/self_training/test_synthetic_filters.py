@@ -26,7 +26,9 @@ NO_DUPLICATES = pa.table(
 def pairs(tgt: list[str]) -> pa.Table:
     src = ["we see it", "that is that is that is good", "we say that it is", "the dog sleeps on the mat all day", "it is big"]
     n = len(tgt)
-    return pa.table({"uid": [f"u{i}" for i in range(n)], "src": src[:n], "tgt": tgt, "source": ["m"] * n, "line": range(1, n + 1)})
+    return pa.table(
+        {"uid": [f"u{i}" for i in range(n)], "src": src[:n], "tgt": tgt, "source": ["m"] * n, "line": range(1, n + 1)}
+    )
 
 
 DEGENERATE = [
@@ -70,7 +72,9 @@ def test_summary_counts_each_filter_and_says_when_language_id_is_skipped():
         "u_max": 0.5,
         "synthetic": {"mono": 861},
         "synthetic_filters": {
-            "counts": {"mono": {"translated": 1000, "dropped": {"length_ratio": 9, "repeated_ngram": 100, "lm_score": 30}, "kept": 861}},
+            "counts": {
+                "mono": {"translated": 1000, "dropped": {"length_ratio": 9, "repeated_ngram": 100, "lm_score": 30}, "kept": 861}
+            },
             "language_id": "skipped: no target language known (set the bitext's tgt_lang, or self_training.teacher.tgt_lang)",
         },
     }
@@ -144,11 +148,12 @@ def test_cli_run_fails_on_a_weak_teacher_and_warns_with_on_weak_warn(tmp_path):
         f"self_training.teacher.min_bleu: the teacher scores BLEU {bleu:.2f} on 200 pairs of `demo_bitext` (its training "
         "data: an upper bound of what it does on new text), under the minimum 5"
     )
-    assert [x for x in failed.stderr.splitlines() if "min_bleu" in x] == [
+    [error] = [x for x in failed.stderr.splitlines() if "min_bleu" in x]
+    assert error.startswith(  # then the CLI's "Once the input is fixed: augdag retry <run>"
         f"error: {line}: its translations would be degenerate training data. Hint: train it longer or larger "
         "(self_training.teacher.train.max_update) or configure a stronger model (self_training.teacher.model), or set "
-        "self_training.teacher.on_weak: warn to go on"
-    ]
+        "self_training.teacher.on_weak: warn to go on Once the input is fixed: augdag retry self_training-"
+    )
     assert catalog_rows(cache, "SELECT count(*) AS n FROM artifacts WHERE stage = 'teacher_translate'") == [{"n": 0}]
     warned = augdag(tmp_path, *args, *(a for s in [*sets, "self_training.teacher.on_weak=warn"] for a in ("--set", s)), **env)
     assert warned.returncode == 0, warned.stderr

@@ -6,11 +6,13 @@ schemas differ per stage). The view reads the dropped parts of the *current* art
 view (per view, stage and dataset, the one a run used last; internal artifacts too, e.g. ``lm_filter``), and
 selects the columns they share, NULL where a stage lacks one:
 
-    stage, reason, detail, source, line, sentence, uid, parent_uid, run, fingerprint
+    stage, reason, detail, source, line, sentence, uid, parent_uid, run, fingerprint, src, tgt, text
 
 ``detail`` is a stage's own ``detail`` column, else the measure it cut on when the part has one
 (``MEASURES``: ``lm_cross_entropy=7.312``, ``mi=false, sim=0.412``), else NULL. ``run`` is the run that made
 the artifact. Derived rows (a paraphrase, a synthetic pair) keep the ``parent_uid`` of the row they came from.
+``src``/``tgt`` (a pair) and ``text`` (a sentence; a slots row's tokens joined by spaces) are the dropped row's own
+text, from its part: what a user reads to judge the drop without opening the input file.
 
 With `rejects` (the readers' refusals, and a stage's such as delexicalise's malformed BIO) every stage's
 input is accounted for: input rows = kept (``artifacts.rows``) + rejected + dropped, per artifact.
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
+import pyarrow as pa
 
 from conf.errors import InputError
 from storage import objects
@@ -47,8 +50,11 @@ COLUMNS = {
     "parent_uid": "VARCHAR",
     "run": "VARCHAR",
     "fingerprint": "VARCHAR",
+    "src": "VARCHAR",
+    "tgt": "VARCHAR",
+    "text": "VARCHAR",
 }
-_FROM_PART = ("reason", "source", "line", "sentence", "uid", "parent_uid")  # taken from the part when it has the column
+_FROM_PART = ("reason", "source", "line", "sentence", "uid", "parent_uid", "src", "tgt")  # from the part if it has it
 MEASURES = ("lm_cross_entropy", "jaccard", "mi", "sim")  # the value a filter cut on, shown as detail
 # the current artifacts (the views' rule) and their dropped parts with rows, from the manifests
 _CURRENT_DROPS = f"""
@@ -82,9 +88,12 @@ def _detail(names: set[str]) -> str:
 def _select(stage: str, fingerprint: str, run: str, files: list[str], root: Path, uniform: bool) -> str:
     """One artifact's dropped parts with the view's columns; ``files`` as stored, relative to the cache ``root``
     (storage/cache_root.py); ``uniform``: the manifest says they share one schema (the stage's)."""
-    names = set(objects.parquet_file(resolve(root, files[0])).schema_arrow.names)
+    schema = objects.parquet_file(resolve(root, files[0])).schema_arrow
+    names = set(schema.names)
     cols = {"stage": _lit(stage), "detail": _detail(names), "run": _lit(run), "fingerprint": _lit(fingerprint)}
     cols |= {c: (c if c in names else "NULL") for c in _FROM_PART}
+    words = "tokens" in names and pa.types.is_list(schema.field("tokens").type)  # a slots row (elsewhere: a count)
+    cols["text"] = "text" if "text" in names else "array_to_string(tokens, ' ')" if words else "NULL"
     listed = ", ".join(f"CAST({cols[c]} AS {t}) AS {c}" for c, t in COLUMNS.items())
     return f"SELECT {listed} FROM {parquet_sql(files, uniform=uniform)}"
 

@@ -13,7 +13,7 @@ MONO_SENTENCE = {"sentence": SENTENCE}
 SOMETIMES: dict[tuple[str, str], str] = {
     (view, "sentence"): SENTENCE + " (the column is there once a dataset is split)" for view in ("sampled_mono", "synthetic")
 }
-DROPPED_WHAT = "every row a stage dropped, with stage and reason: per stage, input rows = kept + rejected + dropped"
+DROPPED_WHAT = "every row a stage dropped, with stage, reason and its text: per stage, input rows = kept + rejected + dropped"
 DROPPED_COLUMNS: dict[str, str] = {
     "stage": "the stage that dropped it: split_sentences and clean (ingest), synthetic_clean and lm_filter "
     "(self_training), curriculum (PCC Eq. 3), paraphrased_bitext (mt_paraphrase), delexicalise and c2c_select "
@@ -35,4 +35,8 @@ DROPPED_COLUMNS: dict[str, str] = {
     "parent_uid": "a derived row's original (paraphrase, synthetic pair); null for an input row",
     "run": "the run that made the artifact (artifacts.created_run)",
     "fingerprint": "the artifact whose dropped part holds it (artifacts.fingerprint)",
+    "src": "the dropped pair's source side (bitext stages); null for a row without one",
+    "tgt": "the dropped pair's target side (bitext stages); null for a row without one",
+    "text": "the dropped row's text (mono, labeled, curriculum candidates; a slots row's tokens joined by spaces); "
+    "null for a pair",
 }

@@ -105,6 +105,9 @@ def test_dropped_view_unions_each_stage_columns_with_null_for_what_it_lacks(tmp_
             "parent_uid": "m4",
             "run": "r1",
             "fingerprint": "f1",
+            "src": "a",
+            "tgt": "x",
+            "text": None,
         },
         {
             "stage": "lm_filter",
@@ -117,6 +120,9 @@ def test_dropped_view_unions_each_stage_columns_with_null_for_what_it_lacks(tmp_
             "parent_uid": "m9",
             "run": "r1",
             "fingerprint": "f1",
+            "src": "b",
+            "tgt": "y",
+            "text": None,
         },
         {
             "stage": "paraphrased_bitext",
@@ -129,6 +135,9 @@ def test_dropped_view_unions_each_stage_columns_with_null_for_what_it_lacks(tmp_
             "parent_uid": "b1",
             "run": "r2",
             "fingerprint": "f2",
+            "src": None,
+            "tgt": None,
+            "text": None,
         },
         {
             "stage": "clean",
@@ -141,6 +150,9 @@ def test_dropped_view_unions_each_stage_columns_with_null_for_what_it_lacks(tmp_
             "parent_uid": None,
             "run": "r1",
             "fingerprint": "f3",
+            "src": None,
+            "tgt": None,
+            "text": None,
         },
     ]
     # a newer artifact of the same stage and dataset replaces the old one's drops, as in every view
@@ -200,6 +212,21 @@ def test_why_lists_the_views_the_derived_rows_and_their_drops_of_a_kept_row(tmp_
     dropped = row_path(Catalog(tmp_path), "d", 3)
     assert [(d["stage"], d["reason"], d["run"]) for d in dropped.drops] == [("clean", "too_many_tokens", "r1")]
     assert (dropped.views, dropped.derived) == ({}, {})
+
+
+def test_dropped_view_carries_each_row_text_a_pair_a_sentence_or_a_slots_rows_tokens(tmp_path):
+    """Issue 47: a user reads the dropped row itself, not its line in a file they must open."""
+    pairs = pa.table({"uid": ["p"], "src": ["ein haus"], "tgt": ["a house"], "reason": ["length_ratio"]})
+    sentences = pa.table({"uid": ["m"], "text": ["a dog runs"], "tokens": [3], "reason": ["too_few_tokens"]})  # a count
+    slots = pa.table({"uid": ["s"], "tokens": [["fly", "to", "boston"]], "tags": [["O", "O", "B-city"]], "reason": ["x"]})
+    _artifact(tmp_path, "clean", "f1", pairs.slice(0, 0), pairs, dataset="bi")
+    _artifact(tmp_path, "clean", "f2", sentences.slice(0, 0), sentences, dataset="mono")
+    _artifact(tmp_path, "delexicalise", "f3", slots.slice(0, 0), slots, dataset="slots")
+    assert catalog_rows(tmp_path, "SELECT uid, src, tgt, text FROM dropped ORDER BY fingerprint") == [
+        {"uid": "p", "src": "ein haus", "tgt": "a house", "text": None},
+        {"uid": "m", "src": None, "tgt": None, "text": "a dog runs"},
+        {"uid": "s", "src": None, "tgt": None, "text": "fly to boston"},
+    ]
 
 
 def test_dropped_view_is_there_typed_and_documented_on_a_fresh_catalog(tmp_path):

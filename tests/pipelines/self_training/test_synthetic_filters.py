@@ -162,7 +162,13 @@ def test_cli_run_fails_on_a_weak_teacher_and_warns_with_on_weak_warn(tmp_path):
     translated = catalog_rows(cache, "SELECT count(*) AS n FROM sampled_mono")[0]["n"]
     kept = catalog_rows(cache, "SELECT count(*) AS n FROM synthetic")[0]["n"]
     assert translated == kept + sum(r["n"] for r in dropped)
-    [summary] = [x for x in warned.stdout.splitlines() if x.startswith("synthetic filters [demo_mono]")]
+    import json
+
+    import flows.pipelines  # noqa: F401 — registers the pipelines' summary lines
+    from flows.engine import registry
+
+    run = catalog_rows(cache, "SELECT summary FROM runs WHERE status = 'completed'")[0]
+    [summary] = [x for x in registry.summary_lines(json.loads(run["summary"])) if x.startswith("synthetic filters [demo_mono]")]
     counts = {w: int(n.replace(",", "")) for n, w in re.findall(r"(\d[\d,]*) (\w+)", summary.split(": ", 1)[1].split(";")[0])}
     assert counts == {
         "translated": translated,

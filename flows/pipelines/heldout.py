@@ -68,7 +68,7 @@ def check_heldout_overlap(
         produce=lambda: iter([(0, record)]),
         params=params,
         input_fingerprint=content_hash(record, ("row", "heldout", "heldout_line")),
-        view=VIEW,
+        view="heldout_overlap",  # VIEW, literally: tests/cli/test_views_shell.py finds a stage's views by this text
         dataset=key,
     )
     counts = {c["values"]: c["counts"] for c in pc.value_counts(found["heldout"]).to_pylist()}

@@ -26,6 +26,7 @@ TINY = [
         for model in ("rejuvenation.identification", "rejuvenation.rejuvenation", "train_nmt.student")
         for setting in ("max_update=200", "encoder_layers=1", "decoder_layers=1", "dropout=0.0")
     ),
+    *(f"rejuvenation.{m}.min_bleu=0" for m in ("identification", "rejuvenation")),  # 200-update models: no gate
 ]
 
 
@@ -207,7 +208,7 @@ def test_student_on_a_sql_mix_is_evaluated_with_sacrebleu(first_run, demo_root):
         "SELECT metric, score, signature, sentences, model, arm, seed, p_value FROM evaluations "
         "WHERE model_name = 'student' ORDER BY metric"
     ).to_pylist()
-    n_test = _one(cat, "SELECT count(*) AS n FROM bitext WHERE source = 'demo_test'")["n"]
+    n_test = _one(cat, "SELECT count(*) AS n FROM heldout_bitext WHERE source = 'demo_test'")["n"]
     assert [(e["metric"], e["arm"], e["seed"], e["p_value"]) for e in evals] == [
         ("BLEU", "mix", 1, None),
         ("chrF", "mix", 1, None),

@@ -254,6 +254,7 @@ def test_the_teachers_half_tokenises_the_synthetic_pairs_for_the_target_lm_and_f
             "self_training.tokenizer.src_lang=en",
             "self_training.tokenizer.tgt_lang=de",
             "self_training.teacher.train.max_update=10",
+            "self_training.teacher.min_bleu=0",  # a 10-update teacher: no gate
             "self_training.filter.lm_drop=0.2",
             "self_training.filter.max_ratio=100",  # a teacher of 10 updates: keep its translations of any length
             "datasets.demo_bitext.clean={}",  # the demo's corpus filters off (no test set is written here)

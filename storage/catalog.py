@@ -48,7 +48,7 @@ from storage.dropped import dropped_view_sql, has_drops
 from storage.engines import OFFLINE, attach, detach
 from storage.registration import Registration, flush_deferred, insert_lineage
 from storage.run_records import RunRecords
-from storage.schemas import VIEW_KEY_SQL, VIEW_SCHEMAS, has_schema, insert_stage_runs, paired_view, view_key
+from storage.schemas import CURRENT_SQL, VIEW_KEY_SQL, VIEW_SCHEMAS, has_schema, insert_stage_runs, paired_view, view_key
 from storage.sql_guard import check_read_only, outside_cache, sandbox_error
 
 __all__ = ["BASE_VIEWS", "DB", "DDL", "Catalog", "check_read_only", "outside_cache"]  # check_read_only: its old home
@@ -384,10 +384,7 @@ class Catalog(RunRecords):
         object_stores(con)  # views over parts on an object store read them through its filesystem
         current = con.execute(
             "SELECT view, path, n_shards, coalesce(json_extract_string(manifest, '$.uniform.part') = 'true', false) "
-            "FROM artifacts WHERE view IS NOT NULL "
-            f"QUALIFY row_number() OVER (PARTITION BY {VIEW_KEY_SQL}, stage, dataset "
-            "ORDER BY last_used_at DESC, created_at DESC) = 1 "
-            "ORDER BY view, stage, dataset"
+            f"FROM artifacts WHERE view IS NOT NULL {CURRENT_SQL} ORDER BY view, stage, dataset"
         ).fetchall()
         artifacts: dict[str, list[tuple[list[str], bool]]] = {v: [] for v in BASE_VIEWS}
         for view, path, n_shards, uniform in current:

@@ -32,7 +32,7 @@ from conf.errors import InputError
 from storage import objects
 from storage.artifacts import part_name
 from storage.cache_root import parquet_sql, present, resolve
-from storage.schemas import SCHEMAS, VIEW_KEY_SQL
+from storage.schemas import CURRENT_SQL, SCHEMAS
 
 if TYPE_CHECKING:
     from storage.catalog import Catalog
@@ -60,7 +60,7 @@ MEASURES = ("lm_cross_entropy", "jaccard", "mi", "sim")  # the value a filter cu
 _CURRENT_DROPS = f"""
 WITH current AS (
   SELECT stage, fingerprint, path, created_run, manifest FROM artifacts
-  QUALIFY row_number() OVER (PARTITION BY {VIEW_KEY_SQL}, stage, dataset ORDER BY last_used_at DESC, created_at DESC) = 1)
+  {CURRENT_SQL})
 SELECT stage, fingerprint, path, created_run, list(f ->> 'file' ORDER BY f ->> 'file') AS files,
   coalesce(json_extract_string(any_value(manifest), '$.uniform.dropped') = 'true', false) AS uniform
 FROM current, unnest(json_extract(manifest, '$.files[*]')) AS t(f)

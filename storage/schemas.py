@@ -57,6 +57,10 @@ def paired_view(view: str | None) -> str | None:
 VIEW_KEY_SQL = (
     f"CASE WHEN view IN ({', '.join(repr(v) for v in HELDOUT_VIEWS)}) THEN substr(view, {len(HELDOUT) + 1}) ELSE view END"
 )
+# the current artifact of each (view key, stage, dataset): the last used (storage/catalog.py, storage/dropped.py)
+CURRENT_SQL = (
+    f"QUALIFY row_number() OVER (PARTITION BY {VIEW_KEY_SQL}, stage, dataset ORDER BY last_used_at DESC, created_at DESC) = 1"
+)
 # the content fields of each kind, in their default input order (TSV columns, text files)
 FIELDS: dict[str, tuple[str, ...]] = {
     kind: tuple(n for n in schema.names if n not in ("uid", "source", "line")) for kind, schema in SCHEMAS.items()

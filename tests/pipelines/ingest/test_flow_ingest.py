@@ -96,17 +96,19 @@ def test_ingest_flow_accounts_for_every_input_row(first, demo_data):
         assert rejected == sorted(bad.get(planted[ds], []))  # the held-out test set is clean
     assert stages[("read", "demo_bitext")]["shards"] == 6
     views = cat.query(
-        "SELECT (SELECT count(*) FROM bitext) b, (SELECT count(*) FROM mono) m, "
-        "(SELECT count(*) FROM labeled) l, (SELECT count(*) FROM slots) s"
+        "SELECT (SELECT count(*) FROM bitext) b, (SELECT count(*) FROM mono) m, (SELECT count(*) FROM labeled) l, "
+        "(SELECT count(*) FROM slots) s, (SELECT count(*) FROM heldout_bitext) hb, "
+        "(SELECT count(*) FROM heldout_labeled) hl, (SELECT count(*) FROM heldout_slots) hs"
     ).to_pylist()[0]
-    bitext_rows = sum(stages[("clean", ds)]["rows_out"]["part"] for ds in ("demo_bitext", "demo_test"))
-    labeled_rows = sum(stages[("clean", ds)]["rows_out"]["part"] for ds in ("demo_labeled", "demo_labeled_test"))
-    slots_rows = sum(stages[("clean", ds)]["rows_out"]["part"] for ds in ("demo_slots", "demo_slots_test"))
-    assert views == {
-        "b": bitext_rows,
-        "m": stages[("clean", "demo_mono")]["rows_out"]["part"],
-        "l": labeled_rows,
-        "s": slots_rows,
+    kept = {ds: stages[("clean", ds)]["rows_out"]["part"] for ds in lines}
+    assert views == {  # the held-out sets in their own views, never in the ones training reads (issue 47)
+        "b": kept["demo_bitext"],
+        "m": kept["demo_mono"],
+        "l": kept["demo_labeled"],
+        "s": kept["demo_slots"],
+        "hb": kept["demo_test"],
+        "hl": kept["demo_labeled_test"],
+        "hs": kept["demo_slots_test"],
     }
     # no duplicate survives in a cleaned dataset, a held-out one keeps every valid row (issue 26), and every kept
     # row traces back to its input line
@@ -142,7 +144,8 @@ def test_cached_rerun_registers_no_new_artifacts_and_param_change_recomputes_dow
         "SELECT status, count(*) AS n FROM stage_runs WHERE run_id = $r GROUP BY status", {"r": again["run_id"]}
     ).to_pylist()
     assert shards == [{"status": "cached", "n": sum(s["shards"] for s in first["stages"])}]
-    changed = _ingest(_conf(tmp_path, paths.root, "ingest.clean.max_ratio=3"))
+    # the demo bitext sets its own max_ratio (conf/demo.yaml): changed there too
+    changed = _ingest(_conf(tmp_path, paths.root, "ingest.clean.max_ratio=3", "datasets.demo_bitext.clean.max_ratio=3"))
     status = {(s["stage"], s["dataset"]): s["status"] for s in changed["stages"]}
     assert status[("read", "demo_bitext")] == status[("duplicates", "demo_bitext")] == "cached"
     assert status[("clean", "demo_bitext")] == "computed"

@@ -45,8 +45,9 @@ def check_heldout_overlap(
     run: Run, conf: AugdagConf, key: str, rows: pa.Table, fields: Sequence[str], *, exact: bool = False
 ) -> pa.Table:
     """The overlaps of training input ``rows`` (its text ``fields``), named by its profile ``key``
-    (``train_nmt.experiments.all.mix``), with the profile's held-out sets; a ``ConfError`` (one line: the input,
-    the first set it overlaps, the count, where the pairs are) when a set not in ``heldout.allow_overlap`` is hit.
+    (``train_nmt.experiments.all.mix``), with the profile's held-out sets, recorded (none too: the view shows each
+    input's last check); a ``ConfError`` (one line: the input, every set it reaches with its count, where the pairs
+    are) when a set not in ``heldout.allow_overlap`` is hit.
     ``exact``: equal lines only (threshold 1), for slot utterances, short templated commands whose near neighbours
     differ in the slot values a tagger is tested on ("will i need a coat tomorrow" / "... next tuesday")."""
     heldout = heldout_rows(run, conf)
@@ -57,8 +58,6 @@ def check_heldout_overlap(
     found = heldout_overlaps(
         rows, fields, heldout, threshold=threshold, shingle=h.shingle, n=h.n, num_perm=h.num_perm, seed=h.seed
     )
-    if found.num_rows == 0:
-        return found
     record = found.append_column("input", pa.repeat(pa.scalar(key), found.num_rows))
     params = {"input": key, "fields": list(fields), "check": {**h.model_dump(exclude={"allow_overlap"}), "threshold": threshold}}
     run_source_stage(
@@ -71,6 +70,8 @@ def check_heldout_overlap(
         view="heldout_overlap",  # VIEW, literally: tests/cli/test_views_shell.py finds a stage's views by this text
         dataset=key,
     )
+    if found.num_rows == 0:
+        return found
     counts = {c["values"]: c["counts"] for c in pc.value_counts(found["heldout"]).to_pylist()}
     where = f"augdag sql \"SELECT * FROM {VIEW} WHERE input = '{key}'\""
     rule = "equal after normalising" + ("" if threshold >= 1 else f", or Jaccard >= {threshold:g}")

@@ -30,7 +30,7 @@ from tasks.runtime.stage import ShardResult
 if TYPE_CHECKING:
     from flows.engine.driver import Run
 
-Counts = Callable[[ArtifactRef, int], tuple[int, int]]  # (artifact, rows in) -> (kept, dropped), tasks.runtime.stage.Stage
+Counts = Callable[[ArtifactRef, int], tuple[int, int, int]]  # (artifact, rows in) -> (rows in, kept, dropped): Stage.counts
 
 
 def rows_by_role(manifest: Mapping[str, Any]) -> dict[str, int]:
@@ -67,9 +67,9 @@ class StageReport:
     dropped: int | None = None  # input rows dropped (the dropped part's, unless the stage counts them)
 
 
-def kept_dropped(out: ArtifactRef, rows_in: int, rows_out: Mapping[str, int], counts: Counts | None) -> tuple[int, int]:
-    """Input rows kept and dropped: the stage's ``counts`` when it has them, else its part and dropped part."""
-    return counts(out, rows_in) if counts else (rows_out.get("part", 0), rows_out.get("dropped", 0))
+def kept_dropped(out: ArtifactRef, rows_in: int, rows_out: Mapping[str, int], counts: Counts | None) -> tuple[int, int, int]:
+    """Rows in, kept and dropped: the stage's ``counts`` when it has them, else as read, its part and dropped part."""
+    return counts(out, rows_in) if counts else (rows_in, rows_out.get("part", 0), rows_out.get("dropped", 0))
 
 
 _recorded: dict[Path, dict[tuple[str, int], int]] = {}  # catalog -> (fingerprint, shard) -> rows in, read once
@@ -118,7 +118,7 @@ def record_computed(
     rows_in = sum(r.rows_in for r in computed) + (recorded_rows_in(run, out.fingerprint, before) if before else 0)
     run.catalog.register(out, manifest, run_id=run.run_id, parents=[*inputs, *models], stage_runs=shard_rows(run, out, results))
     rows_out = rows_by_role(manifest)
-    kept, dropped = kept_dropped(out, rows_in, rows_out, counts)
+    rows_in, kept, dropped = kept_dropped(out, rows_in, rows_out, counts)
     run.reports.append(
         StageReport(
             out.stage,
@@ -176,7 +176,7 @@ def record_cached(
     rows_out = rows_by_role(manifest)
     shards = sorted({f["shard"] for f in manifest["files"] if f["role"] == "part"})
     rows_in = recorded_rows_in(run, out.fingerprint, shards)
-    kept, dropped = kept_dropped(out, rows_in, rows_out, counts)
+    rows_in, kept, dropped = kept_dropped(out, rows_in, rows_out, counts)
     cached = [  # every shard of a cached stage shows in `stage_runs` as cached, as in the UI
         {
             "run_id": run.run_id,

@@ -232,10 +232,10 @@ def drop_across(rows: pa.Table, drops: pa.Table) -> dict[str, pa.Table]:
     }
 
 
-def _drop_counts(out: ArtifactRef, rows_in: int) -> tuple[int, int]:
+def _drop_counts(out: ArtifactRef, rows_in: int) -> tuple[int, int, int]:
     """The across_datasets stage's counts: its part lists rows other datasets' `clean` drop (none kept here)."""
     manifest = read_manifest(out)
-    return 0, (sum(f["rows"] for f in manifest["files"] if f["role"] == "part") if manifest else 0)
+    return rows_in, 0, (sum(f["rows"] for f in manifest["files"] if f["role"] == "part") if manifest else 0)
 
 
 ACROSS_DATASETS = Stage("across_datasets", "1", across_datasets, reduce=True, params=AcrossParams, counts=_drop_counts)

@@ -57,9 +57,10 @@ class Stage:
     reduce: bool = False  # fn gets each input as Parts, a lazy dataset of all its parts (a global step) -> 1 shard
     params: type[BaseModel] | None = None  # the parameter model; None: built from fn's signature (param_model)
     lazy_side: tuple[str, ...] = ()  # side inputs handed to fn as Parts, not read whole per shard
-    # (artifact, rows in) -> (kept, dropped) in input rows, for a stage whose part is not the rows it keeps
-    # (duplicates: one row per group); None: kept = the part's rows, dropped = the dropped part's
-    counts: Callable[[ArtifactRef, int], tuple[int, int]] | None = None
+    # (artifact, rows in) -> (rows in, kept, dropped) in rows, for a stage whose part is not the rows it keeps
+    # (duplicates: one row per group) or whose drops an earlier stage already counted (clean's duplicates: each
+    # row is counted once); None: rows in as read, kept = the part's rows, dropped = the dropped part's
+    counts: Callable[[ArtifactRef, int], tuple[int, int, int]] | None = None
 
     def param_model(self, exclude: Collection[str] = ()) -> type[BaseModel]:
         """The stage's parameter model: ``params`` if declared, else one field per keyword parameter of

@@ -38,8 +38,9 @@ LINES = [
     (b"thank you", b"danke dir"),
     (b"far " * 12, b"weit"),
 ]
-# stage: (rows in, kept, rejected, dropped). duplicates: 2 groups, 3 copies after the first of each (not "kept 2")
-TABLE = {"read": ("10", "9", "1", "0"), "duplicates": ("9", "6", "0", "3"), "clean": ("9", "5", "0", "4")}
+# stage: (rows in, kept, rejected, dropped). duplicates: 2 groups, 3 copies after the first of each (not "kept 2");
+# clean drops those 3 copies (its dropped part says "duplicate") but counts each row once: 6 in, 1 dropped by ratio
+TABLE = {"read": ("10", "9", "1", "0"), "duplicates": ("9", "6", "0", "3"), "clean": ("6", "5", "0", "1")}
 TOTALS = "rows in the views it filled: bitext 5; rejects 1; dropped 4"
 
 
@@ -112,7 +113,7 @@ def test_stage_counts_are_rows_computed_or_cached_and_totals_print_in_every_mode
     assert {s: (r["rows_in"], r["kept"], r["dropped"], r["rows_out"]["part"]) for s, r in stages.items()} == {
         "read": (10, 9, 0, 9),
         "duplicates": (9, 6, 3, 2),
-        "clean": (9, 5, 4, 5),
+        "clean": (6, 5, 1, 5),
     }  # the artifact keeps its 2 groups
 
 
@@ -186,7 +187,7 @@ def test_duplicates_stage_counts_rows_not_groups(tmp_path):
     ref = ArtifactRef(str(tmp_path), "duplicates", "f" * 64, None, "d", 1)
     ref.dir.mkdir(parents=True)
     write(ref.path(0), find_duplicates(Parts((write(tmp_path / "r.parquet", rows),))))
-    assert ref.read(0).num_rows == 2 and DUPLICATES.counts(ref, rows.num_rows) == (4, 3)  # 7 rows: 2 groups, 3 later
+    assert ref.read(0).num_rows == 2 and DUPLICATES.counts(ref, rows.num_rows) == (7, 4, 3)  # 2 groups, 3 later
 
 
 # a queue service that sends slowly: at exit 20 items wait, and Prefect's drain says so (deterministically)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Annotated
 from urllib.parse import urlsplit
 
-from pydantic import BeforeValidator, field_validator
+from pydantic import BeforeValidator, Field, field_validator
 
 from conf.base import ConfModel
 
@@ -21,6 +21,11 @@ class StorageConf(ConfModel):
     # None: <cache>/artifacts and <cache>/models. An object-store URI (s3://bucket/prefix): the artifacts and
     # models go there, the catalog, logs and reports stay in the cache; overridden by $AUGDAG_ARTIFACTS
     artifacts: str | None = None
+    # a store that is down or silent fails in bounded time (storage/objects/reach.py): each request gives up after
+    # connect_timeout_s to connect or read_timeout_s without a byte, and is tried `retries` more times
+    connect_timeout_s: float = Field(10.0, gt=0)
+    read_timeout_s: float = Field(30.0, gt=0)
+    retries: int = Field(2, ge=0, le=10)
 
     @field_validator("artifacts")
     @classmethod

@@ -92,6 +92,7 @@ class Run:
         run = cls(f"{pipeline}-{stamp}-{uuid.uuid4().hex[:6]}", pipeline, root, catalog, conf.orchestration, force=forced_now())
         run.store = conf.storage.artifacts
         objects.use(run.store)  # this process's DuckDB connections read the store's parts
+        objects.configure(conf.storage)  # a store that is down or silent fails in bounded time
         fix_torch_threads(conf.orchestration.torch_threads)  # before any stage: one count for the process
         FIGURE_MEMO.set(root / "reports" / "figures")  # a report's figure drawn before is read back (flows/reports/plots.py)
         ctx = flow_run_context()

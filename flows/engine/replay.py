@@ -90,6 +90,10 @@ def replay(fn: Callable[[], T], cache: Path) -> T | None:
                 log_path(cache, run_id).unlink(missing_ok=True)
                 shutil.rmtree(Path(cache).absolute() / "reports" / run_id, ignore_errors=True)
         return None
+    except Exception:  # a real failure (an object store that is down, ...): its runs are recorded failed, as on Prefect
+        with contextlib.suppress(Exception):  # a full disk fails this too; the error that ended the run is the one
+            replaying.catalog.flush()
+        raise
 
 
 _print = builtins.print

@@ -13,6 +13,11 @@ views never ask which one they have:
   ``abfs://`` go through ``pyarrow.fs.FileSystem.from_uri`` with their own variables.
 - **DuckDB reads the store** through a read-only fsspec filesystem registered on each connection
   (storage/objects/sql.py: ``register``, ``use``).
+- **A store that is down or silent** fails in bounded time: each request gives up after ``connect_timeout_s`` to
+  connect, or after ``read_timeout_s`` without a byte (the AWS SDK's low-speed limit), and is tried ``retries`` more
+  times (``configure``, from the profile's ``storage`` section; other processes keep the defaults). What still fails
+  to reach the store is one ``StoreUnreachable`` naming the object and the endpoint (no Prefect retry either: the
+  SDK has retried already).
 
 Hand-written: pyarrow and fsspec give the filesystems; nothing maintained gives one API over a local cache with
 rename commits and an object store with PUT commits.
@@ -31,6 +36,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import urlsplit
+
+from storage.objects.reach import TIMEOUTS, Timeouts, reaching, unreachable
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -65,16 +72,30 @@ def parent(loc: Loc) -> Loc:
 # -- the filesystems ------------------------------------------------------------------------------------------------
 
 
+def configure(settings: Any) -> None:
+    """Use ``settings``' ``connect_timeout_s``, ``read_timeout_s`` and ``retries`` (a ``StorageConf``) for the
+    stores this process opens from now on (the filesystems are made again when they changed)."""
+    wanted = Timeouts(settings.connect_timeout_s, settings.read_timeout_s, settings.retries)
+    if wanted != TIMEOUTS[0]:
+        TIMEOUTS[0] = wanted
+        reset()
+
+
 @functools.cache
 def _filesystem(scheme: str) -> pafs.FileSystem:
     """One pyarrow filesystem per scheme and process (its paths name the bucket: ``bucket/key``)."""
     import pyarrow.fs as pafs
 
     if scheme == "s3":
-        kwargs: dict[str, Any] = {}
-        if endpoint := os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"):
-            url = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
-            kwargs |= {"endpoint_override": url.netloc, "scheme": url.scheme or "https"}
+        t = TIMEOUTS[0]
+        kwargs: dict[str, Any] = {
+            "connect_timeout": t.connect_timeout_s,
+            "request_timeout": t.read_timeout_s,  # on Linux too: curl's low-speed time (no byte for that long)
+            "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=t.retries + 1),
+        }
+        if url := os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"):
+            parts = urlsplit(url if "://" in url else f"https://{url}")
+            kwargs |= {"endpoint_override": parts.netloc, "scheme": parts.scheme or "https"}
         if region := os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"):
             kwargs["region"] = region
         # allow_delayed_open: an object under one upload part (5 MiB) is one PUT, not a multipart upload's three
@@ -122,10 +143,12 @@ def _head_size(loc: str) -> int | None:
         return None
 
 
+@reaching
 def exists(loc: Loc) -> bool:
     return _head_size(str(loc)) is not None if is_remote(loc) else Path(loc).exists()
 
 
+@reaching
 def size(loc: Loc) -> int | None:
     """The file's size in bytes, None when it does not exist."""
     if is_remote(loc):
@@ -136,12 +159,14 @@ def size(loc: Loc) -> int | None:
         return None
 
 
+@reaching
 def stamp(uri: str) -> tuple[int, int] | None:
     """An object's (size, modification time in ns), None when it does not exist."""
     info = _info(uri)
     return None if info is None else (info.size, info.mtime_ns or 0)
 
 
+@reaching
 def listing(directory: Loc, suffix: str = "") -> dict[str, tuple[int, int]]:
     """The files directly in ``directory`` whose names end with ``suffix``: name -> (size, mtime in ns).
     One LIST request on an object store; a missing directory has none."""
@@ -170,6 +195,7 @@ def listing(directory: Loc, suffix: str = "") -> dict[str, tuple[int, int]]:
     return out
 
 
+@reaching
 def read_bytes(loc: Loc) -> bytes:
     """The whole file; a missing one is ``FileNotFoundError`` on both kinds."""
     if not is_remote(loc):
@@ -178,7 +204,7 @@ def read_bytes(loc: Loc) -> bytes:
     try:
         return _read_all(fs, path)
     except OSError as e:
-        if _info(str(loc)) is None:
+        if unreachable(e, str(loc)) is None and _info(str(loc)) is None:  # a store that did not answer: asked once
             raise FileNotFoundError(loc) from e
         raise
 
@@ -190,6 +216,7 @@ def _read_all(fs: pafs.FileSystem, path: str) -> bytes:
         return f.read_at(f.size(), 0)
 
 
+@reaching
 def open_binary(loc: Loc) -> BinaryIO:
     """The file for reading, seekable: a local file (unbuffered), or an object read by ranged GETs of 8 MiB."""
     if is_remote(loc):  # buffered by 8 MiB: a reader's small reads (gzip's 8 KiB) would each be a ranged GET
@@ -198,6 +225,7 @@ def open_binary(loc: Loc) -> BinaryIO:
     return open(loc, "rb", buffering=0)  # noqa: SIM115 — the caller closes it
 
 
+@reaching
 def hash_of(loc: Loc) -> str:
     """sha256 of the file's bytes, streamed."""
     h = hashlib.sha256()
@@ -214,6 +242,7 @@ def hash_of(loc: Loc) -> str:
     return h.hexdigest()
 
 
+@reaching
 def put_bytes(data: bytes, loc: str) -> None:
     """One object written whole under its final key (a PUT: visible whole or not at all)."""
     fs, path = split(loc)
@@ -221,6 +250,7 @@ def put_bytes(data: bytes, loc: str) -> None:
         f.write(data)
 
 
+@reaching
 def remove(loc: Loc) -> None:
     if is_remote(loc):
         fs, path = split(str(loc))
@@ -230,6 +260,7 @@ def remove(loc: Loc) -> None:
         Path(loc).unlink(missing_ok=True)
 
 
+@reaching
 def remove_tree(loc: str) -> None:
     """Every object under the prefix ``loc``."""
     fs, path = split(loc)
@@ -246,6 +277,7 @@ def parquet_bytes(table: pa.Table, options: Mapping[str, Any]) -> bytes:
     return buf.getvalue()
 
 
+@reaching
 def parquet_file(loc: Loc) -> pq.ParquetFile:
     import pyarrow.parquet as pq
 
@@ -278,6 +310,7 @@ def _whole(key: str, read: Callable[[], bytes]) -> bytes:
     return data
 
 
+@reaching
 def read_table(loc: Loc, columns: Iterable[str] | None = None) -> pa.Table:
     import pyarrow.parquet as pq
 

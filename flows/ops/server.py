@@ -7,6 +7,14 @@ otherwise, and records its address in ``<cache>/server/server.json``. `augdag ru
 shard, and artifacts show in its UI; without one they use Prefect's temporary in-process server.
 ``PREFECT_API_URL``, when set, always wins.
 
+The server answers only its own UI (issue 48, defect 3): it runs behind flows/ops/api_guard.py (a ``Host`` other
+than its own names is a 421, an ``Origin`` other than its UI's a 403), with Prefect's CSRF protection on and CORS
+limited to the UI's origins (``PREFECT_SERVER_CORS_ALLOWED_ORIGINS`` from the environment wins: behind a proxy,
+name its origin). ``PREFECT_API_AUTH_STRING`` (``user:password``) in its environment, or
+``PREFECT_SERVER_API_AUTH_STRING``, makes the API ask for it (HTTP basic auth; the UI asks for it once); clients
+send ``PREFECT_API_AUTH_STRING`` from their environment. The auth string lives in the environment only: nothing
+here writes it down.
+
 Beside it, `augdag server` serves ``<cache>/reports`` read-only over HTTP on 127.0.0.1 (the API port
 + 1 unless told otherwise, flows/ops/report_http.py), also recorded in server.json: the report and plot
 links of the UI point there (flows/engine/run_artifacts.py). The Prefect server runs in a process group of
@@ -17,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -25,10 +32,11 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from conf.errors import ConfError
+from flows.ops.api_guard import allowed_hosts, host_name, ui_origins
 from flows.ops.lifecycle import Stop, spawn_group, stop_grace_s, stop_group, stop_signals, wait_group
 from flows.ops.report_http import HEADER as REPORTS_HEADER
 from flows.ops.report_http import serve_reports
@@ -66,37 +74,61 @@ def wait_healthy(url: str, timeout_s: float, proc: subprocess.Popen | None = Non
         time.sleep(0.5)
 
 
-def server_command(host: str, port: int) -> list[str]:
-    """The ``prefect server start`` command line on ``host``:``port`` (the venv's ``prefect`` when there is one)."""
-    exe = Path(sys.executable).parent / "prefect"
-    prefect = str(exe) if exe.exists() else shutil.which("prefect") or "prefect"
-    return [prefect, "server", "start", "--host", host, "--port", str(port), "--analytics-off"]
+def server_command(host: str, port: int, allow_hosts: Sequence[str] = ()) -> list[str]:
+    """The command line of Prefect's server behind the Host and Origin guard (flows/ops/api_guard.py), on
+    ``host``:``port``, with this interpreter; ``allow_hosts``: more names its ``Host`` header may hold."""
+    allow = [a for h in allow_hosts for a in ("--allow-host", h)]
+    return [sys.executable, "-m", "flows.ops.api_guard", "--host", host, "--port", str(port), *allow]
 
 
-def server_env(cache: Path, host: str, port: int) -> dict[str, str]:
-    """The server's environment: its own PREFECT_HOME (and so its SQLite file) under the cache, and the
-    API address its UI calls (Prefect's default is port 4200 whatever port the server listens on)."""
+def server_env(cache: Path, host: str, port: int, allow_hosts: Sequence[str] = ()) -> dict[str, str]:
+    """The server's environment: its own PREFECT_HOME (and so its SQLite file) under the cache, the API
+    address its UI calls (Prefect's default is port 4200 whatever port the server listens on), Prefect's CSRF
+    protection on, CORS for the UI's origins only, and the API auth string when the environment has one."""
     home = state_dir(cache)
     home.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API_")}
     env.update(PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1")
     env.setdefault("PREFECT_UI_API_URL", api_url(host, port))  # behind a proxy or on 0.0.0.0: set it yourself
+    # the first of Prefect's names for the setting wins over its alias: both say true, whatever the shell says
+    env.update(PREFECT_SERVER_API_CSRF_PROTECTION_ENABLED="true", PREFECT_SERVER_CSRF_PROTECTION_ENABLED="true")
+    ui = urllib.parse.urlsplit(env["PREFECT_UI_API_URL"])
+    origins = ui_origins(allowed_hosts(host, [*allow_hosts, ui.hostname or ""]), port)
+    origins += [f"{ui.scheme}://{ui.netloc}"] if ui.scheme in ("http", "https") and ui.netloc else []
+    env.setdefault("PREFECT_SERVER_CORS_ALLOWED_ORIGINS", ",".join(dict.fromkeys(origins)))
+    if "PREFECT_SERVER_API_AUTH_STRING" not in env and os.environ.get("PREFECT_API_AUTH_STRING"):
+        env["PREFECT_SERVER_API_AUTH_STRING"] = os.environ["PREFECT_API_AUTH_STRING"]  # one variable for both sides
     return env
 
 
+def guarded_hosts(host: str, allow_hosts: Sequence[str] = ()) -> list[str]:
+    """The ``--allow-host`` names of the server: ``allow_hosts`` and the host of ``PREFECT_UI_API_URL`` when set."""
+    ui = urllib.parse.urlsplit(os.environ.get("PREFECT_UI_API_URL", "")).hostname
+    return [*allow_hosts, *([host_name(ui)] if ui else [])]
+
+
 def start_server(
-    cache: Path, *, host: str = "127.0.0.1", port: int = 4200, timeout_s: float = 120, log: Path | None = None
+    cache: Path,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 4200,
+    timeout_s: float = 120,
+    log: Path | None = None,
+    allow_hosts: Sequence[str] = (),
 ) -> tuple[subprocess.Popen, str]:
     """Start the server in the background in a process group of its own, wait until it answers, record it;
-    returns (process, API URL). ``stop_group(proc.pid)`` stops it and whatever it started."""
+    returns (process, API URL). ``stop_group(proc.pid)`` stops it and whatever it started. ``allow_hosts``:
+    names besides its own that the ``Host`` of a request may hold (a reverse proxy's, a DNS name)."""
     url = api_url(host, port)
     if healthy(url):
         raise ConfError(f"something already answers at {url}: stop it or pick another --port")
-    env = server_env(cache, host, port)
+    allow_hosts = guarded_hosts(host, allow_hosts)
+    env = server_env(cache, host, port, allow_hosts)
     if log:
         log.parent.mkdir(parents=True, exist_ok=True)
     out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 — the child keeps it
-    proc = spawn_group(server_command(host, port), env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    cmd = server_command(host, port, allow_hosts)
+    proc = spawn_group(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
         wait_healthy(url, timeout_s, proc)
     except BaseException:
@@ -114,6 +146,7 @@ def run_server(
     reports_port: int | None = None,
     on_ready: Callable[[str, str], None] = lambda url, reports: None,
     grace_s: float | None = None,
+    allow_hosts: Sequence[str] = (),
 ) -> int:
     """`augdag server`: the Prefect server and the reports over HTTP until Ctrl-C, SIGTERM or SIGHUP (or
     the server's own exit); then the server's process group is stopped, and server.json removed.
@@ -129,7 +162,8 @@ def run_server(
                 httpd = serve_reports(reports_dir(cache), reports_port)
             except OSError as e:
                 raise ConfError(f"cannot serve the reports on 127.0.0.1:{reports_port}: {e}. Hint: --reports-port") from None
-            proc, url = start_server(cache, host=host, port=port, log=state_dir(cache) / "server.log")
+            log = state_dir(cache) / "server.log"
+            proc, url = start_server(cache, host=host, port=port, log=log, allow_hosts=allow_hosts)
             reports = f"http://127.0.0.1:{httpd.server_address[1]}"
             record(cache, url, proc.pid, reports_url=reports)
             recorded = True

@@ -29,6 +29,7 @@ from demo.tiny import TINY_DEMO
 from demo.tiny import TINY_SETS as TINY
 from storage.catalog import Catalog
 from tests.conftest import DEMO_PIPELINES, REPO, apt_install, augdag, free_port, subprocess_env
+from tests.prefect_rest import csrf_headers
 
 pytestmark = pytest.mark.slow
 
@@ -92,7 +93,8 @@ def api(url: str, method: str, path: str, body: dict | None = None):
     deadline = time.monotonic() + 180
     while True:
         try:
-            r = httpx.request(method, f"{url}{path}", json=body, timeout=30)
+            headers = csrf_headers(url) if method != "GET" else None  # the server's CSRF protection
+            r = httpx.request(method, f"{url}{path}", json=body, headers=headers, timeout=30)
         except httpx.TimeoutException:
             if not reads or time.monotonic() > deadline:
                 raise

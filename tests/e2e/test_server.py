@@ -17,6 +17,7 @@ import pytest
 
 from storage.catalog import Catalog
 from tests.conftest import REPO, apt_install, free_port, subprocess_env
+from tests.prefect_rest import csrf_headers
 
 pytestmark = pytest.mark.slow
 ARTIFACTS = Path(os.environ.get("AUGDAG_TEST_ARTIFACTS", REPO / "test-artifacts"))
@@ -71,7 +72,7 @@ def augdag(tmp_path: Path, *args: str, api: str | None = None) -> subprocess.Com
 def api_post(url: str, path: str, body: dict) -> list[dict]:
     import httpx
 
-    r = httpx.post(f"{url}{path}", json=body, timeout=30)
+    r = httpx.post(f"{url}{path}", json=body, headers=csrf_headers(url), timeout=30)  # the server's CSRF protection
     r.raise_for_status()
     return r.json()
 

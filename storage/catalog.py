@@ -2,8 +2,10 @@
 
 DuckDB allows one writing process per database file, and a process that has it open for writing keeps every
 other process out, readers included. So every connection here is short-lived and taken under an ``flock`` on
-``catalog.lock`` beside the database: writers (only the flow driver) hold it exclusively for one registration,
-readers share it for one query. Two flows on one cache both succeed, taking turns for a few milliseconds a write.
+``catalog.lock`` beside the database (storage/catalog_io/lock.py: a waiter says who holds it): writers (only the
+flow driver) hold it exclusively for one registration, readers share it for one query, and a user's query (which
+may run for hours) only while its snapshot of the file is copied (storage/catalog_io/snapshot.py). Two flows on
+one cache both succeed, taking turns for a few milliseconds a write.
 A write ATTACHes the file to this process's one in-memory DuckDB instance and DETACHes it after (which checkpoints
 and lets the file go): a new instance per write (``duckdb.connect``) cost ~25 ms of CPU, mostly DuckDB registering
 its built-in functions, against ~4 ms for the attach; a nightly makes hundreds of writes.
@@ -19,17 +21,14 @@ from __future__ import annotations
 import fcntl
 import functools
 import json
-import os
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pyarrow as pa
 
-from conf.errors import CatalogError
 from storage import objects
 from storage.artifacts import ArtifactRef, part_name, write_part
 from storage.cache_root import (
@@ -43,9 +42,13 @@ from storage.cache_root import (
     set_root,
     view_select,
 )
+from storage.catalog_io.lock import catalog_lock
+from storage.catalog_io.snapshot import snapshot
+from storage.catalog_io.stoppable import env_timeout, stoppable
 from storage.dropped import VIEW as DROPPED_VIEW
 from storage.dropped import dropped_view_sql, has_drops
 from storage.engines import OFFLINE, attach, detach
+from storage.integrity import check_served
 from storage.registration import Registration, flush_deferred, insert_lineage
 from storage.run_records import RunRecords
 from storage.schemas import CURRENT_SQL, VIEW_KEY_SQL, VIEW_SCHEMAS, has_schema, insert_stage_runs, paired_view, view_key
@@ -106,6 +109,7 @@ class Catalog(RunRecords):
         self.path = self.root / DB
         self.lock_path = self.root / "catalog.lock"
         self.lock_timeout_s = lock_timeout_s
+        self.query_timeout_s: float | None = None  # a user's query's time limit (None: $AUGDAG_QUERY_TIMEOUT, else none)
         self._schema_checked = False
         self._paths_checked = False  # read(): an older catalog's absolute paths made relative once (RELATIVE_PATHS)
         self._views_stale: bool | set[str] = False  # True: every view; a set: those views (a registration's)
@@ -113,27 +117,8 @@ class Catalog(RunRecords):
         self.deferred: list[Callable[[duckdb.DuckDBPyConnection], Any] | Registration] | None = None
         self._stage_runs: list[Mapping[str, Any]] | None = None  # during _flush: the shard runs to insert at its end
 
-    @contextmanager
-    def _locked(self, mode: int) -> Iterator[None]:
-        self.root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            deadline, wait = time.monotonic() + self.lock_timeout_s, 0.005
-            while True:
-                try:
-                    fcntl.flock(fd, mode | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise CatalogError(
-                            f"{self.lock_path}: could not lock the catalog within {self.lock_timeout_s:.0f} s; "
-                            "another augdag process holds it (see `augdag runs`)"
-                        ) from None
-                    time.sleep(wait)
-                    wait = min(wait * 2, 0.25)
-            yield
-        finally:
-            os.close(fd)  # closing the descriptor releases the lock
+    def _locked(self, mode: int) -> AbstractContextManager[None]:
+        return catalog_lock(self.root, mode, timeout_s=self.lock_timeout_s)  # noted in catalog.holders/ (catalog_io/lock.py)
 
     @contextmanager
     def write(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -169,27 +154,34 @@ class Catalog(RunRecords):
     def read(self, *, sandbox: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
         """A shared read-only connection (the catalog is created first if it does not exist).
 
-        ``sandbox`` (a user's SQL: `augdag sql`, the shell, `export --where`): the connection opens no
-        file outside the cache root and no URL (DuckDB's ``allowed_directories`` with external access
-        off), and its configuration is locked so that no statement can give that back."""
+        ``sandbox`` (a user's SQL: `augdag sql`, the shell, `export`): the connection reads a snapshot of the
+        catalog, so no lock is held while it runs; it opens no file outside the cache root and no URL (DuckDB's
+        ``allowed_directories`` with external access off), its configuration is locked so that no statement can
+        give that back, and Ctrl-C (``KeyboardInterrupt``) or ``query_timeout_s`` (``QueryTimeout``) stops it."""
         if not self.path.exists() or self._absolute_paths():
             self._schema_checked = False  # the write's first block creates the tables or makes the paths relative
             with self.write():
                 pass
-        with self._locked(fcntl.LOCK_SH):
-            con = duckdb.connect(str(self.path), read_only=True, config=DUCKDB_CONFIG)
-            try:
-                set_root(con, self.root)  # the views' files (storage/cache_root.py)
-                self.stores = stores = object_stores(con)  # and the artifact prefix of an object store, if any
-                if sandbox:
-                    # in this order: DuckDB refuses allowed_directories once external access is off
-                    roots = sorted({f"{self.root}/", f"{self.root.resolve()}/", *stores})  # as views name it, real
-                    con.execute("SET allowed_directories = $d", {"d": roots})
-                    con.execute("SET enable_external_access = false")
-                    con.execute("SET lock_configuration = true")
-                yield con
-            finally:
-                con.close()
+        with ExitStack() as stack:
+            if sandbox:  # a user's query reads a snapshot: the lock only while it is copied (catalog_io/snapshot.py)
+                with self._locked(fcntl.LOCK_SH):
+                    path = stack.enter_context(snapshot(self.path))
+            else:
+                stack.enter_context(self._locked(fcntl.LOCK_SH))
+                path = self.path
+            con = stack.enter_context(duckdb.connect(str(path), read_only=True, config=DUCKDB_CONFIG))
+            set_root(con, self.root)  # the views' files (storage/cache_root.py)
+            self.stores = stores = object_stores(con)  # and the artifact prefix of an object store, if any
+            if sandbox:
+                check_served(con, self.root)  # what the views serve is as its manifests record (storage/integrity.py)
+                # in this order: DuckDB refuses allowed_directories once external access is off
+                roots = sorted({f"{self.root}/", f"{self.root.resolve()}/", *stores})  # as views name it, real
+                con.execute("SET allowed_directories = $d", {"d": roots})
+                con.execute("SET enable_external_access = false")
+                con.execute("SET lock_configuration = true")
+                timeout = self.query_timeout_s if self.query_timeout_s is not None else env_timeout()
+                stack.enter_context(stoppable(con, timeout_s=timeout))  # Ctrl-C and the time limit stop it
+            yield con
 
     def _absolute_paths(self) -> bool:
         """Whether the catalog (an older version's, maybe moved since) stores absolute paths; asked once."""
@@ -208,6 +200,8 @@ class Catalog(RunRecords):
         with self.read(sandbox=sandbox) as con:
             try:
                 return con.sql(sql, params=params).to_arrow_table()
+            except duckdb.InterruptException:
+                raise  # Ctrl-C or the time limit: ``read`` says which
             except duckdb.Error as e:
                 if not sandbox:
                     raise

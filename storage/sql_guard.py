@@ -73,6 +73,8 @@ LISTING_PREFIXES = ("duckdb_", "pragma_")  # the catalog's metadata: duckdb_tabl
 _QUERY_WORDS = {"SELECT", "WITH", "FROM", "VALUES", "(", "TABLE"}  # a statement of another type that starts so
 _HINT = "Hint: use SELECT over the views; `augdag export VIEW` writes files."
 _LOCATION = re.compile(r"^query_location")
+_SET_HINT = re.compile(r'Use "SET max_expression_depth TO x" to increase the maximum expression depth\.?')
+_DEPTH_HINT = "Hint: nest fewer expressions (a long OR chain as `x IN (...)`, deep parentheses as a CTE)."
 
 
 @functools.cache
@@ -91,10 +93,11 @@ def denied_functions() -> frozenset[str]:
 
 
 def _one_line(e: Exception) -> str:
-    """A DuckDB error without its ``LINE 1: ...`` excerpt and caret, on one line."""
+    """A DuckDB error without its ``LINE 1: ...`` excerpt and caret, on one line, and without a hint to run a
+    statement the sandbox refuses (``SET max_expression_depth``)."""
     lines = str(e).splitlines()
     kept = lines[: next((i for i, line in enumerate(lines) if re.match(r"LINE \d+:", line)), len(lines))]
-    return " ".join(s.strip() for s in kept if s.strip())
+    return _SET_HINT.sub(_DEPTH_HINT, " ".join(s.strip() for s in kept if s.strip()))
 
 
 def _refuse(word: str, text: str) -> CatalogError:
@@ -224,14 +227,16 @@ def _explained(con: duckdb.DuckDBPyConnection, statement: str) -> str | None:
     return None
 
 
-def check_read_only(sql: str) -> None:
-    """Refuse every statement that is not a query, and a query holding a write at any level.
+def check_read_only(sql: str) -> list[str]:
+    """Refuse every statement that is not a query, and a query holding a write at any level; returns the text of
+    each statement (DuckDB's split: ``$$;$$``, ``E'\\';'`` and comments stay whole), to run one by one.
 
     Raises:
-        CatalogError: no statement; a statement that does not parse; DDL, DML, ATTACH, COPY (also in a CTE,
-            a subquery or under EXPLAIN ANALYZE), INSTALL/LOAD, SET, PRAGMA, CALL, EXPORT/IMPORT,
-            CHECKPOINT, VACUUM; a table function that writes or runs SQL (``denied_functions``).
+        CatalogError: text that is not valid UTF-8; no statement; a statement that does not parse; DDL, DML,
+            ATTACH, COPY (also in a CTE, a subquery or under EXPLAIN ANALYZE), INSTALL/LOAD, SET, PRAGMA, CALL,
+            EXPORT/IMPORT, CHECKPOINT, VACUUM; a table function that writes or runs SQL (``denied_functions``).
     """
+    check_text(sql)
     with duckdb.connect(config=_CONFIG) as con:
         statements = _statements(con, sql)
         if not statements:
@@ -243,6 +248,46 @@ def check_read_only(sql: str) -> None:
             if query is None:
                 raise _refuse(_what(st), st.query)
             _check_query(con, query)
+    return [st.query for st in statements]
+
+
+def check_text(sql: str, place: str = "the SQL") -> None:
+    """Refuse text that is not valid UTF-8 (bytes a terminal or a file passed through, kept as surrogates by
+    Python's ``surrogateescape``), naming the first bad byte: DuckDB's bindings fail on it with a multi-line message.
+
+    Raises:
+        CatalogError: the first byte that is not UTF-8, with its character position.
+    """
+    try:
+        sql.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raw = sql[e.start].encode("utf-8", "surrogateescape") if "\udc80" <= sql[e.start] <= "\udcff" else b""
+        byte = f"byte 0x{raw[0]:02x}" if raw else f"character {sql[e.start]!r}"
+        raise CatalogError(
+            f"{place} is not valid UTF-8: {byte} at character {e.start + 1}. Hint: save the query as UTF-8"
+        ) from None
+
+
+def split_statements(text: str) -> tuple[list[str], str]:
+    """The complete statements of ``text``, each ended by a `;` that DuckDB's tokenizer reads as one (not in a
+    quote, a ``$$`` or ``E'\\''`` string, or a comment), without that `;`; a part of only comments is none. And the
+    unfinished rest: "" when it holds only comments, else as written (an open quote or comment included)."""
+    safe = re.sub("[\udc80-\udcff]", "?", text)  # a byte that is not UTF-8: one byte still (check_text names it)
+    raw, tokens = text.encode("utf-8", "surrogateescape"), duckdb.tokenize(safe)
+    ends = [t[0] for t in tokens[1:]] + [len(raw)]
+    done, start, code, open_comment = [], 0, False, False
+    for (at, kind), end in zip(tokens, ends):
+        word = raw[at:end].strip()
+        if kind == duckdb.token_type.operator and word.startswith(b";"):
+            if code:
+                done.append(raw[start:at].decode("utf-8", "surrogateescape").strip())
+            start, code, open_comment = at + 1, False, False
+        elif kind == duckdb.token_type.comment:
+            open_comment = word.startswith(b"/*") and not (len(word) >= 4 and word.endswith(b"*/"))
+        else:
+            code = True
+    rest = raw[start:].decode("utf-8", "surrogateescape")
+    return done, rest if code or open_comment else ""
 
 
 def _shape(tree: Any) -> Any:

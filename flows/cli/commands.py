@@ -6,6 +6,7 @@ Exit codes: 0 ok, 1 a run failed, 2 bad usage, configuration or input.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -107,10 +108,29 @@ def warn_empty(why: str) -> None:
     err.print(f"[yellow]warning:[/] 0 rows: {escape(why)}", highlight=False, soft_wrap=True)
 
 
-@app.command()
+TimeoutOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--timeout",
+        help="stop a query that runs longer than this many seconds (exit 1); default: $AUGDAG_QUERY_TIMEOUT, else none",
+    ),
+]
+
+
+def interrupted() -> None:
+    """Ctrl-C stopped the query: one line, exit 130 (128 + SIGINT), as a shell reports it."""
+    err.print("error: interrupted (Ctrl-C): the query was stopped", highlight=False, soft_wrap=True)
+    raise typer.Exit(130)
+
+
+@app.command(context_settings={"ignore_unknown_options": True})  # a QUERY that starts with a `--` comment
 def sql(
     query: Annotated[
-        str | None, typer.Argument(help="a read-only SQL query over the catalog's tables and views (none with --shell)")
+        str | None,
+        typer.Argument(
+            help="read-only SQL over the catalog's tables and views, one statement or several (each result is "
+            "printed); it may start with a -- comment (none with --shell)"
+        ),
     ] = None,
     fmt: Annotated[
         str | None,
@@ -124,26 +144,41 @@ def sql(
     force: ForceOpt = False,
     shell: Annotated[
         bool,
-        typer.Option("--shell", help="an interactive read-only loop: statements end with ;, .views, .schema NAME, .help, .quit"),
+        typer.Option(
+            "--shell",
+            help="an interactive read-only loop: statements end with ;, .views, .schema NAME, .help, .quit "
+            "(piped input: exit 1 when a statement failed)",
+        ),
     ] = False,
+    timeout: TimeoutOpt = None,
     cache: CacheOpt = None,
 ) -> None:
     """Query the catalog (read-only: DDL, DML, ATTACH, COPY, INSTALL/LOAD and SET are refused, exit 2).
 
-    With --shell, read statements from the terminal (or stdin) until .quit: a refused or failing one prints
-    its error and the loop goes on. A query that selects no row says so on stderr (exit 0)."""
+    The query reads a snapshot of the catalog, so a run never waits for it; Ctrl-C stops it (exit 130), and so
+    does --timeout (exit 1). With --shell, read statements from the terminal (or stdin) until .quit: a refused
+    or failing one prints its error and the loop goes on. A query that selects no row says so on stderr (exit 0)."""
+    if query is not None and query.startswith("-") and not any(c.isspace() for c in query):
+        fail(ConfError(f"no such option: {query} (see `augdag sql --help`)"))  # a mistyped option, not a -- comment
     if fmt is not None:
         choice("--format", fmt, SQL_FORMATS)
+    if timeout is not None and not 0 < timeout < float("inf"):
+        fail(ConfError(f"--timeout: expected a number of seconds > 0, got {timeout:g}"))
     if shell:
         if query is not None or output is not None:
             fail(ConfError("--shell reads its statements from the terminal: give no QUERY and no --output"))
         from flows.cli.shell import sql_shell
 
-        sql_shell(
-            existing_catalog_at(cache),
+        catalog = existing_catalog_at(cache)
+        catalog.query_timeout_s = timeout
+        failed = sql_shell(
+            catalog,
             show=lambda result: print_table(result, fmt or "table"),
             error=lambda msg: err.print(f"[bold red]error:[/] {escape(msg)}", soft_wrap=True),
         )
+        if failed and not sys.stdin.isatty():  # a script: its caller must see that it did not all run
+            err.print(f"error: {failed} statement(s) failed", highlight=False, soft_wrap=True)
+            raise typer.Exit(1)
         return
     if query is None:
         fail(ConfError("augdag sql: give a QUERY, or --shell for an interactive loop"))
@@ -156,24 +191,32 @@ def sql(
     except AugdagError as e:
         fail(e)
     catalog = existing_catalog_at(cache)
+    catalog.query_timeout_s = timeout
     try:
         if output is not None:
             check_target(output, force=force, cache=catalog.root)  # before the query: nothing is computed in vain
-        check_read_only(query)
-        result = catalog.query(query, sandbox=True)
+        statements = check_read_only(query)
+        if output is not None and len(statements) > 1:
+            raise ConfError(f"--output writes one result, and QUERY holds {len(statements)} statements")
+        for statement in statements:
+            result = catalog.query(statement, sandbox=True)
+            if output is None:
+                print_table(result, fmt)
+                if result.num_rows == 0:
+                    warn_empty("the query selected nothing")
+    except KeyboardInterrupt:
+        interrupted()
     except AugdagError as e:
         fail(e)
     except Exception as e:  # a DuckDB error in the user's query is bad usage, not a failed run
         fail(CatalogError(f"query failed: {e}"))
+    if output is None:
+        return
     try:
-        if output is None:
-            print_table(result, fmt)
-        else:
-            write_table(result, output, fmt, force=force, cache=catalog.root)
+        write_table(result, output, fmt, force=force, cache=catalog.root)
     except AugdagError as e:
         fail(e)
-    if output is not None:
-        err.print(f"wrote {result.num_rows:,} row(s) to {escape(str(output))}", highlight=False, soft_wrap=True)
+    err.print(f"wrote {result.num_rows:,} row(s) to {escape(str(output))}", highlight=False, soft_wrap=True)
     if result.num_rows == 0:
         warn_empty("the query selected nothing")
 

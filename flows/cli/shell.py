@@ -1,12 +1,15 @@
 """`augdag sql --shell`: an interactive, read-only SQL loop over the catalog.
 
 Hand-written because DuckDB's Python package has no CLI (and its CLI would open the catalog for
-writing). Statements end with `;` and may span lines; each one goes through ``check_read_only`` and
-``Catalog.query`` (a short shared lock per statement, so a running flow can still write between two),
-and a refused or failing one prints its error and the loop goes on. A line starting with `.` at the
-start of a statement is a command: `.views`, `.schema [NAME]`, `.help`, `.quit` (or end of input).
-On a terminal the prompt shows and readline keeps a history in ``~/.augdag_history``; piped input
-(``augdag sql --shell < queries.sql``) runs without prompts and without history.
+writing). Statements end with `;` and may span lines: DuckDB's own tokenizer finds the `;` that ends one
+(storage/sql_guard.py ``split_statements``: a `;` in a quote, a ``$$`` or ``E'\\''`` string or a comment ends
+nothing), and the loop reads more lines until it does. Each statement goes through ``check_read_only`` and
+``Catalog.query`` (a snapshot of the catalog: a running flow writes meanwhile), and its result is printed; a
+refused or failing one prints its error and the loop goes on, Ctrl-C stops a running query and returns to the
+prompt. A line starting with `.` at the start of a statement is a command: `.views`, `.schema [NAME]`, `.help`,
+`.quit` (or end of input). On a terminal the prompt shows and readline keeps a history in ``~/.augdag_history``;
+piped input (``augdag sql --shell < queries.sql``) runs without prompts and without history, and the command
+exits 1 when any statement failed.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import pyarrow as pa
 from conf.errors import AugdagError
 from flows.engine import registry
 from storage.catalog import Catalog
-from storage.sql_guard import check_read_only
+from storage.sql_guard import check_read_only, split_statements
 from storage.views.docs import catalog_columns, catalog_objects
 
 PROMPT, MORE = "augdag> ", "   ...> "
@@ -35,51 +38,31 @@ Read-only SQL over the catalog's tables and views; end a statement with ; (it ma
 
 Show = Callable[[pa.Table], None]
 Say = Callable[[str], None]
+__all__ = ["dot_command", "run_statement", "split_statements", "sql_shell"]  # split_statements: its old home
 
 
-def split_statements(text: str) -> tuple[list[str], str]:
-    """The complete statements of ``text``, each ended by a `;` outside quotes and comments (the `;` left
-    out; nothing but comments is no statement), and the unfinished rest ("" when it holds only comments).
-    Quotes: '...' ('' inside) and "..."; comments: ``--`` to the end of the line and ``/* ... */``."""
-    done, start, i = [], 0, 0
-    open_, code = None, False  # open_: the quote or comment we are inside; code: seen SQL since `start`
-    while i < len(text):
-        c, two = text[i], text[i : i + 2]
-        if open_ is None:
-            if two in ("--", "/*"):
-                open_, i = two, i + 1
-            elif c == ";":
-                if code:
-                    done.append(text[start:i].strip())
-                start, code = i + 1, False
-            elif not c.isspace():
-                open_, code = (c if c in "'\"" else None), True
-        elif (open_ == "--" and c == "\n") or (open_ == "/*" and two == "*/") or open_ == c:
-            i += open_ == "/*"
-            open_ = None
-        i += 1
-    return done, text[start:] if code or open_ == "/*" else ""
-
-
-def run_statement(catalog: Catalog, statement: str, *, show: Show, error: Say) -> None:
-    """One statement: refused unless read-only, else queried and shown; any failure is only printed."""
+def run_statement(catalog: Catalog, statement: str, *, show: Show, error: Say) -> bool:
+    """One statement: refused unless read-only, else queried and shown; a failure is only printed. Returns
+    whether it ran."""
     try:
         check_read_only(statement)
         show(catalog.query(statement, sandbox=True))
+        return True
     except AugdagError as e:
         error(str(e))
     except KeyboardInterrupt:
-        error("interrupted")
+        error("interrupted (Ctrl-C): the query was stopped")
     except Exception as e:  # noqa: BLE001 — a DuckDB error in the user's query: print it, keep the loop
         error(f"query failed: {e}")
+    return False
 
 
-def dot_command(catalog: Catalog, line: str, *, show: Show, error: Say) -> bool:
-    """Run a `.command`; False when it ends the loop."""
+def dot_command(catalog: Catalog, line: str, *, show: Show, error: Say) -> bool | None:
+    """Run a `.command`: None when it ends the loop, else whether it succeeded."""
     command, _, arg = line.partition(" ")
     arg = arg.strip().rstrip(";")
     if command in (".quit", ".exit"):
-        return False
+        return None
     try:
         if command == ".views":
             show(catalog_objects(catalog, registry.view_docs()))
@@ -90,8 +73,10 @@ def dot_command(catalog: Catalog, line: str, *, show: Show, error: Say) -> bool:
             print(HELP)
         else:
             error(f"unknown command {command!r}; expected .views, .schema NAME, .help or .quit")
+            return False
     except AugdagError as e:
         error(str(e))
+        return False
     return True
 
 
@@ -113,13 +98,16 @@ def _history() -> Callable[[], None]:
     return save
 
 
-def sql_shell(catalog: Catalog, *, show: Show, error: Say) -> None:
-    """Read statements from stdin until `.quit` or end of input; show each result with ``show``."""
+def sql_shell(catalog: Catalog, *, show: Show, error: Say) -> int:
+    """Read statements from stdin until `.quit` or end of input; show each result with ``show``. Returns how
+    many statements (and commands) failed, a last one without `;` included."""
     interactive = sys.stdin.isatty()
+    with contextlib.suppress(AttributeError, ValueError):  # bytes that are not UTF-8 reach check_text, named
+        sys.stdin.reconfigure(errors="surrogateescape")
     save_history = _history() if interactive else (lambda: None)
     if interactive:
         print(f"augdag sql shell on {catalog.path} (read-only). .help for help, .quit to leave.")
-    pending = ""
+    pending, failed = "", 0
     try:
         while True:
             try:
@@ -131,15 +119,19 @@ def sql_shell(catalog: Catalog, *, show: Show, error: Say) -> None:
                 pending = ""
                 continue
             if not pending.strip() and line.lstrip().startswith("."):
-                if not dot_command(catalog, line.strip(), show=show, error=error):
+                ran = dot_command(catalog, line.strip(), show=show, error=error)
+                if ran is None:
                     break
+                failed += not ran
                 continue
             statements, pending = split_statements(pending + line + "\n")
             for statement in statements:
-                run_statement(catalog, statement, show=show, error=error)
+                failed += not run_statement(catalog, statement, show=show, error=error)
         if pending.strip():
             error(f"not run: the last statement has no `;`: {pending.strip()[:80]!r}")
+            failed += 1
     finally:
         if interactive:
             print()
         save_history()
+    return failed

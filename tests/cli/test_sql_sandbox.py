@@ -101,7 +101,7 @@ def test_sql_sandbox_cannot_be_switched_off_by_a_statement(cache):
         "--shell",
         stdin=f"SELECT * FROM read_text('{cache.parent}/secret.txt');\nSELECT count(*) AS n FROM bitext;\n",
     )
-    assert shell.returncode == 0
+    assert shell.returncode == 1  # piped, and a statement was refused (issue 48, defect 9)
     assert "reads only the catalog and files under the cache" in " ".join(shell.stderr.split())
     assert "top secret" not in shell.stdout and "│ 2 " in shell.stdout  # refused, and the loop went on
 
@@ -254,9 +254,10 @@ def test_shell_refuses_every_hostile_statement_and_changes_no_byte_of_the_cache(
     statements = [_hostile(cache, s) for s in HOSTILE]
     assert len(statements) >= 40
     done = augdag(cache, "sql", "--shell", stdin="".join(f"{s};\n" for s in statements) + "SELECT 42 AS alive;\n")
-    assert done.returncode == 0 and "Traceback" not in done.stdout + done.stderr
-    errors = done.stderr.splitlines()
+    assert done.returncode == 1 and "Traceback" not in done.stdout + done.stderr  # piped: refusals fail it (issue 48)
+    *errors, last = done.stderr.splitlines()
     assert len(errors) == len(statements), done.stderr  # one line each
+    assert last == f"error: {len(statements)} statement(s) failed"
     assert [e for e in errors if not e.startswith("error: refused: `augdag sql` is read-only and ")] == []
     assert "│ 42 " in done.stdout  # the loop went on
     assert_cache_unchanged(cache)

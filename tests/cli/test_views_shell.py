@@ -162,7 +162,7 @@ def test_sql_shell_runs_multiline_statements_refuses_writes_and_goes_on(tmp_path
         ["sql", "--shell", "--cache", str(tmp_path)],
         input="SELECT 1 AS a;\nSELECT\n 2 AS b;\nDROP TABLE runs;\n.views\n.quit\n",
     )
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # piped: a refused statement fails the script (issue 48, defect 9)
     lines = result.output.splitlines()
     assert lines[:12] == [
         "┏━━━┓",
@@ -184,7 +184,7 @@ def test_sql_shell_runs_multiline_statements_refuses_writes_and_goes_on(tmp_path
     )
     listed = [line.split("│")[1].strip() for line in lines[13:] if line.startswith("│")]
     assert listed == DDL_TABLES + FRESH_VIEWS  # .views ran after the refusal
-    assert lines[-1] == "17 row(s)"
+    assert lines[-2:] == ["17 row(s)", "error: 1 statement(s) failed"]
     assert Catalog(tmp_path).query("SELECT count(*) AS n FROM runs")["n"].to_pylist() == [0]
 
 
@@ -194,7 +194,7 @@ def test_sql_shell_prints_errors_runs_dot_commands_and_stops_at_eof(tmp_path):
         "-- a comment; not a statement\nSELECT 'a;b' AS s;\nSELECT 3 AS c"
     )
     result = runner.invoke(app, ["sql", "--shell", "-f", "json", "--cache", str(tmp_path)], input=script)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # 3 failed and 1 not run (issue 48, defect 9)
     out = result.output
     assert "error: query failed: Catalog Error: Table with name no_such_view does not exist" in out
     assert "error: unknown table or view 'nope'" in out and "error: unknown command '.frobnicate'" in out
@@ -206,7 +206,10 @@ def test_sql_shell_prints_errors_runs_dot_commands_and_stops_at_eof(tmp_path):
         "line",
     ]
     assert '{"s": "a;b"}' in out.splitlines()
-    assert out.splitlines()[-1] == "error: not run: the last statement has no `;`: 'SELECT 3 AS c'"
+    assert out.splitlines()[-2:] == [
+        "error: not run: the last statement has no `;`: 'SELECT 3 AS c'",
+        "error: 4 statement(s) failed",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -153,8 +153,8 @@ def test_sql_export_why_and_the_shell_read_the_store_and_nothing_beside_it(night
         stdin=f"SELECT count(*) AS n FROM inactive;\n{refused[0]};\nCOPY (SELECT 1) TO '{nights.store}/artifacts/x.parquet';\n"
         "SELECT 42 AS alive;\n.quit\n",
     )
-    assert shell.returncode == 0 and "│ 27 " in shell.stdout and "│ 42 " in shell.stdout, shell.stdout + shell.stderr
-    assert [line.split(":")[1].strip() for line in shell.stderr.splitlines()] == ["refused", "refused"]
+    assert shell.returncode == 1 and "│ 27 " in shell.stdout and "│ 42 " in shell.stdout, shell.stdout + shell.stderr
+    assert [line.split(":")[1].strip() for line in shell.stderr.splitlines()] == ["refused", "refused", "2 statement(s) failed"]
     assert nights.server.objects(nights.store) == before  # not a byte written
 
 

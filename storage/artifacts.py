@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 
 from conf.errors import ArtifactError, InputError
 from storage import objects
+from storage.integrity import MANIFEST, read_checked, remember, stat_keys
 from storage.objects import Loc
 from storage.parts import Parts
 
@@ -37,7 +38,6 @@ from storage.parts import Parts
 # sets ``<cache>/reports/figures`` for each run; unset, every figure is drawn
 FIGURE_MEMO: contextvars.ContextVar[Path | None] = contextvars.ContextVar("augdag_figure_memo", default=None)
 
-MANIFEST = "manifest.json"
 MAIN = "part"  # the role of a stage's main output; others: "rejects", "dropped", ...
 # row groups of 128k rows: a large part sorted by a key (the sample, by line) is read in slices by filters
 _WRITE_OPTS = {"compression": "zstd", "use_dictionary": True, "write_statistics": True, "row_group_size": 1 << 17}
@@ -71,12 +71,13 @@ class ArtifactRef:
 
     def parts(self, role: str = MAIN) -> Parts:
         """Its parts of ``role`` as a lazy dataset (what a reduce stage or a model builder reads)."""
-        return Parts(tuple(self.paths(role)))
+        return Parts(tuple(self.paths(role)), root=self.root)
 
     def read(self, shard: int, role: str = MAIN) -> pa.Table:
+        """Shard ``shard`` of ``role``, its bytes checked against the manifest (storage/integrity.py)."""
         path = self.path(shard, role)
         try:
-            return objects.read_table(path)
+            return read_checked(path, root=self.root)
         except FileNotFoundError:
             raise ArtifactError(f"{path}: shard {shard} of stage {self.stage!r} is missing; re-run to recompute it") from None
 
@@ -290,13 +291,17 @@ def write_manifest(
     """Describe every committed part of ``ref`` (rows, bytes, sha256, schema) and commit the manifest last.
     ``known``: what the shard tasks said of the parts they PUT (``write_part``), by file name: taken where the
     listed size agrees, instead of reading the part back from the object store."""
-    files, schemas, distinct = [], {}, {}
-    for file, (size, _) in sorted(objects.listing(ref.dir, ".parquet").items()):
+    files, schemas, distinct, verified = [], {}, {}, {}
+    listed = objects.listing(ref.dir, ".parquet")
+    keys = stat_keys(ref.dir, listed)  # before hashing: what the integrity memo remembers them by
+    for file, (size, _) in sorted(listed.items()):
         path = objects.join(ref.dir, file)
         role, shard = file.removesuffix(".parquet").rsplit("-", 1)
         said = (known or {}).get(file)
         if said is None or said["bytes"] != size:
             said = {"sha256": hash_file(path), **_footer(objects.parquet_file(path).metadata)}
+        if file in keys:
+            verified[file] = (keys[file], said["sha256"])
         schemas.setdefault(role, said["schema"])
         distinct.setdefault(role, set()).add(said["schema"])
         entry = {"file": file, "role": role, "shard": int(shard), "rows": said["rows"], "bytes": size}
@@ -325,6 +330,7 @@ def write_manifest(
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     write_text(json.dumps(manifest, indent=1, sort_keys=True), objects.join(ref.dir, MANIFEST))
+    remember(Path(ref.root), ref.dir, verified)  # hashed from the files as committed: a cached read need not again
     return manifest
 
 

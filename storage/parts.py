@@ -6,7 +6,8 @@ committed Parquet parts of one artifact, in shard order, not yet read. It asks f
 ``table(columns)`` (every part, concatenated), ``tables(columns)`` (part by part, for a streaming
 pass), ``num_rows`` (from the footers) or ``sql()`` (a DuckDB ``read_parquet`` over them, for an
 aggregate that must spill rather than fit in memory) — so no stage function opens a file itself,
-and a test can hand one a ``Parts.of_tables`` built in memory.
+and a test can hand one a ``Parts.of_tables`` built in memory. Every part is checked against its artifact's
+manifest as it is read, or before DuckDB reads it (storage/integrity.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pyarrow.parquet as pq
 
 from conf.errors import InputError
 from storage import objects
+from storage.integrity import check_files, read_checked
 from storage.objects import Loc
 
 
@@ -35,6 +37,7 @@ class Parts:
     """The Parquet parts of one artifact (main role), in shard order: on this machine or on an object store."""
 
     paths: tuple[Loc, ...]
+    root: str | None = None  # the cache root (what a mismatch's repair command names); None: from a local path
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -54,7 +57,7 @@ class Parts:
     def tables(self, columns: Sequence[str] | None = None) -> Iterator[pa.Table]:
         """Each part as a table, in shard order."""
         for p in self.paths:
-            yield objects.read_table(p, columns)
+            yield read_checked(p, columns, root=self.root)
 
     def table(self, columns: Sequence[str] | None = None) -> pa.Table:
         """Every part as one table (``columns`` only, when given). No parts: an InputError."""
@@ -69,18 +72,21 @@ class Parts:
             return pa.table({})
         import pyarrow.dataset as ds  # here: it imports pandas (0.5 s of every CLI start)
 
+        check_files(self.paths, root=self.root)  # the dataset reads slices: every part is hashed whole first
         paths, filesystem = objects.dataset_source(self.paths)
         dataset = ds.dataset(paths, format="parquet", filesystem=filesystem)
         return dataset.to_table(columns=list(columns) if columns is not None else None, filter=expression)
 
     def side(self, role: str, shard: int = 0) -> pa.Table:
         """A side role of the same artifact (e.g. the aligner's ``aligner-00000.parquet``)."""
-        return objects.read_table(objects.join(self.dir, f"{role}-{shard:05d}.parquet"))
+        return read_checked(objects.join(self.dir, f"{role}-{shard:05d}.parquet"), root=self.root)
 
     def sql(self, *, filename: bool = False) -> str:
         """A DuckDB table expression over the parts: ``read_parquet([...])`` (``filename = true``: with
         each row's file, whose order is the shard order). Parts on an object store are read through the
-        filesystem storage/engines.py's connections register (storage/objects/)."""
+        filesystem storage/engines.py's connections register (storage/objects/). Each part is hashed and
+        compared with its manifest first."""
+        check_files(self.paths, root=self.root)
         return f"read_parquet({parquet_list(self.paths)}{', filename = true' if filename else ''})"
 
     @classmethod

@@ -34,13 +34,7 @@ from conf.errors import AugdagError, StageError
 from conf.schema import AugdagConf, OrchestrationConf
 from conf.sections.storage import scratch_dir
 from flows.engine.drop_warnings import run_warnings
-from flows.engine.recording import (
-    StageReport,
-    explain,
-    record_cached,
-    record_computed,
-    record_failure,
-)
+from flows.engine.recording import StageReport, explain, record_cached, record_computed, record_failure
 from flows.engine.replay import check_cached, flow_run_context, in_flow_run, replay_catalog, run_logger, started
 from flows.engine.retry import Forcing, forced_now
 from flows.engine.run_artifacts import ShardProgress, publish_run_artifacts
@@ -49,18 +43,12 @@ from flows.engine.transient import retry_transient
 from flows.ops.liveness import reap_before_run
 from models.runtime import fix_torch_threads
 from storage import objects
-from storage.artifacts import FIGURE_MEMO, MAIN, ArtifactRef, fingerprint, part_name, read_manifest, sweep_temp
+from storage.artifacts import FIGURE_MEMO, MAIN, ArtifactRef, fingerprint, part_name, read_manifest, recorded_hashes, sweep_temp
 from storage.catalog import Catalog
+from storage.integrity import IntegrityError, check_artifact
 from storage.objects import models as model_store
 from tasks.runtime.progress import Interrupted, interruption, request_stop
-from tasks.runtime.stage import (
-    ShardResult,
-    SourceFn,
-    Stage,
-    model_task,
-    shard_task,
-    source_task,
-)
+from tasks.runtime.stage import ShardResult, SourceFn, Stage, model_task, shard_task, source_task
 
 
 @dataclasses.dataclass
@@ -200,6 +188,7 @@ def run_stage(
     out = ArtifactRef(str(run.root), stage.name, fp, stage.view, dataset, n_shards, run.store)
     force = run.force.wants(fp)
     if not force and (manifest := read_manifest(out)) is not None:
+        proven(run, out, {f["file"]: f["sha256"] for f in manifest["files"]})
         return record_cached(run, out, manifest, parents, t0, counts=stage.counts)
     check_cached(f"{stage.name}[{dataset}]")
     sweep_temp(out.dir)  # a killed run's half-written parts
@@ -210,6 +199,9 @@ def run_stage(
     committed = objects.listing(out.dir, ".parquet")  # one listing (one request on an object store)
     missing = [i for i in range(n_shards) if force or part_name(i) not in committed]
     present = sorted(set(range(n_shards)) - set(missing))
+    proven(
+        run, out, recorded_hashes(out), on_disk=True, shards=set(present)
+    )  # shards kept as done: as their earlier manifest records them
     futures = []
     for refresh, shards in ((False, present), (True, missing)):
         if shards:
@@ -328,20 +320,8 @@ def run_model_stage(
         run_id=run.run_id,
         meta={"version": version, "params": dict(params), "inputs": parents},
     )
-    run.reports.append(
-        StageReport(
-            name,
-            None,
-            fp,
-            "cached" if cached else "computed",
-            1,
-            0 if cached else 1,
-            0,
-            {},
-            time.perf_counter() - t0,
-            kind="model",
-        )
-    )
+    status, seconds = "cached" if cached else "computed", time.perf_counter() - t0
+    run.reports.append(StageReport(name, None, fp, status, 1, int(not cached), 0, {}, seconds, kind="model"))
     run_logger().info("%s %s: %s (%s)", name, fp[:12], "cached" if cached else "trained", ref.path)
     return ref
 
@@ -363,9 +343,12 @@ def run_source_stage(
     out = ArtifactRef(str(run.root), name, fp, view, dataset, store=run.store)
     force = run.force.wants(fp)
     if not force and (manifest := read_manifest(out)) is not None:
+        proven(run, out, {f["file"]: f["sha256"] for f in manifest["files"]})
         return record_cached(run, out.with_shards(manifest["n_shards"]), manifest, [], t0)
     check_cached(f"{name}[{dataset}]")
     sweep_temp(out.dir)
+    if not force:  # the shards the reader skips: as their earlier manifest records them
+        proven(run, out, recorded_hashes(out), on_disk=True)
     task = source_task().with_options(name=name, refresh_cache=True, **run.task_options())
     before = _parts_on_disk(out)
     try:
@@ -384,6 +367,18 @@ def run_source_stage(
     return record_computed(
         run, out.with_shards(len(results)), results, version=version, params=params, inputs=[input_fingerprint], models=(), t0=t0
     )
+
+
+def proven(run: Run, out: ArtifactRef, files: Mapping[str, str], **which: Any) -> None:
+    """Files of ``out`` a run takes as done (file -> recorded sha256; ``which``: storage/integrity.py's ``check_artifact``
+    options), proven before they count as cached: one that differs fails the stage in one line with the repair
+    command and the run is recorded failed (a replay goes to Prefect first, to record it)."""
+    try:
+        check_artifact(run.root, out.dir, files, **which)
+    except IntegrityError as e:
+        check_cached(f"{out.stage}[{out.dataset}]")  # a replay records nothing of a failure: run it on Prefect
+        run_logger().error("%s", e)
+        raise
 
 
 def _parts_on_disk(out: ArtifactRef) -> dict[int, int]:

@@ -32,6 +32,7 @@ from flows.cli.run import print_summary, run_nightly, run_pipeline
 from flows.engine import registry
 from flows.ops.liveness import reap_for_listing
 from storage.catalog import Catalog, check_read_only
+from storage.integrity import missing_part
 from storage.output import MISSING_DIRS, check_target, output_format, write_table
 
 
@@ -327,6 +328,7 @@ def export(
 # the operations and report commands live in their own modules and register on `app` when imported
 import flows.cli.ops  # noqa: E402, F401 — registers nightly, retry, server, serve, deploy, schedules on `app`
 import flows.cli.report  # noqa: E402, F401 — registers report and logs
+import flows.cli.verify  # noqa: E402, F401 — registers verify
 import flows.cli.why  # noqa: E402, F401 — registers why
 
 
@@ -345,4 +347,9 @@ def main() -> None:
         message = e.format_message() if hasattr(e, "format_message") else str(e)
         err.print(f"error: {escape(message)}{escape(where)}", highlight=False, soft_wrap=True)
         raise SystemExit(getattr(e, "exit_code", 2)) from None
+    except Exception as e:  # a part DuckDB finds deleted under a view (`views`, `why`, `export`): one line
+        if (missing := missing_part(e)) is None:
+            raise
+        err.print(f"error: {escape(str(missing))}", highlight=False, soft_wrap=True)
+        raise SystemExit(missing.exit_code) from None
     raise SystemExit(code if isinstance(code, int) else 0)

@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from conf.at_rest import at_rest, note_keys, note_value
 from conf.errors import ConfError, InputError
 from conf.pipelines import check_enabled
 from conf.schema import AugdagConf, resolve_cache
@@ -85,7 +86,7 @@ def load_profile(
     ``pipeline`` (`augdag run NAME`) is checked like an entry of ``pipelines:`` even where it is not one."""
     environ = os.environ if environ is None else environ
     path = _find_profile(profile)
-    doc, lines = _read_yaml(path, environ)
+    doc, lines, from_env = _read_yaml(path, environ)
     written = _dataset_paths(doc)  # before --set: only what the file says resolves against its base
     items = parse_sets(sets)
     conf = _validate(doc, items, path, lines)
@@ -107,18 +108,47 @@ def load_profile(
         storage = conf.storage.model_copy(update={"artifacts": artifacts_store(conf.storage, environ)})
     except ValueError as e:  # $AUGDAG_ARTIFACTS (the profile's value was validated with the file's line)
         raise ConfError(str(e)) from None
-    return conf.model_copy(update={"cache": root, "datasets": datasets, "storage": storage})
+    conf = conf.model_copy(update={"cache": root, "datasets": datasets, "storage": storage})
+    relative = {f"datasets.{n}.{f}" for (n, f), p in written.items() if not p.is_absolute() and "://" not in str(p)}
+    for key in relative & from_env.keys():  # resolved against the base: at rest, the base joins the written form
+        from_env[key] = f"{base}/{from_env[key]}"
+    _note_from_env(conf, from_env, items)
+    return conf
 
 
 def load_recorded(
-    config: Mapping[str, Any], sets: Sequence[str] = (), *, run_id: str | None = None, cache: Path | None = None
+    config: Mapping[str, Any],
+    sets: Sequence[str] = (),
+    *,
+    run_id: str | None = None,
+    cache: Path | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> AugdagConf:
     """The configuration a run recorded in the catalog (`augdag retry`), or one handed to the nightly flow,
-    with ``--set`` overrides, over ``cache`` (default: the cache it names)."""
-    doc = copy.deepcopy(dict(config))
+    with ``--set`` overrides, over ``cache`` (default: the cache it names). It is stored as ``dump_conf`` writes
+    it: its ``${VAR}`` are resolved from ``environ`` (this process's environment), ``$$`` is ``$``."""
     where = f"<configuration of run {run_id}>" if run_id else "<configuration given to the flow>"
-    conf = _validate(doc, parse_sets(sets), Path(where), {})
-    return conf.model_copy(update={"cache": Path(cache) if cache is not None else conf.cache})
+    ctx = _Ctx(Path(where), os.environ if environ is None else environ, yaml.constructor.SafeConstructor(), {}, [0])
+    doc = _interpolate_data(copy.deepcopy(dict(config)), "", ctx)  # stored at rest: ${VAR} resolved here and now
+    items = parse_sets(sets)
+    conf = _validate(doc, items, Path(where), {})
+    conf = conf.model_copy(update={"cache": Path(cache) if cache is not None else conf.cache})
+    _note_from_env(conf, ctx.from_env, items)
+    return conf
+
+
+def _interpolate_data(value: Any, key: str, ctx: _Ctx) -> Any:
+    """``${VAR}`` and ``$$`` resolved in every string of plain data (a configuration recorded by ``dump_conf``)."""
+    if isinstance(value, dict):
+        return {k: _interpolate_data(v, f"{key}.{k}" if key else str(k), ctx) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_interpolate_data(v, f"{key}.{i}", ctx) for i, v in enumerate(value)]
+    return _interpolate(value, key, None, ctx) if isinstance(value, str) else value
+
+
+def _note_from_env(conf: AugdagConf, from_env: Mapping[str, str], items: Sequence[SetItem]) -> None:
+    """``dump_conf`` stores the written form of each key whose value came from the environment (no ``--set``'s)."""
+    note_keys(conf.model_dump(mode="json"), from_env, [item.key for item in items])
 
 
 def profile_path(profile: str | Path) -> Path:
@@ -191,8 +221,9 @@ def _validate(doc: dict, items: Sequence[SetItem], path: Path, lines: dict[str, 
 
 
 def dump_conf(conf: AugdagConf) -> dict:
-    """The configuration as JSON-ready data, for the run records."""
-    return conf.model_dump(mode="json")
+    """The configuration as JSON-ready data, for the run records and a flow's parameters: a value read from the
+    environment in its ``${VAR}`` form, every other ``$`` as ``$$`` (conf/at_rest.py), as ``load_recorded`` reads it."""
+    return at_rest(conf.model_dump(mode="json"))
 
 
 def _find_profile(profile: str | Path) -> Path:
@@ -208,8 +239,9 @@ def _find_profile(profile: str | Path) -> Path:
     raise ConfError(f"{profile}: {looked}. Hint: give a path to a YAML file or a packaged profile: {listing}")
 
 
-def _read_yaml(path: Path, environ: Mapping[str, str]) -> tuple[dict, dict[str, int]]:
-    """The document with ``${VAR}`` interpolated, and the 1-based line of every dotted key."""
+def _read_yaml(path: Path, environ: Mapping[str, str]) -> tuple[dict, dict[str, int], dict[str, str]]:
+    """The document with ``${VAR}`` interpolated, the 1-based line of every dotted key, and the text as written of
+    every key whose value came from the environment."""
     try:
         root = yaml.compose(path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as e:
@@ -219,21 +251,37 @@ def _read_yaml(path: Path, environ: Mapping[str, str]) -> tuple[dict, dict[str, 
     except (yaml.YAMLError, OSError, UnicodeDecodeError) as e:
         raise ConfError(f"{path}: cannot read the profile: {e}") from None
     if root is None:
-        return {}, {}
+        return {}, {}, {}
     if not isinstance(root, yaml.MappingNode):
         raise ConfError(f"{path}:{root.start_mark.line + 1}: expected a mapping at the top level, found a {root.id}")
     lines = {"": root.start_mark.line + 1}
-    return _build(root, "", lines, _Ctx(path, environ, yaml.constructor.SafeConstructor())), lines
+    ctx = _Ctx(path, environ, yaml.constructor.SafeConstructor(), {}, [0])
+    return _build(root, "", lines, ctx), lines, ctx.from_env
 
 
 class _Ctx(NamedTuple):
     path: Path
     environ: Mapping[str, str]
     constructor: yaml.constructor.SafeConstructor
+    from_env: dict[str, str]  # dotted key -> its text as written, where a ${VAR} took the environment's value
+    built: list[int]  # values built so far (one counter)
+
+
+MAX_VALUES = 100_000  # values in a profile after its aliases are expanded (the packaged ones hold under 1,000)
+MAX_DEPTH = 64  # nested mappings and sequences
 
 
 def _build(node: yaml.Node, key: str, lines: dict[str, int], ctx: _Ctx) -> Any:
-    """Plain data from a composed node; records the line of each key (and sequence item) in ``lines``."""
+    """Plain data from a composed node; records the line of each key (and sequence item) in ``lines``. An alias
+    repeats its anchor's whole node: a "billion laughs" document is refused once it expands past ``MAX_VALUES``
+    values (or ``MAX_DEPTH`` levels: an alias inside its own anchor), before it takes the memory."""
+    ctx.built[0] += 1
+    if ctx.built[0] > MAX_VALUES or key.count(".") >= MAX_DEPTH:
+        what = f"more than {MAX_VALUES:,} values" if ctx.built[0] > MAX_VALUES else f"more than {MAX_DEPTH} levels"
+        raise ConfError(
+            f"{ctx.path}:{node.start_mark.line + 1}: {key or 'the document'}: its aliases (*name) expand to {what}; "
+            "refused (a profile holds a few hundred). Hint: write the repeated settings out, or use fewer aliases"
+        )
     if isinstance(node, yaml.MappingNode):
         out = {}
         for key_node, value_node in node.value:
@@ -252,8 +300,10 @@ def _build(node: yaml.Node, key: str, lines: dict[str, int], ctx: _Ctx) -> Any:
     return _interpolate(value, key, node.start_mark.line + 1, ctx) if isinstance(value, str) else value
 
 
-def _interpolate(text: str, key: str, line: int, ctx: _Ctx) -> str:
-    """``${VAR}``, ``${VAR:-default}`` (the default also when VAR is empty, as in sh), ``$$`` → ``$``."""
+def _interpolate(text: str, key: str, line: int | None, ctx: _Ctx) -> str:
+    """``${VAR}``, ``${VAR:-default}`` (the default also when VAR is empty, as in sh), ``$$`` → ``$``. Where a
+    variable's value is used, ``text`` is noted as ``key``'s written form, and the value as one never to store."""
+    where = f"{ctx.path}:{line}" if line is not None else str(ctx.path)
 
     def substitute(m: re.Match) -> str:
         if m.group(0) == "$$":
@@ -261,16 +311,15 @@ def _interpolate(text: str, key: str, line: int, ctx: _Ctx) -> str:
         name, sep, default = m.group(1).partition(":-")
         if not _NAME.fullmatch(name):
             raise ConfError(
-                f"{ctx.path}:{line}: {key}: malformed {m.group(0)!r}, expected ${{VAR}} or "
-                f"${{VAR:-default}} (write $$ for a literal $)"
+                f"{where}: {key}: malformed {m.group(0)!r}, expected ${{VAR}} or ${{VAR:-default}} (write $$ for a literal $)"
             )
         if ctx.environ.get(name) or (name in ctx.environ and not sep):
+            note_value(name, ctx.environ[name])
+            ctx.from_env[key] = text
             return ctx.environ[name]
         if sep:
             return default
-        raise ConfError(
-            f"{ctx.path}:{line}: {key}: environment variable {name} is not set (use ${{{name}:-default}} for a default)"
-        )
+        raise ConfError(f"{where}: {key}: environment variable {name} is not set (use ${{{name}:-default}} for a default)")
 
     return _VAR.sub(substitute, text)
 

@@ -1,5 +1,6 @@
 """A run's rows in the catalog's `runs` table: started (owned by a process), finished, crashed when its process is
-gone, and the crashes the Prefect API was told of. A part of ``storage.catalog.Catalog`` (its writes and ``deferred``
+gone, and the crashes the Prefect API was told of. Its configuration and summary are stored at rest: a value read
+from the environment as its ``${VAR}`` (conf/at_rest.py). A part of ``storage.catalog.Catalog`` (its writes and ``deferred``
 mode), kept apart for size.
 """
 
@@ -13,6 +14,7 @@ from typing import Any
 
 import duckdb
 
+from conf.at_rest import redact
 from storage.processes import Owner, current_owner, owner_alive
 
 
@@ -44,7 +46,7 @@ class RunRecords:
                     "p": pipeline,
                     "prof": profile,
                     "fr": flow_run_id,
-                    "cfg": json.dumps(config),
+                    "cfg": json.dumps(redact(config)),  # at rest (conf/at_rest.py): no value of the environment
                     "host": owner.host,
                     "pid": owner.pid,
                     "started": owner.started,
@@ -54,7 +56,8 @@ class RunRecords:
 
     def finish_run(self, run_id: str, *, status: str, summary: Mapping[str, Any]) -> None:
         """Close the run (in ``deferred`` mode: with the replay's one write, ``flush``)."""
-        update = {"s": status, "sum": json.dumps(summary, default=str), "id": run_id}
+        stored = redact(json.loads(json.dumps(summary, default=str)))  # an error or warning may name a path: ${VAR}
+        update = {"s": status, "sum": json.dumps(stored), "id": run_id}
         self._write_or_defer(
             lambda con: con.execute("UPDATE runs SET status = $s, finished_at = now(), summary = $sum WHERE run_id = $id", update)
         )

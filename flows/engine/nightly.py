@@ -46,6 +46,7 @@ from flows.engine.driver import Run
 from flows.engine.imports import import_ahead
 from flows.engine.replay import REPLAY, NotCached, run_logger
 from flows.engine.runners import PipelineFlow, run_flow
+from flows.engine.runners.parameters import parameters_at_rest
 
 
 class NightlyFailed(StageError):
@@ -339,5 +340,5 @@ def __getattr__(name: str) -> Any:
 
     # what Prefect records as the deployment's entrypoint (`augdag serve`): this module's `nightly_flow`
     entry.__name__ = entry.__qualname__ = "nightly_flow"
-    made = globals()["nightly_flow"] = flow(name="nightly", log_prints=True)(entry)
+    made = globals()["nightly_flow"] = parameters_at_rest(flow(name="nightly", log_prints=True)(entry))  # no secret stored
     return made

@@ -14,6 +14,7 @@ not the rows it keeps: duplicates, one row per group). A run's totals: flows/eng
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -21,10 +22,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from conf.at_rest import redact
 from conf.errors import AugdagError, StageError
 from flows.engine.replay import run_logger
 from flows.engine.transient import is_transient
-from storage.artifacts import ArtifactRef, read_manifest, write_manifest
+from storage.artifacts import ArtifactRef, canonical, read_manifest, write_manifest
 from tasks.runtime.stage import ShardResult
 
 if TYPE_CHECKING:
@@ -112,7 +114,8 @@ def record_computed(
 ) -> ArtifactRef:
     """Every shard succeeded: write the manifest, register the artifact with its lineage and shard runs."""
     known = {name: said for r in results for name, said in getattr(r, "files", {}).items()}  # parts PUT on a store
-    manifest = write_manifest(out, version=version, params=params, inputs=inputs, models=models, known=known)
+    stored = redact(json.loads(canonical(params)))  # the fingerprint hashed the values; the manifest keeps ${VAR}
+    manifest = write_manifest(out, version=version, params=stored, inputs=inputs, models=models, known=known)
     computed = [r for r in results if r.status == "computed"]
     before = [r.shard for r in results if r.status != "computed"]  # on disk before this run: their own record
     rows_in = sum(r.rows_in for r in computed) + (recorded_rows_in(run, out.fingerprint, before) if before else 0)

@@ -22,6 +22,7 @@ from flows.engine.driver import ModelRef, Run, run_model_stage, run_stage
 from flows.engine.recording import artifact_rows
 from flows.engine.runners import FlowConf, pipeline_flow
 from flows.pipelines.ingest import ingest_dataset
+from storage import objects
 from storage.artifacts import ArtifactRef
 from tasks.c2c.delex import DELEXICALISE
 from tasks.c2c.generate import C2C_DIVERSITY, C2C_GENERATE, C2C_SELECT, c2c_trainer
@@ -85,7 +86,8 @@ def generate(run: Run, conf: AugdagConf) -> Generated:
     section = conf.c2c
     name = conf.c2c_dataset()
     rows = ingest_dataset(run, conf, name)
-    delex = run_stage(run, DELEXICALISE, inputs=[rows], params={}, resources={"file": str(conf.datasets[name].files()[0])})
+    file = objects.name(conf.datasets[name].files()[0])  # a reject's `file`: the name, as the read's (no path at rest)
+    delex = run_stage(run, DELEXICALISE, inputs=[rows], params={}, resources={"file": file})
     pairs = run_stage(
         run,
         CLUSTER_PAIRS,

@@ -19,8 +19,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+from conf.at_rest import redact
+from conf.errors import ConfError
+from conf.loader import is_packaged, profile_path
 from conf.roles import evaluation_datasets
 from conf.schema import AugdagConf
 from conf.sections.cleaning import CleanConf, dataset_clean, own_filters
@@ -96,7 +100,7 @@ def read_rows(run: Run, name: str, conf: AugdagConf) -> ArtifactRef:
         params=read_params(name, ds, **kw),
         input_fingerprint=hash_inputs(ds.files(), memo=run.root / "input-hashes"),
     )
-    for warning in decode_warnings(name, ds, read):  # > 5 % invalid_utf8: the encoding charset-normalizer proposes
+    for warning in map(redact, decode_warnings(name, ds, read)):  # > 5 % invalid_utf8: the encoding proposed
         run_logger().info("%s", warning)  # the run's log; the terminal gets it under the summary (`warnings`)
         if warning not in run.warnings:
             run.warnings.append(warning)
@@ -161,7 +165,7 @@ def ingest_dataset(run: Run, conf: AugdagConf, name: str, *, held_out: bool = Fa
 @pipeline_flow("ingest")
 def ingest_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Ingest every dataset of the profile; returns the run summary (also stored in the catalog)."""
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {"ingest": {}}
     with Run.started(conf, pipeline="ingest", profile=profile, config=config) as run:
         cleaned = ingest_datasets(run, conf, list(conf.datasets))
         if filtered := {name: cleaned[name] for name in Plan.of(conf).filtered()}:
@@ -169,14 +173,43 @@ def ingest_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | None
 
             counts = drop_counts(filtered)
             extra = {"ingest": {"dropped": counts}, "reports": publish_report(run, filtered, counts)}
+        if outside := outside_inputs(conf, profile):
+            extra["ingest"]["outside"] = outside
     return run.finish(extra=extra)
 
 
+def outside_inputs(conf: AugdagConf, profile: str) -> dict[str, Any]:
+    """The input files (local paths) outside both the profile's directory and the cache, per dataset, as stored
+    (conf/at_rest.py: a directory from the environment as ``${VAR}``), with the directory they are outside of
+    (``where``): reading them is fine, and the run's summary names them."""
+    try:
+        path = profile_path(profile)
+        base = None if is_packaged(path) else path.parent.resolve()  # a packaged profile's paths: under the cache
+    except ConfError:  # a retried run's profile file may be gone
+        base = None
+    roots = [r for r in (base, Path(conf.cache).resolve()) if r is not None]
+    found = {
+        name: [redact(str(p)) for p in ds.files() if isinstance(p, Path) and not _under(p.resolve(), roots)]
+        for name, ds in conf.datasets.items()
+    }
+    found = {name: files for name, files in found.items() if files}
+    return {"where": [redact(str(r)) for r in roots], "datasets": found} if found else {}
+
+
+def _under(path: Path, roots: Sequence[Path]) -> bool:
+    return any(path == r or path.is_relative_to(r) for r in roots)
+
+
 def summary_lines(s: Mapping[str, Any]) -> list[str]:
-    """Summary lines of an ``ingest`` run with a corpus filter on: per filtered dataset, its rows in, kept, and
-    dropped per reason (``clean``'s own reasons, then the filters', in the order they run)."""
-    return [
+    """Summary lines of an ``ingest`` run: with a corpus filter on, per filtered dataset, its rows in, kept, and
+    dropped per reason (``clean``'s own reasons, then the filters', in the order they run); and one line naming the
+    input files outside the profile's directory and the cache (``outside_inputs``), if any."""
+    lines = [
         f"ingest {name}: {c['rows']:,} rows in, {c['kept']:,} kept; dropped "
         + (", ".join(f"{reason} {n:,}" for reason, n in c["reasons"].items()) or "none")
         for name, c in s.get("ingest", {}).get("dropped", {}).items()
     ]
+    if outside := s.get("ingest", {}).get("outside"):
+        files = "; ".join(f"{name} {', '.join(paths)}" for name, paths in outside["datasets"].items())
+        lines.append(f"ingest read inputs outside {' and '.join(outside['where'])}: {files}")
+    return lines

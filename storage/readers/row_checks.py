@@ -9,13 +9,14 @@ in Python (to write their detail and content).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from storage import objects
 from storage.schemas import FIELDS, REJECTS, SCHEMAS, with_uid
 
 # the `reason` vocabulary of the rejects; a row gets the first that applies, in this order
@@ -75,14 +76,25 @@ def split_rows(name: str, kind: str, parsed: Parsed, *, max_chars: int) -> tuple
     return with_uid(rows, kind), _rejects(name, parsed, names, code, which, max_chars)
 
 
+def input_names(files: Mapping[str | None, str]) -> dict[str | None, str]:
+    """What a reject's ``file`` says of each input file: its name, not its directory (nor a secret in it), so that a
+    moved or copied data directory reads the same bytes, as the read's fingerprint (the files' names and content)
+    says. The two sides of a bitext with one name are told apart by their side: ``train.txt (src)``."""
+    out = {fld: objects.name(f) for fld, f in files.items()}
+    if "src" in out and out["src"] == out.get("tgt"):
+        out = {fld: f"{n} ({fld or 'src'})" for fld, n in out.items()}
+    return out
+
+
 def _rejects(name: str, parsed: Parsed, names: tuple[str, ...], code, which, max_chars: int) -> pa.Table:
     out: dict[str, list] = {c: [] for c in REJECTS.names}
+    files = input_names(parsed.files)
     for i in np.flatnonzero(code).tolist():
         fld = None if which[i] < 0 else names[which[i]]
         reason = REASONS[code[i] - 1]
         detail = parsed.refused[i][2] if i in parsed.refused else _detail(reason, fld, parsed.fields, i, max_chars)
         out["source"].append(name)
-        out["file"].append(parsed.files.get(fld, parsed.files[None]))
+        out["file"].append(files.get(fld, files[None]))
         out["line"].append(int(parsed.line[i]))
         out["reason"].append(reason)
         out["detail"].append(detail)

@@ -21,11 +21,14 @@ from storage.readers.common import existing_path
 from storage.readers.compressed import codec_of
 from storage.readers.dataset import read_dataset
 from storage.readers.encoding import WARN_SHARE, proposed_encoding, undecodable_sample
+from storage.readers.row_checks import input_names
 from tasks.runtime.stage import StageOutput
 
-READ_VERSION = "1"
+# 2: the fingerprint holds the input files' names and bytes, not their paths, and a reject's `file` the file's name
+READ_VERSION = "2"
 SPLIT_KEYS = ("split_sentences", "language")  # tasks/ingest/sentences.py's, not the read's
 NOT_READ = (*SPLIT_KEYS, "clean", "src_lang", "tgt_lang")  # ... and the clean stage's (conf/sections/cleaning.py)
+LOCATIONS = ("path", "src", "tgt")  # where the files are: hash_inputs fingerprints their names and content instead
 
 
 def _produce(name: str, ds: DatasetConf, max_line_chars: int, shard_size: int) -> Iterator[tuple[int, StageOutput]]:
@@ -39,11 +42,13 @@ def reader(name: str, ds: DatasetConf, *, max_line_chars: int, shard_size: int):
 
 
 def read_params(name: str, ds: DatasetConf, *, max_line_chars: int, shard_size: int) -> dict:
-    """What the read's fingerprint depends on (besides the input files' content). The codecs of compressed
-    text inputs join it (plain files add nothing, so earlier fingerprints stand): a `.gz` read before
-    augdag decompressed inputs was read as bytes, and must not stay cached. ``split_sentences`` and
-    ``language`` are left out: the split is a stage after the read, which both settings share."""
-    dump = {k: v for k, v in ds.model_dump(mode="json").items() if k not in NOT_READ}
+    """What the read's fingerprint depends on besides the input files' names and content (``hash_inputs``): not
+    where the files are, so a data directory moved, copied or mounted elsewhere reads as cached, and no path (nor a
+    secret in one) is stored in the manifest. The codecs of compressed text inputs join it (plain files add
+    nothing): a `.gz` read before augdag decompressed inputs was read as bytes, and must not stay cached.
+    ``split_sentences`` and ``language`` are left out: the split is a stage after the read, which both settings
+    share."""
+    dump = {k: v for k, v in ds.model_dump(mode="json").items() if k not in (*NOT_READ, *LOCATIONS)}
     params = {"dataset": name, "conf": dump, "max_line_chars": max_line_chars, "shard_size": shard_size}
     if ds.encoding != "utf-8":  # its undecodable rows became `invalid_encoding` rejects (were `invalid_utf8`)
         params["rejects"] = "invalid_encoding"
@@ -84,10 +89,11 @@ def decode_warnings(name: str, ds: DatasetConf, read: ArtifactRef) -> list[str]:
     if not bad.num_rows:
         return []
     lines = read.parts().num_rows + table.num_rows  # every input line: kept or rejected
+    names = input_names({None: "", **{f: str(p) for f, p in ds.paths().items()}})
     out = []
     for field, path in ds.paths().items():
         side = field if field in ("src", "tgt") else None
-        n = pc.sum(pc.equal(bad["file"], str(path))).as_py() or 0
+        n = pc.sum(pc.equal(bad["file"], names[field])).as_py() or 0
         if ds.codec(side) != "utf-8" or n <= WARN_SHARE * lines:
             continue
         proposed = proposed_encoding(undecodable_sample(path))

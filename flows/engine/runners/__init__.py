@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from conf.errors import ConfError
 from conf.schema import AugdagConf, TaskRunnerConf
 from flows.engine.replay import REPLAY
+from flows.engine.runners.parameters import parameters_at_rest
 
 if TYPE_CHECKING:
     from prefect import Flow
@@ -58,7 +59,8 @@ class PipelineFlow:
             if self._flow is None:
                 from prefect import flow
 
-                self._flow = flow(name=self.name, log_prints=True, task_runner=default_task_runner())(self.fn)
+                made = flow(name=self.name, log_prints=True, task_runner=default_task_runner())(self.fn)
+                self._flow = parameters_at_rest(made)  # the configuration as stored: no secret on the server
             return self._flow
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -89,7 +91,8 @@ def run_flow(flow: PipelineFlow | Flow, conf: AugdagConf, **parameters: Any) -> 
         ensure_gpu_slots(conf.orchestration.gpu_slots)
         env = local_worker_env() if runner.kind in ("dask", "ray") and not runner.address else None
         made = flow.flow if isinstance(flow, PipelineFlow) else flow  # a plug-in's own @flow is run as it is
-        return made.with_options(task_runner=make_task_runner(runner, worker_env=env))(conf, **parameters)
+        configured = parameters_at_rest(made.with_options(task_runner=make_task_runner(runner, worker_env=env)))
+        return configured(conf, **parameters)
 
 
 def ensure_gpu_slots(slots: int | None) -> None:

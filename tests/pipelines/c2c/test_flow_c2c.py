@@ -70,7 +70,7 @@ def test_every_slots_row_is_delexicalised_rejected_or_dropped_with_a_reason(runs
     line = SLOTS_ROWS + 1
     assert reject == [
         {
-            "file": str(paths.slots),
+            "file": paths.slots.name,
             "line": line,
             "reason": "malformed_bio",
             "detail": f"demo_slots:{line}: tags[2] = 'I-toloc.city_name' follows 'O': an I- tag must "

@@ -32,9 +32,9 @@ import pytest
 from demo.tiny import TINY_SETS
 from storage.catalog import Catalog
 from tests.conftest import REPO, free_port, subprocess_env
+from tests.e2e.test_killed_night import kill_when, scores
 from tests.e2e.test_scale_out import needs_ray, own_ports_and_dir, ray_port, wait_for_nodes
 from tests.engine.test_determinism import parquet_hashes
-from tests.engine.test_killed_night import kill_when, scores
 
 pytestmark = [pytest.mark.slow]
 
@@ -43,7 +43,17 @@ SETS = [*TINY_SETS, "pipelines=[ingest, self_training, rejuvenation]"]
 NIGHT = [sys.executable, "-m", "flows.cli", "nightly", "--config", "demo", *(a for s in SETS for a in ("--set", s))]
 # what the driver keeps in its cache directory with artifacts on a store: the catalog (and the empty parts that give
 # each view its columns), logs, reports, its locks, input hashes and Prefect's task records
-BOOKKEEPING = {"catalog.duckdb", "catalog.lock", "nightly.lock", "logs", "reports", "empty", "input-hashes", "prefect-results"}
+BOOKKEEPING = {
+    "catalog.duckdb",
+    "catalog.lock",
+    "catalog.holders",
+    "nightly.lock",
+    "logs",
+    "reports",
+    "empty",
+    "input-hashes",
+    "prefect-results",
+}
 
 
 def night(cache: Path) -> list[str]:

@@ -1,9 +1,10 @@
-"""A fingerprint names its bytes and a crash costs only what was missing (issue 25), in `make test`: `augdag nightly`
-of the demo profile at demo/tiny.py's sizes (every pipeline at once), started as the session starts beside the
-session's tiny `augdag demo` (the same configuration and data, a cache of its own), is killed with SIGKILL of its
-process group while its pipelines run and finished with `augdag retry`; every Parquet file and every score then
-equals the uninterrupted demo's. Two nights side by side, one of them crashed and resumed: what runs beside a
-stage never changes its bytes. (The same night served as a deployment: tests/e2e/test_served.py, `make test-e2e`.)"""
+"""A fingerprint names its bytes and a crash costs only what was missing (issue 25), in `make test-e2e` (2.5 min
+of one worker, too long for `make test`'s 10 minutes; moved there in issue 48): `augdag nightly` of the demo profile
+at demo/tiny.py's sizes (every pipeline at once), started as the session starts beside the session's tiny `augdag
+demo` (the same configuration and data, a cache of its own), is killed with SIGKILL of its process group while its
+pipelines run and finished with `augdag retry`; every Parquet file and every score then equals the uninterrupted
+demo's. Two nights side by side, one of them crashed and resumed: what runs beside a stage never changes its bytes.
+(The same night served as a deployment: tests/e2e/test_served.py.)"""
 
 from __future__ import annotations
 

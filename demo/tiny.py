@@ -1,7 +1,7 @@
 """The demo profile at tiny sizes, every pipeline at once: ``--set`` overrides of ``conf/demo.yaml``.
 
 What `make test`'s tiny demo (`augdag demo` with these overrides, tests/shared_demo.py) and the night killed and
-retried beside it (tests/engine/test_killed_night.py, compared byte for byte), the served night
+retried beside it (tests/e2e/test_killed_night.py, compared byte for byte), the served night
 (tests/e2e/test_served.py) and ``bench/chaos.py`` run: every pipeline and stage of the demo, as many side by side as their
 dependencies allow (``nightly.parallel``), on 300 pairs with every fairseq model trained 10 updates (the teacher,
 the identification model and the forward pivot keep one training: same data, same settings), 2 paraphrases per

@@ -42,7 +42,7 @@ DEMO_PIPELINES = [
 # session's demos go last: the tiny one finishes about three minutes in, the full-size one about five, and a worker
 # that reached their readers earlier sat idle until then (~2 min).
 LONGEST_FIRST = (
-    "tests/engine/test_killed_night.py",  # starts its night beside the tiny demo at once, reads the demo at its end
+    "tests/e2e/test_killed_night.py",  # starts its night beside the tiny demo at once, reads the demo at its end
     "tests/e2e/test_served.py",
     "tests/e2e/test_lifecycle.py",
     "tests/pipelines/train_nmt/test_train_nmt_experiments.py",

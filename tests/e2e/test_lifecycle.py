@@ -1,7 +1,7 @@
 """Stopping and crashing, end to end: `augdag server` and `augdag serve` stopped by Ctrl-C, SIGTERM or
 SIGHUP leave no process behind and free their ports; crashed runs are found by the pid and start time of
 their process; the reports are served over HTTP for the UI's links. (A night killed with SIGKILL and
-retried: tests/engine/test_killed_night.py, against the tiny `augdag demo`.)
+retried: tests/e2e/test_killed_night.py, against the tiny `augdag demo`.)
 
 The processes are launched as a user would, in this test's own process group (no new session), and
 stopped by their pid alone. "No process left" is checked in /proc: every process below the command

@@ -3,7 +3,7 @@ worker running prefect.yaml's deployment complete against a Prefect server on SQ
 completes against one on PostgreSQL, a served run that fails to load its profile is in the catalog,
 `augdag schedules` shows the next run, and the demo profile's data follows the cache, not the working directory.
 The demo runs with demo/tiny.py's settings (``TINY``: every pipeline at once): about 45 s per nightly on 2 cores.
-(The same night killed with SIGKILL and retried, against the tiny `augdag demo`: tests/engine/test_killed_night.py.)
+(The same night killed with SIGKILL and retried, against the tiny `augdag demo`: tests/e2e/test_killed_night.py.)
 `make test-e2e`, as every module of this folder: each starts servers, workers or a full-size demo."""
 
 from __future__ import annotations

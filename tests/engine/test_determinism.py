@@ -1,6 +1,6 @@
 """A fingerprint names its bytes (issue 25): model stages side by side in threads of one process draw exactly
 what each draws alone, and a part computed again must reproduce its recorded bytes. (Two nights of the demo's
-pipelines, all at once, one killed and retried, giving the same bytes and scores: tests/engine/test_killed_night.py.)"""
+pipelines, all at once, one killed and retried, giving the same bytes and scores: tests/e2e/test_killed_night.py.)"""
 
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ def test_a_part_computed_again_with_other_bytes_fails_naming_stage_shard_and_bot
         run_shard(PLANTED, out, 0, (source,), {}, {"salt": 3}, force=True)
 
 
-# -- what two nights are compared by (tests/engine/test_killed_night.py) ---------------------------------------------
+# -- what two nights are compared by (tests/e2e/test_killed_night.py) ---------------------------------------------
 
 
 def parquet_hashes(cache: Path) -> dict[str, str]:

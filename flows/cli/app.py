@@ -8,6 +8,7 @@ Exit codes: 0 ok, 1 a run failed, 2 bad usage, configuration or input.
 from __future__ import annotations
 
 import importlib.metadata
+import re
 import shlex
 import sys
 from collections.abc import Callable
@@ -150,10 +151,34 @@ def _options(
     -v and -q are taken after it too, and its own --cache wins over this one."""
 
 
+# what a terminal would act on rather than show: C0 controls (ESC starts a title, a clear screen, a hyperlink), DEL,
+# C1 controls (U+009B is a CSI on some terminals) and the bidi embeddings, overrides and isolates (U+202A-U+202E,
+# U+2066-U+2069: "Trojan Source", text shown in another order than it is stored)
+UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def shown(text: str, *, lines: bool = False) -> str:
+    """``text`` safe for a terminal: each control character (``UNSAFE``) written as its escape, as Python
+    writes it (``\\x1b``, ``\\t``, ``\\n``, ``\\u202e``); a backslash itself is shown as it is. ``lines``:
+    keep line feeds (a message of several lines). Files written with ``-o`` keep the bytes; only the terminal
+    sees this."""
+
+    def escaped(m: re.Match[str]) -> str:
+        c = m.group()
+        if lines and c == "\n":
+            return c
+        return _NAMED.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+
+    return UNSAFE.sub(escaped, text)
+
+
 def fail(e: AugdagError) -> None:
     """The last line the user sees: the error and, for a run that failed, the command that resumes it and
-    where its log is (its run id and cache ride on the error: the driver's StageError, NightlyFailed)."""
-    err.print(f"[bold red]error:[/] {escape(str(e))}{escape(resume_hint(e))}", highlight=False, soft_wrap=True)
+    where its log is (its run id and cache ride on the error: the driver's StageError, NightlyFailed). Control
+    characters in it (a value, a name, a path) are shown escaped (``shown``); a message of several lines keeps them."""
+    text = shown(f"{e}{resume_hint(e)}", lines=True)
+    err.print(f"[bold red]error:[/] {escape(text)}", highlight=False, soft_wrap=True)
     raise typer.Exit(e.exit_code)
 
 
@@ -199,14 +224,19 @@ def existing_catalog_at(cache: Path | None) -> Catalog:
         raise  # unreachable: fail exits
 
 
-def print_table(result, fmt: str) -> None:
-    """``result`` on the terminal: a table (cells and names as text, never read as markup), csv, tsv (nested
-    values as JSON, storage/output.py) or one JSON object per line."""
+def print_table(result, fmt: str, *, header: bool = True) -> None:
+    """``result`` on the terminal: a table (cells and names as text, never read as markup, control characters
+    escaped: ``shown``), or as data with the bytes kept: csv or tsv (``header``: a first line of names; nested
+    values as JSON, TSV raw and checked whole first; storage/output.py) or one JSON object per line."""
     if fmt in ("csv", "tsv"):
-        from storage.output import write_batches
+        from storage.output import tsv_table, write_batches
 
+        text = tsv_table(result, header=header) if fmt == "tsv" else None  # a tab in a value: refused before any row
         sys.stdout.flush()
-        write_batches(result.to_reader(), sys.stdout.buffer, fmt)
+        if text is None:
+            write_batches(result.to_reader(), sys.stdout.buffer, fmt, header=header)
+        else:
+            sys.stdout.buffer.write(text.encode("utf-8"))
         sys.stdout.buffer.flush()
     elif fmt in ("json", "jsonl"):
         from storage.output import check_json_names, json_line
@@ -216,8 +246,8 @@ def print_table(result, fmt: str) -> None:
     else:
         table = Table(show_lines=False)
         for name in result.column_names:
-            table.add_column(Text(name), overflow="fold")
+            table.add_column(Text(shown(name)), overflow="fold")
         for row in zip(*(column.to_pylist() for column in result.columns), strict=True):  # by position: names may repeat
-            table.add_row(*(Text("" if v is None else str(v)) for v in row))
+            table.add_row(*(Text("" if v is None else shown(str(v))) for v in row))
         out.print(table)
         out.print(f"[dim]{result.num_rows} row(s)[/]")

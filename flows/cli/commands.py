@@ -27,13 +27,14 @@ from flows.cli.app import (
     fail,
     out,
     print_table,
+    shown,
 )
 from flows.cli.run import print_summary, run_nightly, run_pipeline
 from flows.engine import registry
 from flows.ops.liveness import reap_for_listing
 from storage.catalog import Catalog, check_read_only
 from storage.integrity import missing_part
-from storage.output import MISSING_DIRS, check_target, output_format, write_table
+from storage.output import MISSING_DIRS, check_target, descriptor, output_format, write_table
 
 
 @app.command()
@@ -94,14 +95,18 @@ def demo(
 SQL_FORMATS = ("table", "csv", "tsv", "json", "parquet")
 FILE_HELP = (
     f"its format from its extension (.csv .tsv .json .jsonl .parquet) unless --format; {MISSING_DIRS}; "
-    "an existing regular file is replaced, a link, FIFO or device only with --force, a directory never"
+    "an existing regular file is replaced, a FIFO or character device (/dev/null) written into, never replaced; "
+    "- is standard output; a link is replaced only with --force; a directory, and any path inside the cache, never"
 )
 ForceOpt = Annotated[
     bool,
     typer.Option(
-        "--force", help="replace a symbolic link, FIFO or device at --output (the link itself, never the file it points to)"
+        "--force",
+        help="replace a symbolic link at --output (the link itself, never the file it points to; a link to a "
+        "device or FIFO is refused)",
     ),
 ]
+HEADER_HELP = "csv and tsv: a first line of column names (tsv: fields raw, never quoted; a tab or line break is refused)"
 
 
 def warn_empty(why: str) -> None:
@@ -143,6 +148,7 @@ def sql(
         Path | None, typer.Option("--output", "-o", help=f"write the result to this file instead of the terminal: {FILE_HELP}")
     ] = None,
     force: ForceOpt = False,
+    header: Annotated[bool | None, typer.Option("--header/--no-header", help=f"{HEADER_HELP} [default: --header]")] = None,
     shell: Annotated[
         bool,
         typer.Option(
@@ -191,6 +197,8 @@ def sql(
         fmt = (fmt or "table") if output is None else output_format(output, fmt, SQL_FORMATS[1:])
     except AugdagError as e:
         fail(e)
+    if header is not None and fmt not in ("csv", "tsv"):
+        fail(ConfError(f"--{'' if header else 'no-'}header is for csv and tsv, not {fmt}"))
     catalog = existing_catalog_at(cache)
     catalog.query_timeout_s = timeout
     try:
@@ -202,7 +210,7 @@ def sql(
         for statement in statements:
             result = catalog.query(statement, sandbox=True)
             if output is None:
-                print_table(result, fmt)
+                print_table(result, fmt, header=header is not False)
                 if result.num_rows == 0:
                     warn_empty("the query selected nothing")
     except KeyboardInterrupt:
@@ -214,7 +222,7 @@ def sql(
     if output is None:
         return
     try:
-        write_table(result, output, fmt, force=force, cache=catalog.root)
+        write_table(result, output, fmt, force=force, cache=catalog.root, header=header is not False)
     except AugdagError as e:
         fail(e)
     err.print(f"wrote {result.num_rows:,} row(s) to {escape(str(output))}", highlight=False, soft_wrap=True)
@@ -304,23 +312,35 @@ def export(
     ] = None,
     where: Annotated[str | None, typer.Option(help="an SQL condition on the view's rows")] = None,
     force: ForceOpt = False,
+    header: Annotated[
+        bool | None,
+        typer.Option(
+            "--header/--no-header",
+            help=f"{HEADER_HELP} [default: csv --header; tsv --no-header: the raw src<TAB>tgt lines Marian, "
+            "OpusTrainer, fairseq and Moses read]",
+        ),
+    ] = None,
     cache: CacheOpt = None,
 ) -> None:
     """Export a view to Parquet, JSON Lines, CSV/TSV (lists and structs as JSON) or line-aligned text files.
 
-    The view and the condition are checked before any file or directory is made; the row count is printed,
-    and an export of no row says so on stderr (exit 0)."""
+    TSV is what MT trainers read: raw src<TAB>tgt lines, no quoting, no header unless --header, NULL as an empty
+    field; a value holding a tab or line break is refused with its row and column (exit 2). CSV is RFC 4180.
+    The view and the condition are checked before any file or directory is made; the row count is printed
+    (on stderr with -o -), and an export of no row says so on stderr (exit 0)."""
     from storage.export import EXPORT_FORMATS, export_view
 
     if fmt is not None:
         choice("--format", fmt, EXPORT_FORMATS)
     catalog = existing_catalog_at(cache)
     try:
-        done = export_view(catalog, view, output, fmt=fmt, where=where, force=force)
+        done = export_view(catalog, view, output, fmt=fmt, where=where, force=force, header=header)
     except AugdagError as e:
         fail(e)
-    for f in done.files:
-        out.print(f"wrote {done.rows:,} row(s) to {escape(str(f))}", highlight=False, soft_wrap=True)
+    for f in done.files:  # beside the data on stdout (-o -) this line goes to stderr
+        (err if descriptor(f) is not None else out).print(
+            f"wrote {done.rows:,} row(s) to {escape(shown(str(f)))}", highlight=False, soft_wrap=True
+        )
     if done.rows == 0:
         warn_empty("the query selected nothing (check the --where condition)" if where else f"the view {view} is empty")
 

@@ -1,7 +1,8 @@
 """The lines of `augdag runs`: one per run (``run_lines``), or each run with its stages (``stage_lines``).
 
 Both are rich ``Text``: a value (a profile path, a stage or dataset name, an error) prints as written, never
-read as markup. Columns are as wide as their widest value: a long name widens its column, it is not cut.
+read as markup, its control characters escaped (``shown``: an ESC in an error reaches the terminal as ``\\x1b``).
+Columns are as wide as their widest value: a long name widens its column, it is not cut.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from rich.text import Text
+
+from flows.cli.app import shown
 
 Row = Mapping[str, Any]
 HEADER = ("run", "pipeline", "profile", "status", "started", "took", "stages")
@@ -80,10 +83,10 @@ def run_lines(runs: Sequence[Row], shards: Sequence[Row], retried_by: Mapping[st
         done, failed = stage_counts(r, shards)
         table.append(
             (
-                r["run_id"],
-                r["pipeline"] or "",
-                r["profile"] or "",
-                r["status"] or "",
+                shown(r["run_id"]),
+                shown(r["pipeline"] or ""),
+                shown(r["profile"] or ""),
+                shown(r["status"] or ""),
                 _when(r["started_at"]),
                 took(r["started_at"], r["finished_at"]),
                 f"{done} done" + (f", {failed} failed" if failed else ""),
@@ -99,10 +102,10 @@ def run_lines(runs: Sequence[Row], shards: Sequence[Row], retried_by: Mapping[st
                 cell if last else cell.ljust(w) + "  ", style=_status_style(cell) if i == 3 else ("bold" if i == 0 else "")
             )
         if chain := _chain(r, retried_by):
-            line.append(f"  {chain}")
+            line.append(f"  {shown(chain)}")
         if (error := _error(r)) is not None:
             line.append("  error: ", style="red")
-            line.append(error)
+            line.append(shown(error))
         lines.append(line)
     return lines
 
@@ -110,21 +113,21 @@ def run_lines(runs: Sequence[Row], shards: Sequence[Row], retried_by: Mapping[st
 def stage_lines(runs: Sequence[Row], shards: Sequence[Row], retried_by: Mapping[str, Sequence[str]]) -> list[Text]:
     """Each run's line (``profile=``, start -> finish, the retry chain), its error's last line, and one line
     per stage, dataset and fingerprint: its shards written (computed, cached) of all, failed, rows out, seconds."""
-    width_stage = max([len(s["stage"]) for s in shards] + [12])
-    width_dataset = max([len(s["dataset"] or "") for s in shards] + [16])
+    width_stage = max([len(shown(s["stage"])) for s in shards] + [12])
+    width_dataset = max([len(shown(s["dataset"] or "")) for s in shards] + [16])
     lines = []
     for r in runs:
         summary, chain = _summary(r), _chain(r, retried_by)
         line = Text.assemble(
-            (r["run_id"], "bold"),
-            f"  {r['pipeline']}  profile={r['profile'] or ''}  ",
-            (r["status"], _status_style(r["status"])),
+            (shown(r["run_id"]), "bold"),
+            f"  {shown(r['pipeline'] or '')}  profile={shown(r['profile'] or '')}  ",
+            (shown(r["status"]), _status_style(r["status"])),
             f"  {r['started_at']} -> {r['finished_at'] or '…'}",
-            f"  {chain}" if chain else "",
+            f"  {shown(chain)}" if chain else "",
         )
         lines.append(line)
         if (error := _error(r)) is not None:
-            lines.append(Text.assemble("    ", ("error:", "red"), f" {error}"))
+            lines.append(Text.assemble("    ", ("error:", "red"), f" {shown(error)}"))
         reported = {s["fingerprint"]: s for s in summary.get("stages") or []}
         for s in (s for s in shards if s["run_id"] == r["run_id"]):
             rep = reported.get(s["fingerprint"], {})
@@ -133,7 +136,8 @@ def stage_lines(runs: Sequence[Row], shards: Sequence[Row], retried_by: Mapping[
             written, failed = s["computed"] + s["cached"], f", {s['failed']} failed" if s["failed"] else ""
             lines.append(
                 Text(
-                    f"    {s['stage']:<{width_stage}} {s['dataset'] or '':<{width_dataset}} {s['fingerprint'][:12]}  "
+                    f"    {shown(s['stage']):<{width_stage}} {shown(s['dataset'] or ''):<{width_dataset}} "
+                    f"{shown(s['fingerprint'][:12])}  "
                     f"shards {written} of {of} written ({s['computed']} computed, {s['cached']} cached){failed}"
                     f"  rows out {s['rows_out'] or 0:,}  {s['seconds'] or 0:.2f} s"
                 )

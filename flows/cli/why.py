@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 
 from conf.errors import AugdagError
-from flows.cli.app import CacheOpt, app, existing_catalog_at, fail, out
+from flows.cli.app import CacheOpt, app, existing_catalog_at, fail, out, shown
 from storage import objects
 from storage.artifacts import part_name
 from storage.cache_root import resolve
@@ -65,26 +65,30 @@ def row_text(catalog: Catalog, source: str, line: int) -> dict[str, Any]:
     return {"content": rejected[0]["content"]} if rejected and rejected[0]["content"] is not None else {}
 
 
+def _e(value: Any) -> str:
+    """``value`` as literal text in a line of rich markup, its control characters escaped (``shown``)."""
+    return escape(shown(str(value)))
+
+
 def describe(p: RowPath, text: dict[str, Any] | None = None) -> list[str]:
-    """The lines `augdag why` prints (rich markup, the values escaped): the row's text (``text``: column -> value;
-    a rejected row's content), then its path."""
-    head = f"[bold]{escape(p.source)}:{p.line}[/]"
-    shown = [
-        f"  {escape(k)}: {escape(' '.join(map(str, v)) if isinstance(v, list) else str(v))}" for k, v in (text or {}).items()
-    ]
+    """The lines `augdag why` prints (rich markup; the values escaped, as markup and as control characters: a
+    corpus line's ESC or bidi override reaches the terminal as ``\\x1b``, ``\\u202e``): the row's text (``text``:
+    column -> value; a rejected row's content), then its path."""
+    head = f"[bold]{_e(p.source)}:{p.line}[/]"
+    values = [f"  {_e(k)}: {_e(' '.join(map(str, v)) if isinstance(v, list) else v)}" for k, v in (text or {}).items()]
     if p.rejected:
         r = p.rejected
         return [
-            f"{head}  ({escape(r['file'])})",
-            *shown,
-            f"  read: [red]rejected[/], {escape(r['reason'])}: {escape(r['detail'] or '')}  (run {p.read_run})",
+            f"{head}  ({_e(r['file'])})",
+            *values,
+            f"  read: [red]rejected[/], {_e(r['reason'])}: {_e(r['detail'] or '')}  (run {_e(p.read_run)})",
         ]
-    lines = [f"{head}  uid {p.uid}", *shown, f"  read: kept  (run {p.read_run})"]
+    lines = [f"{head}  uid {_e(p.uid)}", *values, f"  read: kept  (run {_e(p.read_run)})"]
     if not p.sentences:
         return lines + _fate(p, "  ")
     lines.append(f"  split_sentences: {len(p.sentences)} sentence{'s' * (len(p.sentences) != 1)}")
     for s in p.sentences:  # a line split into sentences: each sentence's own path
-        lines += [f"  sentence {s.sentence}  uid {s.uid}", *_fate(s, "    ")]
+        lines += [f"  sentence {s.sentence}  uid {_e(s.uid)}", *_fate(s, "    ")]
     return lines
 
 
@@ -92,17 +96,16 @@ def _fate(p: RowPath, indent: str) -> list[str]:
     """A row's drops, views and derived rows, one per line."""
     lines = []
     for d in p.drops:
-        detail = f": {escape(d['detail'])}" if d["detail"] else ""
-        lines.append(f"{indent}{escape(d['stage'])}: [red]dropped[/], {escape(d['reason'])}{detail}  (run {d['run']})")
+        detail = f": {_e(d['detail'])}" if d["detail"] else ""
+        lines.append(f"{indent}{_e(d['stage'])}: [red]dropped[/], {_e(d['reason'])}{detail}  (run {_e(d['run'])})")
     if p.views:
-        lines.append(f"{indent}in views: " + ", ".join(escape(v) for v in p.views))
+        lines.append(f"{indent}in views: " + ", ".join(_e(v) for v in p.views))
     elif not p.drops:
         lines.append(f"{indent}in no current view")
     if p.derived:
-        lines.append(f"{indent}derived rows: " + ", ".join(f"{escape(v)} {n:,}" for v, n in p.derived.items()))
+        lines.append(f"{indent}derived rows: " + ", ".join(f"{_e(v)} {n:,}" for v, n in p.derived.items()))
     if p.derived_drops:
         lines.append(
-            f"{indent}derived rows dropped: "
-            + ", ".join(f"{escape(s)} {escape(r)} {n:,}" for (s, r), n in p.derived_drops.items())
+            f"{indent}derived rows dropped: " + ", ".join(f"{_e(s)} {_e(r)} {n:,}" for (s, r), n in p.derived_drops.items())
         )
     return lines

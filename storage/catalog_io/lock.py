@@ -35,8 +35,12 @@ _serial = itertools.count()
 
 @functools.cache
 def _me(pid: int) -> tuple[Owner, str]:
-    """This process (``pid``: a fork is another) and its command line, one line of at most 200 characters."""
-    command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv and sys.argv[0] else "python"
+    """This process (``pid``: a fork is another) and its command line as typed, one line of at most 200 characters:
+    ``augdag sql ...`` for a script (the interpreter left out), ``python -m flows.cli ...``, ``python -c ...``."""
+    argv = list(getattr(sys, "orig_argv", sys.argv)) or ["python"]
+    if len(argv) > 1 and not argv[1].startswith("-"):
+        argv = argv[1:]  # the interpreter of a script
+    command = " ".join([Path(argv[0]).name, *argv[1:]])
     return current_owner(), command.encode("unicode_escape").decode("ascii")[:200]
 
 

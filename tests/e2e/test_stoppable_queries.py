@@ -1,0 +1,179 @@
+"""A query can always be stopped and never blocks a run (issue 48, defect 2), through `augdag` subprocesses.
+
+Ctrl-C is SIGINT to the process (started in its own session, as a terminal's foreground job gets it) once its query
+runs: the query reads a snapshot of the catalog, and the snapshot's directory appearing under the process's TMPDIR
+says that it does. `select count(*) from range(10000000000000)` runs for days: an exit at all proves the stop.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conf.errors import CatalogError
+from storage.artifacts import ArtifactRef, write_manifest, write_part
+from storage.catalog import Catalog
+from tests.cli.test_sql_statements import ERRORS, RESULTS, SCRIPT
+from tests.conftest import REPO, bitext, subprocess_env
+
+FOREVER = "select count(*) from range(10000000000000)"
+INTERRUPTED = "error: interrupted (Ctrl-C): the query was stopped"
+HANG_GUARD_S = 120  # not a threshold: only so that a broken stop fails the test instead of hanging it
+
+
+@pytest.fixture
+def cache(tmp_path) -> Path:
+    """A cache with one `bitext` artifact of two pairs."""
+    cache = tmp_path / "cache"
+    ref = ArtifactRef(str(cache), "clean", "a" * 32, "bitext", "d", 1)
+    write_part(bitext([("a b", "x y"), ("c", "z")]), ref.path(0))
+    Catalog(cache).register(ref, write_manifest(ref, version="1", params={}), run_id="r1")
+    return cache
+
+
+def start(cache: Path, *args: str, stdin: bytes | None = None, **env: str) -> subprocess.Popen:
+    """`augdag ARGS --cache CACHE` in its own session, its temporary files in ``<cache>/../tmp``."""
+    tmp = cache.parent / "tmp"
+    tmp.mkdir(exist_ok=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "flows.cli", *args, "--cache", str(cache)],
+        env=subprocess_env(cache.parent, COLUMNS="200", TMPDIR=str(tmp), **env),
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    if stdin is not None:
+        proc.stdin.write(stdin)
+    proc.stdin.close()
+    proc.stdin = None  # all written: communicate() has nothing to send
+    return proc
+
+
+def when_querying(proc: subprocess.Popen, cache: Path) -> None:
+    """Return once ``proc`` reads its snapshot of the catalog (its query runs, or is about to)."""
+    deadline = time.monotonic() + HANG_GUARD_S
+    while not list((cache.parent / "tmp").glob("augdag-query-*/catalog.duckdb")):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the query never started"
+        time.sleep(0.1)
+    time.sleep(0.5)  # past the connection's settings, into the query (a SIGINT before it is handled the same)
+
+
+def finish(proc: subprocess.Popen) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=HANG_GUARD_S)
+    return proc.returncode, out.decode(), err.decode()
+
+
+def test_ctrl_c_stops_a_running_query_with_exit_130_and_one_line(cache):
+    proc = start(cache, "sql", FOREVER)
+    when_querying(proc, cache)
+    proc.send_signal(signal.SIGINT)
+    assert finish(proc) == (130, "", INTERRUPTED + "\n")
+    assert list((cache.parent / "tmp").iterdir()) == []  # the snapshot is gone with it
+
+
+def test_timeout_stops_a_query_with_exit_1_and_one_line(cache):
+    done = finish(start(cache, "sql", FOREVER, "--timeout", "1"))
+    assert done == (1, "", "error: query stopped at its time limit of 1 s (--timeout, $AUGDAG_QUERY_TIMEOUT)\n")
+
+
+def test_ctrl_c_in_the_piped_shell_stops_the_statement_and_the_next_one_runs(cache):
+    proc = start(cache, "sql", "--shell", "-f", "json", stdin=f"{FOREVER};\nSELECT 42 AS alive;\n".encode())
+    when_querying(proc, cache)
+    proc.send_signal(signal.SIGINT)
+    assert finish(proc) == (1, '{"alive": 42}\n', f"{INTERRUPTED}\nerror: 1 statement(s) failed\n")
+
+
+def test_the_shell_reads_a_piped_script_with_duckdbs_statements_and_exits_1_on_a_failed_one(cache):
+    code, out, err = finish(start(cache, "sql", "--shell", "-f", "json", stdin=SCRIPT))
+    assert (code, out.splitlines(), err.splitlines()) == (1, RESULTS, ERRORS)
+
+
+@pytest.mark.parametrize("stop", ["ctrl_c", "time_limit"])
+def test_ctrl_c_and_the_time_limit_stop_an_export_and_write_nothing(cache, stop):
+    where = f"({FOREVER}) > 0"
+    env = {"AUGDAG_QUERY_TIMEOUT": "1"} if stop == "time_limit" else {}
+    proc = start(cache, "export", "bitext", "-o", str(cache.parent / "out.parquet"), "--where", where, **env)
+    if stop == "ctrl_c":
+        when_querying(proc, cache)
+        proc.send_signal(signal.SIGINT)
+        code, out, err = finish(proc)
+        assert (code, out) == (130, "") and err.strip() == ""  # click's Abort: exit 130
+    else:
+        limit = "error: query stopped at its time limit of 1 s (--timeout, $AUGDAG_QUERY_TIMEOUT)\n"
+        assert finish(proc) == (1, "", limit)
+    assert [p.name for p in cache.parent.iterdir() if p.name.startswith("out")] == []  # no file, no temporary one
+
+
+def test_a_writer_takes_the_lock_while_a_long_query_runs(cache):
+    """The query holds the catalog's lock only while it copies its snapshot: a run's registration goes through (on
+    main before this, it waited for the query: here `CatalogError` after lock_timeout_s)."""
+    proc = start(cache, "sql", FOREVER)
+    try:
+        when_querying(proc, cache)
+        with Catalog(cache, lock_timeout_s=10).write() as con:
+            con.execute("INSERT INTO lineage VALUES ('child', 'parent')")
+        assert Catalog(cache).query("SELECT child, parent FROM lineage").to_pylist() == [{"child": "child", "parent": "parent"}]
+        assert proc.poll() is None  # and the query still runs
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert finish(proc)[0] == 130
+
+
+HOLD = """import sys
+from storage.catalog import Catalog
+with Catalog(sys.argv[1]).write():
+    print("held", flush=True)
+    sys.stdin.read()
+"""  # holds the catalog's exclusive lock until its stdin closes
+
+
+def test_a_process_waiting_for_the_lock_names_its_holder_then_proceeds_or_fails_naming_it(cache):
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(cache)],
+        cwd=REPO,
+        env=subprocess_env(cache.parent),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    waiter = None
+    try:
+        assert holder.stdout.readline() == "held\n"
+        # a writer with a short lock_timeout_s: one line naming the holder
+        with pytest.raises(CatalogError) as failed, Catalog(cache, lock_timeout_s=1).write():
+            pass
+        who = rf"held by pid {holder.pid} on {re.escape(socket.gethostname())} \(python -c import sys\\nfrom storage"
+        assert re.fullmatch(
+            rf"{re.escape(str(cache))}/catalog\.lock: could not lock the catalog within 1 s \(orchestration\.lock_timeout_s\); "
+            rf"{who}.*\) since \d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d UTC, exclusive",
+            str(failed.value),
+        ), str(failed.value)
+        waiter = start(cache, "sql", "SELECT count(*) AS n FROM bitext", "-f", "json")
+        watchdog = threading.Timer(HANG_GUARD_S, waiter.kill)
+        watchdog.start()
+        said = waiter.stderr.readline().decode()  # the waiter says so before the lock is free
+        assert re.search(
+            rf"waiting 2 s for the catalog lock {re.escape(str(cache))}/catalog\.lock, {who}.*\) since [^,]+ UTC, "
+            r"exclusive; waiting up to 600 s \(orchestration\.lock_timeout_s\)$",
+            said.rstrip("\n"),
+        ), said
+        assert waiter.poll() is None  # still waiting
+        holder.stdin.close()  # the holder lets go: the waiter proceeds
+        assert finish(waiter) == (0, '{"n": 2}\n', "")
+        watchdog.cancel()
+    finally:
+        holder.kill() if holder.poll() is None else None
+        if waiter is not None and waiter.poll() is None:
+            waiter.kill()
+    assert list((cache / "catalog.holders").iterdir()) == []  # every note removed with its lock

@@ -32,6 +32,7 @@ from conf.schema import AugdagConf
 from flows.cli.app import QUIET, VERBOSE, err, out, verbosity
 from flows.engine import registry
 from flows.engine.counts import view_rows
+from flows.engine.run_log import disk_full_as_error
 from tasks.runtime.progress import reporting
 
 
@@ -76,6 +77,7 @@ def replayed(call: Callable[[], dict[str, Any]], conf: AugdagConf, server: str |
     return replay(call, Path(conf.cache))
 
 
+@disk_full_as_error()  # a full disk: one line, exit 1
 def run_pipeline(pipeline: str, conf: AugdagConf, profile: str) -> dict[str, Any]:
     """Run ``pipeline`` over ``conf`` under progress bars (replayed without Prefect when every stage is cached);
     returns its run summary. A missing input file is one line (exit 2) before Prefect starts."""
@@ -90,6 +92,7 @@ def run_pipeline(pipeline: str, conf: AugdagConf, profile: str) -> dict[str, Any
         return run_flow(flow, conf, profile=profile, config=dump_conf(conf))
 
 
+@disk_full_as_error()  # a full disk: one line, exit 1
 def run_nightly(conf: AugdagConf, profile: str, *, run_id: str | None = None) -> dict[str, Any]:
     """The nightly flow over ``conf`` (recorded by ``run_id`` when it is a retry); prints every pipeline's
     summary and the run's, failed or not. The demo profile's data is written first when missing, and a

@@ -15,17 +15,28 @@ finds a handler on the root logger and leaves the root alone (its console handle
 handlers that send flow and task run logs to the server, and so to the UI, are untouched). Where Prefect
 was imported first (a test, a script around the CLI) the same filter goes on Prefect's console handler.
 No Prefect import here.
+
+A log that cannot be written (a full disk) is given up: one warning on stderr, written directly, and the run goes
+on. Never ``logging.Handler.handleError``: it prints the traceback, Prefect's ``log_prints`` turns a print into a
+record, the record comes back here and fails again (3,049 lines of "--- Logging error ---" and a RecursionError).
+A full disk that fails the run is one line at the end (``disk_full``: the CLI's last line names what could not be
+written).
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import errno
 import logging
 import re
 import sys
+import traceback
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
+
+from conf.errors import AugdagError
 
 LOG_DIR = "logs"
 _open: contextvars.ContextVar[tuple[tuple[Any, Path], ...]] = contextvars.ContextVar("augdag_run_logs", default=())
@@ -60,24 +71,97 @@ def _alive(flow_run_context: Any) -> bool:
 
 
 class RunLogHandler(logging.Handler):
-    """Appends each record to the logs of the runs open where it was logged (see the module docstring)."""
+    """Appends each record to the logs of the runs open where it was logged (see the module docstring); a log it
+    could not write to is given up with one warning (``given_up``)."""
 
     def __init__(self) -> None:
         super().__init__(logging.INFO)
         self.setFormatter(RunLogFormatter())
+        self.given_up: dict[Path, str] = {}  # log -> why it is no longer written
 
     def emit(self, record: logging.LogRecord) -> None:
         """Append the formatted record to the log of every run still open in this context."""
-        paths = [path for ctx, path in _open.get() if _alive(ctx)]
+        paths = [path for ctx, path in _open.get() if _alive(ctx) and path not in self.given_up]
         if not paths:
             return
         try:
             text = self.format(record) + "\n"
-            for path in paths:
+        except Exception as e:  # noqa: BLE001 — a record that cannot be formatted: said once, never recursively
+            self.give_up(None, f"a record of {record.name} could not be formatted ({type(e).__name__}: {e})")
+            return
+        for path in paths:
+            try:
                 with open(path, "a", encoding="utf-8") as f:
                     f.write(text)
-        except Exception:  # noqa: BLE001 — logging never fails a run
-            self.handleError(record)
+            except OSError as e:  # logging never fails a run: a full disk, a removed directory
+                self.give_up(path, e.strerror or str(e))
+
+    def give_up(self, path: Path | None, why: str) -> None:
+        """Stop writing the log ``path`` (None: one bad record) and say so once on stderr, written directly: a
+        ``print`` or a record would come back here (see the module docstring)."""
+        if path is not None:
+            self.given_up[path] = why
+        line = f"warning: {why}" if path is None else f"warning: the run's log {path} could not be written ({why}); it stops here"
+        try:
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+        except Exception:  # noqa: BLE001, S110 — no stderr either: nothing is left to tell
+            pass
+
+
+class DiskFull(AugdagError):
+    """The disk filled up while augdag wrote (a part, a manifest, the catalog, a log): ``disk_full``."""
+
+
+_FULL_PATH = re.compile(r'"([^"]+)": No space left on device')  # DuckDB: Could not write file "PATH": No space left
+
+
+def causes(error: BaseException | None) -> list[BaseException]:
+    """``error``, the error it was raised from or while handling, that one's, and so on."""
+    chain: list[BaseException] = []
+    while error is not None and all(error is not e for e in chain):
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    return chain
+
+
+_PATH_NAMES = ("self", "path", "tmp", "target", "final", "dest", "file")  # pathlib's own frames hold it as ``self``
+
+
+def written_path(error: BaseException) -> str | None:
+    """The file a write that raised ``error`` without naming it was writing: the ``Path`` held by the innermost frame
+    that holds one (``Path.write_text``'s ``self``, a writer's ``tmp``); None when no frame holds one."""
+    tb, frames = error.__traceback__, []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for frame in reversed(frames):
+        held = frame.f_locals
+        if found := next((held[n] for n in _PATH_NAMES if isinstance(held.get(n), Path)), None):
+            return str(found)
+    return None
+
+
+def disk_full(error: BaseException) -> DiskFull | None:
+    """``error`` (with the errors it was raised from or while handling) as one line naming what could not be written,
+    when a write found no space left on the device; None otherwise. The first full write is named (a run that
+    fails on a full disk then fails to record it too); the run id and cache of any error in the chain come along
+    for the CLI's resume line."""
+    chain = causes(error)
+    full = [e for e in chain if getattr(e, "errno", None) == errno.ENOSPC or "No space left on device" in str(e)]
+    if not full:
+        return None
+    first = full[-1]
+    named = next((str(f.filename) for f in reversed(full) if getattr(f, "filename", None)), None)
+    named = named or next((m[1] for f in reversed(full) if (m := _FULL_PATH.search(str(f)))), None)
+    named = named or written_path(first)
+    what = f"could not write {named}" if named else f"{' '.join(str(first).split())}"
+    out = DiskFull(f"no space left on device: {what} (free some space there)")
+    for e in chain:
+        if getattr(e, "run_id", None) and getattr(e, "cache", None):
+            out.run_id, out.cache = e.run_id, e.cache  # type: ignore[attr-defined]
+            break
+    return out
 
 
 def open_run_log(cache: Path | str, run_id: str, flow_run_context: Any) -> Path:
@@ -183,3 +267,19 @@ def record_stages(first_line: str) -> set[str]:
 def stage_records(lines: Iterable[str], stage: str) -> Iterator[list[str]]:
     """The records of ``stage`` (a stage or model name, as `augdag runs` lists them) in a run's log."""
     return (r for r in log_records(lines) if stage in record_stages(r[0]))
+
+
+@contextlib.contextmanager
+def disk_full_as_error() -> Iterator[None]:
+    """Inside: an error that is not augdag's and comes of a full disk (``disk_full``) is raised as ``DiskFull``, one
+    line the CLI prints with exit 1 (a decorator too: the CLI's ``run_pipeline``, ``run_nightly``)."""
+    try:
+        yield
+    except AugdagError:
+        raise
+    except Exception as e:
+        if (full := disk_full(e)) is None:
+            raise
+        for failed in causes(e):  # the frames' locals (DuckDB connections among them) let go now, not at interpreter
+            traceback.clear_frames(failed.__traceback__)  # exit, where nanobind reports each as a leak
+        raise full from None  # the error and its traceback are in the run's log already

@@ -52,7 +52,11 @@ def test_parts_and_manifest_on_s3_are_the_local_bytes_under_the_same_keys(tmp_pa
             == hashlib.sha256((local.dir / f["file"]).read_bytes()).hexdigest()
         )
     assert read_manifest(remote)["rows"] == 3 and verify(remote) == []
-    assert not (tmp_path / "cache").exists()  # nothing of the artifact is written to the cache directory
+    # nothing of the artifact is written to the cache directory: only the memo of the parts' hashes by their stat keys
+    # that lets a query check them without reading them (storage/integrity.py)
+    assert [p.relative_to(tmp_path / "cache").as_posix() for p in (tmp_path / "cache").rglob("*") if p.is_file()] == [
+        f"integrity/clean-{'a' * 32}.json"
+    ]
     # a reduce stage's view of it: every way of reading gives the local rows
     lp, rp = local.parts(), remote.parts()
     assert rp.num_rows == 3 and rp.table().equals(lp.table())
@@ -203,7 +207,9 @@ def test_a_view_binds_from_one_footer_per_artifact_whose_parts_share_a_schema_an
     objects.reset()  # another process: `augdag sql`, nothing of the store known yet
     user = Catalog(tmp_path / "cache")
     bound = s3_env.requests(lambda: user.query("SELECT count(*) AS n FROM bitext WHERE false", sandbox=True))
-    touched = {r.split()[0] + " " + r.split("/artifacts/clean/")[1][:1] + r[-10:-8] for r in bound}  # "GET a00"
+    # the parts' stat keys for the integrity check (storage/integrity.py): one LIST per artifact, their hashes memoised
+    assert [r for r in bound if "/artifacts/" not in r] == ["GET /aug-bind"] * 2
+    touched = {r.split()[0] + " " + r.split("/artifacts/clean/")[1][:1] + r[-10:-8] for r in bound if "/artifacts/" in r}
     # the uniform artifact: the first part's footer (and a HEAD of the second, DuckDB's look at the list), not its
     # other 4 parts; the other artifact: each part's footer
     assert touched == {"HEAD a00", "GET a00", "HEAD a01", "HEAD b00", "GET b00", "HEAD b01", "GET b01"}

@@ -278,8 +278,9 @@ def _build(node: yaml.Node, key: str, lines: dict[str, int], ctx: _Ctx) -> Any:
     ctx.built[0] += 1
     if ctx.built[0] > MAX_VALUES or key.count(".") >= MAX_DEPTH:
         what = f"more than {MAX_VALUES:,} values" if ctx.built[0] > MAX_VALUES else f"more than {MAX_DEPTH} levels"
+        shown = ".".join(key.split(".")[:4]) + ("..." if key.count(".") >= 4 else "")
         raise ConfError(
-            f"{ctx.path}:{node.start_mark.line + 1}: {key or 'the document'}: its aliases (*name) expand to {what}; "
+            f"{ctx.path}:{node.start_mark.line + 1}: {shown or 'the document'}: its aliases (*name) expand to {what}; "
             "refused (a profile holds a few hundred). Hint: write the repeated settings out, or use fewer aliases"
         )
     if isinstance(node, yaml.MappingNode):

@@ -29,6 +29,7 @@ from models.candidates import BOTTOM_K, TOP_K_TOP_P, Plan, Sampler, pcc_samplers
 from models.nmt.base import (
     DecodeOptions,
     NMTModel,
+    Progress,
     length_batches,
     pick_device,
 )
@@ -39,6 +40,8 @@ from storage.artifacts import fingerprint, hash_inputs
 
 class HFParaphraser:
     """A Hugging Face seq2seq or causal LM that samples paraphrases of ``prompt.format(text=...)``."""
+
+    pivot_passes = 0  # passes over the texts before the plan's (progress counts them): none
 
     def __init__(self, model: Any, tokenizer: Any, *, path: str | Path, device: str, prompt: str):
         self.model, self.tokenizer, self.path, self.device, self.prompt = model, tokenizer, path, device, prompt
@@ -89,15 +92,22 @@ class HFParaphraser:
         max_len_a: float = 1.5,
         max_len_b: int = 10,
         banned: Sequence[Sequence[str]] | None = None,
+        progress: Progress | None = None,
     ) -> dict[str, list[list[str]]]:
         """``n`` samples per text for each (sampler, n) of ``plan``, in input order; ``banned``: words per text
-        that its samples must not start a token with (``models.banned``)."""
+        that its samples must not start a token with (``models.banned``). Each sample is at most ``max_len_a`` ×
+        its batch's longest input + ``max_len_b`` new tokens; ``progress(texts done)`` after every batch, counting
+        ``len(texts)`` per (sampler, n) of the plan (it may raise to stop between batches)."""
         from models.banned import banned_token_ids
 
         prompts = [self.prompt.format(text=t) for t in texts]
         ids = self.tokenizer(prompts, truncation=True)["input_ids"]
         bans = [banned_token_ids(self.tokenizer, words) for words in banned] if banned is not None else None
-        return {s.name: self._sample(ids, s, n, max_tokens, max_len_a, max_len_b, bans) for s, n in plan}
+        out = {}
+        for k, (s, n) in enumerate(plan):
+            step = None if progress is None else (lambda done, k=k: progress(k * len(ids) + done))
+            out[s.name] = self._sample(ids, s, n, max_tokens, max_len_a, max_len_b, bans, step)
+        return out
 
     def _sample(
         self,
@@ -108,6 +118,7 @@ class HFParaphraser:
         a: float,
         b: int,
         bans: list[list[int]] | None = None,
+        progress: Progress | None = None,
     ) -> list[list[str]]:
         import torch
         from transformers import LogitsProcessorList
@@ -115,6 +126,7 @@ class HFParaphraser:
         out: list[list[str]] = [[] for _ in ids]
         if n == 0:
             return out
+        done = 0
         with torch.inference_mode():
             for k, batch in enumerate(length_batches([len(x) * n for x in ids], max_tokens=max_tokens)):
                 rows = [ids[i] for i in batch]
@@ -141,12 +153,17 @@ class HFParaphraser:
                 texts = self.tokenizer.batch_decode(generated, skip_special_tokens=True)
                 for j, i in enumerate(batch):
                     out[i] = [t.strip() for t in texts[j * n : (j + 1) * n]]
+                done += len(batch)
+                if progress is not None:
+                    progress(done)
         return out
 
 
 class RoundTripParaphraser:
     """Source → pivot with ``forward`` (beam search), pivot → source with ``backward`` (sampling, bottom-k
     in this return decoder). One pivot per sentence, shared by every sampler of the plan."""
+
+    pivot_passes = 1  # the pivots' translation, before the plan's samplers
 
     def __init__(self, forward: NMTModel, backward: NMTModel, *, pivot_beam: int = 4):
         self.forward, self.backward, self.pivot_beam = forward, backward, pivot_beam
@@ -156,17 +173,28 @@ class RoundTripParaphraser:
             "round-trip", "1", {"pivot_beam": self.pivot_beam}, [self.forward.fingerprint(), self.backward.fingerprint()]
         )
 
-    def pivots(self, texts: Sequence[str], *, max_tokens: int = 4096) -> list[str]:
-        return self.forward.translate(list(texts), DecodeOptions(beam=self.pivot_beam), max_tokens=max_tokens)
+    def pivots(self, texts: Sequence[str], *, max_tokens: int = 4096, progress: Progress | None = None) -> list[str]:
+        return self.forward.translate(list(texts), DecodeOptions(beam=self.pivot_beam), max_tokens=max_tokens, progress=progress)
 
     def generate(
-        self, texts: Sequence[str], plan: Plan, *, max_tokens: int = 4096, pivots: Sequence[str] | None = None
+        self,
+        texts: Sequence[str],
+        plan: Plan,
+        *,
+        max_tokens: int = 4096,
+        pivots: Sequence[str] | None = None,
+        progress: Progress | None = None,
     ) -> dict[str, list[list[str]]]:
-        pivots = self.pivots(texts, max_tokens=max_tokens) if pivots is None else pivots
+        """As ``HFParaphraser.generate``; ``progress`` counts ``len(texts)`` for the pivots and as many per (sampler,
+        n) of the plan. Both decoders bound their outputs as every NMT model does (models/nmt/base.py)."""
+        if pivots is None:
+            pivots = self.pivots(texts, max_tokens=max_tokens, progress=progress)
         out = {}
-        for sampler, n in plan:
+        for k, (sampler, n) in enumerate(plan):
             repeated = [p for p in pivots for _ in range(n)]
-            back = self.backward.translate(repeated, sampler.decode_options(), max_tokens=max_tokens) if n else []
+            offset = (k + 1) * len(pivots)
+            step = None if progress is None else (lambda done, offset=offset, n=n: progress(offset + done // n))
+            back = self.backward.translate(repeated, sampler.decode_options(), max_tokens=max_tokens, progress=step) if n else []
             out[sampler.name] = [back[i * n : (i + 1) * n] for i in range(len(pivots))]
         return out
 

@@ -29,6 +29,7 @@ import pyarrow as pa
 from storage.engines import scratch_duckdb
 from storage.parts import Parts
 from tasks.paraphrase.candidates import load_generator
+from tasks.runtime.progress import sentences
 from tasks.runtime.stage import Stage
 
 _WORD = re.compile(r"^[^\W\d_]+$")  # letters only
@@ -167,7 +168,8 @@ def constrained_candidates(
     else:
         plan = [(Sampler(**(sampler or {})), n)]
         ban = {"banned": negative} if generator["kind"] == "hf" else {}
-        drawn = next(iter(model.generate(texts, plan, max_tokens=max_tokens, **ban).values()))
+        progress = sentences(len(texts) * (model.pivot_passes + 1))
+        drawn = next(iter(model.generate(texts, plan, max_tokens=max_tokens, progress=progress, **ban).values()))
     out: dict[str, list] = {k: [] for k in CANDIDATES.names}
     for i, row in enumerate(rows.select(["uid", "source", "line"]).to_pylist()):
         for j, para in enumerate(drawn[i]):

@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from models.candidates import BOTTOM_K, TOP_K_TOP_P, Sampler, candidate_bag
 from models.runtime import loaded
+from tasks.runtime.progress import sentences
 from tasks.runtime.stage import Stage
 
 CANDIDATES = pa.schema(
@@ -106,7 +107,9 @@ def generate_candidates(
     """Every row's bag of candidates (``candidate_bag``): deduplicated, never the input, lineage kept."""
     model = load_generator(generator, resources)
     texts = rows["text"].to_pylist()
-    drawn = model.generate(texts, [(Sampler(**s["sampler"]), s["n"]) for s in plan], max_tokens=max_tokens)
+    samplers = [(Sampler(**s["sampler"]), s["n"]) for s in plan]
+    progress = sentences(len(texts) * (model.pivot_passes + len(samplers)))
+    drawn = model.generate(texts, samplers, max_tokens=max_tokens, progress=progress)
     labels = rows["label"].to_pylist() if "label" in rows.column_names else [None] * rows.num_rows
     out: dict[str, list] = {k: [] for k in CANDIDATES.names}
     for i, (uid, text) in enumerate(zip(rows["uid"].to_pylist(), texts)):

@@ -151,6 +151,22 @@ def test_hf_paraphraser_seq2seq_bags_are_seeded_and_in_input_order(marian):
 
     # another batching (reversed input, small batches); decoding drops a special first token (<unk>), so the
     # first *word* can come from step 2: compare shares rather than demand zero
+    done: list[int] = []
+    assert para.generate(SRC, [(easy, 6), (hard, 3)], progress=done.append) == out  # reporting changes nothing
+    assert done == [len(SRC), 2 * len(SRC)]  # texts done after each batch (one per sampler here), sampler by sampler
+    done.clear()
+    para.generate(SRC, [(easy, 6)], max_tokens=60, progress=done.append)
+    assert len(done) > 2 and done == sorted(done) and done[-1] == len(SRC)
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_first_batch(n: int) -> None:
+        raise Stop(n)
+
+    with pytest.raises(Stop) as stopped:  # a stop requested (tasks.runtime.progress) ends it between batches
+        para.generate(SRC, [(easy, 6)], max_tokens=60, progress=stop_after_first_batch)
+    assert 0 < stopped.value.args[0] < len(SRC)
     hard_share = top2_first(para.generate(SRC[::-1], [(hard, 6)], max_tokens=40)[BOTTOM_K][::-1])
     easy_share = top2_first(out[TOP_K_TOP_P])
     assert hard_share < 0.2 and easy_share > 0.8, (hard_share, easy_share)
@@ -221,13 +237,15 @@ def test_round_trip_pivots_once_and_samples_back_with_bottom_k(marian, tmp_path)
         def __init__(self, inner):
             self.inner = inner
 
-        def translate(self, src, options=_DEFAULT_OPTIONS, *, max_tokens=4096):
+        def translate(self, src, options=_DEFAULT_OPTIONS, *, max_tokens=4096, progress=None):
             calls.append((len(src), options))
-            return self.inner.translate(src, options, max_tokens=max_tokens)
+            return self.inner.translate(src, options, max_tokens=max_tokens, progress=progress)
 
     rt = RoundTripParaphraser(Counting(nmt), Counting(nmt), pivot_beam=2)
     easy, hard = pcc_samplers()
-    out = rt.generate(SRC[:5], [(easy, 4), (hard, 2)])
+    done: list[int] = []
+    out = rt.generate(SRC[:5], [(easy, 4), (hard, 2)], progress=done.append)
+    assert done[-1] == 15 == 5 * (rt.pivot_passes + 2) and done == sorted(done)  # texts: pivots, then each sampler
     assert [(n, o.sampling, o.beam if not o.sampling else o.bottom_k) for n, o in calls] == [
         (5, False, 2),
         (20, True, 0),

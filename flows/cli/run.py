@@ -33,6 +33,7 @@ from flows.cli.app import QUIET, VERBOSE, err, out, verbosity
 from flows.engine import registry
 from flows.engine.counts import view_rows
 from flows.engine.run_log import disk_full_as_error
+from flows.ops.ephemeral import start_ephemeral_server
 from tasks.runtime.progress import reporting
 
 
@@ -89,6 +90,7 @@ def run_pipeline(pipeline: str, conf: AugdagConf, profile: str) -> dict[str, Any
     with progress_bars():
         if summary := replayed(lambda: flow.fn(conf, profile=profile, config=dump_conf(conf)), conf, server):
             return summary
+        start_ephemeral_server()  # none configured: Prefect's temporary one, out of reach of a terminal's Ctrl-C
         return run_flow(flow, conf, profile=profile, config=dump_conf(conf))
 
 
@@ -107,9 +109,10 @@ def run_nightly(conf: AugdagConf, profile: str, *, run_id: str | None = None) ->
     try:
         with progress_bars():
             call = lambda: nightly_body(profile=profile, cache=str(conf.cache), config=dump_conf(conf))  # noqa: E731
-            summary = (run_id is None and replayed(call, conf, server)) or nightly.nightly_flow(
-                profile=profile, cache=str(conf.cache), config=dump_conf(conf), run_id=run_id
-            )
+            summary = run_id is None and replayed(call, conf, server)
+            if not summary:
+                start_ephemeral_server()  # as in run_pipeline
+                summary = nightly.nightly_flow(profile=profile, cache=str(conf.cache), config=dump_conf(conf), run_id=run_id)
     except NightlyFailed as e:
         print_nightly(e.summary)
         raise

@@ -3,10 +3,11 @@ next batch, is recorded `interrupted`, and its last line says how to resume; the
 finished. The stop itself (progress, `Interrupted`, the stop request) is tested in-process in
 tests/engine/test_interrupted_run.py and tests/models/test_nmt_fairseq.py.
 
-The signal goes to the augdag process (`kill -INT`, a scheduler), not to its whole process group as a terminal's
-Ctrl-C does: there Prefect's embedded server, a child in the same group, dies of it too, and the process then waits
-on Prefect's client retrying the dead API (measured: still running 60 s later, the run already recorded
-`interrupted` in the catalog). Not solved yet: see issue 47's note."""
+The signal goes to the augdag process (`kill -INT`, a scheduler) and to its whole process group, as a terminal's
+Ctrl-C does. Before flows/ops/ephemeral.py, Prefect's temporary server, a child in the same group, died of the
+latter too, and the process then waited on Prefect's client retrying the dead API (still running 60 s later, the run
+already recorded `interrupted`). The server, in its own session, must also be gone once augdag has exited, and
+when augdag is killed with SIGKILL (its watchdog)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,38 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from demo import write_demo
 from tests.conftest import augdag, catalog_rows, subprocess_env
 
 
-def test_sigint_during_translation_leaves_an_interrupted_run_and_its_resume_line(tmp_path):
+def prefect_servers(prefect_home: Path) -> list[int]:
+    """The pids of live processes started with ``PREFECT_HOME=prefect_home`` that run uvicorn (a Prefect server)."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            environ, cmdline = (proc / "environ").read_bytes(), (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if f"PREFECT_HOME={prefect_home}".encode() in environ.split(b"\0") and b"uvicorn" in cmdline:
+            found.append(int(proc.name))
+    return found
+
+
+def gone_within(pids_of: Callable[[], list[int]], seconds: float) -> list[int]:
+    """``pids_of()`` polled until it is empty or ``seconds`` passed: what is left."""
+    deadline = time.monotonic() + seconds
+    while (left := pids_of()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+@pytest.mark.parametrize("to", ["pid", "group"])
+def test_sigint_during_translation_leaves_an_interrupted_run_and_its_resume_line(tmp_path, to):
     data, cache = tmp_path / "data", tmp_path / "cache"
     # 5,000 test sentences for a 2-update student decoding natively with beam 5: it translates for minutes
     write_demo(data, seed=1, bitext_rows=300, mono_rows=10, labeled_rows=10, slots_rows=10, test_rows=5000, bad_rows=False)
@@ -54,14 +80,39 @@ train_nmt:
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.2)
         time.sleep(5)  # into the translation of the test set
-        os.kill(proc.pid, signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
+        assert len(prefect_servers(tmp_path / "prefect-home")) == 1  # the run's temporary Prefect server
+        (os.kill if to == "pid" else os.killpg)(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole group
+        out, err = proc.communicate(timeout=120)  # a wait on a dead API's retries never ended
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130, out + err
+    assert gone_within(lambda: prefect_servers(tmp_path / "prefect-home"), 10) == []  # stopped at exit
     last = " ".join(err.split())
     assert "interrupted by SIGINT; the shards it finished are kept" in last and "Resume: augdag retry train_nmt-" in last
     runs = catalog_rows(cache, "SELECT pipeline, status FROM runs ORDER BY started_at")
     assert [(r["pipeline"], r["status"]) for r in runs] == [("ingest", "completed"), ("train_nmt", "interrupted")]
     assert not list(Path(cache, "artifacts").glob("translate_student/*/manifest.json"))  # stopped before it finished
+
+
+def test_the_temporary_server_stops_when_augdag_is_killed(tmp_path):
+    """SIGKILL runs no atexit hook: the server, in a session of its own, stops by its watchdog within seconds."""
+    code = "from flows.ops.ephemeral import start_ephemeral_server as s; print(s(), flush=True); input()"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        env=subprocess_env(tmp_path),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert proc.stdout.readline().startswith("http://127.0.0.1:")
+        servers = prefect_servers(tmp_path / "prefect-home")
+        assert len(servers) == 1 and os.getsid(servers[0]) != os.getsid(proc.pid)  # out of reach of a Ctrl-C
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        assert gone_within(lambda: prefect_servers(tmp_path / "prefect-home"), 15) == []
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)

@@ -74,7 +74,7 @@ class ArtifactRef:
         return Parts(tuple(self.paths(role)), root=self.root)
 
     def read(self, shard: int, role: str = MAIN) -> pa.Table:
-        """Shard ``shard`` of ``role``, its bytes checked against the manifest (storage/integrity.py)."""
+        """Shard ``shard`` of ``role``, its bytes checked against the manifest (storage/integrity/)."""
         path = self.path(shard, role)
         try:
             return read_checked(path, root=self.root)

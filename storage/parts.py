@@ -7,7 +7,7 @@ committed Parquet parts of one artifact, in shard order, not yet read. It asks f
 pass), ``num_rows`` (from the footers) or ``sql()`` (a DuckDB ``read_parquet`` over them, for an
 aggregate that must spill rather than fit in memory) — so no stage function opens a file itself,
 and a test can hand one a ``Parts.of_tables`` built in memory. Every part is checked against its artifact's
-manifest as it is read, or before DuckDB reads it (storage/integrity.py).
+manifest as it is read, or before DuckDB reads it (storage/integrity/).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 What it checks: the current artifacts of the catalog (per stage, dataset and view, the one a run used last: what the
 views serve and the next run reuses), on this machine or on the cache's object store; for each, every file its
 manifest lists is hashed (sha256, the integrity memo ignored: this is the check that catches damage no stat field
-shows, storage/integrity.py). Each file missing or differing is one line; exit 1 when there is any, 0 when none.
+shows, storage/integrity/). Each file missing or differing is one line; exit 1 when there is any, 0 when none.
 
 ``--repair`` recomputes exactly those files: it deletes each bad file and, for a side role (``rejects-``,
 ``dropped-``...), its shard's main part (a main part on disk means the shard is done, tasks/runtime/stage.py), then
@@ -56,6 +56,7 @@ def check(catalog: Catalog, artifacts: list[tuple[objects.Loc, str]]) -> tuple[i
 
 
 def line(f: Finding) -> str:
+    """A finding as `augdag verify` lists it (an artifact without its manifest too)."""
     return f"artifact {f.artifact}: {MANIFEST} is missing" if f.file == MANIFEST else f.line()
 
 
@@ -101,9 +102,8 @@ def verify(
     _, still = check(catalog, [(d, run) for d, run in artifacts if str(d) in bad_dirs])
     for f in found:
         if not any(s.directory == f.directory and s.file == f.file for s in still):
-            out.print(
-                f"recomputed artifact {f.artifact}: {f.file} (sha256 {f.recorded}, as its manifest records)", highlight=False
-            )
+            done = f"recomputed artifact {f.artifact}: {f.file} (sha256 {f.recorded}, as its manifest records)"
+            out.print(escape(done), highlight=False, soft_wrap=True)
     if still:
         for s in still:
             out.print(escape(line(s)), highlight=False, soft_wrap=True)

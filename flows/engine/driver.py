@@ -370,7 +370,7 @@ def run_source_stage(
 
 
 def proven(run: Run, out: ArtifactRef, files: Mapping[str, str], **which: Any) -> None:
-    """Files of ``out`` a run takes as done (file -> recorded sha256; ``which``: storage/integrity.py's ``check_artifact``
+    """Files of ``out`` a run takes as done (file -> recorded sha256; ``which``: storage/integrity/'s ``check_artifact``
     options), proven before they count as cached: one that differs fails the stage in one line with the repair
     command and the run is recorded failed (a replay goes to Prefect first, to record it)."""
     try:

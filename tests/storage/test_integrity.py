@@ -1,5 +1,5 @@
 """Bytes are proven, not trusted (issue 48, defect 1): a part that differs from its manifest is never read, served or
-counted as cached; storage/integrity.py's rule, on artifacts built by hand."""
+counted as cached; storage/integrity/'s rule, on artifacts built by hand."""
 
 from __future__ import annotations
 

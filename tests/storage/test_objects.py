@@ -53,7 +53,7 @@ def test_parts_and_manifest_on_s3_are_the_local_bytes_under_the_same_keys(tmp_pa
         )
     assert read_manifest(remote)["rows"] == 3 and verify(remote) == []
     # nothing of the artifact is written to the cache directory: only the memo of the parts' hashes by their stat keys
-    # that lets a query check them without reading them (storage/integrity.py)
+    # that lets a query check them without reading them (storage/integrity/)
     assert [p.relative_to(tmp_path / "cache").as_posix() for p in (tmp_path / "cache").rglob("*") if p.is_file()] == [
         f"integrity/clean-{'a' * 32}.json"
     ]
@@ -207,7 +207,7 @@ def test_a_view_binds_from_one_footer_per_artifact_whose_parts_share_a_schema_an
     objects.reset()  # another process: `augdag sql`, nothing of the store known yet
     user = Catalog(tmp_path / "cache")
     bound = s3_env.requests(lambda: user.query("SELECT count(*) AS n FROM bitext WHERE false", sandbox=True))
-    # the parts' stat keys for the integrity check (storage/integrity.py): one LIST per artifact, their hashes memoised
+    # the parts' stat keys for the integrity check (storage/integrity/): one LIST per artifact, their hashes memoised
     assert [r for r in bound if "/artifacts/" not in r] == ["GET /aug-bind"] * 2
     touched = {r.split()[0] + " " + r.split("/artifacts/clean/")[1][:1] + r[-10:-8] for r in bound if "/artifacts/" in r}
     # the uniform artifact: the first part's footer (and a HEAD of the second, DuckDB's look at the list), not its

@@ -181,7 +181,7 @@ def sql(
         failed = sql_shell(
             catalog,
             show=lambda result: print_table(result, fmt or "table"),
-            error=lambda msg: err.print(f"[bold red]error:[/] {escape(msg)}", soft_wrap=True),
+            error=lambda msg: err.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, soft_wrap=True),
         )
         if failed and not sys.stdin.isatty():  # a script: its caller must see that it did not all run
             err.print(f"error: {failed} statement(s) failed", highlight=False, soft_wrap=True)

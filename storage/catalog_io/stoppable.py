@@ -65,25 +65,31 @@ class _Watcher(threading.Thread):
             if not ready:
                 self.halt("timeout")
                 return
+            if self.signals in ready:  # before the end: the block may end because of this very signal
+                data = os.read(self.signals, 64)
+                if self.forward >= 0:
+                    with contextlib.suppress(OSError):
+                        os.write(self.forward, data)
+                if signal.SIGINT in data:
+                    self.halt("interrupt")
+                    return
             if self.stop_r in ready:
-                return
-            data = os.read(self.signals, 64) if self.signals is not None else b""
-            if self.forward >= 0:
-                with contextlib.suppress(OSError):
-                    os.write(self.forward, data)
-            if signal.SIGINT in data:
-                self.halt("interrupt")
                 return
 
     def halt(self, why: str) -> None:
+        """Stop the running query and say ``why`` ("interrupt" or "timeout")."""
         self.why = why
         self.con.interrupt()
 
     def close(self) -> None:
+        """End the watch (once its signal bytes are read) and wait for it; again, nothing."""
+        if self.stop_w < 0:
+            return
         os.write(self.stop_w, b"x")
         self.join()
         os.close(self.stop_r)
         os.close(self.stop_w)
+        self.stop_w = -1
 
 
 @contextmanager
@@ -104,6 +110,9 @@ def stoppable(con: duckdb.DuckDBPyConnection, *, timeout_s: float | None = None)
     try:
         yield
     except BaseException as e:
+        # the C-level handler wrote the SIGINT byte before Python's handler ran: DuckDB may have seen the pending
+        # signal itself ("Query interrupted") before the watcher read the byte, so it is read now
+        watcher.close()
         if watcher.why == "timeout" and not isinstance(e, KeyboardInterrupt):
             raise QueryTimeout(f"query stopped at its time limit of {timeout_s:g} s (--timeout, ${TIMEOUT_ENV})") from None
         if watcher.why == "interrupt" or isinstance(e, duckdb.InterruptException):

@@ -7,7 +7,11 @@ says that it does. `select count(*) from range(10000000000000)` runs for days: a
 
 from __future__ import annotations
 
+import contextlib
+import os
+import pty
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -59,11 +63,12 @@ def start(cache: Path, *args: str, stdin: bytes | None = None, **env: str) -> su
     return proc
 
 
-def when_querying(proc: subprocess.Popen, cache: Path) -> None:
-    """Return once ``proc`` reads its snapshot of the catalog (its query runs, or is about to)."""
+def when_querying(proc: subprocess.Popen | None, cache: Path) -> None:
+    """Return once ``proc`` (or the one process querying ``cache``) reads its snapshot of the catalog (its query
+    runs, or is about to)."""
     deadline = time.monotonic() + HANG_GUARD_S
     while not list((cache.parent / "tmp").glob("augdag-query-*/catalog.duckdb")):
-        assert proc.poll() is None, proc.communicate()
+        assert proc is None or proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "the query never started"
         time.sleep(0.1)
     time.sleep(0.5)  # past the connection's settings, into the query (a SIGINT before it is handled the same)
@@ -177,3 +182,59 @@ def test_a_process_waiting_for_the_lock_names_its_holder_then_proceeds_or_fails_
         if waiter is not None and waiter.poll() is None:
             waiter.kill()
     assert list((cache / "catalog.holders").iterdir()) == []  # every note removed with its lock
+
+
+class Terminal:
+    """`augdag ARGS --cache CACHE` on a pseudo-terminal of its own: Ctrl-C typed there is SIGINT to its foreground
+    process group, as a user's terminal sends it."""
+
+    def __init__(self, cache: Path, *args: str) -> None:
+        tmp = cache.parent / "tmp"
+        tmp.mkdir(exist_ok=True)
+        env = subprocess_env(cache.parent, COLUMNS="200", TMPDIR=str(tmp), HOME=str(cache.parent), NO_COLOR="1")
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # the child: a session of its own with the terminal as its controlling one
+            os.chdir(REPO)
+            os.execve(sys.executable, [sys.executable, "-m", "flows.cli", *args, "--cache", str(cache)], env)
+        self.seen = b""
+
+    def type(self, keys: bytes) -> None:
+        os.write(self.fd, keys)
+
+    def until(self, text: bytes) -> bytes:
+        """What the terminal showed up to ``text`` (then forgotten), styles left out; a failure once the process ended."""
+        deadline = time.monotonic() + HANG_GUARD_S
+        while text not in self.seen:
+            assert time.monotonic() < deadline, self.seen
+            if select.select([self.fd], [], [], 0.2)[0]:
+                try:
+                    self.seen += os.read(self.fd, 4096)
+                except OSError:  # the process ended
+                    raise AssertionError(self.seen) from None
+        shown, _, self.seen = self.seen.partition(text)
+        return re.sub(rb"\x1b\[[0-9;]*m", b"", shown + text)  # without the bold of `error:`
+
+    def exit_code(self) -> int:
+        with contextlib.suppress(OSError):
+            while os.read(self.fd, 4096):
+                pass
+        return os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+
+
+def test_ctrl_c_typed_in_a_terminal_stops_a_query_of_the_shell_and_of_sql(cache):
+    shell = Terminal(cache, "sql", "--shell", "-f", "json")
+    shell.until(b"augdag> ")
+    shell.type(f"{FOREVER};\r".encode())
+    when_querying(None, cache)
+    shell.type(b"\x03")  # Ctrl-C
+    assert shell.until(b"augdag> ").endswith(f"^C{INTERRUPTED}\r\naugdag> ".encode())  # back to the prompt
+    shell.type(b"SELECT 42 AS alive;\r")
+    assert shell.until(b"augdag> ").endswith(b'{"alive": 42}\r\naugdag> ')
+    shell.type(b".quit\r")
+    assert shell.exit_code() == 0
+
+    one = Terminal(cache, "sql", FOREVER)
+    when_querying(None, cache)
+    one.type(b"\x03")
+    assert one.until(INTERRUPTED.encode()).endswith(b"^C" + INTERRUPTED.encode())
+    assert one.exit_code() == 130

@@ -9,10 +9,14 @@ directory the user stands in, and the sandbox would have to allow relative paths
 (the DuckDB CLI opened in the cache directory) the paths are relative to the working directory.
 Paths stored by older versions are absolute; ``resolve`` still reads them. An artifact on an object store
 (``storage.artifacts: s3://…``) is stored as its URI and read as it is (storage/objects/).
+
+A cache keeps its directory's privacy (``keep_private``): what a run creates under a cache made 0700 (artifacts,
+manifests, the catalog, logs, reports, Prefect's results) has no group or other bit either.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -106,3 +110,36 @@ def object_stores(con: duckdb.DuckDBPyConnection) -> list[str]:
 def store_prefixes(paths: Sequence[str]) -> list[str]:
     """The object-store prefixes (``s3://bucket/prefix/``) that artifacts stored at ``paths`` lie under."""
     return sorted({p.rsplit("/artifacts/", 1)[0] + "/" for p in paths if objects.is_remote(p)})
+
+
+def private_bits(root: Path) -> int:
+    """The group and other permission bits the directory ``root`` lacks (``0o077`` for a 0700 cache, ``0o022`` for
+    0755); 0 when it does not exist yet (it is then made with the process's umask, as everything in it)."""
+    try:
+        return ~root.stat().st_mode & 0o077
+    except FileNotFoundError:
+        return 0
+
+
+def current_umask() -> int:
+    """This process's umask, read from /proc where it can be (``os.umask`` can only read it by setting it, and a
+    thread that creates a file between the two calls would get it with every bit)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
+def keep_private(root: Path) -> int:
+    """From now on this process creates files and directories without the group and other bits the cache ``root``
+    lacks (its umask gains them; it never loses any): a cache made 0700 stays private. Call it where a process starts
+    working on one cache (the CLI, before a run); returns the umask in force."""
+    mask = current_umask()
+    if missing := private_bits(Path(root)) & ~mask:
+        os.umask(mask | missing)
+    return mask | missing

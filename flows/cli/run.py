@@ -59,7 +59,9 @@ def quiet_prefect_exit() -> None:
 def prepare(conf: AugdagConf) -> str | None:
     """Before Prefect is imported: results beside the artifacts, and the cache's server if one runs (its URL)."""
     from flows.ops.server import connect
+    from storage.cache_root import keep_private
 
+    keep_private(Path(conf.cache))  # what the run creates is no more readable than the cache directory
     quiet_prefect_exit()
     # Prefect's persisted task results live beside the artifacts they describe
     os.environ.setdefault("PREFECT_LOCAL_STORAGE_PATH", str(Path(conf.cache).absolute() / "prefect-results"))

@@ -195,7 +195,7 @@ def test_read_only_guard_refuses_every_write_form(statement):
     ],
 )
 def test_read_only_guard_lets_queries_through(tmp_path, query, column, head):
-    assert check_read_only(query) is None
+    assert check_read_only(query) == [query]  # its statements, to run one by one (issue 48, defect 9)
     got = Catalog(tmp_path).query(query, sandbox=True)  # what `augdag sql` runs once the guard let it through
     assert got[column].to_pylist()[:1] == head
 

@@ -218,7 +218,11 @@ def schedules(
     or pause/resume one."""
     from flows.ops.server import connect
 
-    if not connect(resolve_cache(None, cache)):
+    try:
+        server = connect(resolve_cache(None, cache))  # a server that asks for an auth string we lack: one line
+    except AugdagError as e:
+        fail(e)
+    if not server:
         fail(ConfError("no Prefect server: start `augdag server` (same --cache) or set PREFECT_API_URL"))
     from flows.engine.schedules import list_schedules, set_active
 

@@ -2,7 +2,7 @@
 ``prefect server start`` serves: ``prefect.server.api.server.create_app``) behind a guard that lets it answer only
 its own UI (issue 48, defect 3).
 
-    python -m flows.ops.api_guard --host 127.0.0.1 --port 4200 [--allow-host NAME ...] [--no-services]
+    python -m flows.ops.prefect_guard --host 127.0.0.1 --port 4200 [--allow-host NAME ...] [--no-services]
 
 Prefect has no check of ``Host``, and its CORS and CSRF settings are open by default. Here:
 
@@ -128,7 +128,7 @@ def cors_origins() -> list[str] | None:
 
 def main(argv: list[str] | None = None) -> None:
     """Serve Prefect's API and UI behind ``HostGuard`` until stopped (uvicorn handles SIGINT and SIGTERM)."""
-    parser = argparse.ArgumentParser(prog="python -m flows.ops.api_guard", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m flows.ops.prefect_guard", description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--port", type=int, default=4200, help="port of the API and UI")
     parser.add_argument("--allow-host", action="append", default=[], help="another name the Host header may hold")

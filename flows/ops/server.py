@@ -1,13 +1,13 @@
 """The local Prefect server and UI of a cache: started by `augdag server`, found by every other command.
 
-`augdag server` runs ``prefect server start`` with ``PREFECT_HOME`` under ``<cache>/server`` (so its
-SQLite database, ``prefect.db``, lives beside the cache it describes) on 127.0.0.1:4200 unless told
-otherwise, and records its address in ``<cache>/server/server.json``. `augdag run`, `nightly`,
+`augdag server` runs Prefect's server (what ``prefect server start`` serves) with ``PREFECT_HOME`` under
+``<cache>/server`` (so its SQLite database, ``prefect.db``, lives beside the cache it describes) on 127.0.0.1:4200
+unless told otherwise, and records its address in ``<cache>/server/server.json``. `augdag run`, `nightly`,
 `demo` and `retry` report to that server when it answers, so their flow runs, task runs per stage and
 shard, and artifacts show in its UI; without one they use Prefect's temporary in-process server.
 ``PREFECT_API_URL``, when set, always wins.
 
-The server answers only its own UI (issue 48, defect 3): it runs behind flows/ops/api_guard.py (a ``Host`` other
+The server answers only its own UI (issue 48, defect 3): it runs behind flows/ops/prefect_guard.py (a ``Host`` other
 than its own names is a 421, an ``Origin`` other than its UI's a 403), with Prefect's CSRF protection on and CORS
 limited to the UI's origins (``PREFECT_SERVER_CORS_ALLOWED_ORIGINS`` from the environment wins: behind a proxy,
 name its origin). ``PREFECT_API_AUTH_STRING`` (``user:password``) in its environment, or
@@ -23,6 +23,7 @@ its own, which Ctrl-C, SIGTERM and SIGHUP stop as a whole (flows/ops/lifecycle.p
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -36,8 +37,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from conf.errors import ConfError
-from flows.ops.api_guard import allowed_hosts, host_name, ui_origins
 from flows.ops.lifecycle import Stop, spawn_group, stop_grace_s, stop_group, stop_signals, wait_group
+from flows.ops.prefect_guard import allowed_hosts, host_name, ui_origins
 from flows.ops.report_http import HEADER as REPORTS_HEADER
 from flows.ops.report_http import serve_reports
 
@@ -75,10 +76,10 @@ def wait_healthy(url: str, timeout_s: float, proc: subprocess.Popen | None = Non
 
 
 def server_command(host: str, port: int, allow_hosts: Sequence[str] = ()) -> list[str]:
-    """The command line of Prefect's server behind the Host and Origin guard (flows/ops/api_guard.py), on
+    """The command line of Prefect's server behind the Host and Origin guard (flows/ops/prefect_guard.py), on
     ``host``:``port``, with this interpreter; ``allow_hosts``: more names its ``Host`` header may hold."""
     allow = [a for h in allow_hosts for a in ("--allow-host", h)]
-    return [sys.executable, "-m", "flows.ops.api_guard", "--host", host, "--port", str(port), *allow]
+    return [sys.executable, "-m", "flows.ops.prefect_guard", "--host", host, "--port", str(port), *allow]
 
 
 def server_env(cache: Path, host: str, port: int, allow_hosts: Sequence[str] = ()) -> dict[str, str]:
@@ -235,11 +236,32 @@ def find_server(cache: Path) -> str | None:
     return url if healthy(url) else None
 
 
+def check_auth(url: str, timeout_s: float = 5.0) -> None:
+    """A ``ConfError`` when the API at ``url`` answers 401 to a read with this process's ``PREFECT_API_AUTH_STRING``
+    (none, or not the server's): one line before a run starts, not Prefect's traceback in its middle. A server
+    that does not answer is left to Prefect's client; with ``PREFECT_API_KEY`` (Prefect Cloud) nothing is checked."""
+    if os.environ.get("PREFECT_API_KEY"):
+        return
+    auth = os.environ.get("PREFECT_API_AUTH_STRING")
+    headers = {"Authorization": "Basic " + base64.b64encode(auth.encode()).decode()} if auth else {}
+    try:
+        urllib.request.urlopen(urllib.request.Request(f"{url}/admin/version", headers=headers), timeout=timeout_s).close()
+    except urllib.error.HTTPError as e:
+        if e.code == 401:
+            raise ConfError(
+                f"the Prefect server at {url} asks for its API auth string: "
+                + ("PREFECT_API_AUTH_STRING is not it" if auth else "set PREFECT_API_AUTH_STRING=user:password")
+            ) from None
+    except (urllib.error.URLError, OSError, ValueError):
+        return
+
+
 def connect(cache: Path) -> str | None:
     """Point this process's Prefect client at the cache's server when one runs (call before Prefect is
-    imported); returns the API URL in use, or None for Prefect's temporary server."""
-    if url := os.environ.get("PREFECT_API_URL"):
-        return url
-    if url := find_server(cache):
+    imported); returns the API URL in use, or None for Prefect's temporary server. A ``ConfError`` when that
+    server asks for an auth string this process does not have (``check_auth``)."""
+    url = os.environ.get("PREFECT_API_URL") or find_server(cache)
+    if url:
+        check_auth(url)
         os.environ["PREFECT_API_URL"] = url
     return url

@@ -30,6 +30,7 @@ from flows.ops.lifecycle import spawn_group, stop_grace_s, stop_group
 from storage.catalog import DDL, Catalog
 from storage.processes import Owner, current_owner, descendants, group_members, owner_alive, started
 from tests.conftest import REPO, free_port, subprocess_env
+from tests.prefect_rest import csrf_headers
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
 # -- helpers ----------------------------------------------------------------------------------------
@@ -75,7 +76,10 @@ def api_post(url: str, path: str, body: dict, *, tries: int = 5) -> list | dict:
     create_flow_run) is tried again, 2 s later, up to ``tries`` times."""
     for attempt in range(1, tries + 1):
         req = urllib.request.Request(
-            f"{url}{path}", data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+            f"{url}{path}",
+            data=json.dumps(body).encode(),
+            method="POST",
+            headers={"Content-Type": "application/json", **csrf_headers(url)},  # the server's CSRF protection
         )
         try:
             with urllib.request.urlopen(req, timeout=30) as r:

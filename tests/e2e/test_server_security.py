@@ -20,7 +20,7 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from demo.tiny import TINY_SETS
-from tests.conftest import free_port, subprocess_env
+from tests.conftest import augdag, free_port, subprocess_env
 from tests.e2e.test_served import FAST_POLL, FINAL, background, wait_for
 
 pytestmark = pytest.mark.slow
@@ -170,6 +170,26 @@ def test_with_an_auth_string_nothing_answers_without_it(authed):
     ok = call(url, "POST", "/flow_runs/filter", headers=token, json=FLOW_RUNS)
     assert (ok.status_code, ok.json()) == (200, [])
     assert call(url.removesuffix("/api"), "GET", "/ui-settings").json()["auth"] == "BASIC"
+
+
+@pytest.mark.parametrize(
+    "auth, error",
+    [
+        ("", "set PREFECT_API_AUTH_STRING=user:password"),
+        ("augdag-e2e:wrong", "PREFECT_API_AUTH_STRING is not it"),
+    ],
+    ids=["missing", "wrong"],
+)
+def test_a_client_without_the_auth_string_is_told_in_one_line(authed, tmp_path, auth, error):
+    """`augdag run` finds the cache's server, which asks for an auth string: one line and exit 2 before the run
+    starts, not Prefect's 401 traceback from its middle."""
+    cache, url, _ = authed
+    (tmp_path / "a.en").write_text("hello world\n")
+    (tmp_path / "a.de").write_text("hallo welt\n")
+    (tmp_path / "p.yaml").write_text("datasets:\n  a: {kind: bitext, format: text, src: a.en, tgt: a.de}\n")
+    ran = augdag(tmp_path, "run", "ingest", "--config", "p.yaml", "--cache", str(cache), PREFECT_API_AUTH_STRING=auth)
+    line = f"error: the Prefect server at {url} asks for its API auth string: {error}"
+    assert (ran.returncode, ran.stderr.splitlines(), ran.stdout) == (2, [line], "")
 
 
 def test_augdag_serve_runs_a_flow_through_auth_and_csrf_and_stores_no_secret(authed, tmp_path):

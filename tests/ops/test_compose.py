@@ -97,7 +97,7 @@ def test_compose_has_the_issue_services_one_shots_exit_and_long_running_ones_hav
 
 
 def test_compose_splits_api_and_services_and_the_worker_runs_the_deployed_pool(services):
-    assert services["prefect-server"]["command"][:3] == ["python", "-m", "flows.ops.api_guard"]  # Prefect's app, guarded
+    assert services["prefect-server"]["command"][:3] == ["python", "-m", "flows.ops.prefect_guard"]  # Prefect's app, guarded
     assert "--no-services" in services["prefect-server"]["command"]
     assert services["prefect-services"]["command"] == ["prefect", "server", "services", "start"]
     assert services["migrate"]["command"] == ["prefect", "server", "database", "upgrade", "-y"]

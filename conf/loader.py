@@ -40,6 +40,7 @@ from conf.sections.storage import artifacts_store
 
 PROFILES_DIR = Path(__file__).parent
 _VAR = re.compile(r"\$(?:\$|\{([^}]*)\})")  # $$, or ${...} whose inside _interpolate checks
+_VAR_SPLIT = re.compile(r"\$(?:\$|\{[^}]*\})")  # _VAR without its group, for re.split
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _KEY = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
 _KEYED = re.compile(r"([A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*): (.*)", re.S)  # "a.b.c: message"
@@ -303,11 +304,15 @@ def _build(node: yaml.Node, key: str, lines: dict[str, int], ctx: _Ctx) -> Any:
 
 def _interpolate(text: str, key: str, line: int | None, ctx: _Ctx) -> str:
     """``${VAR}``, ``${VAR:-default}`` (the default also when VAR is empty, as in sh), ``$$`` → ``$``. Where a
-    variable's value is used, ``text`` is noted as ``key``'s written form, and the value as one never to store."""
+    variable's value is used, the value is noted as one never to store, and ``key``'s form at rest is ``text`` with
+    that variable as ``${VAR}`` (a default used is written out: a reader without VAR then fails, never falls back)."""
     where = f"{ctx.path}:{line}" if line is not None else str(ctx.path)
+    rest: list[str] = []  # the text at rest, piece by piece
 
     def substitute(m: re.Match) -> str:
+        rest.append("")
         if m.group(0) == "$$":
+            rest[-1] = "$$"
             return "$"
         name, sep, default = m.group(1).partition(":-")
         if not _NAME.fullmatch(name):
@@ -316,13 +321,18 @@ def _interpolate(text: str, key: str, line: int | None, ctx: _Ctx) -> str:
             )
         if ctx.environ.get(name) or (name in ctx.environ and not sep):
             note_value(name, ctx.environ[name])
-            ctx.from_env[key] = text
+            rest[-1] = f"${{{name}}}"
             return ctx.environ[name]
         if sep:
+            rest[-1] = default.replace("$", "$$")
             return default
         raise ConfError(f"{where}: {key}: environment variable {name} is not set (use ${{{name}:-default}} for a default)")
 
-    return _VAR.sub(substitute, text)
+    resolved = _VAR.sub(substitute, text)
+    if any(r.startswith("${") for r in rest):
+        between = _VAR_SPLIT.split(text)  # the literal text around each match
+        ctx.from_env[key] = "".join(x for pair in zip(between, [*rest, ""], strict=True) for x in pair)
+    return resolved
 
 
 def _apply_set(doc: dict, item: SetItem) -> None:

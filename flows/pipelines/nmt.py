@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from conf.at_rest import redact
 from conf.errors import ConfError
 from conf.schema import NMTConf
 from flows.engine.driver import ModelRef, Run, run_model_stage
@@ -66,7 +67,7 @@ def configured_model(run: Run, model: str, *, name: str, kind: str, meta: dict |
     if local and run.store:
         ref = dataclasses.replace(ref, uri=model_store.shipped(ref.path, run.store, "configured", fp))
     run.catalog.register_model(
-        fp, name=name, kind=kind, path=str(model), run_id=run.run_id, meta={"configured": True, **(meta or {})}
+        fp, name=name, kind=kind, path=redact(str(model)), run_id=run.run_id, meta={"configured": True, **(meta or {})}
     )
     return ref
 

@@ -92,3 +92,12 @@ def test_a_recursive_alias_is_one_line(tmp_path):
         f"{path}:1: datasets.again.again.again...: its aliases (*name) expand to more than 64 levels; refused (a "
         "profile holds a few hundred). Hint: write the repeated settings out, or use fewer aliases"
     )
+
+
+def test_a_default_beside_a_used_variable_is_written_out_and_a_reader_without_the_variable_fails(tmp_path):
+    text = PROFILE.replace("${DATA_DIR}/train.en", "${DATA_DIR:-/fallback}/${SUB_X:-sub}/train.en")
+    env = {"DATA_DIR": f"/srv/{SECRET}-4", "REL_DIR": "/r", "TOKEN": "tok-en-3"}
+    stored = dump_conf(load_profile(write(tmp_path, text), environ=env))
+    assert stored["datasets"]["pairs"]["src"] == "${DATA_DIR}/sub/train.en"  # never /fallback on another machine
+    with pytest.raises(ConfError, match="^<configuration given to the flow>: datasets.pairs.src: environment variable DATA_DIR"):
+        load_recorded(stored, environ={k: v for k, v in env.items() if k != "DATA_DIR"})

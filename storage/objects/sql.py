@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from storage.objects import Loc, is_remote, split
+from storage.objects.reach import unreachable
 
 if TYPE_CHECKING:
     import duckdb
@@ -56,7 +57,10 @@ def duckdb_filesystem(scheme: str) -> Any:
             key = self._strip_protocol(path)
             if (hit := _INFO.get(key)) is not None:
                 return hit
-            found = super().info(path, **kwargs)
+            try:
+                found = super().info(path, **kwargs)
+            except OSError as e:  # a store that did not answer: one line naming it (storage/objects/reach.py)
+                raise unreachable(e, f"{scheme}://{key}") or e from None
             if found["type"] == "file":
                 if len(_INFO) >= _INFO_MAX:
                     _INFO.clear()
@@ -68,7 +72,11 @@ def duckdb_filesystem(scheme: str) -> Any:
             times in one query, and each open of a new handle is a HEAD."""
             if mode != "rb":
                 raise PermissionError(f"{scheme}://{path}: augdag's object store is read-only to SQL")
-            return _PositionalFile(_handle(self.fs, self._strip_protocol(path)))
+            key = self._strip_protocol(path)
+            try:
+                return _PositionalFile(_handle(self.fs, key))
+            except OSError as e:
+                raise unreachable(e, f"{scheme}://{key}") or e from None
 
         def modified(self, path: str) -> Any:
             """From the cached info (DuckDB asks at every open; fsspec's own asks the store each time)."""

@@ -8,11 +8,13 @@ import socket
 import threading
 from types import SimpleNamespace
 
+import duckdb
 import pytest
 
 from conf.sections.storage import StorageConf
 from storage import objects
 from storage.objects.reach import StoreUnreachable, Timeouts
+from storage.objects.sql import duckdb_filesystem
 from tests.conftest import free_port
 
 
@@ -97,3 +99,16 @@ def test_the_storage_section_holds_the_timeouts_with_their_defaults():
     assert Timeouts() == Timeouts(10.0, 30.0, 2)
     with pytest.raises(ValueError, match="read_timeout_s"):
         StorageConf(read_timeout_s=0)
+
+
+def test_duckdb_reading_a_store_that_refuses_names_it_in_one_line(store_at):
+    endpoint = store_at(free_port())
+    con = duckdb.connect()
+    objects.register(con, {"s3"})
+    with pytest.raises(duckdb.Error) as e:
+        con.execute("SELECT count(*) FROM read_parquet('s3://bucket/night/artifacts/clean/ab/part-00000.parquet')")
+    assert f"s3://bucket/night/artifacts/clean/ab/part-00000.parquet: the object store at {endpoint} did not answer" in str(
+        e.value
+    )
+    with pytest.raises(StoreUnreachable):
+        duckdb_filesystem("s3").info("s3://bucket/night/x.parquet")

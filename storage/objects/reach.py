@@ -57,8 +57,9 @@ def unreachable(error: BaseException, loc: Path | str) -> StoreUnreachable | Non
         if "Operation too slow" in text
         else " ".join(text.rsplit("Details: ", 1)[-1].split())
     )
+    tries = f"{t.retries + 1} {'try' if t.retries == 0 else 'tries'}"
     return StoreUnreachable(
-        f"{loc}: the object store at {endpoint(scheme)} did not answer ({why}; {t.retries + 1} {'try' if t.retries == 0 else 'tries'}, "
+        f"{loc}: the object store at {endpoint(scheme)} did not answer ({why}; {tries}, "
         f"storage.connect_timeout_s = {t.connect_timeout_s:g} s); is it running, and are AWS_ENDPOINT_URL and "
         "storage.artifacts right?"
     )

@@ -238,3 +238,24 @@ def test_ctrl_c_typed_in_a_terminal_stops_a_query_of_the_shell_and_of_sql(cache)
     one.type(b"\x03")
     assert one.until(INTERRUPTED.encode()).endswith(b"^C" + INTERRUPTED.encode())
     assert one.exit_code() == 130
+
+
+def test_a_run_started_while_a_long_query_runs_completes(cache, tmp_path):
+    """`augdag run ingest` registers its artifacts while `augdag sql` queries (on main before this, the run waited
+    silently for the query's shared lock until lock_timeout_s)."""
+    (tmp_path / "a.en").write_text("one\ntwo\nthree\n")
+    (tmp_path / "a.de").write_text("eins\nzwei\ndrei\n")
+    profile = tmp_path / "p.yaml"
+    profile.write_text(
+        f"datasets:\n  pair:\n    kind: bitext\n    format: text\n    src: {tmp_path}/a.en\n    tgt: {tmp_path}/a.de\n"
+    )
+    query = start(cache, "sql", FOREVER)
+    try:
+        when_querying(query, cache)
+        run = finish(start(cache, "run", "ingest", "--config", str(profile)))
+        assert run[0] == 0 and "completed: shards: 3 computed, 0 cached of 3" in run[1], run
+        assert query.poll() is None  # the query still runs
+    finally:
+        query.send_signal(signal.SIGINT)
+        assert finish(query)[0] == 130
+    assert Catalog(cache).query("SELECT count(*) AS n FROM bitext WHERE source = 'pair'").to_pylist() == [{"n": 3}]

@@ -133,7 +133,7 @@ def test_export_refuses_a_link_and_force_replaces_the_node_itself(cache, tmp_pat
     (tmp_path / "x.parquet").symlink_to(victim)
     refused = augdag(tmp_path, "export", "bitext", "-o", "x.parquet", "--cache", str(cache))
     assert one_error_line(refused).startswith("error: x.parquet: is a symbolic link (to ")
-    # a FIFO is written into, as cp does (issue 48): tests/cli/test_output_terminal_tsv.py
+    # a FIFO is written into, as cp does (issue 48): tests/e2e/test_output_terminal_tsv.py
     forced = augdag(tmp_path, "export", "bitext", "-o", "x.parquet", "--force", "--cache", str(cache))
     assert (forced.returncode, forced.stdout) == (0, "wrote 2 row(s) to x.parquet\n"), forced.stderr
     assert victim.read_bytes() == b"precious" and not (tmp_path / "x.parquet").is_symlink()

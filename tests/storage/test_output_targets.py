@@ -1,5 +1,5 @@
 """storage/output.py in process (issue 48, defects 6 and 10): what ``check_target`` decides for each kind of node,
-the descriptors ``-o`` writes through, and TSV's raw lines. The CLI's view of the same: tests/cli/test_output_terminal_tsv.py."""
+the descriptors ``-o`` writes through, and TSV's raw lines. Through the CLI: tests/e2e/test_output_terminal_tsv.py."""
 
 from __future__ import annotations
 

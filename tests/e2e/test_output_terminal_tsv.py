@@ -2,6 +2,8 @@
 inside the cache, `-o -` is standard output (storage/output.py); control characters in values and names reach
 the terminal escaped in `sql`'s table, `why`, `runs` and error lines, and files keep the bytes (flows/cli/app.py
 ``shown``); `--format tsv` is raw src<TAB>tgt lines, CSV is RFC 4180 (round trips through csv, pandas, `cut -f`).
+In e2e: five `augdag` processes a test, over the fast tier's 3 s; the same rules in process, in the fast tier:
+tests/storage/test_output_targets.py and tests/cli/test_shown.py.
 
 The cache: a `read` and a `clean` artifact of source `news` (5 pairs: commas and quotes, terminal escapes, bidi
 and C1 controls, a tab, a line feed) and one failed run whose profile and error hold escapes.
@@ -225,11 +227,3 @@ def test_csv_is_rfc_4180_and_reads_back_equal_through_csv_and_pandas(cache, tmp_
     assert read[0] == ["uid", "src", "tgt", "source", "line"] and [r[1:] for r in read[1:]] == rows
     frame = pd.read_csv(tmp_path / "all.csv", keep_default_na=False, dtype=str)
     assert frame[["src", "tgt", "source", "line"]].values.tolist() == rows
-
-
-def test_shown_escapes_c0_del_c1_and_bidi_controls_and_nothing_else():
-    from flows.cli.app import shown
-
-    text = "a\x1b]0;T\x07 \x00\t\n\r\x7f\x85\x9b \u202a\u202e\u2066\u2069 é ß \u200b \\x1b"
-    assert shown(text) == ("a\\x1b]0;T\\x07 \\x00\\t\\n\\r\\x7f\\x85\\x9b \\u202a\\u202e\\u2066\\u2069 é ß \u200b \\x1b")
-    assert shown("line 1\nline 2\x1b[2J", lines=True) == "line 1\nline 2\\x1b[2J"  # an error of several lines

@@ -259,3 +259,14 @@ def test_a_run_started_while_a_long_query_runs_completes(cache, tmp_path):
         query.send_signal(signal.SIGINT)
         assert finish(query)[0] == 130
     assert Catalog(cache).query("SELECT count(*) AS n FROM bitext WHERE source = 'pair'").to_pylist() == [{"n": 3}]
+
+
+def test_the_snapshot_of_a_killed_query_is_removed_by_the_next_query(cache):
+    proc = start(cache, "sql", FOREVER)
+    when_querying(proc, cache)
+    proc.kill()  # SIGKILL: no cleanup runs
+    assert finish(proc)[0] == -signal.SIGKILL
+    tmp = cache.parent / "tmp"
+    assert [p.name.split("-")[2] for p in tmp.iterdir()] == [str(proc.pid)]  # augdag-query-<pid>-*, left behind
+    assert finish(start(cache, "sql", "SELECT 42 AS x", "-f", "json")) == (0, '{"x": 42}\n', "")
+    assert list(tmp.iterdir()) == []

@@ -86,7 +86,7 @@ class RunLogHandler(logging.Handler):
             return
         try:
             text = self.format(record) + "\n"
-        except Exception as e:  # noqa: BLE001 — a record that cannot be formatted: said once, never recursively
+        except Exception as e:  # noqa: BLE001 — a record that cannot be formatted: said on stderr, never recursively
             self.give_up(None, f"a record of {record.name} could not be formatted ({type(e).__name__}: {e})")
             return
         for path in paths:

@@ -63,9 +63,11 @@ def at_rest(dump: Mapping[str, Any]) -> dict[str, Any]:
     """A configuration's JSON dump (``AugdagConf.model_dump(mode="json")``) as stored: the keys noted by
     ``note_key`` in their written form, ``$`` elsewhere doubled, any other environment value redacted."""
 
+    with _lock:
+        noted = {k for k, _ in _written}
+
     def walk(value: Any, key: str) -> Any:
-        written = _written.get((key, json.dumps(value, sort_keys=True, default=str)))
-        if written is not None:
+        if key in noted and (written := _written.get((key, json.dumps(value, sort_keys=True, default=str)))) is not None:
             return written
         if isinstance(value, Mapping):
             return {k: walk(v, f"{key}.{k}" if key else str(k)) for k, v in value.items()}

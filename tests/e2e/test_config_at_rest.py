@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import resource
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -87,6 +88,9 @@ def test_no_secret_is_at_rest_in_the_cache_nor_the_prefect_database(night):
     assert (root / "prefect-home" / "prefect.db").is_file()  # the run's Prefect server kept its flow run here
     assert _holders(root / "cache", MARKER) == []
     assert _holders(root / "prefect-home", MARKER) == []
+    with sqlite3.connect(root / "prefect-home" / "prefect.db") as db:  # what the UI shows of the flow run
+        (parameters,) = db.execute("SELECT parameters FROM flow_run WHERE name IS NOT NULL").fetchone()
+    assert json.loads(parameters)["conf"]["task_runner"]["address"] == "tcp://augdag:${SCHEDULER_PASSWORD}@scheduler:8786"
     (config,) = catalog_rows(root / "cache", "SELECT config FROM runs")
     stored = json.loads(config["config"])
     assert (stored["datasets"]["pairs"]["src"], stored["task_runner"]["address"]) == (

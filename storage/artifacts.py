@@ -228,7 +228,8 @@ def write_part(table: pa.Table, path: Loc, *, recorded: str | None = None, what:
 
     ``recorded``: the sha256 this file already has (its manifest's, or the committed file's): the part is being
     computed again under the same fingerprint, so its bytes must be the same. A difference raises an
-    ``ArtifactError`` naming ``what`` (stage, shard) and both hashes, and the recorded file stays as it was.
+    ``ArtifactError`` naming ``what`` (stage, shard) and both hashes, and the recorded file stays as it was. A local
+    file that is there with those bytes is kept as it is (not replaced by its copy).
     """
     if objects.is_remote(path):
         data = objects.parquet_bytes(table, _WRITE_OPTS)
@@ -244,6 +245,8 @@ def write_part(table: pa.Table, path: Loc, *, recorded: str | None = None, what:
         pq.write_table(table, tmp, **_WRITE_OPTS)
         if recorded is not None:
             _same_bytes(path, what, recorded, hash_file(tmp))
+            if path.exists() and hash_file(path) == recorded:
+                return None  # the file there has those bytes: kept (a repair rewrites only the parts that differ)
         commit_file(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

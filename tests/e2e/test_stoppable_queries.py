@@ -75,7 +75,13 @@ def when_querying(proc: subprocess.Popen | None, cache: Path) -> None:
 
 
 def finish(proc: subprocess.Popen) -> tuple[int, str, str]:
-    out, err = proc.communicate(timeout=HANG_GUARD_S)
+    """Its exit code, stdout and stderr; a process that does not end is killed (and the test fails)."""
+    try:
+        out, err = proc.communicate(timeout=HANG_GUARD_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
     return proc.returncode, out.decode(), err.decode()
 
 

@@ -22,6 +22,7 @@ from conf.schema import AugdagConf
 from flows.engine.driver import Run, run_source_stage
 from flows.engine.replay import run_logger
 from flows.pipelines.ingest import ingest_dataset
+from storage.artifacts import ArtifactRef
 from storage.schemas import TEXT_FIELDS
 from tasks.common.mix import content_hash
 from tasks.ingest.heldout_overlap import heldout_overlaps
@@ -93,3 +94,9 @@ def check_heldout_overlap(
             f"allow it on purpose with heldout.allow_overlap: [{', '.join(refused)}]"
         )
     return found
+
+
+def check_heldout_dataset(run: Run, conf: AugdagConf, key: str, ref: ArtifactRef) -> pa.Table:
+    """``check_heldout_overlap`` over an ingested bitext a model trains on as it is (self-training's teacher,
+    rejuvenation's identification model): its src and tgt, read whole."""
+    return check_heldout_overlap(run, conf, key, ref.parts().table(["src", "tgt"]), ("src", "tgt"))

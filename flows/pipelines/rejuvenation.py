@@ -21,6 +21,7 @@ from conf.schema import AugdagConf, RejuvenationConf
 from flows.engine.driver import ModelRef, Run, run_stage
 from flows.engine.recording import artifact_rows
 from flows.engine.runners import FlowConf, pipeline_flow
+from flows.pipelines.heldout import check_heldout_dataset
 from flows.pipelines.ingest import ingest_dataset
 from flows.pipelines.model_scores import gate, model_line, validate_nmt
 from flows.pipelines.nmt import nmt_model
@@ -60,6 +61,7 @@ def rejuvenate_bitext(run: Run, conf: AugdagConf) -> Rejuvenated:
     rejuvenation = conf.rejuvenation
     name = conf.rejuvenation_bitext()
     bitext = ingest_dataset(run, conf, name)
+    check_heldout_dataset(run, conf, "rejuvenation.bitext", bitext)  # the identification model learns from it
     ident = nmt_model(run, rejuvenation.identification, name="identification", train_on=bitext)
     validation = {
         "identification": validate_nmt(

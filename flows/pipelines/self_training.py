@@ -24,6 +24,7 @@ from flows.engine.driver import ModelRef, Run, run_model_stage, run_stage
 from flows.engine.drop_warnings import dropped_reasons
 from flows.engine.recording import artifact_rows
 from flows.engine.runners import FlowConf, pipeline_flow
+from flows.pipelines.heldout import check_heldout_dataset
 from flows.pipelines.ingest import ingest_dataset
 from flows.pipelines.model_scores import gate, model_line, validate_nmt
 from flows.pipelines.nmt import nmt_model
@@ -116,6 +117,7 @@ def sample_monolingual(run: Run, conf: AugdagConf) -> Sampled:
     bitext_name, mono_names = conf.self_training_datasets()
     ingest = {name: ingest_dataset(run, conf, name) for name in [bitext_name, *mono_names]}
     bitext, monos = ingest[bitext_name], [ingest[m] for m in mono_names]
+    check_heldout_dataset(run, conf, "self_training.bitext", bitext)  # the teacher learns from it
     lc = {"lowercase": st.lowercase}
     align, words, scored_bitext, tokenized_bitext = bitext_uncertainty(run, bitext, st)
     tokenized_monos = [tokenized(run, m, st.tokenizer, {"text": "src"}) for m in monos]

@@ -11,10 +11,9 @@ import pytest
 from tests.conftest import augdag
 
 
-def _profile(tmp_path, data) -> str:
-    profile = tmp_path / "minimal.yaml"
-    profile.write_text(
-        f"""shard_size: 200
+def _profile(tmp_path, data, *, path: bool = True) -> str:
+    """The minimal `[ingest, train_nmt]` profile: its path (written), or with ``path=False`` its text."""
+    text = f"""shard_size: 200
 pipelines: [ingest, train_nmt]
 datasets:
   demo_bitext: {{kind: bitext, format: text, src: {data}/train.en, tgt: {data}/train.de}}
@@ -24,7 +23,10 @@ train_nmt:
   mix: {{all: "SELECT src, tgt FROM bitext"}}
   student: {{threads: 1, train: {{max_update: 4, warmup_updates: 2}}}}
 """
-    )
+    if not path:
+        return text
+    profile = tmp_path / "minimal.yaml"
+    profile.write_text(text)
     return str(profile)
 
 
@@ -140,3 +142,42 @@ train_slot_tagger: {{dataset: strain, test: stest, arms: [original]}}
     assert json.loads(
         augdag(tmp_path, "sql", "SELECT count(*) AS n FROM models", "--cache", str(cache), "-f", "json").stdout
     ) == {"n": 0}
+
+
+def test_a_teacher_or_identification_model_never_learns_a_test_pair_issue_47(tmp_path):
+    """Self-training's teacher and rejuvenation's identification model train on their bitext as it is: with the
+    demo's planted copies of test pairs (no decontaminate here) both pipelines fail before any model trains, each
+    naming its input, the set and the count; train_nmt, which reads them, is skipped."""
+    from demo import write_demo
+
+    data = tmp_path / "data"
+    write_demo(data, seed=3, bitext_rows=300, mono_rows=10, labeled_rows=10, slots_rows=10, test_rows=40)
+    profile = tmp_path / "p.yaml"
+    profile.write_text(
+        _profile(tmp_path, data, path=False)
+        .replace("pipelines: [ingest, train_nmt]", "pipelines: [ingest, self_training, rejuvenation, train_nmt]")
+        .replace("datasets:\n", f"datasets:\n  demo_mono: {{kind: mono, format: text, path: {data}/mono.en}}\n")
+        + """self_training: {bitext: demo_bitext, mono: [demo_mono], tokenizer: {kind: moses, src_lang: en, tgt_lang: de}}
+rejuvenation: {bitext: demo_bitext}
+"""
+    )
+    cache = tmp_path / "cache"
+    run = augdag(tmp_path, "nightly", "--config", str(profile), "--cache", str(cache))
+    assert run.returncode == 1, run.stdout + run.stderr
+    out = " ".join((run.stdout + run.stderr).split())
+    n = json.loads(
+        augdag(
+            tmp_path,
+            "sql",
+            "SELECT count(DISTINCT row) AS n FROM heldout_overlap WHERE input = 'self_training.bitext'",
+            "--cache",
+            str(cache),
+            "-f",
+            "json",
+        ).stdout
+    )["n"]
+    assert n > 0
+    for key in ("self_training.bitext", "rejuvenation.bitext"):
+        assert f"{key} overlaps the held-out set 'demo_test' ({n} distinct rows)" in out, out
+    models = augdag(tmp_path, "sql", "SELECT count(*) AS n FROM models", "--cache", str(cache), "-f", "json")
+    assert json.loads(models.stdout) == {"n": 0}  # nothing trained

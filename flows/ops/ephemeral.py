@@ -45,6 +45,7 @@ class DetachedSubprocess:
 
     @staticmethod
     def Popen(args: list[str], **kwargs: Any) -> subprocess.Popen:  # noqa: N802 — subprocess's own name
+        """The server's command in a new session, uvicorn's entry point run under the parent watchdog."""
         if list(args[1:3]) == ["-m", "uvicorn"]:
             args = [args[0], "-c", WATCHDOG, *args[3:]]
         return subprocess.Popen(args, start_new_session=True, **kwargs)

@@ -33,6 +33,26 @@ INTERRUPTED = "error: interrupted (Ctrl-C): the query was stopped"
 HANG_GUARD_S = 120  # not a threshold: only so that a broken stop fails the test instead of hanging it
 
 
+STARTED: list[subprocess.Popen | int] = []  # what a test started (a terminal's child: its pid), killed after it
+# should a failed assertion have left it running
+
+
+@pytest.fixture(autouse=True)
+def _no_query_left_running():
+    yield
+    while STARTED:
+        started = STARTED.pop()
+        if isinstance(started, subprocess.Popen):
+            if started.poll() is None:
+                started.kill()
+                started.wait()
+            continue
+        with contextlib.suppress(ChildProcessError):  # reaped already: nothing to kill (its pid may be another's)
+            if os.waitpid(started, os.WNOHANG) == (0, 0):
+                os.kill(started, signal.SIGKILL)
+                os.waitpid(started, 0)
+
+
 @pytest.fixture
 def cache(tmp_path) -> Path:
     """A cache with one `bitext` artifact of two pairs."""
@@ -56,6 +76,7 @@ def start(cache: Path, *args: str, stdin: bytes | None = None, **env: str) -> su
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
+    STARTED.append(proc)
     if stdin is not None:
         proc.stdin.write(stdin)
     proc.stdin.close()
@@ -202,6 +223,7 @@ class Terminal:
         if self.pid == 0:  # the child: a session of its own with the terminal as its controlling one
             os.chdir(REPO)
             os.execve(sys.executable, [sys.executable, "-m", "flows.cli", *args, "--cache", str(cache)], env)
+        STARTED.append(self.pid)
         self.seen = b""
 
     def type(self, keys: bytes) -> None:

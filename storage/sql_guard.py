@@ -108,10 +108,15 @@ def _refuse(word: str, text: str) -> CatalogError:
 
 
 def _words(sql: str) -> list[tuple[int, str]]:
-    """The tokens of ``sql`` as (offset, text), comments left out."""
+    """The tokens of ``sql`` as (character offset, text), comments left out (DuckDB's offsets count UTF-8 bytes)."""
+    raw = sql.encode("utf-8")
     tokens = duckdb.tokenize(sql)
-    ends = [t[0] for t in tokens[1:]] + [len(sql)]
-    return [(start, sql[start:end].strip()) for (start, kind), end in zip(tokens, ends) if kind != duckdb.token_type.comment]
+    ends = [t[0] for t in tokens[1:]] + [len(raw)]
+    return [
+        (len(raw[:start].decode("utf-8")), raw[start:end].decode("utf-8").strip())
+        for (start, kind), end in zip(tokens, ends)
+        if kind != duckdb.token_type.comment
+    ]
 
 
 def _type(statement: Any) -> str:

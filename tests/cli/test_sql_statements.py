@@ -5,6 +5,7 @@ subprocess costs ~2 s); tests/e2e/test_stoppable_queries.py pipes the same scrip
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -82,3 +83,9 @@ def test_one_shot_query_may_start_with_a_comment_and_prints_every_result(cache):
 def test_one_shot_mistakes_are_one_line_and_exit_2(cache, args, says):
     assert invoke(cache, *args) == (2, "", says + "\n")
     assert not (cache.parent / "two.csv").exists() and not os.path.exists("two.csv")
+
+
+def test_a_query_explained_after_non_ascii_text_is_not_refused(cache):
+    """DuckDB's tokenizer counts UTF-8 bytes: read as characters, the guard cut `SELECT` to `ECT 'Ü'` and refused."""
+    code, stdout, stderr = invoke(cache, "-f", "json", "EXPLAIN /* é */ SELECT 'ü' AS x")
+    assert (code, stderr, [json.loads(line)["explain_key"] for line in stdout.splitlines()]) == (0, "", ["physical_plan"])

@@ -121,7 +121,7 @@ def record_computed(
     rows_in = sum(r.rows_in for r in computed) + (recorded_rows_in(run, out.fingerprint, before) if before else 0)
     run.catalog.register(out, manifest, run_id=run.run_id, parents=[*inputs, *models], stage_runs=shard_rows(run, out, results))
     rows_out = rows_by_role(manifest)
-    rows_in, kept, dropped = kept_dropped(out, rows_in, rows_out, counts)
+    counted_in, kept, dropped = kept_dropped(out, rows_in, rows_out, counts)  # rows_in: as read (the log's)
     run.reports.append(
         StageReport(
             out.stage,
@@ -130,7 +130,7 @@ def record_computed(
             "computed" if computed else "cached",
             out.n_shards,
             len(computed),
-            rows_in,
+            counted_in,
             rows_out,
             time.perf_counter() - t0,
             view=out.view,
@@ -179,7 +179,7 @@ def record_cached(
     rows_out = rows_by_role(manifest)
     shards = sorted({f["shard"] for f in manifest["files"] if f["role"] == "part"})
     rows_in = recorded_rows_in(run, out.fingerprint, shards)
-    rows_in, kept, dropped = kept_dropped(out, rows_in, rows_out, counts)
+    counted_in, kept, dropped = kept_dropped(out, rows_in, rows_out, counts)  # rows_in: as read (the log's)
     cached = [  # every shard of a cached stage shows in `stage_runs` as cached, as in the UI
         {
             "run_id": run.run_id,
@@ -204,7 +204,7 @@ def record_cached(
             "cached",
             out.n_shards,
             0,
-            rows_in,
+            counted_in,
             rows_out,
             time.perf_counter() - t0,
             view=out.view,

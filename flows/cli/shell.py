@@ -8,8 +8,8 @@ nothing), and the loop reads more lines until it does. Each statement goes throu
 refused or failing one prints its error and the loop goes on, Ctrl-C stops a running query and returns to the
 prompt. A line starting with `.` at the start of a statement is a command: `.views`, `.schema [NAME]`, `.help`,
 `.quit` (or end of input). On a terminal the prompt shows and readline keeps a history in ``~/.augdag_history``;
-piped input (``augdag sql --shell < queries.sql``) runs without prompts and without history, and the command
-exits 1 when any statement failed.
+piped input (``augdag sql --shell < queries.sql``) runs without prompts and without history, each error names the
+line where its statement starts, and the command exits 1 when any statement failed.
 """
 
 from __future__ import annotations
@@ -98,16 +98,22 @@ def _history() -> Callable[[], None]:
     return save
 
 
+def _at_line(error: Say, line: int | None) -> Say:
+    """``error`` with the input's line in front (piped input: a script's line; None: at the terminal, none)."""
+    return error if line is None else (lambda msg: error(f"line {line}: {msg}"))
+
+
 def sql_shell(catalog: Catalog, *, show: Show, error: Say) -> int:
     """Read statements from stdin until `.quit` or end of input; show each result with ``show``. Returns how
-    many statements (and commands) failed, a last one without `;` included."""
+    many statements (and commands) failed, a last one without `;` included. Piped input's errors name the line
+    where their statement starts."""
     interactive = sys.stdin.isatty()
     with contextlib.suppress(AttributeError, ValueError):  # bytes that are not UTF-8 reach check_text, named
         sys.stdin.reconfigure(errors="surrogateescape")
     save_history = _history() if interactive else (lambda: None)
     if interactive:
         print(f"augdag sql shell on {catalog.path} (read-only). .help for help, .quit to leave.")
-    pending, failed = "", 0
+    pending, failed, read, first = "", 0, 0, 1  # read: lines read; first: the line where `pending` starts
     try:
         while True:
             try:
@@ -118,17 +124,26 @@ def sql_shell(catalog: Catalog, *, show: Show, error: Say) -> int:
                 print()
                 pending = ""
                 continue
+            read += 1
+            first = first if pending else read
             if not pending.strip() and line.lstrip().startswith("."):
-                ran = dot_command(catalog, line.strip(), show=show, error=error)
+                ran = dot_command(catalog, line.strip(), show=show, error=_at_line(error, None if interactive else read))
                 if ran is None:
                     break
                 failed += not ran
                 continue
-            statements, pending = split_statements(pending + line + "\n")
+            text = pending + line + "\n"
+            statements, pending = split_statements(text)
+            at = 0
             for statement in statements:
-                failed += not run_statement(catalog, statement, show=show, error=error)
+                at = text.index(statement, at)
+                where = None if interactive else first + text.count("\n", 0, at)
+                failed += not run_statement(catalog, statement, show=show, error=_at_line(error, where))
+                at += len(statement)
+            first += text.count("\n", 0, len(text) - len(pending))
         if pending.strip():
-            error(f"not run: the last statement has no `;`: {pending.strip()[:80]!r}")
+            where = None if interactive else first + pending[: len(pending) - len(pending.lstrip())].count("\n")
+            _at_line(error, where)(f"not run: the last statement has no `;`: {pending.strip()[:80]!r}")
             failed += 1
     finally:
         if interactive:

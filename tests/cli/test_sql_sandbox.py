@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 import sys
 
@@ -258,7 +259,8 @@ def test_shell_refuses_every_hostile_statement_and_changes_no_byte_of_the_cache(
     *errors, last = done.stderr.splitlines()
     assert len(errors) == len(statements), done.stderr  # one line each
     assert last == f"error: {len(statements)} statement(s) failed"
-    assert [e for e in errors if not e.startswith("error: refused: `augdag sql` is read-only and ")] == []
+    refused = re.compile(r"error: line \d+: refused: `augdag sql` is read-only and ")  # the line of the statement
+    assert [e for e in errors if not refused.match(e)] == []
     assert "│ 42 " in done.stdout  # the loop went on
     assert_cache_unchanged(cache)
 

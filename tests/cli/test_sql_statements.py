@@ -42,8 +42,8 @@ SCRIPT = (
 )
 RESULTS = ['{"d": "a;b"}', '{"e": "x\'y;z"}', '{"one": 1}', '{"two": 2}', '{"three": 3}', '{"five": 5}']
 ERRORS = [
-    'error: SQL does not parse: Parser Error: syntax error at or near "SELEC"',
-    "error: the SQL is not valid UTF-8: byte 0xff at character 9. Hint: save the query as UTF-8",
+    'error: line 7: SQL does not parse: Parser Error: syntax error at or near "SELEC"',  # the line of its statement
+    "error: line 8: the SQL is not valid UTF-8: byte 0xff at character 9. Hint: save the query as UTF-8",
     "error: 2 statement(s) failed",
 ]
 

@@ -179,7 +179,7 @@ def test_sql_shell_runs_multiline_statements_refuses_writes_and_goes_on(tmp_path
         "1 row(s)",
     ]
     assert lines[12] == (
-        "error: refused: `augdag sql` is read-only and this is a DROP statement: 'DROP TABLE runs'. "
+        "error: line 4: refused: `augdag sql` is read-only and this is a DROP statement: 'DROP TABLE runs'. "
         "Hint: use SELECT over the views; `augdag export VIEW` writes files."
     )
     listed = [line.split("│")[1].strip() for line in lines[13:] if line.startswith("│")]
@@ -196,8 +196,8 @@ def test_sql_shell_prints_errors_runs_dot_commands_and_stops_at_eof(tmp_path):
     result = runner.invoke(app, ["sql", "--shell", "-f", "json", "--cache", str(tmp_path)], input=script)
     assert result.exit_code == 1, result.output  # 3 failed and 1 not run (issue 48, defect 9)
     out = result.output
-    assert "error: query failed: Catalog Error: Table with name no_such_view does not exist" in out
-    assert "error: unknown table or view 'nope'" in out and "error: unknown command '.frobnicate'" in out
+    assert "error: line 1: query failed: Catalog Error: Table with name no_such_view does not exist" in out
+    assert "error: line 3: unknown table or view 'nope'" in out and "error: line 4: unknown command '.frobnicate'" in out
     assert [json.loads(line)["column"] for line in out.splitlines() if line.startswith('{"column"')] == [
         "uid",
         "text",
@@ -207,7 +207,7 @@ def test_sql_shell_prints_errors_runs_dot_commands_and_stops_at_eof(tmp_path):
     ]
     assert '{"s": "a;b"}' in out.splitlines()
     assert out.splitlines()[-2:] == [
-        "error: not run: the last statement has no `;`: 'SELECT 3 AS c'",
+        "error: line 7: not run: the last statement has no `;`: 'SELECT 3 AS c'",
         "error: 4 statement(s) failed",
     ]
 

@@ -164,7 +164,11 @@ def test_sql_export_why_and_the_shell_read_the_store_and_nothing_beside_it(night
         "SELECT 42 AS alive;\n.quit\n",
     )
     assert shell.returncode == 1 and "│ 27 " in shell.stdout and "│ 42 " in shell.stdout, shell.stdout + shell.stderr
-    assert [line.split(":")[1].strip() for line in shell.stderr.splitlines()] == ["refused", "refused", "2 statement(s) failed"]
+    assert [":".join(line.split(":")[:3]) for line in shell.stderr.splitlines()] == [
+        "error: line 2: refused",  # piped: the line of the statement (issue 48, defect 9)
+        "error: line 3: refused",
+        "error: 2 statement(s) failed",
+    ]
     assert nights.server.objects(nights.store) == before  # not a byte written
 
 

@@ -123,7 +123,8 @@ def test_ctrl_c_in_the_piped_shell_stops_the_statement_and_the_next_one_runs(cac
     proc = start(cache, "sql", "--shell", "-f", "json", stdin=f"{FOREVER};\nSELECT 42 AS alive;\n".encode())
     when_querying(proc, cache)
     proc.send_signal(signal.SIGINT)
-    assert finish(proc) == (1, '{"alive": 42}\n', f"{INTERRUPTED}\nerror: 1 statement(s) failed\n")
+    stopped = INTERRUPTED.replace("error: ", "error: line 1: ")  # piped: the line of the statement
+    assert finish(proc) == (1, '{"alive": 42}\n', f"{stopped}\nerror: 1 statement(s) failed\n")
 
 
 def test_the_shell_reads_a_piped_script_with_duckdbs_statements_and_exits_1_on_a_failed_one(cache):

@@ -8,11 +8,15 @@ the augdag process alone: exit 130 in 4 s).
 
 So the run starts that same server itself, before the flow, in a session of its own (the terminal's signals reach
 augdag only; at exit Prefect's own ``atexit`` hook stops it as before), with a watchdog thread in the server's
-process that stops it (SIGTERM: uvicorn's graceful shutdown) once its parent is gone: a ``kill -9`` of augdag's
-group no longer reaches a server in another session, and it must not outlive the run. A watchdog, not
+process that stops it (SIGTERM: uvicorn's graceful shutdown) once its parent is gone: a ``kill -9`` of augdag's group
+no longer reaches a server in another session, and it must not outlive the run. A watchdog, not
 ``PR_SET_PDEATHSIG``: that fires when the *thread* that forked exits, and it needs a ``preexec_fn``, unsafe in a
-process with threads. Prefect has no setting for either; this wraps its ``subprocess`` use in the one module that
-starts the server and changes nothing else of Prefect's.
+process with threads.
+
+And it serves Prefect's app behind `augdag server`'s guard (flows/ops/prefect_guard.py ``ephemeral_app``: a loopback
+``Host`` only, no browser ``Origin``): Prefect's own temporary server answers any ``Host`` with CORS ``*`` for as
+long as a run lasts (issue 48, defect 3). Prefect has no setting for any of this; this wraps its ``subprocess`` use
+in the one module that starts the server and changes nothing else of Prefect's.
 """
 
 from __future__ import annotations
@@ -36,6 +40,10 @@ main()
 """
 
 
+PREFECT_FACTORY = "prefect.server.api.server:create_app"  # the app Prefect's command serves
+GUARDED = "flows.ops.prefect_guard:ephemeral_app"  # the same app behind the guard `augdag server` uses
+
+
 class DetachedSubprocess:
     """``subprocess`` as the server module sees it: ``Popen`` of ``python -m uvicorn ...`` becomes the same command
     under the watchdog, in a new session; every other name is the real module's."""
@@ -45,9 +53,11 @@ class DetachedSubprocess:
 
     @staticmethod
     def Popen(args: list[str], **kwargs: Any) -> subprocess.Popen:  # noqa: N802 — subprocess's own name
-        """The server's command in a new session, uvicorn's entry point run under the parent watchdog."""
+        """The server's command in a new session, uvicorn's entry point run under the parent watchdog, serving
+        Prefect's app behind flows/ops/prefect_guard.py's guard (loopback ``Host`` only, no ``Origin``)."""
         if list(args[1:3]) == ["-m", "uvicorn"]:
-            args = [args[0], "-c", WATCHDOG, *args[3:]]
+            rest = [GUARDED if a == PREFECT_FACTORY else a for a in args[3:]]
+            args = [args[0], "-c", WATCHDOG, *rest]
         return subprocess.Popen(args, start_new_session=True, **kwargs)
 
 

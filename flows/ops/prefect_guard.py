@@ -126,6 +126,15 @@ def cors_origins() -> list[str] | None:
     return None if "*" in origins else origins
 
 
+def ephemeral_app() -> ASGIApp:
+    """uvicorn's factory for Prefect's temporary server (flows/ops/ephemeral.py): Prefect's ``create_app`` as that
+    server builds it (its environment says ephemeral and final), behind the guard with the loopback names only and
+    no ``Origin`` at all: it serves no UI and augdag's own client sends none, so no web page reads or drives it."""
+    from prefect.server.api.server import create_app
+
+    return HostGuard(create_app(), hosts=allowed_hosts("127.0.0.1"), origins=[])
+
+
 def main(argv: list[str] | None = None) -> None:
     """Serve Prefect's API and UI behind ``HostGuard`` until stopped (uvicorn handles SIGINT and SIGTERM)."""
     parser = argparse.ArgumentParser(prog="python -m flows.ops.prefect_guard", description=__doc__.split("\n\n")[0])

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import pytest
 
 from demo import write_demo
@@ -95,8 +96,9 @@ train_nmt:
     assert not list(Path(cache, "artifacts").glob("translate_student/*/manifest.json"))  # stopped before it finished
 
 
-def test_the_temporary_server_stops_when_augdag_is_killed(tmp_path):
-    """SIGKILL runs no atexit hook: the server, in a session of its own, stops by its watchdog within seconds."""
+def test_the_temporary_server_answers_only_augdag_and_stops_when_augdag_is_killed(tmp_path):
+    """The run's temporary server is guarded as `augdag server` is (a foreign Host: 421; a page's Origin: 403), and
+    SIGKILL runs no atexit hook: the server, in a session of its own, stops by its watchdog within seconds."""
     code = "from flows.ops.ephemeral import start_ephemeral_server as s; print(s(), flush=True); input()"
     proc = subprocess.Popen(
         [sys.executable, "-c", code],
@@ -107,7 +109,14 @@ def test_the_temporary_server_stops_when_augdag_is_killed(tmp_path):
         start_new_session=True,
     )
     try:
-        assert proc.stdout.readline().startswith("http://127.0.0.1:")
+        api = proc.stdout.readline().strip()
+        assert api.startswith("http://127.0.0.1:")
+        hostile = {"Host": "attacker.example", "Origin": "http://attacker.example", "Content-Type": "application/json"}
+        refused = httpx.post(f"{api}/flow_runs/filter", headers=hostile, content='{"limit":1}', timeout=30)
+        assert (refused.status_code, refused.text) == (421, "misdirected request: this server is not attacker.example\n")
+        page = httpx.post(f"{api}/flow_runs/filter", headers={"Origin": "http://evil.example"}, json={"limit": 1}, timeout=30)
+        assert page.status_code == 403  # a web page on this machine: no Origin is its own
+        assert httpx.post(f"{api}/flow_runs/filter", json={"limit": 1}, timeout=30).status_code == 200  # augdag's client
         servers = prefect_servers(tmp_path / "prefect-home")
         assert len(servers) == 1 and os.getsid(servers[0]) != os.getsid(proc.pid)  # out of reach of a Ctrl-C
         os.killpg(proc.pid, signal.SIGKILL)

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from conf.errors import AugdagError, CatalogError
-from flows.cli.app import CacheOpt, app, existing_catalog_at, fail, out
+from flows.cli.app import CacheOpt, app, existing_catalog_at, fail, out, shown
 from flows.engine.run_log import log_path, log_records, record_stages, stage_records
 
 
@@ -29,9 +29,7 @@ def report(
     ] = None,
     force: Annotated[
         bool,
-        typer.Option(
-            "--force", help="replace a symbolic link or FIFO at --output (the link itself, never the file it points to)"
-        ),
+        typer.Option("--force", help="replace a symbolic link at --output (the link itself, never the file it points to)"),
     ] = False,
     cache: CacheOpt = None,
 ) -> None:
@@ -74,4 +72,5 @@ def logs(
             raise CatalogError(f"{path}: no line of stage {stage!r}; the stages in it: {', '.join(named) or 'none'}")
     except AugdagError as e:
         fail(e)
-    sys.stdout.writelines(line + "\n" for record in records for line in record)
+    terminal = sys.stdout.isatty()  # a line of a user's corpus may hold ESC sequences: shown escaped, piped as it is
+    sys.stdout.writelines((shown(line) if terminal else line) + "\n" for record in records for line in record)

@@ -210,7 +210,8 @@ def write_report(
 
     Default: ``<cache>/reports/<run_id>/run.html`` or ``.../compare-<A>-vs-<B>.html`` (A the older run).
     Written as storage/output.py writes a user's file: to a new temporary file renamed onto a regular file
-    or a new name only (a link or FIFO there only with ``force``); an interrupted write leaves no half page.
+    or a new name only (a link there only with ``force``; a FIFO or device is written into, never replaced); an
+    interrupted write leaves no half page.
     """
     if compare is None:
         page, name = run_page(catalog, run_id), "run.html"

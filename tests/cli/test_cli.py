@@ -53,25 +53,26 @@ def test_sql_formats_and_bad_query_exit_code(tmp_path):
 
 
 def test_sql_writes_parquet_csv_and_json_files(tmp_path):
-    fresh_catalog(tmp_path)
+    cache = tmp_path / "cache"  # -o never writes into the cache (issue 48, defect 6): the files go beside it
+    fresh_catalog(cache)
     q = "SELECT range AS n, 'row ' || range AS s FROM range(3)"
     out = tmp_path / "out" / "r.parquet"
-    ok = runner.invoke(app, ["sql", q, "--format", "parquet", "--output", str(out), "--cache", str(tmp_path)])
+    ok = runner.invoke(app, ["sql", q, "--format", "parquet", "--output", str(out), "--cache", str(cache)])
     assert ok.exit_code == 0, ok.output
     assert pq.read_table(out).to_pylist() == [{"n": i, "s": f"row {i}"} for i in range(3)]
     assert [p.name for p in out.parent.iterdir()] == ["r.parquet"]  # no temporary file left
     as_json = tmp_path / "r.jsonl"
-    assert runner.invoke(app, ["sql", q, "-f", "json", "-o", str(as_json), "--cache", str(tmp_path)]).exit_code == 0
+    assert runner.invoke(app, ["sql", q, "-f", "json", "-o", str(as_json), "--cache", str(cache)]).exit_code == 0
     assert as_json.read_text().splitlines()[2] == '{"n": 2, "s": "row 2"}'
     as_csv = tmp_path / "r.csv"
-    assert runner.invoke(app, ["sql", q, "-f", "csv", "-o", str(as_csv), "--cache", str(tmp_path)]).exit_code == 0
+    assert runner.invoke(app, ["sql", q, "-f", "csv", "-o", str(as_csv), "--cache", str(cache)]).exit_code == 0
     assert as_csv.read_text().splitlines()[:2] == ['"n","s"', '0,"row 0"']
-    no_file = runner.invoke(app, ["sql", q, "--format", "parquet", "--cache", str(tmp_path)])
+    no_file = runner.invoke(app, ["sql", q, "--format", "parquet", "--cache", str(cache)])
     assert no_file.exit_code == 2 and "--output" in no_file.output
-    table_to_file = runner.invoke(app, ["sql", q, "--output", str(tmp_path / "x"), "--cache", str(tmp_path)])
+    table_to_file = runner.invoke(app, ["sql", q, "--output", str(tmp_path / "x"), "--cache", str(cache)])
     assert table_to_file.exit_code == 2 and not (tmp_path / "x").exists()
     assert "cannot tell the format from the extension '(none)'" in " ".join(table_to_file.output.split())
-    as_table = runner.invoke(app, ["sql", q, "-f", "table", "-o", str(tmp_path / "x.csv"), "--cache", str(tmp_path)])
+    as_table = runner.invoke(app, ["sql", q, "-f", "table", "-o", str(tmp_path / "x.csv"), "--cache", str(cache)])
     assert as_table.exit_code == 2 and not (tmp_path / "x.csv").exists()
 
 

@@ -123,6 +123,12 @@ TimeoutOpt = Annotated[
 ]
 
 
+def check_timeout(timeout: float | None) -> None:
+    """--timeout is a number of seconds > 0 (exit 2 otherwise)."""
+    if timeout is not None and not 0 < timeout < float("inf"):
+        fail(ConfError(f"--timeout: expected a number of seconds > 0, got {timeout:g}"))
+
+
 def interrupted() -> None:
     """Ctrl-C stopped the query: one line, exit 130 (128 + SIGINT), as a shell reports it."""
     err.print("error: interrupted (Ctrl-C): the query was stopped", highlight=False, soft_wrap=True)
@@ -169,8 +175,7 @@ def sql(
         fail(ConfError(f"no such option: {query} (see `augdag sql --help`)"))  # a mistyped option, not a -- comment
     if fmt is not None:
         choice("--format", fmt, SQL_FORMATS)
-    if timeout is not None and not 0 < timeout < float("inf"):
-        fail(ConfError(f"--timeout: expected a number of seconds > 0, got {timeout:g}"))
+    check_timeout(timeout)
     if shell:
         if query is not None or output is not None:
             fail(ConfError("--shell reads its statements from the terminal: give no QUERY and no --output"))
@@ -320,6 +325,7 @@ def export(
             "OpusTrainer, fairseq and Moses read]",
         ),
     ] = None,
+    timeout: TimeoutOpt = None,
     cache: CacheOpt = None,
 ) -> None:
     """Export a view to Parquet, JSON Lines, CSV/TSV (lists and structs as JSON) or line-aligned text files.
@@ -332,9 +338,13 @@ def export(
 
     if fmt is not None:
         choice("--format", fmt, EXPORT_FORMATS)
+    check_timeout(timeout)
     catalog = existing_catalog_at(cache)
+    catalog.query_timeout_s = timeout
     try:
         done = export_view(catalog, view, output, fmt=fmt, where=where, force=force, header=header)
+    except KeyboardInterrupt:
+        interrupted()  # the file is not written: storage/output.py renames a finished temporary file only
     except AugdagError as e:
         fail(e)
     for f in done.files:  # beside the data on stdout (-o -) this line goes to stderr

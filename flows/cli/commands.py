@@ -186,7 +186,7 @@ def sql(
         failed = sql_shell(
             catalog,
             show=lambda result: print_table(result, fmt or "table"),
-            error=lambda msg: err.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, soft_wrap=True),
+            error=lambda msg: err.print(f"[bold red]error:[/] {escape(shown(msg, lines=True))}", highlight=False, soft_wrap=True),
         )
         if failed and not sys.stdin.isatty():  # a script: its caller must see that it did not all run
             err.print(f"error: {failed} statement(s) failed", highlight=False, soft_wrap=True)
@@ -230,7 +230,7 @@ def sql(
         write_table(result, output, fmt, force=force, cache=catalog.root, header=header is not False)
     except AugdagError as e:
         fail(e)
-    err.print(f"wrote {result.num_rows:,} row(s) to {escape(str(output))}", highlight=False, soft_wrap=True)
+    err.print(f"wrote {result.num_rows:,} row(s) to {escape(shown(str(output)))}", highlight=False, soft_wrap=True)
     if result.num_rows == 0:
         warn_empty("the query selected nothing")
 
@@ -356,6 +356,7 @@ def export(
 
 
 # the operations and report commands live in their own modules and register on `app` when imported
+import flows.cli.handoff  # noqa: E402, F401 — registers export-arm and import
 import flows.cli.ops  # noqa: E402, F401 — registers nightly, retry, server, serve, deploy, schedules on `app`
 import flows.cli.report  # noqa: E402, F401 — registers report and logs
 import flows.cli.verify  # noqa: E402, F401 — registers verify
@@ -375,11 +376,11 @@ def main() -> None:
         ctx = getattr(e, "ctx", None)
         where = f" (see `{ctx.command_path} --help`)" if ctx else ""
         message = e.format_message() if hasattr(e, "format_message") else str(e)
-        err.print(f"error: {escape(message)}{escape(where)}", highlight=False, soft_wrap=True)
+        err.print(f"error: {escape(shown(message))}{escape(shown(where))}", highlight=False, soft_wrap=True)
         raise SystemExit(getattr(e, "exit_code", 2)) from None
     except Exception as e:  # a part DuckDB finds deleted under a view (`views`, `why`, `export`): one line
         if (missing := missing_part(e)) is None:
             raise
-        err.print(f"error: {escape(str(missing))}", highlight=False, soft_wrap=True)
+        err.print(f"error: {escape(shown(str(missing), lines=True))}", highlight=False, soft_wrap=True)
         raise SystemExit(missing.exit_code) from None
     raise SystemExit(code if isinstance(code, int) else 0)

@@ -28,6 +28,7 @@ from flows.reports.reporting import publish
 from storage.catalog import Catalog
 from tasks.common.evaluation import mean_sd
 from tasks.common.mix import content_hash
+from tasks.common.schedules import Curriculum, SelectedSamples
 from tasks.epida.train import trainer
 from tasks.train_classifier.classify import LOSSES, classifier_builder
 
@@ -38,7 +39,7 @@ def read_curriculum(run: Run, dataset: str) -> pa.Table:
     """The ``curriculum`` rows of ``dataset`` from the catalog, by original, level and rank; a ``ConfError``
     when there are none (the paraphrase pipeline has not run on it)."""
     table = run.catalog.query(
-        "SELECT uid, parent_uid, text, label, level, copy FROM curriculum WHERE source = $d "
+        "SELECT uid, parent_uid, text, label, level, rank, copy FROM curriculum WHERE source = $d "
         "ORDER BY parent_uid, level, rank, copy",
         {"d": dataset},
     )
@@ -72,16 +73,19 @@ def augmented_rows(catalog: Catalog, augmentation: str, dataset: str, *, m: int,
     classifier's feedback; ``none``, nothing."""
     if augmentation == "none":
         return None
-    where = "selected" if augmentation == "epida" else "algorithm = 'eda'"
-    pick = (
-        ""
-        if augmentation == "epida"
-        else " QUALIFY row_number() OVER (PARTITION BY parent_uid ORDER BY md5(uid || $seed), uid) <= $m"
-    )
-    table = catalog.query(
-        f"SELECT uid, text, label FROM augmented WHERE source = $d AND round = 0 AND {where}{pick} ORDER BY parent_uid, uid",
-        {"d": dataset, **({} if augmentation == "epida" else {"seed": str(seed), "m": m})},
-    )
+    if augmentation == "epida":  # the round's selection, as augdag.samplers hands it to a user's trainer
+        rows = catalog.query(
+            "SELECT uid, parent_uid, text, label, round, selected FROM augmented WHERE source = $d AND round = 0",
+            {"d": dataset},
+        )
+        table = SelectedSamples(rows).round(0).select(["uid", "text", "label"])
+    else:
+        table = catalog.query(
+            "SELECT uid, text, label FROM augmented WHERE source = $d AND round = 0 AND algorithm = 'eda' "
+            "QUALIFY row_number() OVER (PARTITION BY parent_uid ORDER BY md5(uid || $seed), uid) <= $m "
+            "ORDER BY parent_uid, uid",
+            {"d": dataset, "seed": str(seed), "m": m},
+        )
     if table.num_rows == 0:
         raise ConfError(
             f"train_classifier.augmentation: {augmentation!r} needs the `augmented` rows of {dataset!r}, "
@@ -114,7 +118,8 @@ def train_arm(
             "seed": seed,
             "classifier": clf,
         }
-        build = classifier_builder(curriculum, **{**options, "classifier": {**clf, **runtime}})
+        sampler = Curriculum(curriculum, **{k: v for k, v in options.items() if k not in ("labels", "classifier")})
+        build = classifier_builder(sampler, labels=labels, classifier={**clf, **runtime})
         data = {"curriculum": content_hash(curriculum, ("uid", "level", "copy"))}
     else:
         added = augmented_rows(run.catalog, augmentation, dataset, m=conf.epida.m, seed=seed)
@@ -214,7 +219,7 @@ def publish_report(run: Run, result: dict[str, Any]) -> dict[str, str]:
     import numpy as np
 
     from flows.reports.plots import bar_figure, line_figure, markdown_table
-    from tasks.train_classifier.schedule import MIXED
+    from tasks.common.schedules import MIXED
 
     evaluation = pa.Table.from_pylist(result["evaluation"])
     summary = pa.Table.from_pylist(result["summary"])

@@ -33,10 +33,10 @@ from flows.pipelines.nmt import converted, nmt_model
 from flows.reports.train_nmt_report import arm_summary, publish_report
 from storage.artifacts import ArtifactRef
 from tasks.common.evaluation import EVALUATE
-from tasks.common.mix import content_hash
+from tasks.common.mix import Mix, content_hash
 from tasks.common.nmt import NMT_VERSION, decode_options, loading, runtime
 from tasks.robustness.stage import NOISED_TEST
-from tasks.train_nmt.experiments import TRANSLATE_STUDENT, arm_mix, continued_builder, continued_train_conf
+from tasks.train_nmt.experiments import TRANSLATE_STUDENT, continued_builder, continued_train_conf
 from tasks.train_nmt.significance import ARM_TRANSLATIONS, PAIRED_SIGNIFICANCE
 
 MIX_VERSION = "2"  # 2: the rows carry their arm and phase
@@ -79,9 +79,10 @@ def missing_view_hint(error: str) -> str:
 def arm_data(
     run: Run, conf: AugdagConf, arm: str, mix: dict[str, str], copies: dict[str, int], *, phase: str, key: str
 ) -> tuple[ArtifactRef, dict[str, int]]:
-    """An arm's training (or continued-training) data as a `training_mix` artifact, and its rows per entry; a
-    ``ConfError`` when it holds a line of a held-out set (flows/pipelines/heldout.py), before any model trains."""
-    table = arm_mix(select_mix(run, mix, f"{key}.mix"), copies, arm=arm, phase=phase)
+    """An arm's training (or continued-training) data, its ``Mix`` materialised as a `training_mix` artifact (the
+    object ``augdag.samplers`` streams), and its rows per entry; a ``ConfError`` when it holds a line of a held-out
+    set (flows/pipelines/heldout.py), before any model trains."""
+    table = Mix(select_mix(run, mix, f"{key}.mix"), copies, arm=arm, phase=phase, key=key).table()
     if table.num_rows == 0:
         raise ConfError(f"{key}.mix: the queries selected no rows ({', '.join(mix)})")
     check_heldout_overlap(run, conf, f"{key}.mix", table, ("src", "tgt"))

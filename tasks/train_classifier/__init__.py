@@ -1,1 +1,1 @@
-"""train_classifier's stages (PCC Alg. 1): the curriculum sampler, training and scoring a classifier."""
+"""train_classifier's stages (PCC Alg. 1): a classifier trained on the curriculum sampler, and its scores."""

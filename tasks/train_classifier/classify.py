@@ -1,12 +1,12 @@
 """Train a text classifier on a curriculum (PCC Alg. 1) and score it on a held-out set.
 
-    for step, level in level_schedule(schedule):            (tasks.train_classifier.schedule)
-        batch = curriculum_batches(...)[step]                 originals + paraphrases of `level`
-        loss[step] = classifier.train_step(batch)
+    for step, batch in enumerate(Curriculum(rows, schedule, ...)):    (tasks.common.schedules: the one sampler)
+        loss[step] = classifier.train_step(batch)                    originals + paraphrases of the step's level
     accuracy, macro-F1 = classification_scores(test labels, predictions)
 
-The training is a model build (``classifier_builder``, run once per fingerprint by the flow); the
-losses per step and level are saved beside the weights (``losses.parquet``) for the loss-curve plot.
+The training is a model build (``classifier_builder``, run once per fingerprint by the flow); the losses per step
+and level are saved beside the weights (``losses.parquet``) for the loss-curve plot, and every batch's rows
+(``batches.parquet``: step, level, position, uid) for a trainer outside augdag to compare its sampler with.
 """
 
 from __future__ import annotations
@@ -21,72 +21,60 @@ import pyarrow.parquet as pq
 
 from conf.errors import InputError
 from storage.parts import Parts
+from tasks.common.schedules import Curriculum
 from tasks.runtime.stage import Stage
-from tasks.train_classifier.schedule import curriculum_batches, level_schedule
 
 LOSSES = "losses.parquet"
+BATCHES = "batches.parquet"  # the rows of every step (Curriculum.record)
 PREDICTIONS = pa.schema([("uid", pa.string()), ("text", pa.string()), ("label", pa.string()), ("predicted", pa.string())])
 
 
 def curriculum_training(
-    curriculum: pa.Table,
+    sampler: Curriculum,
     *,
     labels: Sequence[str],
-    schedule: str,
-    levels: int,
-    cycles: int,
-    steps_per_level: int,
-    batch_size: int,
-    original_share: float,
-    seed: int,
     classifier: Mapping[str, Any],
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[Any, pa.Table]:
-    """The trained classifier and its losses (step, level, loss). ``curriculum`` has uid, parent_uid, text, label,
-    level; ``classifier`` is ``build_classifier``'s kind, model, lr, device, threads."""
+    """The classifier trained on the ``sampler``'s batches, and its losses (step, level, loss). The sampler's rows
+    need text and label too; ``classifier`` is ``build_classifier``'s kind, model, lr, device, threads (its seed is
+    the sampler's)."""
     from models.classifier import build_classifier
 
+    curriculum = sampler.rows
     index = {label: i for i, label in enumerate(labels)}
     missing = sorted({lb for lb in curriculum["label"].to_pylist() if lb not in index}, key=str)
     if missing:
         raise InputError(f"train_classifier: curriculum labels {missing} are not among the classes {list(labels)}")
-    steps = level_schedule(schedule, levels=levels, cycles=cycles, steps_per_level=steps_per_level)
+    steps = sampler.steps()
     texts, gold = curriculum["text"].to_pylist(), np.array([index[lb] for lb in curriculum["label"].to_pylist()])
     model = build_classifier(
         classifier["kind"],
         labels,
         model=classifier.get("model"),
         lr=classifier.get("lr"),
-        seed=seed,
+        seed=sampler.seed,
         device=classifier.get("device", "auto"),
         threads=classifier.get("threads", 0),
     )
     losses = np.zeros(len(steps))
-    batches = curriculum_batches(
-        curriculum["parent_uid"].to_pylist(),
-        curriculum["level"].to_pylist(),
-        curriculum["uid"].to_pylist(),
-        steps,
-        batch_size=batch_size,
-        original_share=original_share,
-        seed=seed,
-    )
-    for i, batch in enumerate(batches):
+    for i, batch in enumerate(sampler.indices()):
         losses[i] = model.train_step([texts[j] for j in batch], gold[batch].tolist())
         if progress is not None and (i + 1) % 10 == 0:
             progress(i + 1, len(steps))
     return model, pa.table({"step": np.arange(len(steps), dtype=np.int32), "level": pa.array(steps, pa.int32()), "loss": losses})
 
 
-def classifier_builder(curriculum: pa.Table, **kwargs: Any) -> Callable[[Path], None]:
-    """A ``build(path)`` for the flow's model stage: train, save the classifier and its losses."""
+def classifier_builder(sampler: Curriculum, **kwargs: Any) -> Callable[[Path], None]:
+    """A ``build(path)`` for the flow's model stage: train, save the classifier, its losses and its batches."""
 
     def build(path: Path) -> None:
         from tasks.runtime.progress import report
 
-        model, losses = curriculum_training(curriculum, progress=lambda d, t: report("train classifier", d, t), **kwargs)
+        model, losses = curriculum_training(sampler, progress=lambda d, t: report("train classifier", d, t), **kwargs)
         model.save(path)
         pq.write_table(losses, Path(path) / LOSSES)
+        pq.write_table(sampler.record(), Path(path) / BATCHES)
 
     return build
 

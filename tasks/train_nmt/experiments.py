@@ -16,24 +16,16 @@ import pyarrow as pa
 from conf.schema import NMTConf, NMTTrainConf
 from storage.parts import Parts
 from tasks.common.evaluation import translate_test
-from tasks.common.mix import MIX, training_mix
+from tasks.common.mix import ARM_MIX, PHASES, Mix
 from tasks.common.nmt import part_batches, training_log
 from tasks.runtime.stage import Stage
 
-PHASES = ("train", "continue")
-ARM_MIX = pa.schema([*MIX, pa.field("arm", pa.string()), pa.field("phase", pa.string())])  # the `training_mix` view
+__all__ = ["ARM_MIX", "PHASES", "arm_mix"]  # the `training_mix` view's schema and phases live with the Mix
 
 
 def arm_mix(selected: Mapping[str, pa.Table], copies: Mapping[str, int], *, arm: str, phase: str) -> pa.Table:
-    """``tasks.common.mix.training_mix`` of the selections, with the ``arm`` and ``phase`` (train | continue) of every row."""
-    if phase not in PHASES:
-        raise ValueError(f"phase {phase!r}: expected one of {PHASES}")
-    mix = training_mix(selected, copies)
-    return (
-        mix.append_column("arm", pa.repeat(pa.scalar(arm), mix.num_rows)).append_column(
-            "phase", pa.repeat(pa.scalar(phase), mix.num_rows)
-        )
-    ).cast(ARM_MIX)
+    """The arm's ``tasks.common.mix.Mix`` materialised: its rows with the ``arm`` and ``phase`` (train | continue)."""
+    return Mix(selected, copies, arm=arm, phase=phase).table()
 
 
 def continued_train_conf(

@@ -1,4 +1,4 @@
-"""tasks/paraphrase/curriculum.py, tasks/paraphrase/candidates.py and tasks/train_classifier/schedule.py: Eq. 3,
+"""tasks/paraphrase/curriculum.py, tasks/paraphrase/candidates.py and tasks/common/schedules.py: Eq. 3,
 Eq. 4, the bag, the schedules."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import pytest
 from conf.errors import ConfError, InputError
 from conf.offline import go_offline
 from models.generation import BOTTOM_K, TOP_K_TOP_P
+from tasks.common.schedules import MIXED, curriculum_batches, level_schedule
 from tasks.paraphrase.candidates import SCORED, candidate_uids, sampling_plan, score_candidates
 from tasks.paraphrase.curriculum import (
     CURRICULUM,
@@ -20,7 +21,6 @@ from tasks.paraphrase.curriculum import (
     repeat_bag,
     select_bag,
 )
-from tasks.train_classifier.schedule import MIXED, curriculum_batches, level_schedule
 from tests.models.test_nli import TABLE, tiny_nli_dir  # noqa: F401 — the session fixture
 
 go_offline()

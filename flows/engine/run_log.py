@@ -36,6 +36,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from conf.at_rest import redact
 from conf.errors import AugdagError
 
 LOG_DIR = "logs"
@@ -85,7 +86,7 @@ class RunLogHandler(logging.Handler):
         if not paths:
             return
         try:
-            text = self.format(record) + "\n"
+            text = redact(self.format(record)) + "\n"  # a value from the environment (a secret) as its ${VAR}
         except Exception as e:  # noqa: BLE001 — a record that cannot be formatted: said on stderr, never recursively
             self.give_up(None, f"a record of {record.name} could not be formatted ({type(e).__name__}: {e})")
             return

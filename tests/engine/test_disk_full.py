@@ -90,3 +90,18 @@ def test_a_full_disk_under_a_run_is_raised_as_one_diskfull_with_the_runs_resume(
         raise stage
     with pytest.raises(KeyError), disk_full_as_error():
         raise KeyError("x")
+
+
+def test_a_value_read_from_the_environment_is_logged_as_its_variable(tmp_path):
+    """No secret at rest (issue 48, defect 4): a run's log holds ``${VAR}`` where a record quotes the value."""
+    from conf.at_rest import note_value
+
+    note_value("AUGDAG_TEST_SECRET", "s3cr3t-marker-4711")
+
+    def run() -> Path:
+        path = open_run_log(tmp_path, "ingest-2", None)
+        logging.getLogger("augdag").warning("could not reach http://u:s3cr3t-marker-4711@store.example/")
+        return path
+
+    path = contextvars.copy_context().run(run)
+    assert path.read_text().splitlines()[-1].endswith("could not reach http://u:${AUGDAG_TEST_SECRET}@store.example/")

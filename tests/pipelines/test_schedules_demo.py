@@ -60,3 +60,46 @@ def test_each_arms_mix_is_its_training_mix_artifact_row_for_row(demo_cache):
         )
         assert artifact.num_rows > 0 and mix.table().equals(artifact.select(mix.table().column_names))
         assert Mix.from_training_mix(artifact, arm=params["arm"]).table().equals(mix.table())
+
+
+USER_SCRIPT = """
+import sys
+import augdag
+import pyarrow.parquet as pq
+from augdag.samplers import Curriculum, Mix
+
+cache = augdag.open(sys.argv[1])
+night = cache.latest("train_classifier")
+sampler = Curriculum(
+    night.view("curriculum", where="source = 'demo_labeled'"),
+    schedule="cyclic", levels=5, cycles=1, steps_per_level=2, batch_size=16, original_share=0.2, seed=0,
+)
+pq.write_table(sampler.record(), "batches.parquet")
+arm = Mix.from_training_mix(cache.latest("train_nmt").view("training_mix"), arm="rejuvenated")
+pq.write_table(arm.table(), "rejuvenated.parquet")
+first = next(arm.interleaved(seed=1, batch_size=8))
+print(arm.num_rows, arm.proportions(), first.num_rows)
+"""
+
+
+def test_a_user_script_pinned_to_the_nights_runs_samples_what_augdag_trained_on(demo_cache, tmp_path):
+    """As a user's trainer would: `augdag.samplers` over views pinned to the runs that trained, in a subprocess."""
+    import subprocess
+    import sys
+
+    from tests.conftest import subprocess_env
+
+    proc = subprocess.run(
+        [sys.executable, "-c", USER_SCRIPT, str(demo_cache)],
+        cwd=tmp_path,
+        env=subprocess_env(tmp_path),
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    catalog = Catalog(demo_cache)
+    (path,) = catalog.query("SELECT path FROM models WHERE name = 'classifier'")["path"].to_pylist()
+    assert pq.read_table(tmp_path / "batches.parquet").equals(pq.read_table(Path(path) / BATCHES))
+    artifact = catalog.query("SELECT * FROM training_mix WHERE arm = 'rejuvenated' ORDER BY line")
+    assert pq.read_table(tmp_path / "rejuvenated.parquet").equals(artifact)
+    assert proc.stdout == f"{artifact.num_rows} {{'rejuvenated': 1.0}} 8\n"

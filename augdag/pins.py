@@ -24,7 +24,7 @@ from storage.cache_root import resolve
 from storage.catalog import Catalog
 from storage.integrity import MANIFEST
 from storage.objects import Loc
-from storage.runs import load_run, pipeline_runs
+from storage.runs import load_run
 from storage.schemas import CURRENT_SQL, VIEW_KEY_SQL
 
 _COLUMNS = "view, stage, dataset, fingerprint, path, manifest"
@@ -86,7 +86,8 @@ def pin_of(catalog: Catalog, run_id: str) -> Pin:
         CatalogError: no such run (naming the recent ones), or a run that registered nothing to pin.
     """
     run = load_run(catalog, run_id)
-    ids = tuple(dict.fromkeys([run_id, *(p["run_id"] for p in pipeline_runs(catalog, run) if p["run_id"])]))
+    children = run["summary"].get("pipelines", []) if run["pipeline"] == "nightly" else []
+    ids = tuple(dict.fromkeys([run_id, *(str(p["run_id"]) for p in children if p.get("run_id"))]))
     return Pin(run_id, str(run["pipeline"]), ids)
 
 

@@ -84,9 +84,10 @@ class View:
 
         Raises:
             CatalogError: a column in ``columns`` the view does not have (naming those it has).
+            IntegrityError: a part differs from its manifest or is gone.
         """
         fields: dict[str, pa.Field] = {}
-        for loc in self._locations():
+        for loc in self.parts():  # proven first: a footer is read only from bytes its manifest records
             for f in objects.parquet_file(loc).schema_arrow:
                 fields.setdefault(f.name, f)
         for f in VIEW_SCHEMAS.get(self.name, pa.schema([])):
@@ -122,7 +123,7 @@ class View:
             CatalogError: ``where`` is not one read-only condition, names an unknown column, or reads outside the cache.
             IntegrityError: a part differs from its manifest or is gone.
         """
-        schema, parts = self.schema(), self.parts()
+        parts, schema = self.parts(), self.schema()
         full = dataclasses.replace(self, columns=None).schema()
         sql = self._query(schema)
         with duckdb.connect(config={**OFFLINE}) as con:

@@ -41,6 +41,7 @@ class Cache:
 
     catalog: Catalog
     pin: Pin | None = None
+    pinned: tuple[Artifact, ...] = ()  # a pin's artifacts, chosen once (a pin's choice never changes)
 
     @property
     def root(self) -> Path:
@@ -60,9 +61,8 @@ class Cache:
             CatalogError: no such run (naming recent ones), a run that registered nothing, or one of its artifacts
                 was collected (naming the run and the artifact).
         """
-        pinned = Cache(self.catalog, pin_of(self.catalog, run_id))
-        pinned.artifacts()  # a collected artifact refuses the pin now, not at the first read
-        return pinned
+        pin = pin_of(self.catalog, run_id)
+        return Cache(self.catalog, pin, tuple(served(self.catalog, pin)))  # a collected artifact refuses the pin here
 
     def latest(self, pipeline: str) -> Cache:
         """This cache pinned to the most recent completed run of ``pipeline`` (``nightly``, ``ingest``, ...).
@@ -73,8 +73,9 @@ class Cache:
         return self.run(latest_run(self.catalog, pipeline))
 
     def artifacts(self) -> list[Artifact]:
-        """The artifacts every view serves now (read from the catalog at each call; a ``View`` keeps its own)."""
-        return served(self.catalog, self.pin)
+        """The artifacts every view serves: the pin's, or the current ones (read from the catalog at each call; a
+        ``View`` keeps its own)."""
+        return list(self.pinned) if self.pin is not None else served(self.catalog, None)
 
     def views(self) -> pa.Table:
         """Its views with their rows and what they hold (``augdag views``' view lines): name, rows, description."""

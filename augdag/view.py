@@ -127,11 +127,11 @@ class View:
         full = dataclasses.replace(self, columns=None).schema()
         sql = self._query(schema)
         with duckdb.connect(config={**OFFLINE}) as con:
+            stores = sorted({str(p).rsplit("/artifacts/", 1)[0] + "/" for p in parts if objects.is_remote(p)})
+            objects.register(con, objects.schemes_of(stores))  # before the view: DuckDB binds its files at CREATE
             con.register(_EMPTY, full.empty_table())
             reads = [f"SELECT * FROM read_parquet({files_sql([str(p) for p in parts])}, union_by_name = true)"] if parts else []
             con.execute(f'CREATE VIEW "{self.name}" AS ' + " UNION ALL BY NAME ".join([*reads, f"SELECT * FROM {_EMPTY}"]))
-            stores = sorted({str(p).rsplit("/artifacts/", 1)[0] + "/" for p in parts if objects.is_remote(p)})
-            objects.register(con, objects.schemes_of(stores))
             con.execute("SET allowed_directories = $d", {"d": sorted({f"{self.root}/", f"{self.root.resolve()}/", *stores})})
             con.execute("SET enable_external_access = false")
             con.execute("SET lock_configuration = true")

@@ -212,3 +212,20 @@ def test_to_hf_maps_the_pinned_parts_and_names_the_run_issue_49(nights, tmp_path
     assert (ds["src"], ds.column_names) == (["y1", "z1"], ["src", "tgt"])
     assert augdag_info(ds)["run"] == "ingest-2"
     assert sorted(augdag_info(ds)["artifacts"]) == [f"clean/{Y}", f"clean/{Z}"]
+
+
+def test_a_cache_whose_artifacts_lie_on_an_object_store_reads_them_there_issue_49(tmp_path, s3_env):
+    store = s3_env.bucket("aug-api") + "/night"
+    cat = Catalog(tmp_path / "cache")
+    run(cat, "ingest-1", finish=None)
+    ref = ArtifactRef(str(cat.root), "clean", X, "bitext", "d", 1, store=store)
+    write_part(bitext([("s1", "u"), ("s2", "v")], source="d"), ref.path(0))
+    cat.register(ref, write_manifest(ref, version="1", params={}), run_id="ingest-1", stage_runs=[])
+    run(cat, "ingest-2", finish=None)
+    shard = {"run_id": "ingest-2", "stage": "clean", "dataset": "d", "fingerprint": X, "shard": 0, "status": "cached"}
+    cat.register(ref, read_manifest(ref), run_id="ingest-2", stage_runs=[shard])
+    cat.finish_run("ingest-2", status="completed", summary={})
+    view = augdag.open(cat.root).latest("ingest").view("bitext", columns=["src", "line"], where="line = 2")
+    assert view.to_arrow().to_pylist() == [{"src": "s2", "line": 2}]
+    assert [str(p) for p in view.parts()] == [f"{store}/artifacts/clean/{X}/part-00000.parquet"]
+    assert augdag.open(cat.root).view("bitext", columns=["src"]).dataset().to_table()["src"].to_pylist() == ["s1", "s2"]

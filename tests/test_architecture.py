@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tests.conftest import REPO
 
-PACKAGES = ("conf", "storage", "models", "tasks", "demo", "flows")
+PACKAGES = ("conf", "storage", "models", "tasks", "demo", "flows", "augdag")
 MAX_LINES = 400
 MAX_MODULES = 15  # directly in one folder (its __init__.py included): more is a package waiting to be split
 

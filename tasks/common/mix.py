@@ -99,6 +99,12 @@ class Mix:
         if mine.num_rows == 0:
             found = sorted({(r["arm"], r["phase"]) for r in table.select(["arm", "phase"]).to_pylist()})
             raise InputError(f"training_mix: no rows of arm {arm!r}, phase {phase!r}; the rows hold (arm, phase) {found}")
+        if (lines := pc.count_distinct(mine["line"]).as_py()) != mine.num_rows:
+            raise InputError(
+                f"training_mix: arm {arm!r}, phase {phase!r} has {mine.num_rows:,} rows but {lines:,} lines: the rows "
+                "of more than one night's mix. Hint: read the view pinned to one run, "
+                'augdag.open(CACHE).latest("train_nmt").view("training_mix")'
+            )
         selections, copies = {}, {}
         for name in sorted(set(mine["source"].to_pylist())):
             of_name = mine.filter(pc.equal(mine["source"], name))

@@ -128,6 +128,22 @@ def require(rows: pa.Table, columns: Sequence[str], *, view: str) -> None:
         )
 
 
+def one_curriculum(rows: pa.Table) -> None:
+    """An ``InputError`` when ``rows`` hold more than one dataset's curriculum, or one row twice (the rows of more
+    than one night): the sampler would train on them all."""
+    hint = "Hint: read the view pinned to one run, with where=\"source = '<dataset>'\""
+    if "source" in rows.column_names and len(sources := pc.unique(rows["source"])) > 1:
+        raise InputError(
+            f"curriculum: the rows hold {len(sources)} datasets {sorted(sources.to_pylist())}; one is sampled. {hint}"
+        )
+    distinct = rows.group_by(list(CURRICULUM_ORDER)).aggregate([]).num_rows
+    if distinct != rows.num_rows:
+        raise InputError(
+            f"curriculum: {rows.num_rows:,} rows but {distinct:,} distinct ({', '.join(CURRICULUM_ORDER)}): rows of "
+            f"more than one night's curriculum. {hint}"
+        )
+
+
 @dataclasses.dataclass(frozen=True)
 class Curriculum:
     """PCC's curriculum (Alg. 1) as a sampler over the `curriculum` view's rows of one dataset.
@@ -161,6 +177,7 @@ class Curriculum:
         rows = as_table(self.rows, view="curriculum")
         require(rows, ("uid", *CURRICULUM_ORDER), view="curriculum")
         level_schedule(self.schedule, levels=self.levels, cycles=self.cycles, steps_per_level=self.steps_per_level)
+        one_curriculum(rows)
         ordered = rows.sort_by([(c, "ascending") for c in CURRICULUM_ORDER])
         object.__setattr__(self, "rows", ordered)
 

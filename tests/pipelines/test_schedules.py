@@ -80,6 +80,12 @@ def test_curriculum_sampler_names_the_missing_columns_and_a_wrong_source():
         InputError, match=r"^curriculum: expected the rows as a pyarrow.Table or a view \(augdag.View\), found list"
     ):
         Curriculum([{"uid": "a"}], schedule="cyclic", **PARAMS)
+    twice = pa.concat_tables([curriculum_rows(), curriculum_rows().slice(0, 1)])
+    with pytest.raises(InputError, match=r"^curriculum: 17 rows but 16 distinct \(parent_uid, level, rank, copy\): rows of more"):
+        Curriculum(twice, schedule="cyclic", **PARAMS)
+    two = curriculum_rows().append_column("source", pa.array(["x"] * 8 + ["y"] * 8))
+    with pytest.raises(InputError, match=r"^curriculum: the rows hold 2 datasets \['x', 'y'\]; one is sampled"):
+        Curriculum(two, schedule="cyclic", **PARAMS)
     with pytest.raises(ConfError, match=r"^train_classifier.schedule: expected one of .*, found 'spiral'"):
         Curriculum(curriculum_rows(), schedule="spiral", **PARAMS)
 
@@ -129,6 +135,9 @@ def test_mix_from_its_training_mix_rows_materialises_those_rows_again():
         r"the rows hold \(arm, phase\) \[\('b3', 'continue'\), \('b3', 'train'\)\]$",
     ):
         Mix.from_training_mix(rows, arm="b4")
+    two_nights = pa.concat_tables([mix.table(), Mix({"a": pairs("c", 3)}, {}, arm="b3").table()])
+    with pytest.raises(InputError, match=r"^training_mix: arm 'b3', phase 'train' has 12 rows but 9 lines: the rows of more"):
+        Mix.from_training_mix(two_nights, arm="b3")
 
 
 def test_mix_errors_name_the_arms_key():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import random
+import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -27,7 +28,7 @@ from storage.handoff.formats import check_directory
 from storage.schemas import REJECTS
 from tasks.common.mix import content_hash
 from tasks.train_nmt.experiments import arm_mix
-from tests.conftest import bitext, subprocess_env
+from tests.conftest import bitext, catalog_rows, subprocess_env
 
 A1 = [
     ("a man sits .", "ein mann sitzt ."),
@@ -255,3 +256,22 @@ def test_export_arm_refuses_a_directory_that_is_not_empty_or_inside_the_cache_is
     assert [p.name for p in (tmp_path / "full").iterdir()] == ["x"]
     with pytest.raises(ConfError, match="is inside the cache"):
         check_directory(cache / "x", force=True, cache=cache)
+
+
+def test_export_arm_of_a_part_that_differs_from_its_manifest_is_one_line_and_writes_nothing_issue_49(cache, tmp_path):
+    """A flipped byte in the latest `training_mix` part of arm ct: storage/integrity/'s one line (artifact, part,
+    both hashes, the repair command), exit 1, no directory."""
+    copy = tmp_path / "cache"
+    shutil.copytree(cache, copy)
+    (part,) = catalog_rows(copy, "SELECT path FROM artifacts WHERE dataset = 'train_nmt.ct' AND created_run = 'train_nmt-2'")
+    path = copy / part["path"] / "part-00000.parquet"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    r = augdag(tmp_path, "export-arm", "ct", "-o", str(tmp_path / "o"), "--for", "marian", "--cache", str(copy))
+    assert r.returncode == 1, r.stdout + r.stderr
+    line = " ".join(r.stderr.split())
+    assert line.startswith(
+        f"error: artifact training_mix/{Path(part['path']).name}: part-00000.parquet differs from its manifest"
+    )
+    assert line.endswith(f"Hint: augdag verify --repair --cache {copy}") and not (tmp_path / "o").exists()

@@ -108,6 +108,11 @@ class Cache:
         artifacts = self.artifacts()
         known = sorted({*VIEW_SCHEMAS, *(a.view for a in artifacts)})
         if name not in known:
+            from flows.engine.registry import view_docs
+
+            if (doc := view_docs().get(name)) is not None:  # a pipeline's view its stage has not filled (by then)
+                when = "yet" if self.pin is None else f"when run {self.pin.run_id} ended"
+                raise CatalogError(f"{self.catalog.path}: no view {name!r} {when}: its stage has not run ({doc.what})")
             raise CatalogError(f"{self.catalog.path}: no view {name!r}; its views: {', '.join(known)}")
         view = View(
             self.root,

@@ -140,7 +140,8 @@ def test_columns_where_and_the_kinds_columns_issue_49(tmp_path):
     run(cat, "ingest-1", finish=None)
     ref = ArtifactRef(str(cat.root), "clean", X, "mono", "m", 1)
     write_part(pa.table({"uid": ["u1", "u2"], "text": ["hello", "bye"], "source": ["m", "m"], "line": [1, 2]}), ref.path(0))
-    cat.register(ref, write_manifest(ref, version="1", params={}), run_id="ingest-1")
+    shard = {"run_id": "ingest-1", "stage": "clean", "dataset": "m", "fingerprint": X, "shard": 0, "status": "computed"}
+    cat.register(ref, write_manifest(ref, version="1", params={}), run_id="ingest-1", stage_runs=[shard])
     mono = augdag.open(cat.root).view("mono", columns=["sentence", "text"], where="line = 2")
     table = mono.to_arrow()
     assert table.schema == pa.schema([("sentence", pa.int32()), ("text", pa.string())])  # sentence: the kind's, null here
@@ -166,10 +167,16 @@ def test_columns_where_and_the_kinds_columns_issue_49(tmp_path):
         augdag.open(cat.root).view("mono", where="line IN (SELECT 1 FROM read_csv('/etc/passwd'))").to_arrow()
     assert str(e.value).startswith(f"refused: `augdag sql` reads only the catalog and files under the cache {cat.root}: ")
     with pytest.raises(augdag.CatalogError) as e:
-        augdag.open(cat.root).view("curriculum")
+        augdag.open(cat.root).view("curriculm")
     assert str(e.value) == (
-        f"{cat.path}: no view 'curriculum'; its views: bitext, heldout_bitext, heldout_labeled, heldout_mono, "
+        f"{cat.path}: no view 'curriculm'; its views: bitext, heldout_bitext, heldout_labeled, heldout_mono, "
         "heldout_slots, labeled, mono, slots"
+    )
+    with pytest.raises(augdag.CatalogError) as e:
+        augdag.open(cat.root).run("ingest-1").view("curriculum")
+    assert str(e.value) == (
+        f"{cat.path}: no view 'curriculum' when run ingest-1 ended: its stage has not run (originals (level 0) and "
+        "their kept paraphrases by difficulty level (Alg. 2 lines 7-8; stage curriculum))"
     )
 
 

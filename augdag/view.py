@@ -140,7 +140,8 @@ class View:
             except duckdb.Error as e:
                 if isinstance(e, duckdb.PermissionException):
                     raise sandbox_error(e, self.root, stores) from None
-                raise query_error(e, view=self.name, columns=full.names, place="where=") from None
+                place = "where=" if self.where is not None else f"reading view {self.name}"
+                raise query_error(e, view=self.name, columns=full.names, place=place) from None
         return result.cast(schema)
 
     def _query(self, schema: pa.Schema) -> str:

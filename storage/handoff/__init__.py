@@ -9,8 +9,8 @@ Everything is pinned to one run: the continued phase is the one the same run bui
 Each phase's rows are the artifact's as the student read them: every mix entry (``source``) ``copies`` times
 (``copy`` 0..copies-1), in the artifact's order. A ``Phase`` knows its entries, their rows once and their copies
 (``entries``), which the formats turn into files and weights (storage/handoff/formats.py). An unknown arm, an arm
-never built, a run that did not build it, or an artifact whose parts are gone is one line (``ArtifactError`` /
-``CatalogError``, exit 2 or 1).
+never built, or a run that did not build it is one line, exit 2 (``CatalogError``); an artifact whose parts are gone
+(``ArtifactError``) or differ from its manifest (``IntegrityError``) one line, exit 1.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def arm_run(catalog: Catalog, arm: str, run: str | None, profile_arms: list[str]
     known = built_arms(catalog)
     if arm not in known:
         if profile_arms is not None and arm in profile_arms:
-            raise ArtifactError(
+            raise CatalogError(
                 f"arm {arm!r} has never been built: the catalog has no training_mix of it. Hint: augdag run train_nmt "
                 "with this profile builds it"
             )
@@ -115,13 +115,13 @@ def arm_run(catalog: Catalog, arm: str, run: str | None, profile_arms: list[str]
     ).to_pylist()
     if run is None:
         if not builds:
-            raise ArtifactError(f"arm {arm!r}: no run recorded building its training_mix. Hint: augdag run train_nmt")
+            raise CatalogError(f"arm {arm!r}: no run recorded building its training_mix. Hint: augdag run train_nmt")
         return str(builds[0]["run_id"])
     if not catalog.query("SELECT 1 FROM runs WHERE run_id = $r", {"r": run}).num_rows:
         raise CatalogError(f"--run {run}: no such run in the catalog (augdag runs lists them)")
     if run not in {b["run_id"] for b in builds}:
         runs = ", ".join(b["run_id"] for b in builds[:5])
-        raise ArtifactError(f"--run {run}: that run did not build arm {arm!r}; the runs that did: {runs}")
+        raise CatalogError(f"--run {run}: that run did not build arm {arm!r}; the runs that did: {runs}")
     return run
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from conf.errors import ArtifactError, CatalogError, ConfError
+from conf.errors import CatalogError, ConfError
 from storage.artifacts import ArtifactRef, fingerprint, write_manifest, write_part
 from storage.catalog import Catalog
 from storage.handoff import read_arm
@@ -152,14 +152,14 @@ def test_export_arm_of_an_unknown_arm_is_one_line_exit_2_and_writes_nothing_issu
             "base",
             "train_nmt-2",
             None,
-            ArtifactError,
+            CatalogError,
             "--run train_nmt-2: that run did not build arm 'base'; the runs that did: train_nmt-1",
         ),
         (
             "fresh",
             None,
             ["ct", "fresh"],
-            ArtifactError,
+            CatalogError,
             "arm 'fresh' has never been built: the catalog has no training_mix of it",
         ),
         ("nope", None, ["ct", "fresh"], CatalogError, "unknown arm 'nope'; the arms are: base, ct, fresh"),

@@ -53,6 +53,7 @@ BOOKKEEPING = {
     "empty",
     "input-hashes",
     "prefect-results",
+    "integrity",  # the parts' hashes by their stat keys, what a query checks them by (storage/integrity/)
 }
 
 

@@ -174,7 +174,7 @@ class Catalog(RunRecords):
             set_root(con, self.root)  # the views' files (storage/cache_root.py)
             self.stores = stores = object_stores(con)  # and the artifact prefix of an object store, if any
             if sandbox:
-                check_served(con, self.root)  # what the views serve is as its manifests record (storage/integrity.py)
+                check_served(con, self.root)  # what the views serve is as its manifests record (storage/integrity/)
                 # in this order: DuckDB refuses allowed_directories once external access is off
                 roots = sorted({f"{self.root}/", f"{self.root.resolve()}/", *stores})  # as views name it, real
                 con.execute("SET allowed_directories = $d", {"d": roots})

@@ -32,6 +32,7 @@ from conf.errors import InputError
 from storage import objects
 from storage.artifacts import part_name
 from storage.cache_root import parquet_sql, present, resolve
+from storage.integrity import check_files
 from storage.schemas import CURRENT_SQL, SCHEMAS
 
 if TYPE_CHECKING:
@@ -185,6 +186,7 @@ def row_path(catalog: Catalog, source: str, line: int) -> RowPath:
 
 def _rows_at(catalog: Catalog, artifact: dict[str, Any], line: int, columns: str, order: str = "") -> list[dict]:
     parts = [str(objects.join(resolve(catalog.root, artifact["path"]), part_name(i))) for i in range(artifact["n_shards"])]
+    check_files(parts, root=catalog.root)  # `why` shows no byte its manifest does not vouch for (storage/integrity/)
     sql = f"SELECT {columns} FROM read_parquet($p) WHERE line = $l" + (f" ORDER BY {order}" if order else " LIMIT 1")
     return catalog.query(sql, {"p": parts, "l": line}).to_pylist() if parts else []
 

@@ -105,8 +105,8 @@ def test_a_flipped_bit_fails_sql_and_the_run_and_verify_repair_recomputes_that_p
 
 @pytest.mark.parametrize(
     "command",
-    [("views",), ("why", "demo_bitext", "3"), ("export", "bitext", "-o", "out.parquet")],
-    ids=["views", "why", "export"],
+    [("views",), ("why", "demo_bitext", "3"), ("export", "bitext", "-o", "out.parquet"), ("sql", "FROM bitext")],
+    ids=["views", "why", "export", "sql"],
 )
 def test_a_deleted_part_is_one_line_in_views_why_and_export_issue_48(demo_copy, tmp_path, command):
     cache, _ = demo_copy

@@ -29,6 +29,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from conf.at_rest import redact  # no secret at rest: a value from the environment as its ${VAR}
 from storage import objects
 from storage.artifacts import ArtifactRef, part_name, write_part
 from storage.cache_root import (
@@ -313,7 +314,7 @@ class Catalog(RunRecords):
         def write(con: duckdb.DuckDBPyConnection) -> None:
             con.execute(
                 "INSERT OR IGNORE INTO models VALUES ($f, $n, $k, $p, $r, now(), $m)",
-                {"f": fingerprint, "n": name, "k": kind, "p": path, "r": run_id, "m": json.dumps(meta)},
+                {"f": fingerprint, "n": name, "k": kind, "p": redact(path), "r": run_id, "m": json.dumps(redact(meta))},
             )
             if meta.get("inputs"):  # a model descends from its training data, as an artifact from its inputs
                 insert_lineage(con, fingerprint, meta["inputs"])

@@ -101,3 +101,19 @@ def test_a_default_beside_a_used_variable_is_written_out_and_a_reader_without_th
     assert stored["datasets"]["pairs"]["src"] == "${DATA_DIR}/sub/train.en"  # never /fallback on another machine
     with pytest.raises(ConfError, match="^<configuration given to the flow>: datasets.pairs.src: environment variable DATA_DIR"):
         load_recorded(stored, environ={k: v for k, v in env.items() if k != "DATA_DIR"})
+
+
+def test_a_models_path_and_meta_are_registered_with_the_variable_not_its_value(tmp_path):
+    """A configured model's path or parameter read from the environment is `${VAR}` in the `models` table."""
+    import json
+
+    from conf.at_rest import note_value
+    from storage.catalog import Catalog
+
+    note_value("AUGDAG_TEST_MODELS", "/secret-mount-8812")
+    catalog = Catalog(tmp_path)
+    catalog.register_model(
+        "f" * 64, name="teacher", kind="fairseq", path="/secret-mount-8812/ckpt", run_id="r", meta={"src": "/secret-mount-8812/x"}
+    )
+    (row,) = catalog.query("SELECT path, meta FROM models").to_pylist()
+    assert (row["path"], json.loads(row["meta"])) == ("${AUGDAG_TEST_MODELS}/ckpt", {"src": "${AUGDAG_TEST_MODELS}/x"})

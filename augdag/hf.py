@@ -75,6 +75,24 @@ def augdag_info(dataset: datasets.Dataset) -> dict[str, Any]:
     raise InputError("this dataset's info has no 'augdag-info:' line: it was not made by augdag's hf_dataset")
 
 
+def _check_parts(parts: list[str], columns: Sequence[str] | None) -> None:
+    """Every part has ``columns`` (all of the first part's when None) with the first part's types, or one line
+    naming the part that differs (datasets' builder would fail on it with a cast error after the parts before it)."""
+    first: list[tuple[str, pa.DataType]] | None = None
+    for part in parts:
+        try:
+            schema = objects.parquet_file(part).schema_arrow
+        except (OSError, pa.ArrowInvalid) as e:
+            raise InputError(f"{part}: not a readable Parquet part ({e})") from None
+        wanted = list(columns) if columns is not None else [n for n, _ in first] if first else schema.names
+        if missing := [c for c in wanted if schema.get_field_index(c) < 0]:
+            raise InputError(f"{part}: no column {', '.join(missing)} (it has {', '.join(schema.names)})")
+        found = [(c, schema.field(c).type) for c in wanted]
+        if first is not None and found != first:
+            raise InputError(f"{part}: column types {found} differ from the first part's {first}; choose columns=")
+        first = first or found
+
+
 def _streamed(parts: list[str], columns: Sequence[str] | None, cache_dir: Path) -> datasets.Dataset:
     """Remote parts as one Arrow file under ``cache_dir``, memory-mapped (see the module)."""
     stamps = [(p, objects.size(p)) for p in parts]
@@ -119,18 +137,20 @@ def hf_dataset(
 
     Raises:
         ConfError: ``info`` lacks a key or holds a value JSON cannot write.
-        InputError: no parts, or a part that cannot be read (its path named).
+        InputError: no parts, a missing or unreadable part, or one without a column or with other types than the
+            first part's (its path named).
     """
     stored = _check_info(info)
     parts = [str(p) for p in paths]
     if not parts:
         raise InputError("hf_dataset: no Parquet parts given")
     where = Path(cache_dir) if cache_dir is not None else scratch_dir() / "hf"
+    if missing := [p for p in parts if not objects.exists(p)]:
+        raise InputError(f"{missing[0]}: no such Parquet part ({len(missing)} of {len(parts)} missing)")
+    _check_parts(parts, columns)
     if objects.is_remote(parts[0]):
         ds = _streamed(parts, columns, where)
     else:
-        if missing := [p for p in parts if not Path(p).is_file()]:
-            raise InputError(f"{missing[0]}: no such Parquet part ({len(missing)} of {len(parts)} missing)")
         cols = list(columns) if columns is not None else None
         ds = datasets.Dataset.from_parquet(parts, columns=cols, cache_dir=str(where))  # type: ignore[assignment]
     ds.info.description = describe(stored)

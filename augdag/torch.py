@@ -16,12 +16,19 @@ The rank and world size come from ``torch.distributed`` when it is initialised, 
 ``torch.utils.data.get_worker_info()``. Nothing here touches process-global state: no global seed, no torch thread
 count (the generators are numpy ``Generator``s seeded from ``(seed, epoch, shard)``).
 
-Call ``set_epoch(e)`` before each epoch, as with ``DistributedSampler``: a ``DataLoader`` without
-``persistent_workers`` copies the dataset into its workers when each epoch's iteration starts, so they see it.
+The order is a function of (seed, epoch, world size, workers per rank): the same for the same four. Call
+``set_epoch(e)`` before each epoch, as with ``DistributedSampler``: a ``DataLoader`` without ``persistent_workers``
+copies the dataset into its workers when each epoch's iteration starts, so they see it::
 
-Parts are read as given: ``augdag``'s view passes parts it proved against their manifests (storage/integrity/).
-On an object store (``s3://…``, storage/objects/) give the ``DataLoader`` ``multiprocessing_context="spawn"`` (or
-``"forkserver"``): pyarrow's S3 client is not safe to use in a forked child.
+    ds = torch_dataset(parts, columns=["src", "tgt"], batch_size=64, shuffle_seed=1)
+    loader = ds.loader(num_workers=2)          # workers read and shuffle Arrow; this process makes the lists
+    for epoch in range(3):
+        ds.set_epoch(epoch)
+        for batch in loader:                   # {"src": [str, ...], "tgt": [str, ...]}
+            ...
+
+Parts are read as given: ``augdag``'s view passes parts it proved against their manifests (storage/integrity/);
+parts on an object store (``s3://…``) are read through storage/objects/, by forked workers too.
 """
 
 from __future__ import annotations

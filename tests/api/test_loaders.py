@@ -142,6 +142,23 @@ def test_hf_dataset_refuses_info_without_the_run(tmp_path):
     assert str(e.value) == "hf_dataset: info['run'] must name the run that made the rows (found None)"
 
 
+def test_hf_dataset_refuses_a_part_without_a_column_naming_it(tmp_path):
+    paths = write_parts(tmp_path / "view", sizes=(10, 10))
+    pq.write_table(pq.read_table(paths[1]).drop_columns(["parent_uid"]), paths[1])
+    with pytest.raises(InputError) as e:
+        hf_dataset(paths, info={"run": "r1", "artifacts": [], "lineage_columns": []}, cache_dir=tmp_path / "hf")
+    assert str(e.value) == f"{paths[1]}: no column parent_uid (it has uid, n, score)"
+
+
+def test_torch_dataset_batches_hold_tensors_for_numbers_without_nulls_and_lists_for_the_rest(tmp_path):
+    table = pa.table({"ok": [True, False, True], "f": [0.5, None, 2.0], "i": [1, None, 3], "tags": [["a"], [], None]})
+    pq.write_table(table, tmp_path / "part-00000.parquet")
+    (batch,) = torch_dataset([tmp_path / "part-00000.parquet"], batch_size=8)
+    assert batch["ok"].tolist() == [True, False, True] and batch["ok"].dtype == torch.bool
+    assert batch["f"][0].item() == 0.5 and torch.isnan(batch["f"][1]) and batch["f"][2].item() == 2.0
+    assert batch["i"] == [1, None, 3] and batch["tags"] == [["a"], [], None]
+
+
 def test_loaders_read_parts_on_an_object_store(tmp_path, s3_env):
     from storage import objects
 
@@ -152,6 +169,7 @@ def test_loaders_read_parts_on_an_object_store(tmp_path, s3_env):
         objects.put_bytes(path.read_bytes(), uris[-1])
     ds = torch_dataset(uris, columns=["n"], batch_size=64, shuffle_seed=5)
     assert sorted(torch.cat([b["n"] for b in ds]).tolist()) == list(range(500))
+    assert sorted(torch.cat([b["n"] for b in ds.loader(num_workers=2, timeout=60)]).tolist()) == list(range(500))
     hf = hf_dataset(uris, columns=["uid", "n"], info={"run": "r1", "artifacts": [], "lineage_columns": ["uid"]},
                     cache_dir=tmp_path / "hf")  # fmt: skip
     assert hf["n"] == list(range(500)) and hf["uid"][499] == "u0000499"

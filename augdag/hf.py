@@ -53,8 +53,8 @@ def _check_info(info: Mapping[str, Any]) -> dict[str, Any]:
 def describe(info: Mapping[str, Any]) -> str:
     """The ``DatasetInfo.description`` of ``info``: a few lines in words, then ``augdag-info: {json}``."""
     view = f"view {info['view']} of " if info.get("view") else ""
-    artifacts = ", ".join(info["artifacts"]) or "none"
-    lineage = ", ".join(info["lineage_columns"]) or "none"
+    artifacts = ", ".join(map(str, info["artifacts"])) or "none"
+    lineage = ", ".join(map(str, info["lineage_columns"])) or "none"
     return (
         f"augdag {view}run {info['run']}\n"
         f"artifacts (stage/fingerprint): {artifacts}\n"

@@ -118,7 +118,8 @@ class ParquetIterableDataset(torch.utils.data.IterableDataset[Batch]):
     other column. The dataset batches itself: iterate ``ds.loader(num_workers=2)`` (a ``Loader``: its workers send
     Arrow, the main process makes the lists), or ``DataLoader(ds, batch_size=None, collate_fn=keep_batch,
     num_workers=2)``, the same batches in the same order; a ``DataLoader`` without ``collate_fn=keep_batch`` walks
-    every list value by value (``default_convert``), again the same rows, slower (bench/loaders.py).
+    every list value by value (``default_convert``), again the same rows, slower (bench/loaders.py); and a
+    ``DataLoader`` of your own draws its workers' seed from torch's global generator unless given ``generator=``.
     """
 
     def __init__(
@@ -269,6 +270,9 @@ class Loader:
             raise ConfError(f"loader(): {', '.join(clash)} cannot be given; the dataset batches (batch_size=) itself")
         self.dataset = dataset
         self.pin_memory = bool(options.pop("pin_memory", False))
+        # a DataLoader draws its workers' base seed from `generator` at each epoch, from torch's global one when
+        # there is none: this dataset draws nothing from torch, so a generator of its own leaves the global one alone
+        options.setdefault("generator", torch.Generator().manual_seed(0))
         self.dataloader = torch.utils.data.DataLoader(ArrowBatches(dataset), batch_size=None, collate_fn=keep_batch, **options)
 
     def set_epoch(self, epoch: int) -> None:

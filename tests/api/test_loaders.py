@@ -67,8 +67,9 @@ def test_torch_dataset_two_workers_two_ranks_read_every_row_once_in_one_order_pe
         assert other[0] != first[0] and other[1] != first[1]
     # one loader for every epoch: set_epoch reaches its workers; a plain DataLoader gives the same rows in order
     ds = torch_dataset(paths, batch_size=128, shuffle_seed=7, rank=1, world_size=2)
-    loader = ds.loader(num_workers=2)
+    loader, global_rng = ds.loader(num_workers=2), torch.random.get_rng_state()
     assert [n for b in loader for n in b["n"].tolist()] == first[1]
+    assert torch.equal(torch.random.get_rng_state(), global_rng)  # torch's global generator: not drawn from
     ds.set_epoch(1)
     assert [n for b in loader for n in b["n"].tolist()] == next_epoch[1]
     plain = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)  # default_convert: the same, slower

@@ -275,3 +275,29 @@ def test_export_arm_of_a_part_that_differs_from_its_manifest_is_one_line_and_wri
         f"error: artifact training_mix/{Path(part['path']).name}: part-00000.parquet differs from its manifest"
     )
     assert line.endswith(f"Hint: augdag verify --repair --cache {copy}") and not (tmp_path / "o").exists()
+
+
+def test_export_arm_takes_the_modifiers_of_the_profile_config_names_issue_49(cache, tmp_path):
+    """--config: that profile's robustness list (an alias written as OpusTrainer names it) and seed; an arm the
+    profile names that no run built is one line, exit 2."""
+    (tmp_path / "p.yaml").write_text(
+        "pipelines: [ingest, train_nmt]\n"
+        "datasets: {d: {kind: bitext, format: text, src: x.en, tgt: x.de}}\n"
+        "robustness: {seed: 11, modifiers: [{TitleCase: 0.2}, {RemoveEndPunctuation: 0.1}]}\n"
+        "train_nmt:\n  experiments:\n    ct: {mix: {a: 'SELECT src, tgt FROM bitext'}}\n"
+        "    fresh: {mix: {a: 'SELECT src, tgt FROM bitext'}}\n"
+    )
+    r = augdag(
+        tmp_path, "export-arm", "ct", "-o", str(tmp_path / "o"), "--for", "opustrainer", "-c", "p.yaml", "--cache", str(cache)
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    config = (tmp_path / "o" / "config.yml").read_text()
+    assert "modifiers:\n- TitleCase: 0.2\n- RemoveEndPunct: 0.1\nseed: 11\n" in config and r.stderr == ""
+    fresh = augdag(
+        tmp_path, "export-arm", "fresh", "-o", str(tmp_path / "f"), "--for", "hf", "-c", "p.yaml", "--cache", str(cache)
+    )
+    assert (fresh.returncode, " ".join(fresh.stderr.split())) == (
+        2,
+        "error: arm 'fresh' has never been built: the catalog has no training_mix of it. Hint: augdag run train_nmt with "
+        "this profile builds it",
+    )

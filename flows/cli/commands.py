@@ -30,9 +30,10 @@ from flows.cli.app import (
     shown,
 )
 from flows.cli.run import print_summary, run_nightly, run_pipeline
+from flows.cli.screen import print_queries
 from flows.engine import registry
 from flows.ops.liveness import reap_for_listing
-from storage.catalog import Catalog, check_read_only
+from storage.catalog import check_read_only
 from storage.integrity import missing_part
 from storage.output import MISSING_DIRS, check_target, descriptor, output_format, write_table
 
@@ -60,36 +61,14 @@ def demo(
     set_: SetOpt = [],  # noqa: B006 — typer's default, never mutated
     bitext_rows: Annotated[int | None, typer.Option(help="size of the demo bitext (default: the profile's)")] = None,
 ) -> None:
-    """Generate the demo corpus, run the demo profile end to end, and show what to query."""
+    """Generate the demo corpus, run the demo profile end to end, and show what helped and what to query."""
     try:
         sets = [*set_, *([f"demo.bitext_rows={bitext_rows}"] if bitext_rows is not None else [])]
         conf = load_profile("demo", sets, cache=resolve_cache(None, cache))  # data: <cache>/demo-data
         run_nightly(conf, "demo")  # writes the demo data first where it is missing
     except AugdagError as e:
         fail(e)
-    c = f" --cache {cache}" if cache else ""
-    out.print(f"\nartifacts: {Path(conf.cache).absolute() / 'artifacts'}\ncatalog:   {Catalog(conf.cache).path}\n")
-    out.print("Try:")
-    for q in (
-        "SELECT source, count(*) AS pairs FROM bitext GROUP BY source",
-        "SELECT source, reason, count(*) AS n FROM rejects GROUP BY ALL ORDER BY n DESC",
-        "SELECT label, count(*) AS n FROM labeled GROUP BY label ORDER BY n DESC",
-        "SELECT src, round(H, 3) AS H, links FROM word_uncertainty ORDER BY H DESC LIMIT 10",
-        "SELECT text, round(uncertainty, 3) AS u FROM sampled_mono ORDER BY uncertainty DESC LIMIT 10",
-        "SELECT src, tgt, round(prob, 3) AS p FROM inactive ORDER BY prob LIMIT 10",
-        "SELECT origin, count(*) AS n, round(avg(coalesce(rejuvenated_prob, prob)), 3) AS p FROM rejuvenated GROUP BY origin",
-        "SELECT src, tgt, model FROM synthetic LIMIT 10",
-        "SELECT level, count(*) AS n, round(avg(sim), 3) AS sim, round(avg(CASE WHEN sampler = 'bottom_k' "
-        "THEN 1 ELSE 0 END), 2) AS bottom_k FROM curriculum GROUP BY level ORDER BY level",
-        "SELECT c.level, o.text AS original, c.text AS paraphrase FROM curriculum c JOIN curriculum o ON "
-        "o.uid = c.parent_uid AND o.level = 0 WHERE c.level = 5 LIMIT 10",
-        "SELECT * FROM paraphrase_diversity",
-        "SELECT parent_cluster, rank, delex, array_to_string(tokens, ' ') AS utterance, med_train FROM "
-        "c2c_generated ORDER BY med_train DESC LIMIT 10",
-        "SELECT * FROM c2c_diversity",
-        "SELECT run_id, model_name, testset, metric, round(score, 4) AS score, signature FROM evaluations ORDER BY created_at",
-    ):
-        out.print(f'  augdag sql{c} "{q}"', highlight=False, soft_wrap=True)  # one line: copy-pastable
+    print_queries(str(cache) if cache else None)  # after the night's verdicts and report page (flows/cli/screen.py)
 
 
 SQL_FORMATS = ("table", "csv", "tsv", "json", "parquet")

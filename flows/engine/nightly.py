@@ -235,7 +235,9 @@ def nightly(conf: AugdagConf, *, profile: str, config: Mapping[str, Any] | None 
                     for s in child.get("stages", [])
                     if s.get("kind") == "model"
                 ]
-                return {**child, "pipeline": name, "seconds": round(time.perf_counter() - t, 3), "models": models}
+                done = {**child, "pipeline": name, "seconds": round(time.perf_counter() - t, 3), "models": models}
+                registry.finished(done)  # the CLI prints its line now (flows/cli/screen.py)
+                return done
 
             for name in conf.pipelines:  # imported here, one after another: two threads importing modules that
                 pipeline_flow(name)  # import each other can see one half-initialised (ImportError)

@@ -3,9 +3,11 @@
 A ``Pipeline`` is declared once: its name, its flow (``"module:function"``, imported only when it runs:
 each flow pulls in its own model stack), the pipelines whose outputs it reads (the nightly runs it
 after them), the catalog views its stages fill with their documentation, the lines its run summary
-adds under the stage table, and the profile check it needs when enabled. From it come the names a
-profile's ``pipelines:`` accepts (``conf.pipelines``), the CLI's choices, the nightly's order and
-dependencies, the summary printing and `augdag views`.
+adds under the stage table, its one-line ``headline`` (what it made, and the one number that matters for it), a
+training pipeline's ``effects`` (each arm against its baseline: what the verdict table of a night shows), and the
+profile check it needs when enabled. From it come the names a profile's ``pipelines:`` accepts
+(``conf.pipelines``), the CLI's choices, the nightly's order and dependencies, the summary printing and `augdag
+views`. A nightly tells whoever listens (``listening``) each pipeline's summary as it finishes (``finished``).
 
 The built-in pipelines are registered by flows/pipelines/__init__.py. Others (a plug-in, a test) register at
 run time with ``register``, or name their modules in ``AUGDAG_PIPELINES`` (comma-separated module
@@ -17,7 +19,8 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from conf import pipelines as conf_pipelines
@@ -31,6 +34,39 @@ SummaryLines = Callable[[Mapping[str, Any]], list[str]]
 
 
 @dataclasses.dataclass(frozen=True)
+class Headline:
+    """A finished run in one line: ``made``, what it made (``27 pairs rejuvenated``), and ``number``, the one
+    number that matters for it (``identification BLEU 31.20 on its training pairs``)."""
+
+    made: str
+    number: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Effect:
+    """One arm of a training pipeline against its baseline arm, as a night's verdict table shows it.
+
+    Attributes:
+        model: The downstream model and arm, ``train_nmt rejuvenated vs bitext``.
+        reads: The catalog views whose rows the arm adds to what its baseline trains on (their makers are the
+            augmentations it measures).
+        effect: The difference with its p, in flows/reports/verdicts.py's wording: ``+0.4 BLEU (p = 0.001)``.
+        caveat: What limits the reading: seeds and what a p resamples, a baseline under its floor or at chance.
+        seeds: Seeds per arm.
+    """
+
+    model: str
+    reads: frozenset[str]
+    effect: str
+    caveat: str
+    seeds: int
+
+
+Headlines = Callable[[Mapping[str, Any]], Headline]
+Effects = Callable[[Mapping[str, Any]], list[Effect]]
+
+
+@dataclasses.dataclass(frozen=True)
 class Pipeline:
     """One pipeline: see the module docstring."""
 
@@ -39,6 +75,8 @@ class Pipeline:
     reads: tuple[str, ...] = ()  # pipelines whose outputs it reads: it runs after them, skipped if one failed
     views: Mapping[str, Doc] = dataclasses.field(default_factory=dict)  # catalog views its stages fill
     summary: SummaryLines | str | None = None  # the lines its summary adds under the stage table (or "module:function")
+    headline: Headlines | str | None = None  # its run in one line (or "module:function")
+    effects: Effects | str | None = None  # a training pipeline: each arm against its baseline (or "module:function")
     check: Callable[[Any], object] | None = None  # AugdagConf -> raises ValueError when the profile cannot run it
     description: str = ""
     queries: Callable[[Any], list[str]] | None = None  # AugdagConf -> its configured SQL: it runs after what fills them
@@ -139,8 +177,50 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
     pipeline = load().get(summary.get("pipeline", ""))
     if not (pipeline and pipeline.summary) or summary.get("status") != "completed":
         return []
-    lines = pipeline.summary
-    if isinstance(lines, str):  # "module:function", beside the flow: imported when a summary is printed
-        module, _, name = lines.partition(":")
-        lines = getattr(importlib.import_module(module), name)
-    return lines(summary)
+    return _resolved(pipeline.summary)(summary)  # "module:function", beside the flow: imported when printed
+
+
+def _resolved(ref: Callable[..., Any] | str) -> Callable[..., Any]:
+    """A function, or the one a "module:function" string names (imported when first needed)."""
+    if not isinstance(ref, str):
+        return ref
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def headline(summary: Mapping[str, Any]) -> Headline | None:
+    """A completed run's one line (its entry's ``headline``); None for a pipeline without one or a run that did not
+    complete."""
+    pipeline = load().get(summary.get("pipeline", ""))
+    if not (pipeline and pipeline.headline) or summary.get("status") != "completed":
+        return None
+    return _resolved(pipeline.headline)(summary)
+
+
+def effects(summary: Mapping[str, Any]) -> list[Effect]:
+    """A completed training run's arms against their baseline (its entry's ``effects``); none for another run."""
+    pipeline = load().get(summary.get("pipeline", ""))
+    if not (pipeline and pipeline.effects) or summary.get("status") != "completed":
+        return []
+    return _resolved(pipeline.effects)(summary)
+
+
+Listener = Callable[[Mapping[str, Any]], None]
+_listeners: list[Listener] = []
+
+
+@contextmanager
+def listening(listener: Listener) -> Iterator[None]:
+    """Inside the block, ``listener`` receives each pipeline summary a nightly finishes (``finished``), in the thread
+    that ran the pipeline, as soon as it finishes (the CLI prints its line then)."""
+    _listeners.append(listener)
+    try:
+        yield
+    finally:
+        _listeners.remove(listener)
+
+
+def finished(summary: Mapping[str, Any]) -> None:
+    """A nightly's pipeline finished (completed, failed or skipped): tell the listeners."""
+    for listener in list(_listeners):
+        listener(summary)

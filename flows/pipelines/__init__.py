@@ -1,9 +1,9 @@
 """The built-in pipelines, one registry entry each (flows/engine/registry.py), in dependency order.
 
-An entry names its pipeline's flow and summary lines as "module:function" (both beside each other in
-flows/pipelines/<name>.py, imported only when the pipeline runs or its summary is printed), the pipelines it
-reads, its views' docs (storage/views/) and its profile check. docs/architecture.md lists what adding a
-pipeline touches.
+An entry names its pipeline's flow, summary lines, headline and (a training pipeline) effects as "module:function"
+(all beside each other in flows/pipelines/<name>.py, imported only when the pipeline runs or its summary is printed),
+the pipelines it reads, its views' docs (storage/views/) and its profile check. docs/architecture.md lists what adding
+a pipeline touches.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ register(
         "flows.pipelines.ingest:ingest_flow",
         views=INGEST_VIEWS,
         summary="flows.pipelines.ingest:summary_lines",
+        headline="flows.pipelines.ingest:headline",
         description="read, validate, reject, shard, deduplicate and clean every dataset",
     )
 )
@@ -36,6 +37,7 @@ register(
         reads=("ingest",),
         views=SELF_TRAINING_VIEWS,
         summary="flows.pipelines.self_training:summary_lines",
+        headline="flows.pipelines.self_training:headline",
         check=lambda c: (c.self_training_datasets(), c.self_training.tokenizer.languages()),
         description="uncertainty sampling of monolingual data, translated by a teacher (thesis ch. 6)",
     )
@@ -47,6 +49,7 @@ register(
         reads=("ingest",),
         views=REJUVENATION_VIEWS,
         summary="flows.pipelines.rejuvenation:summary_lines",
+        headline="flows.pipelines.rejuvenation:headline",
         check=lambda c: c.rejuvenation_bitext(),
         description="inactive pairs found and rejuvenated by forward translation (thesis ch. 5)",
     )
@@ -58,6 +61,7 @@ register(
         reads=("ingest",),
         views=PARAPHRASE_VIEWS,
         summary="flows.pipelines.paraphrase:summary_lines",
+        headline="flows.pipelines.paraphrase:headline",
         check=lambda c: c.paraphrase_generator(),
         description="bottom-k paraphrases, mutual-implication filter, difficulty levels (PCC)",
     )
@@ -69,6 +73,7 @@ register(
         reads=("ingest",),
         views=MT_PARAPHRASE_VIEWS,
         summary="flows.pipelines.mt_paraphrase:summary_lines",
+        headline="flows.pipelines.mt_paraphrase:headline",
         check=lambda c: c.mt_paraphrase_bitext(),
         description="constrained paraphrases of one side of a bitext, Jaccard < 0.65, for train_nmt's mixes (Hu et al.)",
     )
@@ -80,6 +85,7 @@ register(
         reads=("ingest",),
         views=ROBUSTNESS_VIEWS,
         summary="flows.pipelines.robustness:summary_lines",
+        headline="flows.pipelines.robustness:headline",
         check=lambda c: check_robustness(c),
         description="OpusTrainer's modifiers (casing, typos, tags, noise, merges, prefixes) as rows with lineage",
     )
@@ -91,6 +97,8 @@ register(
         reads=("self_training", "rejuvenation", "mt_paraphrase", "robustness"),
         views=TRAIN_NMT_VIEWS,
         summary="flows.pipelines.train_nmt:summary_lines",
+        headline="flows.pipelines.train_nmt:headline",
+        effects="flows.pipelines.train_nmt:effects",
         check=lambda c: check_train_nmt(c),
         queries=lambda c: train_nmt_queries(c),
         description="a student NMT model per arm (a SQL mix: bitext, rejuvenated, synthetic, paraphrased) and seed; "
@@ -104,6 +112,7 @@ register(
         reads=("ingest",),
         views=EPIDA_VIEWS,
         summary="flows.pipelines.epida:summary_lines",
+        headline="flows.pipelines.epida:headline",
         check=lambda c: c.epida_datasets(),
         description="EDA/CWE/back-translation candidates selected by a classifier's feedback, REM + CEM (EPiDA)",
     )
@@ -115,6 +124,8 @@ register(
         reads=("paraphrase", "epida"),
         views=TRAIN_CLASSIFIER_VIEWS,
         summary="flows.pipelines.train_classifier:summary_lines",
+        headline="flows.pipelines.train_classifier:headline",
+        effects="flows.pipelines.train_classifier:effects",
         check=lambda c: c.classifier_datasets(),
         description="a classifier per augmentation (curriculum, none, eda, epida) and seed; accuracy and macro-F1",
     )
@@ -126,6 +137,7 @@ register(
         reads=("ingest",),
         views=C2C_VIEWS,
         summary="flows.pipelines.c2c:summary_lines",
+        headline="flows.pipelines.c2c:headline",
         check=lambda c: c.c2c_dataset(),
         description="cluster-to-cluster generation of slot-filling data, cross expansion, Table 5 diversity (C2C-GenDA)",
     )
@@ -137,6 +149,8 @@ register(
         reads=("c2c",),
         views=TRAIN_SLOT_TAGGER_VIEWS,
         summary="flows.pipelines.train_slot_tagger:summary_lines",
+        headline="flows.pipelines.train_slot_tagger:headline",
+        effects="flows.pipelines.train_slot_tagger:effects",
         check=lambda c: c.slot_tagger_datasets(),
         description="a slot tagger per arm (original, original + c2c) and seed; span F1 (conlleval)",
     )

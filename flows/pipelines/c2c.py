@@ -20,6 +20,7 @@ from conf.errors import InputError
 from conf.schema import AugdagConf
 from flows.engine.driver import ModelRef, Run, run_model_stage, run_stage
 from flows.engine.recording import artifact_rows
+from flows.engine.registry import Headline
 from flows.engine.runners import FlowConf, pipeline_flow
 from flows.pipelines.ingest import ingest_dataset
 from storage import objects
@@ -174,3 +175,14 @@ def summary_lines(s: Mapping[str, Any]) -> list[str]:
         if delex and delex["generated"]
         else []
     )
+
+
+def headline(s: Mapping[str, Any]) -> Headline:
+    """A ``c2c`` run in one line: the new slot rows, and Table 5's Inter ratio of the delexicalised output (or, with
+    nothing generated, the frames that got cluster pairs)."""
+    c = s["c2c"]
+    delex = next((d for d in c["diversity"] if d["level"] == "delexicalised" and d["generated"]), None)
+    number = f"{c['clusters']:,} cluster pairs in {c['frames_paired']:,} of {c['frames']:,} frames"
+    if delex is not None:
+        number = f"Inter ratio {delex['inter_ratio']:.1%} (delexicalised); {number}"
+    return Headline(f"{c['kept']:,} new slot rows", number)

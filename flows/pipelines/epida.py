@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from conf.errors import InputError
 from conf.schema import AugdagConf
 from flows.engine.driver import ModelRef, Run, run_model_stage, run_stage
+from flows.engine.registry import Headline
 from flows.engine.runners import FlowConf, pipeline_flow
 from flows.pipelines.heldout import check_heldout_overlap
 from flows.pipelines.ingest import ingest_dataset
@@ -290,3 +291,14 @@ def summary_lines(s: Mapping[str, Any]) -> list[str]:
         f"{e['metric']} = {e['score']:.4f} on {epida['testset']} (the feedback classifier)  {e['signature']}"
         for e in epida["evaluation"]
     ]
+
+
+def headline(s: Mapping[str, Any]) -> Headline:
+    """An ``epida`` run in one line: the candidates selected in its last round, and its feedback classifier's accuracy
+    on the test set."""
+    e = s["epida"]
+    last = max((c["round"] for c in e["counts"]), default=0)
+    kept = sum(c["selected"] for c in e["counts"] if c["round"] == last)
+    accuracy = next((v["score"] for v in e["evaluation"] if v["metric"] == "accuracy"), None)
+    number = f"feedback classifier accuracy {accuracy:.4f}" if accuracy is not None else f"{len(e['counts'])} candidate sets"
+    return Headline(f"{kept:,} rows selected", number)

@@ -29,7 +29,9 @@ from conf.roles import evaluation_datasets
 from conf.schema import AugdagConf
 from conf.sections.cleaning import CleanConf, dataset_clean, own_filters
 from conf.sections.filters import ACROSS_FILTERS, FILTERS, resolved
+from flows.engine.counts import view_rows
 from flows.engine.driver import Run, run_source_stage, run_stage
+from flows.engine.registry import Headline
 from flows.engine.replay import run_logger
 from flows.engine.runners import FlowConf, pipeline_flow
 from storage.artifacts import ArtifactRef, hash_inputs
@@ -213,3 +215,14 @@ def summary_lines(s: Mapping[str, Any]) -> list[str]:
         files = "; ".join(f"{name} {', '.join(paths)}" for name, paths in outside["datasets"].items())
         lines.append(f"ingest read inputs outside {' and '.join(outside['where'])}: {files}")
     return lines
+
+
+def headline(s: Mapping[str, Any]) -> Headline:
+    """An ``ingest`` run in one line: the rows in the views it filled, and the input rows it refused (rejected as
+    malformed, dropped by a filter or as a duplicate)."""
+    stages = s["stages"]
+    rejects = sum(st["rows_out"].get("rejects", 0) for st in stages if st["status"] != "failed")
+    dropped = sum(st["rows_out"].get("dropped", 0) for st in stages if st["status"] != "failed")
+    return Headline(
+        f"{sum(view_rows(stages).values()):,} rows", f"{rejects:,} rejected, {dropped:,} dropped (`dropped`, `rejects`)"
+    )

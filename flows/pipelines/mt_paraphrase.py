@@ -17,6 +17,7 @@ from typing import Any
 from conf.schema import AugdagConf
 from flows.engine.driver import Run, run_stage
 from flows.engine.recording import artifact_rows
+from flows.engine.registry import Headline
 from flows.engine.runners import FlowConf, pipeline_flow
 from flows.pipelines.ingest import ingest_dataset
 from flows.pipelines.paraphrase import paraphraser
@@ -92,3 +93,9 @@ def summary_lines(s: Mapping[str, Any]) -> list[str]:
         + ")",
         f"  generator: {m['generator']}; decoded: {m['decode']}",
     ]
+
+
+def headline(s: Mapping[str, Any]) -> Headline:
+    """An ``mt_paraphrase`` run in one line: the paraphrased pairs, of how many pairs and which side."""
+    m = s["mt_paraphrase"]
+    return Headline(f"{m['paraphrased']:,} paraphrased pairs", f"of {m['pairs']:,} pairs of {m['bitext']} ({m['side']} side)")

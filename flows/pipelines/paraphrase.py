@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from conf.schema import AugdagConf, ParaphraseConf
 from flows.engine.driver import Run, run_stage
 from flows.engine.recording import artifact_rows
+from flows.engine.registry import Headline
 from flows.engine.runners import FlowConf, pipeline_flow
 from flows.pipelines.ingest import ingest_dataset
 from flows.pipelines.nmt import configured_model, nmt_model
@@ -242,3 +243,12 @@ def summary_lines(s: Mapping[str, Any]) -> list[str]:
         + (f": {', '.join(short['rows'])}" if short["count"] else ""),
         *(f"  {role}: {what}" for role, what in paraphrase["ran"].items()),
     ]
+
+
+def headline(s: Mapping[str, Any]) -> Headline:
+    """A ``paraphrase`` run in one line: the curriculum's rows (originals at level 0 included), and the candidates
+    Eq. 3 dropped."""
+    p = s["paraphrase"]
+    return Headline(
+        f"{p['curriculum']:,} curriculum rows", f"{p['dropped']:,} of {p['candidates']:,} candidates dropped by Eq. 3"
+    )

@@ -20,6 +20,7 @@ from typing import Any
 from conf.schema import AugdagConf, RejuvenationConf
 from flows.engine.driver import ModelRef, Run, run_stage
 from flows.engine.recording import artifact_rows
+from flows.engine.registry import Headline
 from flows.engine.runners import FlowConf, pipeline_flow
 from flows.pipelines.heldout import check_heldout_dataset
 from flows.pipelines.ingest import ingest_dataset
@@ -244,3 +245,14 @@ def summary_lines(s: Mapping[str, Any]) -> list[str]:
 def _model_lines(models: Mapping[str, Any]) -> list[str]:
     """A line per trained model's score on a sample of its data (model_scores.py)."""
     return [model_line(v) for v in models.values()]
+
+
+def headline(s: Mapping[str, Any]) -> Headline:
+    """A ``rejuvenation`` run in one line: the inactive pairs given new targets, of how many, and the identification
+    model's BLEU on a sample of its training pairs (its probabilities mean little when it cannot translate)."""
+    r = s["rejuvenation"]
+    model = r.get("validation", {}).get("identification")
+    number = f"{r['inactive']:,} of {r['active'] + r['inactive']:,} pairs inactive"
+    if model is not None:
+        number += f"; identification BLEU {model['BLEU']:.2f} on {model['sentences']:,} of its training pairs"
+    return Headline(f"{r['inactive']:,} pairs rejuvenated", number)

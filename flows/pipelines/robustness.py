@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from conf.schema import AugdagConf
 from flows.engine.driver import Run, run_stage
 from flows.engine.recording import artifact_rows
+from flows.engine.registry import Headline
 from flows.engine.runners import FlowConf, pipeline_flow
 from flows.pipelines.ingest import ingest_dataset
 from storage.artifacts import ArtifactRef
@@ -135,3 +136,11 @@ def summary_lines(s: Mapping[str, Any]) -> list[str]:
         made = ", ".join(f"{k} {n:,}" for k, n in m["modifiers"].items()) or "none of the list is one-sided"
         lines.append(f"robustness: {m['rows']:,} rows from {m['sentences']:,} sentences of {name} ({made})")
     return lines
+
+
+def headline(s: Mapping[str, Any]) -> Headline:
+    """A ``robustness`` run in one line: the noised pairs (and monolingual sentences), of how many pairs."""
+    r = s["robustness"]
+    mono = sum(m["rows"] for m in r.get("mono", {}).values())
+    number = f"{r['rows']:,} pairs from {r['pairs']:,} of {r['bitext']}" + (f", {mono:,} monolingual sentences" if mono else "")
+    return Headline(f"{r['rows'] + mono:,} noised rows", f"{number}; {len(r['modifiers'])} modifiers")

@@ -23,6 +23,7 @@ from conf.sections.tokenizer import TokenizerConf
 from flows.engine.driver import ModelRef, Run, run_model_stage, run_stage
 from flows.engine.drop_warnings import dropped_reasons
 from flows.engine.recording import artifact_rows
+from flows.engine.registry import Headline
 from flows.engine.runners import FlowConf, pipeline_flow
 from flows.pipelines.heldout import check_heldout_dataset
 from flows.pipelines.ingest import ingest_dataset
@@ -374,3 +375,13 @@ def summary_lines(s: Mapping[str, Any]) -> list[str]:
 def _model_lines(models: Mapping[str, Any]) -> list[str]:
     """A line per trained model's score on a sample of its data (model_scores.py)."""
     return [model_line(v) for v in models.values()]
+
+
+def headline(s: Mapping[str, Any]) -> Headline:
+    """A ``self_training`` run in one line: the synthetic pairs, and the teacher's BLEU on a sample of its training
+    pairs (what the pairs are worth: the thesis' gain needs a teacher that translates)."""
+    teacher = next(iter(s.get("model_scores", {}).values()), None)
+    number = f"U_max {s['u_max']:.4f}"
+    if teacher is not None:
+        number = f"{teacher['model']} BLEU {teacher['BLEU']:.2f} on {teacher['sentences']:,} of its training pairs"
+    return Headline(f"{sum(s['synthetic'].values()):,} synthetic pairs", number)

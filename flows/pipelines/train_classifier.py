@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 from conf.errors import ConfError
 from conf.schema import AugdagConf
 from flows.engine.driver import ModelRef, Run, run_model_stage
+from flows.engine.registry import Effect, Headline
 from flows.engine.runners import FlowConf, pipeline_flow
 from flows.pipelines.heldout import check_heldout_overlap
 from flows.pipelines.ingest import ingest_dataset
@@ -321,3 +322,43 @@ def classifier_line(
         if at_chance(means[("none", "accuracy")], labels, rows["accuracy"]):
             line += "; not informative: the baseline's accuracy is at chance"
     return line
+
+
+def headline(s: Mapping[str, Any]) -> Headline:
+    """A ``train_classifier`` run in one line: the classifiers trained, and the accuracy of the baseline ``none`` (or,
+    without it, of the first augmentation)."""
+    from flows.reports.effect_table import counted
+
+    t = s["train_classifier"]
+    arm = "none" if "none" in t["augmentation"] else t["augmentation"][0]
+    accuracy = next(e["mean"] for e in t["summary"] if (e["augmentation"], e["metric"]) == (arm, "accuracy"))
+    return Headline(counted(len(t["augmentation"]) * len(t["seeds"]), "classifier"), f"accuracy {accuracy:.4f} ({arm})")
+
+
+# the view whose rows each augmentation adds to the originals (train_and_evaluate: read_curriculum, augmented_rows)
+AUGMENTATION_VIEWS = {"curriculum": frozenset({"curriculum"}), "eda": frozenset({"augmented"}), "epida": frozenset({"augmented"})}
+
+
+def effects(s: Mapping[str, Any]) -> list[Effect]:
+    """Each augmentation against ``none`` (the originals alone): Δ accuracy over the seeds, tested across seeds from 3
+    on; without ``none`` among the augmentations, each one's accuracy with no comparison, which the row says."""
+    from flows.reports.effect_table import seeds_caveat
+    from flows.reports.verdicts import MIN_SEEDS, at_chance, seeds_p_text, seeds_test
+
+    t, out = s["train_classifier"], []
+    score = {(e["augmentation"], e["seed"]): e["score"] for e in t["evaluation"] if e["metric"] == "accuracy"}
+    sentences = next((e["sentences"] for e in t["evaluation"] if e["metric"] == "accuracy"), 0)
+    n = len(t["seeds"])
+    for aug in (a for a in t["augmentation"] if a != "none"):
+        mine = [score[(aug, seed)] for seed in t["seeds"]]
+        if "none" not in t["augmentation"]:
+            effect = f"accuracy {sum(mine) / n:.4f}; no arm `none` to compare with"
+            out.append(Effect(f"train_classifier {aug}", AUGMENTATION_VIEWS.get(aug, frozenset()), effect, seeds_caveat(n), n))
+            continue
+        base = [score[("none", seed)] for seed in t["seeds"]]
+        effect = f"{(sum(mine) - sum(base)) / n:+.4f} accuracy"
+        effect += f" (p = {seeds_p_text(seeds_test(mine, base))})" if n >= MIN_SEEDS else " (untested)"
+        chance = at_chance(sum(base) / n, len(t["labels"]), sentences) if sentences else None
+        caveat = "; ".join(x for x in (seeds_caveat(n), "not informative: the baseline is " + chance if chance else "") if x)
+        out.append(Effect(f"train_classifier {aug} vs none", AUGMENTATION_VIEWS.get(aug, frozenset()), effect, caveat, n))
+    return out

@@ -26,12 +26,14 @@ from conf.schema import AugdagConf, NMTConf
 from conf.sections.experiments import ArmConf, ContinueConf, NoisedTest, label_of
 from flows.engine import registry
 from flows.engine.driver import ModelRef, Run, run_model_stage, run_source_stage, run_stage
+from flows.engine.registry import Effect, Headline
 from flows.engine.runners import FlowConf, pipeline_flow
 from flows.pipelines.heldout import check_heldout_overlap
 from flows.pipelines.ingest import ingest_dataset
 from flows.pipelines.nmt import converted, nmt_model
 from flows.reports.train_nmt_report import arm_summary, publish_report
 from storage.artifacts import ArtifactRef
+from storage.sql_guard import tables_read
 from tasks.common.evaluation import EVALUATE
 from tasks.common.mix import Mix, content_hash
 from tasks.common.nmt import NMT_VERSION, decode_options, loading, runtime
@@ -342,3 +344,40 @@ def decided(bleu: Mapping[str, Any], chrf: Mapping[str, Any], seeds: int, baseli
     sentences = {"BLEU": bleu["p_value"], "chrF": chrf["p_value"]} if seeds >= MIN_SEEDS else {}
     floor = below_floor(baseline)
     return seeds_verdict(seeds, p_sentences=sentences) + (f"; {floor}" if floor else "")
+
+
+def headline(s: Mapping[str, Any]) -> Headline:
+    """A ``train_nmt`` run in one line: the students trained, and the baseline's mean BLEU on the first test set."""
+    from flows.reports.effect_table import counted
+
+    t = s["train_nmt"]
+    students = sum(len(a["students"]) for a in t["arms"].values())
+    test, label = t["tests"][0], t["arms"][t["baseline"]]["label"]
+    base = next(r for r in t["summary"] if (r["testset"], r["arm"], r["metric"]) == (test, t["baseline"], "BLEU"))
+    return Headline(counted(students, "student"), f"baseline {label} BLEU {base['mean']:.2f} on {test}")
+
+
+def effects(s: Mapping[str, Any]) -> list[Effect]:
+    """Each arm against the baseline per test set (the verdict table of a night): its Δ BLEU and chrF with the p
+    that decides (``arm_verdict``), the views its mixes read that the baseline's do not, and the caveat: the
+    seeds, and a baseline under BLEU 5 or chrF 20."""
+    from flows.reports.effect_table import seeds_caveat
+    from flows.reports.verdicts import below_floor
+
+    t, out = s["train_nmt"], []
+    base_arm = t["arms"][t["baseline"]]
+    base_views = {v for sql in base_arm["mix"].values() for v in tables_read(sql)}
+    for test in t["tests"]:
+        rows = {(r["arm"], r["metric"]): r for r in t["summary"] if r["testset"] == test}
+        floor = below_floor({m: rows[(t["baseline"], m)]["mean"] for m in ("BLEU", "chrF")})
+        for arm, a in t["arms"].items():
+            if arm == t["baseline"]:
+                continue
+            mixes = [a["mix"], (a.get("continue_on") or {}).get("mix") or {}]
+            views = {v for mix in mixes for sql in mix.values() for v in tables_read(sql)} - base_views
+            n = len(a["seeds"])
+            model = f"train_nmt {a['label']} vs {base_arm['label']}" + (f" on {test}" if len(t["tests"]) > 1 else "")
+            verdict = arm_verdict(rows[(arm, "BLEU")], rows[(arm, "chrF")], n)
+            caveat = "; ".join(x for x in (seeds_caveat(n, sentences_p=True), floor) if x)
+            out.append(Effect(model, frozenset(views), verdict, caveat, n))
+    return out

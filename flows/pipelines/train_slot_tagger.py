@@ -19,6 +19,7 @@ import pyarrow as pa
 from conf.errors import ConfError
 from conf.schema import AugdagConf
 from flows.engine.driver import ModelRef, Run, run_model_stage, run_stage
+from flows.engine.registry import Effect, Headline
 from flows.engine.runners import FlowConf, pipeline_flow
 from flows.pipelines.heldout import check_heldout_overlap
 from flows.pipelines.ingest import ingest_dataset
@@ -194,3 +195,35 @@ def summary_lines(s: Mapping[str, Any]) -> list[str]:
             line += f"; {versus([f1[(e['arm'], x)] for x in seeds], [f1[('original', x)] for x in seeds], against='original')}"
         lines.append(line)
     return lines
+
+
+def headline(s: Mapping[str, Any]) -> Headline:
+    """A ``train_slot_tagger`` run in one line: the taggers trained, and the F1 of ``original`` (or the first arm)."""
+    from flows.reports.effect_table import counted
+
+    t = s["train_slot_tagger"]
+    arm = "original" if "original" in t["arms"] else next(iter(t["arms"]))
+    f1 = next(e["mean"] for e in t["summary"] if (e["arm"], e["metric"]) == (arm, "f1"))
+    taggers = len({(e["arm"], e["seed"]) for e in t["evaluation"]})
+    return Headline(counted(taggers, "tagger"), f"F1 {f1:.4f} ({arm})")
+
+
+def effects(s: Mapping[str, Any]) -> list[Effect]:
+    """Each arm against ``original``: Δ F1 over the seeds, tested across seeds from 3 on (untested below); the arm
+    ``original+c2c`` adds the rows of `c2c_generated`."""
+    from flows.reports.effect_table import seeds_caveat
+    from flows.reports.verdicts import MIN_SEEDS, seeds_p_text, seeds_test
+
+    t, out = s["train_slot_tagger"], []
+    if "original" not in t["arms"]:
+        return out
+    f1 = {(e["arm"], e["seed"]): e["score"] for e in t["evaluation"] if e["metric"] == "f1"}
+    seeds = sorted(seed for arm, seed in f1 if arm == "original")
+    base = [f1[("original", x)] for x in seeds]
+    for arm in (a for a in t["arms"] if a != "original"):
+        mine, n = [f1[(arm, x)] for x in seeds], len(seeds)
+        effect = f"{(sum(mine) - sum(base)) / n:+.4f} F1"
+        effect += f" (p = {seeds_p_text(seeds_test(mine, base))})" if n >= MIN_SEEDS else " (untested)"
+        reads = frozenset({"c2c_generated"}) if arm == "original+c2c" else frozenset()
+        out.append(Effect(f"train_slot_tagger {arm} vs original", reads, effect, seeds_caveat(n), n))
+    return out

@@ -51,12 +51,16 @@ install-gpu:
 demo: install
 	$(VENV)/bin/augdag demo
 
-# ruff (its rules: [tool.ruff] in pyproject.toml; the code as `ruff format` writes it) and import-linter's contracts;
-# .ci/run runs it before the tests
+# ruff (its rules: [tool.ruff] in pyproject.toml; the code as `ruff format` writes it), import-linter's contracts and
+# the docs site (mkdocs.yml: `mkdocs build --strict`, so a broken internal link or anchor fails, into a temporary
+# directory; its log shown only when it fails: `--quiet` would hide the warnings --strict counts, and pass); .ci/run
+# runs it before the tests
 lint: install
 	$(VENV)/bin/ruff check --no-cache .
 	$(VENV)/bin/ruff format --check --no-cache .
 	$(VENV)/bin/lint-imports --no-cache
+	@site=$$(mktemp -d) && NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir $$site >$$site.log 2>&1; \
+	  rc=$$?; [ $$rc -eq 0 ] || cat $$site.log; rm -rf $$site $$site.log; exit $$rc
 
 # two workers, whole modules each (their module-scoped servers and trained models are shared within one), the longest
 # first and the demo's readers last (tests/conftest.py, hence --no-loadscope-reorder). The suite is CPU-bound (both

@@ -1,6 +1,7 @@
-"""What the user reads returns rows (issue 47, defect 6): every query of README.md and docs/ (`augdag sql "..."`, the
-shell's `augdag>` statements, fenced ```sql blocks) and every query `augdag demo` prints under "Try:" is run through
-`augdag sql` against the session's tiny demo (demo/tiny.py) and selects at least one row.
+"""What the user reads returns rows (issue 47, defect 6): every query of README.md and docs/ (most are in the SQL
+cookbook, docs/sql.md: `augdag sql "..."`, the shell's `augdag>` statements, fenced ```sql blocks) and every query
+`augdag demo` prints under "Try:" is run through `augdag sql` against the session's tiny demo (demo/tiny.py) and
+selects at least one row.
 
 A query that cannot select a row on the tiny demo goes in ``NO_ROWS`` with the reason; none does today. A student
 evaluated through its CTranslate2 conversion is found by the README's "BLEU of every student" query: `evaluations`
@@ -82,13 +83,20 @@ def test_queries_in_finds_calls_shell_statements_and_fences_with_their_lines():
     ]
 
 
-def test_the_readme_shows_its_queries():
-    """The extraction sees the README's queries: its calls, its multi-line ones and its shell statement."""
-    readme = [q for where, q in DOCUMENTED if where.startswith("README.md:")]
-    assert len(readme) == len(re.findall(r"augdag sql(?: --cache \S+)? \"", (REPO / "README.md").read_text())) + 1
-    assert "SELECT level, count(*) AS n FROM curriculum GROUP BY level ORDER BY level" in readme  # the shell's
-    assert any(q.startswith("SELECT r.src, i.tgt AS old") and "\n" in q for q in readme)  # continued lines
-    assert any("'$.mix_rows'" in q for q in readme)  # `\$` unquoted
+def test_the_cookbook_and_the_readme_show_their_queries():
+    """The extraction sees the SQL cookbook's queries (docs/sql.md, where the README's moved in issue 50): its calls,
+    its multi-line ones and its shell statement; and the README's own three."""
+    cookbook = [q for where, q in DOCUMENTED if where.startswith("docs/sql.md:")]
+    text = (REPO / "docs" / "sql.md").read_text()
+    assert len(cookbook) == len(re.findall(r"augdag sql(?: --cache \S+)? \"", text)) + 1
+    assert "SELECT level, count(*) AS n FROM curriculum GROUP BY level ORDER BY level" in cookbook  # the shell's
+    assert any(q.startswith("SELECT r.src, i.tgt AS old") and "\n" in q for q in cookbook)  # continued lines
+    assert any("'$.mix_rows'" in q for q in cookbook)  # `\$` unquoted
+    assert [q for where, q in DOCUMENTED if where.startswith("README.md:")] == [
+        "SELECT source, reason, count(*) AS n FROM rejects GROUP BY ALL ORDER BY n DESC",
+        "SELECT src, tgt FROM synthetic LIMIT 10",
+        "SELECT count(*) FROM bitext",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +120,7 @@ def test_every_documented_query_selects_rows_on_the_tiny_demo(demo_cache, where,
 @pytest.mark.tiny_demo_run
 def test_every_query_the_demo_prints_selects_rows(demo_cache, tiny_demo_run):
     printed = [shell_unquote(m.group(1)) for m in SQL_CALL.finditer(tiny_demo_run.stdout)]
-    assert len(printed) == 14
+    assert len(printed) == 3  # issue 50: three, the rest in docs/sql.md
     assert [q for q in printed if not rows_of(demo_cache, q)] == []
 
 

@@ -56,9 +56,9 @@ def _why(cache, tmp_path, *args):
     )
 
 
-def _readme_accounting_query() -> str:
-    """The README's accounting query, as a shell would pass it."""
-    text = (REPO / "README.md").read_text()
+def _cookbook_accounting_query() -> str:
+    """The SQL cookbook's accounting query (docs/sql.md, "Where every input row went"), as a shell would pass it."""
+    text = (REPO / "docs" / "sql.md").read_text()
     query = re.search(r'^\$ augdag sql "(WITH current AS .*? ORDER BY c\.dataset, c\.created_at)"$', text, re.M)[1]
     return query.replace("\\$", "$")
 
@@ -274,7 +274,7 @@ def test_dropped_view_holds_each_planted_drop_with_its_stage_and_reason(tiny):
             (6, "length_ratio", "ratio=2 (src_tokens=4, tgt_tokens=2)"),
         ]
     ]
-    assert [tuple(r.values()) for r in catalog_rows(cache, _readme_accounting_query())] == [
+    assert [tuple(r.values()) for r in catalog_rows(cache, _cookbook_accounting_query())] == [
         ("tiny", "read", 7, 6, 1, 0),
         ("tiny", "clean", 6, 3, 0, 3),
     ]
@@ -339,7 +339,7 @@ def demo(prefect_harness, tmp_path_factory):
 
 def test_dropped_accounts_for_every_row_of_every_stage_on_the_demo(demo):
     cache, paths, bad, ingest, c2c = demo
-    rows = {(r["dataset"], r["stage"]): r for r in catalog_rows(cache, _readme_accounting_query())}
+    rows = {(r["dataset"], r["stage"]): r for r in catalog_rows(cache, _cookbook_accounting_query())}
     stages = {(s["stage"], s["dataset"]): s for s in ingest["stages"]}
     datasets = {ds for _, ds in stages if ds}  # (across_datasets has none: tasks/ingest/across.py)
     assert {k for k in rows if k[1] in ("read", "clean")} == {(ds, st) for ds in datasets for st in ("read", "clean")}

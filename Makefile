@@ -2,7 +2,7 @@
 # uv does not read pip's config, so the directory of the local CPU torch wheel is taken from
 # `pip config` at install time (never written into a committed file). Pins live in
 # constraints.txt, not uv.lock: a uv.lock would record that machine-local directory as torch's
-# registry and stop being portable (see README, "Install").
+# registry and stop being portable (see docs/install.md).
 VENV       ?= .venv
 PY         := $(VENV)/bin/python
 UV         ?= python3 -m uv

@@ -152,6 +152,6 @@ def hf_dataset(
         ds = _streamed(parts, columns, where)
     else:
         cols = list(columns) if columns is not None else None
-        ds = datasets.Dataset.from_parquet(parts, columns=cols, cache_dir=str(where))  # type: ignore[assignment]
+        ds = datasets.Dataset.from_parquet(parts, columns=cols, cache_dir=str(where))
     ds.info.description = describe(stored)
     return ds

@@ -93,7 +93,7 @@ def _no_nulls(meta: pq.FileMetaData, column: str) -> bool:
     return True
 
 
-def keep_batch(batch: Batch) -> Batch:
+def keep_batch(batch: Any) -> Any:
     """A ``DataLoader``'s ``collate_fn`` for this dataset's batches: each as it is (see ``ParquetIterableDataset``)."""
     return batch
 

@@ -8,8 +8,9 @@ cover every row group exactly once, and ranks get about as many rows each (row g
 get up to one row group more than another). Shard ``rank · num_workers + worker`` then reads its row groups one at
 a time and, with a seed, passes them through a shuffle buffer of at most ``shuffle_buffer`` rows drawn by
 ``default_rng([s, e, shard])``: a row group arrives, the buffer and it are permuted together, and all but
-``shuffle_buffer`` rows leave for the batches; what is left is permuted and emptied at the end. At most one row
-group, the buffer and one batch are in memory in each worker, whatever the view's size.
+``shuffle_buffer`` rows leave for the batches; what is left is permuted and emptied at the end. In each worker at
+most one row group and the buffer, their permuted copy and one batch are in memory, whatever the view's size
+(tests/e2e/test_loaders_memory.py).
 
 The rank and world size come from ``torch.distributed`` when it is initialised, else from ``rank=`` and
 ``world_size=`` (one process simulating a rank), else 0 and 1; the worker from
@@ -118,7 +119,7 @@ class ParquetIterableDataset(torch.utils.data.IterableDataset[Batch]):
     other column. The dataset batches itself: iterate ``ds.loader(num_workers=2)`` (a ``Loader``: its workers send
     Arrow, the main process makes the lists), or ``DataLoader(ds, batch_size=None, collate_fn=keep_batch,
     num_workers=2)``, the same batches in the same order; a ``DataLoader`` without ``collate_fn=keep_batch`` walks
-    every list value by value (``default_convert``), again the same rows, slower (bench/loaders.py); and a
+    every list value by value (``default_convert``): again the same rows, a few times slower; and a
     ``DataLoader`` of your own draws its workers' seed from torch's global generator unless given ``generator=``.
     """
 

@@ -11,34 +11,44 @@ TORCH      ?= cpu
 # fairseq-fixed builds from source against torch: pin its build torch; its torchaudio requirement is
 # a CUDA build that breaks `import transformers`, and fairseq needs it only for speech.
 PINS       := -b build-constraints.txt --excludes excludes.txt
-# Wheels of the sdist-only dependencies (kenlm's module is a ~1 min C++ build), built once per machine: uv
-# rebuilds an sdist from a local index for every new venv (scripts/build_wheelhouse.sh)
-WHEELHOUSE ?= $(HOME)/.cache/augdag/wheels
+# Two chains at once (`install` runs them with -j): the Python packages (uv: resolve, download, fairseq-fixed's
+# C++ build; its six extensions are compiled in parallel, DIST_EXTRA_CONFIG below) and the system ones (apt-get:
+# Boost and WordNet in one call, then lmplz's C++ build). Neither needs the other; docs/install.md has each step's cost.
+INSTALL_JOBS ?= 3
 
-.PHONY: install install-gpu kenlm wordnet demo test test-e2e lint bench constraints clean
-install: $(VENV)/.installed-$(TORCH) $(VENV)/bin/lmplz $(VENV)/bin/build_binary wordnet
+.PHONY: install install-parts install-gpu debian-packages kenlm wordnet demo test test-e2e lint bench constraints clean
+install:
+	@$(MAKE) --no-print-directory -j $(INSTALL_JOBS) install-parts
+install-parts: $(VENV)/.installed-$(TORCH) $(VENV)/bin/lmplz $(VENV)/bin/build_binary wordnet
+
+# the Debian packages of both (scripts/install_debian.sh): one apt-get, at most one `apt-get update`; never fails
+debian-packages:
+	@scripts/install_debian.sh
 
 # WordNet 3.0 (EDA synonyms, models/wordnet.py): Debian's packages via apt where missing; never fails
-wordnet:
+wordnet: debian-packages
 	@scripts/install_wordnet.sh
 
-$(VENV)/.installed-$(TORCH): pyproject.toml constraints.txt build-constraints.txt excludes.txt
+$(VENV)/pyvenv.cfg:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install -q uv
 	$(UV) venv -q --allow-existing --python 3.11 $(VENV)
-	@scripts/build_wheelhouse.sh $(WHEELHOUSE)
+
+# setuptools reads DIST_EXTRA_CONFIG: `build_ext --parallel N` compiles fairseq-fixed's extensions N at a time
+$(VENV)/.installed-$(TORCH): pyproject.toml constraints.txt build-constraints.txt excludes.txt | $(VENV)/pyvenv.cfg
+	@printf '[build_ext]\nparallel = %s\n' "$$(nproc)" > $(VENV)/build_ext.cfg
 ifeq ($(TORCH),cpu)
-	$(UV) pip install -q --compile-bytecode --python $(PY) -e '.[dev]' -c constraints.txt $(PINS) --find-links $(WHEELHOUSE) $(if $(FIND_LINKS),--find-links $(FIND_LINKS))
+	DIST_EXTRA_CONFIG=$(abspath $(VENV))/build_ext.cfg $(UV) pip install -q --compile-bytecode --python $(PY) -e '.[dev]' -c constraints.txt $(PINS) $(if $(FIND_LINKS),--find-links $(FIND_LINKS))
 	@$(PY) -c "import torch, sys; sys.exit('augdag: a CUDA torch was installed where the CPU wheel was expected' if torch.version.cuda else 0)"
 else
-	$(UV) pip install -q --compile-bytecode --python $(PY) -e '.[dev]' -c constraints.txt $(PINS) --find-links $(WHEELHOUSE)
+	DIST_EXTRA_CONFIG=$(abspath $(VENV))/build_ext.cfg $(UV) pip install -q --compile-bytecode --python $(PY) -e '.[dev]' -c constraints.txt $(PINS)
 endif
 	@rm -f $(VENV)/.installed-*; touch $@
 
 # KenLM's lmplz/build_binary (n-gram LM training, models/lm.py), built from the kenlm sdist: the
-# registries have none. Only when missing (delete them to rebuild); apt-installs Boost dev packages.
+# registries have none. Only when missing (delete them to rebuild); needs the Boost dev packages.
 kenlm: $(VENV)/bin/lmplz $(VENV)/bin/build_binary
 
-$(VENV)/bin/lmplz $(VENV)/bin/build_binary &: | $(VENV)/.installed-$(TORCH)
+$(VENV)/bin/lmplz $(VENV)/bin/build_binary &: | $(VENV)/pyvenv.cfg debian-packages
 	scripts/build_kenlm.sh $(VENV)/bin
 
 # --compile-bytecode: this machine sets PYTHONDONTWRITEBYTECODE, so without .pyc files every process
@@ -77,7 +87,7 @@ test-e2e: install $(VENV)/.installed-ray
 	$(PYTEST) -m e2e
 
 $(VENV)/.installed-ray: $(VENV)/.installed-$(TORCH)
-	$(UV) pip install -q --compile-bytecode --python $(PY) -e '.[dev,ray]' -c constraints.txt $(PINS) --find-links $(WHEELHOUSE) $(if $(FIND_LINKS),--find-links $(FIND_LINKS))
+	$(UV) pip install -q --compile-bytecode --python $(PY) -e '.[dev,ray]' -c constraints.txt $(PINS) $(if $(FIND_LINKS),--find-links $(FIND_LINKS))
 	@touch $@
 
 constraints:

@@ -33,14 +33,25 @@ def report(
     ] = False,
     cache: CacheOpt = None,
 ) -> None:
-    """Write a run's report (stages, failures, scores, every plot) as one HTML page that needs no network."""
+    """Write a run's report (stages, failures, scores, every plot) as one HTML page that needs no network; for a
+    nightly run also the night's page, <cache>/reports/RUN/index.html (pipelines, effects, examples, drops)."""
+    from flows.reports.night_report import write_night_report
     from flows.reports.run_report import write_report
+    from storage.runs import load_run
 
+    catalog = existing_catalog_at(cache)
     try:
-        path = write_report(existing_catalog_at(cache), run_id, compare=compare, output=output, force=force)
+        path = write_report(catalog, run_id, compare=compare, output=output, force=force)
+        night = (
+            write_night_report(catalog, run_id)
+            if compare is None and load_run(catalog, run_id)["pipeline"] == "nightly"
+            else None
+        )
     except AugdagError as e:
         fail(e)
     out.print(f"wrote {path}", highlight=False, soft_wrap=True)
+    if night is not None:
+        out.print(f"wrote {night} (the night's page)", highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import importlib
 import json
 import os
 import time
@@ -47,6 +48,10 @@ from flows.engine.imports import import_ahead
 from flows.engine.replay import REPLAY, NotCached, run_logger
 from flows.engine.runners import PipelineFlow, run_flow
 from flows.engine.runners.parameters import parameters_at_rest
+
+# the night's page (flows/reports/reporting.py), imported by name when a night ends: the reports are a layer above the
+# engine (pyproject's import contracts), as the pipelines' flows are, which the registry imports by name too
+NIGHT_PAGE = "flows.reports.reporting:publish_night"
 
 
 class NightlyFailed(StageError):
@@ -252,9 +257,12 @@ def nightly(conf: AugdagConf, *, profile: str, config: Mapping[str, Any] | None 
         error = None
         if failed:
             error = StageError("; ".join(f"{c['pipeline']} {c['status']}: {c['error']}" for c in failed))
-        summary = run.finish(
-            error=error, extra={"profile": profile, "pipelines": children, "totals": totals(children, time.perf_counter() - t0)}
+        module, _, name = NIGHT_PAGE.partition(":")
+        page = getattr(importlib.import_module(module), name)(
+            run, children, profile=profile, status="failed" if failed else "completed"
         )
+        extra = {"profile": profile, "pipelines": children, "totals": totals(children, time.perf_counter() - t0)}
+        summary = run.finish(error=error, extra={**extra, **({"night_page": page} if page else {})})
     finally:
         lock.release()
     if error is not None:

@@ -2,15 +2,17 @@
 PNG images and the document shell with its style.
 
 A page built here loads nothing from outside itself: no script, stylesheet, font or link; an image is a
-``data:`` URI. Pure functions over strings (no Arrow, no Prefect): `flows.reports.plots.html_page` (a pipeline's
-report) and the run and comparison pages of `augdag report` (flows.reports.run_report, flows.reports.compare_report) build
-their markup with them.
+``data:`` URI; a ``link`` (a relative anchor to another page of the reports) loads nothing until followed.
+Pure functions over strings (no Arrow, no Prefect): `flows.reports.plots.html_page` (a pipeline's report) and the
+run, comparison and night pages of `augdag report` (flows.reports.run_report, flows.reports.compare_report,
+flows.reports.night_report) build their markup with them.
 """
 
 from __future__ import annotations
 
 import base64
 import html
+import urllib.parse
 from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
@@ -29,11 +31,22 @@ def esc(v: Any) -> str:
     return html.escape(str(v))
 
 
+class Markup(str):
+    """Markup built here (a ``link``): a table cell shows it as it is, not escaped."""
+
+
+def link(href: str, text: str) -> Markup:
+    """An anchor to ``href`` (a relative path, percent-encoded here) showing ``text``, both escaped."""
+    return Markup(f'<a href="{esc(urllib.parse.quote(href))}">{esc(text)}</a>')
+
+
 def cell(v: Any) -> tuple[str, bool]:
     """(text, is a number) of a table cell: None as –, integers with thousands separators, other numbers to
     4 decimals, a datetime to the second, anything else as ``str``."""
     if v is None:
         return "–", False
+    if isinstance(v, Markup):
+        return v, False
     if isinstance(v, bool) or not isinstance(v, (int, float, Decimal)):
         if isinstance(v, datetime):
             return v.isoformat(sep=" ", timespec="seconds"), False
@@ -58,7 +71,7 @@ def table(
         cells = [cell(v) for v in row]
         return (
             f"<tr{' class=failed' if bad else ''}>"
-            + "".join(f"<td{' class=n' if num else ''}>{esc(t)}</td>" for t, num in cells)
+            + "".join(f"<td{' class=n' if num else ''}>{t if isinstance(t, Markup) else esc(t)}</td>" for t, num in cells)
             + "</tr>"
         )
 

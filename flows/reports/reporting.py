@@ -1,16 +1,20 @@
-"""Where a pipeline's report goes: `<cache>/reports/<run>/<stem>.{html,png}` and Prefect artifacts on the run."""
+"""Where a pipeline's report goes: `<cache>/reports/<run>/<stem>.{html,png}` and Prefect artifacts on the run; and the
+night's page, `<cache>/reports/<night>/index.html` (flows/reports/night_report.py), at the nightly's end."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 
 from flows.engine.driver import Run
 from flows.engine.replay import in_flow_run, run_logger
 from flows.engine.run_artifacts import publish_file_link
+from flows.reports.night_report import write_night
 from flows.reports.plots import html_page
+from storage.runs import find_run
 
 
 def publish(
@@ -53,3 +57,35 @@ def publish(
     except Exception as e:  # noqa: BLE001 — a report artifact must not fail a finished run
         run_logger().warning("could not publish the Prefect artifacts of the %s report: %s", stem, e)
     return written
+
+
+def publish_night(run: Run, children: Sequence[Mapping[str, Any]], *, profile: str, status: str) -> dict[str, str | None] | None:
+    """The night's page at the nightly's end, before it records its summary (flows/engine/nightly.py), and a link to
+    it on the nightly's flow run.
+
+    Args:
+        run: The nightly's run (its row not finished yet).
+        children: Its pipelines' summaries, each with its ``seconds``.
+        profile: The profile the night ran.
+        status: What the night will record: ``completed``, or ``failed`` when a pipeline did not complete.
+
+    Returns:
+        ``{"path": the page, "url": its http:// address while `augdag server` serves this cache's reports, else
+        None}`` for the night's summary (its key ``night_page``), or None when the page could not be written: logged
+        as a warning, since a report never fails a night whose data is committed.
+    """
+    from flows.ops.server import report_url
+
+    try:
+        row = find_run(run.catalog, run.run_id) or {}
+        night = {"run_id": run.run_id, "profile": profile, "status": status, "started_at": row.get("started_at")}
+        path = write_night(run.catalog, night, children)
+    except Exception as e:  # noqa: BLE001 — see Returns
+        run_logger().warning("could not write the night's page: %s: %s", type(e).__name__, e)
+        return None
+    if in_flow_run():  # a replayed night (flows/engine/replay.py) has no Prefect run to link it on
+        try:
+            publish_file_link(run.root, path, text="the night's page (HTML)", key="nightly-page")
+        except Exception as e:  # noqa: BLE001 — as a pipeline's report artifacts (``publish``)
+            run_logger().warning("could not publish the link to the night's page: %s", e)
+    return {"path": str(path), "url": report_url(run.root, path)}

@@ -262,7 +262,7 @@ def nightly(conf: AugdagConf, *, profile: str, config: Mapping[str, Any] | None 
             run, children, profile=profile, status="failed" if failed else "completed"
         )
         extra = {"profile": profile, "pipelines": children, "totals": totals(children, time.perf_counter() - t0)}
-        summary = run.finish(error=error, extra={**extra, **({"night_page": page} if page else {})})
+        summary = run.finish(error=error, extra={**extra, **page})  # night_page (and its URL while served)
     finally:
         lock.release()
     if error is not None:

@@ -14,6 +14,7 @@ pipeline summaries it holds; `augdag report NIGHT` writes it again from the cata
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -70,7 +71,8 @@ def _write(
     path = Path(output) if output is not None else night_path(catalog.root, night["run_id"])
     for p in pipes:
         if p.get("run_id") and not _own_pages(p):
-            write_report(catalog, p["run_id"])
+            with contextlib.suppress(AugdagError):  # a run the catalog lacks: the page shows it without a link
+                write_report(catalog, p["run_id"])
     page = night_page(catalog, night, pipes, folder=path.absolute().parent)
     with replacing([path], force=force) as (f,):
         f.write(page.encode("utf-8"))

@@ -59,7 +59,7 @@ def publish(
     return written
 
 
-def publish_night(run: Run, children: Sequence[Mapping[str, Any]], *, profile: str, status: str) -> dict[str, str | None] | None:
+def publish_night(run: Run, children: Sequence[Mapping[str, Any]], *, profile: str, status: str) -> dict[str, str]:
     """The night's page at the nightly's end, before it records its summary (flows/engine/nightly.py), and a link to
     it on the nightly's flow run.
 
@@ -70,9 +70,9 @@ def publish_night(run: Run, children: Sequence[Mapping[str, Any]], *, profile: s
         status: What the night will record: ``completed``, or ``failed`` when a pipeline did not complete.
 
     Returns:
-        ``{"path": the page, "url": its http:// address while `augdag server` serves this cache's reports, else
-        None}`` for the night's summary (its key ``night_page``), or None when the page could not be written: logged
-        as a warning, since a report never fails a night whose data is committed.
+        What joins the night's summary: ``night_page``, the page's path, and ``night_page_url``, its http:// address,
+        while `augdag server` serves this cache's reports; nothing when the page could not be written (logged as a
+        warning: a report never fails a night whose data is committed).
     """
     from flows.ops.server import report_url
 
@@ -82,10 +82,11 @@ def publish_night(run: Run, children: Sequence[Mapping[str, Any]], *, profile: s
         path = write_night(run.catalog, night, children)
     except Exception as e:  # noqa: BLE001 — see Returns
         run_logger().warning("could not write the night's page: %s: %s", type(e).__name__, e)
-        return None
+        return {}
     if in_flow_run():  # a replayed night (flows/engine/replay.py) has no Prefect run to link it on
         try:
             publish_file_link(run.root, path, text="the night's page (HTML)", key="nightly-page")
         except Exception as e:  # noqa: BLE001 — as a pipeline's report artifacts (``publish``)
             run_logger().warning("could not publish the link to the night's page: %s", e)
-    return {"path": str(path), "url": report_url(run.root, path)}
+    url = report_url(run.root, path)
+    return {"night_page": str(path), **({"night_page_url": url} if url else {})}

@@ -117,10 +117,8 @@ tiny_demo = pytest.mark.tiny_demo_run
 def test_the_nightly_writes_its_page_and_its_summary_names_it(night):
     cache, summary, page = night
     # the summary holds the path the nightly wrote (in the original cache; no server ran: no http:// link)
-    assert summary["night_page"] == {
-        "path": str(Path(summary["cache"]) / "reports" / summary["run_id"] / "index.html"),
-        "url": None,
-    }
+    assert summary["night_page"] == str(Path(summary["cache"]) / "reports" / summary["run_id"] / "index.html")
+    assert "night_page_url" not in summary
     parsed = Page(page.read_text(encoding="utf-8"))
     pipelines = parsed.records("pipelines")
     assert [(r["pipeline"], r["run"], r["status"]) for r in pipelines] == [
@@ -233,7 +231,7 @@ def test_every_value_on_the_page_is_escaped(prefect_harness, tmp_path):
     )
     summary = nightly_flow(profile=str(profile), overrides=[], cache=str(tmp_path / "cache"))
     page = night_path(tmp_path / "cache", summary["run_id"])
-    assert summary["night_page"]["path"] == str(page)
+    assert summary["night_page"] == str(page)
     text = page.read_text(encoding="utf-8")
     assert "<script" not in text and "<b>" not in text and "<i>" not in text
     parsed = Page(text)

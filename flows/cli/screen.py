@@ -92,8 +92,6 @@ def night_page(cache: Path, run_id: str) -> Path:
 def print_verdicts(summary: Mapping[str, Any], conf: AugdagConf | None, *, demo: bool) -> None:
     """After a night: the verdict table, what its size means, and the report page to open (its http:// link while
     `augdag server` serves the reports)."""
-    from flows.ops.server import report_url
-
     children = summary.get("pipelines", [])
     if (table := verdict_table(children)) is not None:
         out.print(table)
@@ -101,9 +99,21 @@ def print_verdicts(summary: Mapping[str, Any], conf: AugdagConf | None, *, demo:
         if note:
             out.print(escape(note), highlight=False, soft_wrap=True)
     if summary.get("run_id") and summary.get("cache"):
-        page = night_page(Path(summary["cache"]), summary["run_id"])
-        url = report_url(Path(summary["cache"]), page)
+        page, url = written_page(summary)
         out.print(f"report: {escape(str(page))}" + (f"  {url}" if url else ""), highlight=False, soft_wrap=True)
+
+
+def written_page(summary: Mapping[str, Any]) -> tuple[Path, str | None]:
+    """The night's page and its http:// address while `augdag server` serves the reports: as the night recorded them
+    (``night_page``, ``night_page_url``: flows/reports/reporting.py ``publish_night``), else where the page goes."""
+    from flows.ops.server import report_url
+
+    recorded: Any = summary
+    if isinstance(summary.get("night_page"), Mapping):  # the publisher's whole answer, nested
+        recorded = summary["night_page"]
+    cache = Path(summary["cache"])
+    page = Path(recorded["night_page"]) if recorded.get("night_page") else night_page(cache, summary["run_id"])
+    return page, recorded.get("night_page_url") or report_url(cache, page)
 
 
 def print_queries(cache: str | None) -> None:

@@ -42,7 +42,10 @@ def pipeline_line(child: Mapping[str, Any]) -> str:
     name, seconds = child["pipeline"], child.get("seconds") or 0.0
     if child["status"] != "completed":
         return f"{name:<{NAME_WIDTH}} {child['status']} after {seconds:.1f} s: {child.get('error') or ''}".rstrip(": ")
-    line = registry.headline(child)
+    try:
+        line = registry.headline(child)
+    except (KeyError, IndexError, StopIteration, TypeError, ValueError) as e:  # a summary short of a key: said, not fatal
+        return f"{name:<{NAME_WIDTH}} {seconds:>7.1f} s  completed; its headline failed: {type(e).__name__}: {e}"
     if line is None:  # a plug-in without a headline: its first summary line
         first = next(iter(registry.summary_lines(child)), "")
         return f"{name:<{NAME_WIDTH}} {seconds:>7.1f} s  {first}".rstrip()

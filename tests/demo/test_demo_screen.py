@@ -115,6 +115,8 @@ def test_pipeline_line_is_name_rows_made_seconds_and_the_number_that_matters_iss
     )
     skipped = {"pipeline": "train_nmt", "status": "skipped", "seconds": 0.0, "error": "upstream pipeline(s) x did not complete"}
     assert pipeline_line(skipped) == "train_nmt          skipped after 0.0 s: upstream pipeline(s) x did not complete"
+    short = {"pipeline": "train_nmt", "status": "completed", "seconds": 1.0, "train_nmt": {}}  # printed, not fatal to a night
+    assert pipeline_line(short) == "train_nmt              1.0 s  completed; its headline failed: KeyError: 'arms'"
 
 
 @pytest.mark.slow

@@ -26,6 +26,7 @@ near-duplicate's kept row is never a row dropped for overlapping a test set.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -39,8 +40,11 @@ from storage.artifacts import ArtifactRef, read_manifest
 from storage.parts import Parts
 from storage.schemas import TEXT_FIELDS
 from tasks.ingest import near_duplicates as minhash
+from tasks.ingest.clean import clean_counts
 from tasks.ingest.near_duplicates import normalise_column
 from tasks.runtime.stage import Stage
+
+COUNTED_BEFORE = ("duplicate", "near_duplicates", "test_overlap")  # the duplicates and across_datasets rows count them
 
 DROPS = pa.schema(
     [("source", pa.string()), ("line", pa.int64()), ("sentence", pa.int32()), ("reason", pa.string()), ("detail", pa.string())]
@@ -239,4 +243,6 @@ def _drop_counts(out: ArtifactRef, rows_in: int) -> tuple[int, int, int]:
 
 
 ACROSS_DATASETS = Stage("across_datasets", "1", across_datasets, reduce=True, params=AcrossParams, counts=_drop_counts)
-CLEAN_ACROSS = Stage("clean", "1", drop_across)  # view: the record kind, set per dataset by the flow
+CLEAN_ACROSS = Stage(
+    "clean", "1", drop_across, counts=functools.partial(clean_counts, before=COUNTED_BEFORE)
+)  # view: the record kind, set per dataset by the flow

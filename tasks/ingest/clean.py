@@ -66,16 +66,18 @@ def duplicate_counts(out: ArtifactRef, rows_in: int) -> tuple[int, int, int]:
     return rows_in, rows_in - later, later
 
 
-def clean_counts(out: ArtifactRef, rows_in: int) -> tuple[int, int, int]:
-    """The clean stage's counts with each row counted once: the copies it drops as ``duplicate`` are the
-    duplicates stage's drops (its row in the stage table), so clean's rows in are the rows after them and its
-    dropped are its own filters' (6,023 read, 126 copies: duplicates 6,023 → 5,897, clean 5,897 → kept + dropped)."""
+def clean_counts(out: ArtifactRef, rows_in: int, *, before: tuple[str, ...] = ("duplicate",)) -> tuple[int, int, int]:
+    """The clean stage's counts with each row counted once: the rows it drops for a reason an earlier stage's row
+    already counts (``before``: the duplicates stage's copies; across datasets also its near duplicates and test
+    overlaps) are that stage's, so clean's rows in are the rows after them and its dropped its own filters'
+    (6,023 read, 126 copies: duplicates 6,023 → 5,897, clean 5,897 → kept + dropped)."""
     manifest = read_manifest(out) or {"files": []}
     shards = [f["shard"] for f in manifest["files"] if f["role"] == "dropped" and f["rows"]]
-    copies = sum(pc.sum(pc.equal(out.read(i, "dropped")["reason"], "duplicate")).as_py() or 0 for i in shards)
+    value_set = pa.array(before, pa.string())
+    earlier = sum(pc.sum(pc.is_in(out.read(i, "dropped")["reason"], value_set=value_set)).as_py() or 0 for i in shards)
     kept = sum(f["rows"] for f in manifest["files"] if f["role"] == "part")
     dropped = sum(f["rows"] for f in manifest["files"] if f["role"] == "dropped")
-    return rows_in - copies, kept, dropped - copies
+    return rows_in - earlier, kept, dropped - earlier
 
 
 def _details(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import re
 import shutil
 import urllib.parse
@@ -220,6 +221,8 @@ BAD = "<script>alert(1)</script>\tzwei\tdrei"  # three fields: refused, its cont
 
 def test_every_value_on_the_page_is_escaped(prefect_harness, tmp_path):
     from flows.engine.nightly import nightly_flow
+    from flows.ops.report_http import serve_reports
+    from flows.ops.server import record
     from flows.reports.night_report import night_path
 
     (tmp_path / "b.tsv").write_text("\n".join([*PAIRS, BAD]) + "\n", encoding="utf-8")
@@ -229,9 +232,19 @@ def test_every_value_on_the_page_is_escaped(prefect_harness, tmp_path):
         f"datasets:\n  b: {{kind: bitext, format: tsv, path: {tmp_path}/b.tsv}}\n"
         "robustness: {bitext: b, modifiers: [{UpperCase: 1.0}]}\n"
     )
-    summary = nightly_flow(profile=str(profile), overrides=[], cache=str(tmp_path / "cache"))
-    page = night_path(tmp_path / "cache", summary["run_id"])
+    cache = tmp_path / "cache"
+    # `augdag server`'s reports server for this cache (flows/ops/server.py records it): the summary gives the page's URL
+    httpd = serve_reports(cache / "reports", 0)
+    try:
+        (cache / "server").mkdir(parents=True)
+        record(cache, "http://127.0.0.1:9", os.getpid(), reports_url=f"http://127.0.0.1:{httpd.server_address[1]}")
+        summary = nightly_flow(profile=str(profile), overrides=[], cache=str(cache))
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    page = night_path(cache, summary["run_id"])
     assert summary["night_page"] == str(page)
+    assert summary["night_page_url"] == f"http://127.0.0.1:{httpd.server_address[1]}/{summary['run_id']}/index.html"
     text = page.read_text(encoding="utf-8")
     assert "<script" not in text and "<b>" not in text and "<i>" not in text
     parsed = Page(text)

@@ -158,10 +158,19 @@ def _effects(night: Mapping[str, Any], summaries: Sequence[Mapping[str, Any]]) -
         return [paragraph("No augmentation completed this night: no effect to show.")]
     head = ["augmentation", "rows it made", "downstream model and arm", "effect (p)", "what limits the reading"]
     out = [table(head, [[r.augmentation, r.made, r.model, r.effect, r.caveat] for r in rows], cls="effects")]
-    if note := size_note(summaries, demo=night.get("profile") == "demo"):
+    if note := size_note(summaries, demo=night.get("profile") == "demo", models=_students(night.get("config") or {})):
         out.append(paragraph(note, cls="note"))
     out.append(paragraph("Scores per arm and seed: each training pipeline's page, linked above.", cls="note"))
     return out
+
+
+def _students(config: Mapping[str, Any]) -> str:
+    """The NMT students' size from the night's recorded configuration, as the terminal says it
+    (``2+2-layer, 64-dim students of 300 updates``); nothing when the configuration has no student."""
+    t = ((config.get("train_nmt") or {}).get("student") or {}).get("train") or {}
+    if not all(k in t for k in ("encoder_layers", "decoder_layers", "embed_dim", "max_update")):
+        return ""
+    return f"{t['encoder_layers']}+{t['decoder_layers']}-layer, {t['embed_dim']}-dim students of {t['max_update']:,} updates"
 
 
 def _examples(con: duckdb.DuckDBPyConnection, catalog: Catalog, pipes: Sequence[Mapping[str, Any]]) -> list[str]:

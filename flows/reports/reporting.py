@@ -78,7 +78,7 @@ def publish_night(run: Run, children: Sequence[Mapping[str, Any]], *, profile: s
 
     try:
         row = find_run(run.catalog, run.run_id) or {}
-        night = {"run_id": run.run_id, "profile": profile, "status": status, "started_at": row.get("started_at")}
+        night = {"run_id": run.run_id, "profile": profile, "status": status, **{k: row.get(k) for k in ("started_at", "config")}}
         path = write_night(run.catalog, night, children)
     except Exception as e:  # noqa: BLE001 — see Returns
         run_logger().warning("could not write the night's page: %s: %s", type(e).__name__, e)

@@ -115,12 +115,16 @@ tiny_demo = pytest.mark.tiny_demo_run
 
 
 @tiny_demo
-def test_the_nightly_writes_its_page_and_its_summary_names_it(night):
+def test_the_nightly_writes_its_page_and_its_summary_names_it(night, tiny_demo_run):
     cache, summary, page = night
     # the summary holds the path the nightly wrote (in the original cache; no server ran: no http:// link)
     assert summary["night_page"] == str(Path(summary["cache"]) / "reports" / summary["run_id"] / "index.html")
     assert "night_page_url" not in summary
     parsed = Page(page.read_text(encoding="utf-8"))
+    # what the night's size means, in the words the demo printed under its verdict table
+    (size,) = [p for p in parsed.paragraphs if p.startswith("Size: ")]
+    assert size.startswith("Size: the demo's tiny models (2+2-layer, 64-dim students of 10 updates), 1 seed: ")
+    assert size in tiny_demo_run.stdout
     pipelines = parsed.records("pipelines")
     assert [(r["pipeline"], r["run"], r["status"]) for r in pipelines] == [
         (c["pipeline"], c["run_id"], "completed") for c in summary["pipelines"]

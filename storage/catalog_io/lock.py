@@ -61,6 +61,14 @@ def holders(root: Path) -> list[dict[str, object]]:
     return sorted(found, key=lambda n: str(n.get("since")))
 
 
+def others_hold(root: Path) -> bool:
+    """Whether a holder noted under ``root`` is another process (or none is noted: an older augdag, another host):
+    the nightly's pipelines are threads of one process, and one waiting for another is no stall to report."""
+    me = current_owner()
+    found = holders(root)
+    return not found or any((n["host"], n["pid"]) != (me.host, me.pid) for n in found)
+
+
 def describe(root: Path) -> str:
     """Who holds the lock, for a message: ``pid 123 (augdag sql ...) since 03:10:05 UTC, shared``."""
     found = holders(root)
@@ -108,7 +116,9 @@ def catalog_lock(root: Path, mode: int, *, timeout_s: float) -> Iterator[None]:
                         f"{lock_path}: could not lock the catalog within {timeout_s:.0f} s "
                         f"(orchestration.lock_timeout_s); held by {describe(root)}"
                     ) from None
-                if now >= say_at:
+                if now >= say_at and not others_hold(root):  # this process's own threads take turns: no news
+                    say_at = now + SAY_EVERY_S
+                elif now >= say_at:
                     log.warning(
                         "waiting %.0f s for the catalog lock %s, held by %s; waiting up to %.0f s "
                         "(orchestration.lock_timeout_s)",

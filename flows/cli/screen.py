@@ -111,12 +111,9 @@ def written_page(summary: Mapping[str, Any]) -> tuple[Path, str | None]:
     (``night_page``, ``night_page_url``: flows/reports/reporting.py ``publish_night``), else where the page goes."""
     from flows.ops.server import report_url
 
-    recorded: Any = summary
-    if isinstance(summary.get("night_page"), Mapping):  # the publisher's whole answer, nested
-        recorded = summary["night_page"]
     cache = Path(summary["cache"])
-    page = Path(recorded["night_page"]) if recorded.get("night_page") else night_page(cache, summary["run_id"])
-    return page, recorded.get("night_page_url") or report_url(cache, page)
+    page = Path(summary["night_page"]) if summary.get("night_page") else night_page(cache, summary["run_id"])
+    return page, summary.get("night_page_url") or report_url(cache, page)
 
 
 def print_queries(cache: str | None) -> None:

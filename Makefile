@@ -37,10 +37,10 @@ $(VENV)/pyvenv.cfg:
 $(VENV)/.installed-$(TORCH): pyproject.toml constraints.txt build-constraints.txt excludes.txt | $(VENV)/pyvenv.cfg
 	@printf '[build_ext]\nparallel = %s\n' "$$(nproc)" > $(VENV)/build_ext.cfg
 ifeq ($(TORCH),cpu)
-	DIST_EXTRA_CONFIG=$(abspath $(VENV))/build_ext.cfg $(UV) pip install -q --compile-bytecode --python $(PY) -e '.[dev]' -c constraints.txt $(PINS) $(if $(FIND_LINKS),--find-links $(FIND_LINKS))
+	DIST_EXTRA_CONFIG=$(abspath $(VENV))/build_ext.cfg $(UV) pip install -q --python $(PY) -e '.[dev]' -c constraints.txt $(PINS) $(if $(FIND_LINKS),--find-links $(FIND_LINKS))
 	@$(PY) -c "import torch, sys; sys.exit('augdag: a CUDA torch was installed where the CPU wheel was expected' if torch.version.cuda else 0)"
 else
-	DIST_EXTRA_CONFIG=$(abspath $(VENV))/build_ext.cfg $(UV) pip install -q --compile-bytecode --python $(PY) -e '.[dev]' -c constraints.txt $(PINS)
+	DIST_EXTRA_CONFIG=$(abspath $(VENV))/build_ext.cfg $(UV) pip install -q --python $(PY) -e '.[dev]' -c constraints.txt $(PINS)
 endif
 	@rm -f $(VENV)/.installed-*; touch $@
 
@@ -51,8 +51,11 @@ kenlm: $(VENV)/bin/lmplz $(VENV)/bin/build_binary
 $(VENV)/bin/lmplz $(VENV)/bin/build_binary &: | $(VENV)/pyvenv.cfg debian-packages
 	scripts/build_kenlm.sh $(VENV)/bin
 
-# --compile-bytecode: this machine sets PYTHONDONTWRITEBYTECODE, so without .pyc files every process
-# recompiles what it imports (`import fairseq` 14 s instead of 4 s).
+# Bytecode: this machine sets PYTHONDONTWRITEBYTECODE, so without .pyc files every process recompiles what it
+# imports (`import fairseq` 14 s instead of 4 s). uv's --compile-bytecode compiles all 24,764 files of the venv
+# (88 CPU-s, a fifth of a fresh install); instead the commands make runs write the .pyc of what they import,
+# once (3,465 files for the demo, ~10 CPU-s), and every later process reads them.
+unexport PYTHONDONTWRITEBYTECODE
 
 # A GPU machine: the same pins, torch 2.13.0 from PyPI (CUDA build) instead of the local CPU wheel.
 install-gpu:
@@ -87,7 +90,7 @@ test-e2e: install $(VENV)/.installed-ray
 	$(PYTEST) -m e2e
 
 $(VENV)/.installed-ray: $(VENV)/.installed-$(TORCH)
-	$(UV) pip install -q --compile-bytecode --python $(PY) -e '.[dev,ray]' -c constraints.txt $(PINS) $(if $(FIND_LINKS),--find-links $(FIND_LINKS))
+	$(UV) pip install -q --python $(PY) -e '.[dev,ray]' -c constraints.txt $(PINS) $(if $(FIND_LINKS),--find-links $(FIND_LINKS))
 	@touch $@
 
 constraints:

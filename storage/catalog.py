@@ -49,7 +49,7 @@ from storage.catalog_io.stoppable import env_timeout, stoppable
 from storage.dropped import VIEW as DROPPED_VIEW
 from storage.dropped import dropped_view_sql, has_drops
 from storage.engines import OFFLINE, attach, detach
-from storage.integrity import check_served
+from storage.integrity import check_served, missing_part
 from storage.registration import Registration, flush_deferred, insert_lineage
 from storage.run_records import RunRecords
 from storage.schemas import CURRENT_SQL, VIEW_KEY_SQL, VIEW_SCHEMAS, has_schema, insert_stage_runs, paired_view, view_key
@@ -207,7 +207,7 @@ class Catalog(RunRecords):
             except duckdb.Error as e:
                 if not sandbox:
                     raise
-                raise sandbox_error(e, self.root, self.stores) from None  # the user's query: one line, exit 2
+                raise missing_part(e) or sandbox_error(e, self.root, self.stores) from None  # one line, exit 2
 
     # -- writes (the flow driver only) ---------------------------------------------------------------
 

@@ -202,7 +202,7 @@ def sql(
     except AugdagError as e:
         fail(e)
     except Exception as e:  # a DuckDB error in the user's query is bad usage, not a failed run
-        fail(missing_part(e) or CatalogError(f"query failed: {e}"))  # a deleted part: one line naming it
+        fail(missing_part(e) or CatalogError(f"query failed: {e}"))
     if output is None:
         return
     try:

@@ -82,7 +82,8 @@ def test_inputs_on_s3_gzipped_or_not_are_read_as_the_same_bytes_on_disk(prefect_
     mono_sql = "SELECT text, line FROM mono ORDER BY line"
     assert Catalog(tmp_path / "remote").query(mono_sql).to_pylist() == Catalog(tmp_path / "local").query(mono_sql).to_pylist()
     params = Catalog(tmp_path / "remote").query("SELECT params FROM artifacts WHERE stage = 'read' AND dataset = 'pairs'")
-    assert json.loads(params["params"][0].as_py())["conf"]["src"] == f"{bucket}/corpus/train.en.gz"  # named as written
+    read = json.loads(params["params"][0].as_py())  # content-addressed (issue 48): the bytes, not where they are
+    assert "src" not in read["conf"] and read["compression"]["src"] == "gzip"
     # cached on a second run: the object's sha256 is remembered under its URI, size and time
     again = _ingest(
         tmp_path,

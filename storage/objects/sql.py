@@ -171,7 +171,9 @@ def schemes_of(paths: Iterable[Loc]) -> set[str]:
 
 
 def forget() -> None:
-    """Forget what this process knows of the stores' objects (a test that changes the endpoint)."""
+    """Forget what this process knows of the stores' objects and DuckDB's filesystems, each bound to the endpoint it
+    was made with (a test that changes the endpoint)."""
     _INFO.clear()
+    duckdb_filesystem.cache_clear()
     with _HANDLES_LOCK:
         _HANDLES.clear()

@@ -20,6 +20,11 @@ from conf.errors import ConfError, InputError
 SIZES = (3000, 1, 2499, 4500)
 
 
+# Workers start as fresh interpreters: a worker forked from a pytest process inherits what other tests left in it
+# (signal handlers, object-store filesystems bound to a dead endpoint, held locks) and died of it under xdist.
+FRESH_WORKERS = {"multiprocessing_context": "spawn"}
+
+
 def write_parts(directory: Path, sizes=SIZES, row_group_size: int = 700, pad: int = 0) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     paths, start = [], 0
@@ -46,7 +51,7 @@ def one_epoch(paths, *, seed, epoch, world_size=2, num_workers=2, batch_size=128
         ds = torch_dataset(paths, batch_size=batch_size, shuffle_seed=seed, rank=rank, world_size=world_size)
         ds.set_epoch(epoch)
         rows: list[int] = []
-        for batch in ds.loader(num_workers=num_workers):
+        for batch in ds.loader(num_workers=num_workers, **FRESH_WORKERS):
             assert len(batch["uid"]) <= batch_size
             rows += batch["n"].tolist()
         ranks.append(rows)
@@ -67,12 +72,12 @@ def test_torch_dataset_two_workers_two_ranks_read_every_row_once_in_one_order_pe
         assert other[0] != first[0] and other[1] != first[1]
     # one loader for every epoch: set_epoch reaches its workers; a plain DataLoader gives the same rows in order
     ds = torch_dataset(paths, batch_size=128, shuffle_seed=7, rank=1, world_size=2)
-    loader, global_rng = ds.loader(num_workers=2), torch.random.get_rng_state()
+    loader, global_rng = ds.loader(num_workers=2, **FRESH_WORKERS), torch.random.get_rng_state()
     assert [n for b in loader for n in b["n"].tolist()] == first[1]
     assert torch.equal(torch.random.get_rng_state(), global_rng)  # torch's global generator: not drawn from
     ds.set_epoch(1)
     assert [n for b in loader for n in b["n"].tolist()] == next_epoch[1]
-    plain = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)  # default_convert: the same, slower
+    plain = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, **FRESH_WORKERS)  # default_convert: the same, slower
     assert torch.cat([b["n"] for b in plain]).tolist() == next_epoch[1]
 
 
@@ -170,7 +175,7 @@ def test_loaders_read_parts_on_an_object_store(tmp_path, s3_env):
         objects.put_bytes(path.read_bytes(), uris[-1])
     ds = torch_dataset(uris, columns=["n"], batch_size=64, shuffle_seed=5)
     assert sorted(torch.cat([b["n"] for b in ds]).tolist()) == list(range(500))
-    assert sorted(torch.cat([b["n"] for b in ds.loader(num_workers=2, timeout=60)]).tolist()) == list(range(500))
+    assert sorted(torch.cat([b["n"] for b in ds.loader(num_workers=2, timeout=60, **FRESH_WORKERS)]).tolist()) == list(range(500))
     hf = hf_dataset(uris, columns=["uid", "n"], info={"run": "r1", "artifacts": [], "lineage_columns": ["uid"]},
                     cache_dir=tmp_path / "hf")  # fmt: skip
     assert hf["n"] == list(range(500)) and hf["uid"][499] == "u0000499"

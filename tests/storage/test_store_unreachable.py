@@ -47,6 +47,7 @@ def store_at(monkeypatch):
         for k, v in {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s", "AWS_REGION": "us-east-1"}.items():
             monkeypatch.setenv(k, v)
         monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+        objects.reset()  # a filesystem an earlier test made is bound to its endpoint
         objects.configure(SimpleNamespace(**{"connect_timeout_s": 2.0, "read_timeout_s": 1.0, "retries": 0, **timeouts}))
         return f"http://127.0.0.1:{port}"
 

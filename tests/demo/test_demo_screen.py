@@ -170,8 +170,14 @@ def test_a_run_of_one_pipeline_lists_its_own_stages_not_those_another_made_issue
     done = augdag(tmp_path, "run", "rejuvenation", "--config", "demo", "--cache", str(cache), *sets, **env)
     assert done.returncode == 0, done.stdout + done.stderr
     cells = [[c.strip() for c in line.split("│")[1:-1]] for line in done.stdout.splitlines()]
-    assert [c[0] for c in cells if c] == REJUVENATION_STAGES
-    assert re.search(r"^\(and 18 stage\(s\) cached from ingest, (\w+, )?self_training: -v lists them\)$", done.stdout, re.M)
+    listed = [c[0] for c in cells if c]
+    # a stage both pipelines use (the identification model and its validation sample) is rejuvenation's or
+    # self_training's, whichever of the night's threads made it first: listed here only in the first case
+    extra = [s for s in listed if s not in REJUVENATION_STAGES]
+    assert [s for s in listed if s in REJUVENATION_STAGES] == REJUVENATION_STAGES, listed
+    assert not {"read", "duplicates", "clean", "filter_chain"} & set(extra)
+    others = re.search(r"^\(and (\d+) stage\(s\) cached from (ingest[\w, ]*): -v lists them\)$", done.stdout, re.M)
+    assert others and 0 < int(others[1]) <= 33 - len(listed), done.stdout  # -v: 33 (a stage reused is a row again)
     verbose = augdag(tmp_path, "-v", "run", "rejuvenation", "--config", "demo", "--cache", str(cache), *sets, **env)
     assert verbose.returncode == 0, verbose.stdout + verbose.stderr
     stages = [c[0] for c in ([c.strip() for c in line.split("│")[1:-1]] for line in verbose.stdout.splitlines()) if c]

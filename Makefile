@@ -33,14 +33,20 @@ $(VENV)/pyvenv.cfg:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install -q uv
 	$(UV) venv -q --allow-existing --python 3.11 $(VENV)
 
-# setuptools reads DIST_EXTRA_CONFIG: `build_ext --parallel N` compiles fairseq-fixed's extensions N at a time
+# setuptools reads DIST_EXTRA_CONFIG: `build_ext --parallel N` compiles fairseq-fixed's extensions N at a time. Not
+# with ninja: torch's BuildExtension then writes every extension's build.ninja to the same file, and two at once lose
+# an object file ("ninja: warning: premature end of file", then `ld: cannot find token_block_utils_fast.o`; seen on a
+# fresh machine). A `ninja` that fails, first on the build's PATH, makes torch use its distutils compile (per-file,
+# safe in parallel).
+BUILD_ENV = DIST_EXTRA_CONFIG=$(abspath $(VENV))/build_ext.cfg PATH=$(abspath $(VENV))/build-bin:$$PATH
 $(VENV)/.installed-$(TORCH): pyproject.toml constraints.txt build-constraints.txt excludes.txt | $(VENV)/pyvenv.cfg
 	@printf '[build_ext]\nparallel = %s\n' "$$(nproc)" > $(VENV)/build_ext.cfg
+	@mkdir -p $(VENV)/build-bin && printf '#!/bin/sh\nexit 1\n' > $(VENV)/build-bin/ninja && chmod +x $(VENV)/build-bin/ninja
 ifeq ($(TORCH),cpu)
-	DIST_EXTRA_CONFIG=$(abspath $(VENV))/build_ext.cfg $(UV) pip install -q --python $(PY) -e '.[dev]' -c constraints.txt $(PINS) $(if $(FIND_LINKS),--find-links $(FIND_LINKS))
+	$(BUILD_ENV) $(UV) pip install -q --python $(PY) -e '.[dev]' -c constraints.txt $(PINS) $(if $(FIND_LINKS),--find-links $(FIND_LINKS))
 	@$(PY) -c "import torch, sys; sys.exit('augdag: a CUDA torch was installed where the CPU wheel was expected' if torch.version.cuda else 0)"
 else
-	DIST_EXTRA_CONFIG=$(abspath $(VENV))/build_ext.cfg $(UV) pip install -q --python $(PY) -e '.[dev]' -c constraints.txt $(PINS)
+	$(BUILD_ENV) $(UV) pip install -q --python $(PY) -e '.[dev]' -c constraints.txt $(PINS)
 endif
 	@rm -f $(VENV)/.installed-*; touch $@
 

@@ -16,7 +16,17 @@ import numpy as np
 from conf.errors import ConfError
 
 CHUNK_ROWS = 50_000
-STREAMS = {"train": 1, "test": 2, "mono": 3, "labeled": 4, "slots": 5, "labeled_test": 6, "slots_test": 7}
+STREAMS = {
+    "train": 1,
+    "test": 2,
+    "mono": 3,
+    "labeled": 4,
+    "slots": 5,
+    "labeled_test": 6,
+    "slots_test": 7,
+    "slots_small": 8,
+    "slots_small_test": 9,
+}
 BAD_STREAM = 99  # the stream of the planted bad lines' offsets (demo/corruptions.py)
 
 

@@ -53,14 +53,14 @@ _SLOT_TEMPLATES = [
 _UNIT = re.compile(r"\(([^)]*)\)|\[([^\]]*)\]|\{([^}]*)\}|(\S+)")
 
 
-def _units(template: str) -> list[tuple[str, object]]:
+def parse_units(template: str) -> list[tuple[str, object]]:
     """("alt", [words lists]) | ("opt", units) | ("slot", name) | ("word", word), in order."""
     out: list[tuple[str, object]] = []
     for alt, opt, slot, word in _UNIT.findall(template):
         if alt:
             out.append(("alt", [a.split() for a in alt.split("|")]))
         elif opt:
-            out.append(("opt", _units(opt)))
+            out.append(("opt", parse_units(opt)))
         elif slot:
             out.append(("slot", slot))
         else:
@@ -68,19 +68,26 @@ def _units(template: str) -> list[tuple[str, object]]:
     return out
 
 
-_TEMPLATES = [_units(t) for t in _SLOT_TEMPLATES]
+_TEMPLATES = [parse_units(t) for t in _SLOT_TEMPLATES]
 _VALUES = {slot: values.split() for slot, values in _SLOT_VALUES.items()}
 
 
-def _draws(units: list[tuple[str, object]]) -> int:
-    return sum(1 + _draws(u) if kind == "opt" else kind != "word" for kind, u in units)
+def draws_of(units: list[tuple[str, object]]) -> int:
+    """The uniforms a row of ``units`` draws: one per alternative, option and slot (an option's own as well)."""
+    return sum(1 + draws_of(u) if kind == "opt" else kind != "word" for kind, u in units)
 
 
-_WIDTH = 1 + max(_draws(t) for t in _TEMPLATES)
+_WIDTH = 1 + max(draws_of(t) for t in _TEMPLATES)
 
 
-def _fill(units, u, at: int, tokens: list[str], tags: list[str]) -> int:
-    """Append the units' words and tags drawing from ``u[at:]``; returns the next unused draw."""
+def uniform_value(slot: str, x: float) -> str:
+    """The value of ``slot`` that uniform ``x`` picks, each of its values equally likely."""
+    return _VALUES[slot][int(x * len(_VALUES[slot]))]
+
+
+def fill(units, u, at: int, tokens: list[str], tags: list[str], pick=uniform_value) -> int:
+    """Append the units' words and tags drawing from ``u[at:]``; returns the next unused draw. ``pick(slot, x)`` is
+    the value of ``slot`` for the uniform ``x`` (default: uniformly among this grammar's values)."""
     for kind, unit in units:
         if kind == "word":
             tokens.append(unit)
@@ -93,12 +100,12 @@ def _fill(units, u, at: int, tokens: list[str], tags: list[str]) -> int:
             tags += ["O"] * len(words)
         elif kind == "opt":
             sub: tuple[list[str], list[str]] = ([], [])
-            at = _fill(unit, u, at, *sub)
+            at = fill(unit, u, at, *sub, pick=pick)
             if x < 0.5:
                 tokens += sub[0]
                 tags += sub[1]
         else:
-            words = _VALUES[unit][int(x * len(_VALUES[unit]))].split("_")
+            words = pick(unit, x).split("_")
             tokens += words
             tags += [f"B-{unit}"] + [f"I-{unit}"] * (len(words) - 1)
     return at
@@ -111,7 +118,7 @@ def slots_chunks(n: int, seed: int, stream: str = "slots") -> Iterator[list[str]
         for row in u:
             tokens: list[str] = []
             tags: list[str] = []
-            _fill(_TEMPLATES[int(row[0] * len(_TEMPLATES))], row, 1, tokens, tags)
+            fill(_TEMPLATES[int(row[0] * len(_TEMPLATES))], row, 1, tokens, tags)
             lines.append(json.dumps({"tokens": tokens, "tags": tags}, ensure_ascii=False))
         yield lines
 

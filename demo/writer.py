@@ -19,6 +19,7 @@ from demo.labeled import labeled_chunks
 from demo.mono import mono_chunks
 from demo.noise import NOISE_REASONS, noise_lines, plant
 from demo.slots import slots_chunks
+from demo.slots_small import SMALL_SLOTS_ROWS, small_slots_chunks
 
 _DEFAULT = DemoConf()
 
@@ -39,6 +40,8 @@ class DemoPaths:
     lexicon: Path  # TSV en, de, p of the true table; an empty de is the null translation
     labeled_test: Path  # held out: the classifier of train_classifier is evaluated on it
     slots_test: Path  # held out: the tagger of train_slot_tagger is evaluated on it
+    slots_small: Path  # the ATIS-small-like set (demo/slots_small.py): c2c and the slot taggers train on it
+    slots_small_test: Path  # held out: its taggers are evaluated on it
 
     @classmethod
     def at(cls, root: Path) -> DemoPaths:
@@ -54,6 +57,8 @@ class DemoPaths:
             "lexicon.tsv",
             "labeled_test.tsv",
             "slots_test.jsonl",
+            "slots_small.jsonl",
+            "slots_small_test.jsonl",
         ]
         return cls(Path(root), *(Path(root) / name for name in names))
 
@@ -119,8 +124,9 @@ def write_demo(
     A bad bitext pair corrupts one side and leaves its `train.align` line empty; the line count of the
     three bitext files stays equal. With ``bad_rows`` the training bitext also holds the valid noisy pairs
     of `demo.noise.noise_lines` (wrong language, numbers that disagree, copies of test pairs), which the
-    read keeps and the demo profile's corpus filters drop. `test.*`, `labeled_test.tsv`, `slots_test.jsonl`
-    (``test_rows`` rows) and `lexicon.tsv` are always clean. ``write_demo(root, **conf.demo.model_dump())``
+    read keeps and the demo profile's corpus filters drop. `test.*`, `labeled_test.tsv`, `slots_test.jsonl`,
+    `slots_small_test.jsonl` (``test_rows`` rows each), `slots_small.jsonl` (``SMALL_SLOTS_ROWS`` rows, fewer when
+    ``slots_rows`` is less) and `lexicon.tsv` are always clean. ``write_demo(root, **conf.demo.model_dump())``
     writes a profile's demo data.
 
     Args:
@@ -151,6 +157,8 @@ def write_demo(
     _write([paths.slots], slots_chunks(slots_rows, seed), planted["slots"])
     _write([paths.labeled_test], labeled_chunks(test_rows, seed, stream="labeled_test"), {})
     _write([paths.slots_test], slots_chunks(test_rows, seed, stream="slots_test"), {})
+    _write([paths.slots_small], small_slots_chunks(min(SMALL_SLOTS_ROWS, slots_rows), seed), {})
+    _write([paths.slots_small_test], small_slots_chunks(test_rows, seed, stream="slots_small_test"), {})
     lexicon = [f"{en}\t{de}\t{p:g}" for en, t in sorted(TABLE.items()) for de, p in sorted(t.items())]
     _write([paths.lexicon], iter([lexicon]), {})
     by_file = {p.name: planted["bitext"] for p in train}

@@ -30,12 +30,10 @@ import duckdb
 import pyarrow as pa
 
 from conf.at_rest import redact  # no secret at rest: a value from the environment as its ${VAR}
-from storage import objects
 from storage.artifacts import ArtifactRef, part_name, write_part
 from storage.cache_root import (
     ABSOLUTE_PATHS,
     RELATIVE_PATHS,
-    files_sql,
     object_stores,
     present,
     relative,
@@ -43,11 +41,13 @@ from storage.cache_root import (
     set_root,
     view_select,
 )
+from storage.catalog_io import rejects
 from storage.catalog_io.lock import catalog_lock
 from storage.catalog_io.snapshot import snapshot
 from storage.catalog_io.stoppable import env_timeout, stoppable
+from storage.dropped import ROLE as DROPPED_ROLE
 from storage.dropped import VIEW as DROPPED_VIEW
-from storage.dropped import dropped_view_sql, has_drops
+from storage.dropped import dropped_view_sql
 from storage.engines import OFFLINE, attach, detach
 from storage.integrity import check_served, missing_part
 from storage.registration import Registration, flush_deferred, insert_lineage
@@ -80,8 +80,8 @@ CREATE TABLE IF NOT EXISTS models (
 CREATE TABLE IF NOT EXISTS evaluations (
   run_id VARCHAR, model VARCHAR, model_name VARCHAR, testset VARCHAR, metric VARCHAR, score DOUBLE,
   signature VARCHAR, sentences BIGINT, created_at TIMESTAMP, meta JSON);
-CREATE TABLE IF NOT EXISTS rejects (
-  fingerprint VARCHAR, source VARCHAR, file VARCHAR, line BIGINT, reason VARCHAR, detail VARCHAR, content VARCHAR);
+CREATE TABLE IF NOT EXISTS reject_counts (
+  run_id VARCHAR, fingerprint VARCHAR, stage VARCHAR, dataset VARCHAR, reason VARCHAR, rows BIGINT);
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS host VARCHAR;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS pid INTEGER;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS pid_started VARCHAR;
@@ -97,7 +97,7 @@ CREATE OR REPLACE VIEW evaluation_summary AS
          max(p_value) AS p_value, max(ci_low) AS ci_low, max(ci_high) AS ci_high
   FROM evaluations GROUP BY run_id, model_name, testset, arm, metric;
 """  # the ALTERs: the owner of a run (storage.processes), an evaluation's arm, seed and paired test against
-# the baseline, added to catalogs made before they were recorded
+# the baseline, added to catalogs made before they were recorded; `rejects` is a view (storage/catalog_io/rejects.py)
 
 
 class Catalog(RunRecords):
@@ -130,7 +130,7 @@ class Catalog(RunRecords):
             try:
                 set_root(con, self.root)
                 stale = created
-                if created or not self._schema_checked:
+                if checking := created or not self._schema_checked:
                     con.execute(DDL)  # idempotent; once per process and catalog
                     self._schema_checked = True
                     stale = not con.execute(
@@ -140,6 +140,8 @@ class Catalog(RunRecords):
                     ).fetchone()[0]  # a catalog older than the view
                     stale |= con.execute(RELATIVE_PATHS).fetchone()[0] > 0  # a catalog of absolute paths
                 con.execute("BEGIN TRANSACTION")
+                if checking:  # a catalog whose `rejects` was a table: migrated with the views' rebuild, at once
+                    stale |= rejects.migrate(con, self.root)
                 self._views_stale = stale or set()
                 yield con
                 if self._views_stale:
@@ -159,7 +161,7 @@ class Catalog(RunRecords):
         catalog, so no lock is held while it runs; it opens no file outside the cache root and no URL (DuckDB's
         ``allowed_directories`` with external access off), its configuration is locked so that no statement can
         give that back, and Ctrl-C (``KeyboardInterrupt``) or ``query_timeout_s`` (``QueryTimeout``) stops it."""
-        if not self.path.exists() or self._absolute_paths():
+        if not self.path.exists() or self._outdated():
             self._schema_checked = False  # the write's first block creates the tables or makes the paths relative
             with self.write():
                 pass
@@ -176,6 +178,7 @@ class Catalog(RunRecords):
             self.stores = stores = object_stores(con)  # and the artifact prefix of an object store, if any
             if sandbox:
                 check_served(con, self.root)  # what the views serve is as its manifests record (storage/integrity/)
+                rejects.check_served(con, self.root)  # and `rejects` (the parts of artifacts without a view)
                 # in this order: DuckDB refuses allowed_directories once external access is off
                 roots = sorted({f"{self.root}/", f"{self.root.resolve()}/", *stores})  # as views name it, real
                 con.execute("SET allowed_directories = $d", {"d": roots})
@@ -185,13 +188,14 @@ class Catalog(RunRecords):
                 stack.enter_context(stoppable(con, timeout_s=timeout))  # Ctrl-C and the time limit stop it
             yield con
 
-    def _absolute_paths(self) -> bool:
-        """Whether the catalog (an older version's, maybe moved since) stores absolute paths; asked once."""
+    def _outdated(self) -> bool:
+        """Whether the catalog (an older version's, maybe moved since) stores absolute paths or holds `rejects` as a
+        table: a write brings it up to date first; asked once."""
         if self._paths_checked:
             return False
         self._paths_checked = True
         with self._locked(fcntl.LOCK_SH), duckdb.connect(str(self.path), read_only=True, config=DUCKDB_CONFIG) as con:
-            return con.execute(ABSOLUTE_PATHS).fetchone()[0] > 0
+            return con.execute(ABSOLUTE_PATHS).fetchone()[0] > 0 or rejects.needs_migration(con)
 
     def query(self, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None, *, sandbox: bool = False) -> pa.Table:
         """The result of ``sql`` as an Arrow table; ``sandbox`` for a user's SQL (see ``read``), where a
@@ -286,13 +290,7 @@ class Catalog(RunRecords):
             )
             if parents:
                 insert_lineage(con, ref.fingerprint, parents)
-            rejects = [objects.join(ref.dir, f["file"]) for f in manifest["files"] if f["role"] == "rejects" and f["rows"]]
-            if rejects:
-                files = files_sql([str(p) for p in rejects])
-                con.execute(
-                    f"INSERT INTO rejects SELECT $f, source, file, line, reason, detail, content FROM read_parquet({files})",
-                    {"f": ref.fingerprint},
-                )
+            rejects.insert_counts(con, ref, manifest, run_id)  # counted per reason; the lines stay in the parts
         else:
             con.execute(
                 "UPDATE artifacts SET last_run = $run, last_used_at = now() WHERE fingerprint = $f",
@@ -370,9 +368,12 @@ class Catalog(RunRecords):
         return path
 
     def _stale(self, ref: ArtifactRef, manifest: Mapping[str, Any], moved: bool) -> None:
-        """The views a registration moves (its own, `dropped` if it drops rows): rebuilt at commit, the others kept."""
+        """The views a registration moves (its own; `dropped`, `rejects` if it has such parts, even empty ones: it may
+        replace an artifact whose were not): rebuilt at commit, the others kept."""
         if moved and self._views_stale is not True:
-            self._views_stale |= {ref.view, paired_view(ref.view), DROPPED_VIEW if has_drops(manifest) else None} - {None}
+            roles = {f["role"] for f in manifest["files"]}
+            side = {v for v, role in ((DROPPED_VIEW, DROPPED_ROLE), (rejects.VIEW, rejects.ROLE)) if role in roles}
+            self._views_stale |= {ref.view, paired_view(ref.view), *side} - {None}
 
     def _refresh_views(self, con: duckdb.DuckDBPyConnection, only: set[str] | None = None) -> None:
         """Each view (``only`` those) over its current artifacts' parts, named relative to the cache root
@@ -383,7 +384,7 @@ class Catalog(RunRecords):
             f"FROM artifacts WHERE view IS NOT NULL {CURRENT_SQL} ORDER BY view, stage, dataset"
         ).fetchall()
         artifacts: dict[str, list[tuple[list[str], bool]]] = {v: [] for v in BASE_VIEWS}
-        for view, path, n_shards, uniform in current:
+        for view, path, n_shards, uniform in (c for c in current if only is None or c[0] in only):  # a stat per part
             parts = [p for p in (f"{path}/{part_name(i)}" for i in range(n_shards)) if present(resolve(self.root, p))]
             artifacts.setdefault(view, []).append((parts, uniform))
         for view in (v for v in sorted(artifacts) if only is None or v in only):
@@ -392,3 +393,5 @@ class Catalog(RunRecords):
                 con.execute(f'CREATE OR REPLACE VIEW "{view}" AS {select}')
         if only is None or DROPPED_VIEW in only:
             con.execute(dropped_view_sql(con, self.root))
+        if only is None or rejects.VIEW in only:
+            con.execute(rejects.rejects_view_sql(con, self.root))

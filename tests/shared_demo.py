@@ -2,9 +2,9 @@
 
 Two sizes (``DEMOS``): ``demo_run``, the demo as the README runs it (`make test-e2e`: its models must learn,
 ~4 minutes, ~300 CPU-s on 2 cores), and ``tiny_demo_run``, `augdag demo` with demo/tiny.py's overrides (`make
-test`: every pipeline at once on 300 pairs, ~75 s, ~80 CPU-s), the night that `make test`'s crash and resume
-tests compare against. A demo is minutes of wall time but under one core on average: its pipelines wait on each
-other's models. Run as a test, it held a pytest worker idle for those minutes; started with the session (by
+test`: every pipeline at once on 300 pairs, ~110 s, ~140 CPU-s alone on 2026-12-02's host), the night that `make
+test`'s crash and resume tests compare against. A demo is minutes of wall time but under one core on average: its
+pipelines wait on each other's models. Run as a test, it held a pytest worker idle for those minutes; started with the session (by
 whichever xdist worker gets there first, the others find it running), it overlaps with every other test, and the
 tests marked with its marker wait for its result. The test processes lower their own priority once one is
 started (TESTS_NICE). It starts only when such a test is selected, and exactly as a user runs it: `augdag demo`

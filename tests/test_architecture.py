@@ -69,3 +69,22 @@ def test_every_public_function_of_flows_and_tasks_says_what_it_does():
                     ):
                         missing.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name}")
     assert missing == []
+
+
+def test_no_pipeline_or_stage_prints_to_stdout():
+    """A flow's lines go to its run logger (``flows.engine.replay.run_logger``), never ``print``: Prefect's
+    ``log_prints`` swaps ``builtins.print`` for the whole process while a flow runs and puts back what it found when
+    that flow ends, so with two pipelines of a night in threads one's prints could reach the terminal, text and newline
+    in two writes between the CLI's lines (the likely cause of the empty line CI's tiny demo printed among them)."""
+    homes = ("flows/pipelines", "flows/engine", "flows/reports", "tasks", "storage", "models")
+    found = [
+        f"{path.relative_to(REPO)}:{node.lineno}"
+        for path in _modules()
+        if str(path.relative_to(REPO)).startswith(homes)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "print"
+        and not any(k.arg == "file" for k in node.keywords)
+    ]
+    assert found == []

@@ -111,6 +111,8 @@ class TrainNMTConf(ConfModel):
     student: NMTConf = NMTConf()
     beam: int = Field(5, ge=1)
     lenpen: float = 1.0
+    parallel_arms: int = Field(1, ge=1)  # arms whose students train at once, each in its own fairseq process (a CPU
+    # machine whose tiny students leave cores idle: 2; one GPU: 1); the models are the same either way
 
     def test_datasets(self) -> list[str]:
         """The dataset of each ``tests`` entry (a noised set's: the one it noises)."""

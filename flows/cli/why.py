@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+import duckdb
 import typer
 from rich.markup import escape
 
@@ -14,7 +15,8 @@ from storage.artifacts import part_name
 from storage.cache_root import resolve
 from storage.catalog import Catalog
 from storage.dropped import VIEW, RowPath, row_path
-from storage.integrity import check_files
+from storage.integrity import check_files, missing_part
+from storage.sql_guard import query_error
 
 
 @app.command()
@@ -34,6 +36,8 @@ def why(
         columns = row_text(catalog, source, line)
     except AugdagError as e:
         fail(e)
+    except duckdb.Error as e:  # a part deleted under a view (`rejects` names it: storage/catalog_io/rejects.py)
+        fail(missing_part(e) or query_error(e))
     for text in describe(path, columns):
         out.print(text, highlight=False, soft_wrap=True)
 

@@ -53,6 +53,7 @@ class Effect:
         effect: The difference with its p, in flows/reports/verdicts.py's wording: ``+0.4 BLEU (p = 0.001)``.
         caveat: What limits the reading: seeds and what a p resamples, a baseline under its floor or at chance.
         seeds: Seeds per arm.
+        testset: The test set it was measured on ("" where the pipeline has one).
     """
 
     model: str
@@ -60,6 +61,7 @@ class Effect:
     effect: str
     caveat: str
     seeds: int
+    testset: str = ""
 
 
 Headlines = Callable[[Mapping[str, Any]], Headline]

@@ -43,14 +43,15 @@ def heldout_rows(run: Run, conf: AugdagConf) -> dict[str, tuple[pa.Table, tuple[
 
 
 def check_heldout_overlap(
-    run: Run, conf: AugdagConf, key: str, rows: pa.Table, fields: Sequence[str], *, exact: bool = False
+    run: Run, conf: AugdagConf, key: str, rows: pa.Table, fields: Sequence[str], *, exact: bool = False, drop: bool = False
 ) -> pa.Table:
     """The overlaps of training input ``rows`` (its text ``fields``), named by its profile ``key``
     (``train_nmt.experiments.all.mix``), with the profile's held-out sets, recorded (none too: the view shows each
     input's last check); a ``ConfError`` (one line: the input, every set it reaches with its count, where the pairs
     are) when a set not in ``heldout.allow_overlap`` is hit.
     ``exact``: equal lines only (threshold 1), for slot utterances, short templated commands whose near neighbours
-    differ in the slot values a tagger is tested on ("will i need a coat tomorrow" / "... next tuesday")."""
+    differ in the slot values a tagger is tested on ("will i need a coat tomorrow" / "... next tuesday").
+    ``drop``: the caller leaves the overlapping rows out (``without_overlaps``): a warning instead of the error."""
     heldout = heldout_rows(run, conf)
     if not heldout or rows.num_rows == 0:
         return heldout_overlaps(rows.slice(0, 0), fields, {})
@@ -60,7 +61,8 @@ def check_heldout_overlap(
         rows, fields, heldout, threshold=threshold, shingle=h.shingle, n=h.n, num_perm=h.num_perm, seed=h.seed
     )
     record = found.append_column("input", pa.repeat(pa.scalar(key), found.num_rows))
-    params = {"input": key, "fields": list(fields), "check": {**h.model_dump(exclude={"allow_overlap"}), "threshold": threshold}}
+    check = {**h.model_dump(exclude={"allow_overlap", "on_overlap"}), "threshold": threshold}
+    params = {"input": key, "fields": list(fields), "check": check}
     run_source_stage(
         run,
         name=VIEW,
@@ -81,19 +83,44 @@ def check_heldout_overlap(
         sets = ", ".join(f"{name!r} ({counts[name]:,} distinct rows)" for name in names)
         return f"{key} overlaps the held-out set{'s' if len(names) > 1 else ''} {sets} ({rule})"
 
-    allowed = sorted(n for n in counts if n in h.allow_overlap)
-    if allowed:
-        warning = f"{line(allowed)}; allowed by heldout.allow_overlap. The pairs: {where}"
-        run_logger().warning("%s", warning)
-        if warning not in run.warnings:
-            run.warnings.append(warning)
-    if refused := sorted(n for n in counts if n not in h.allow_overlap):
+    if allowed := sorted(n for n in counts if n in h.allow_overlap):
+        _warn(run, f"{line(allowed)}; allowed by heldout.allow_overlap. The pairs: {where}")
+    refused = sorted(n for n in counts if n not in h.allow_overlap)
+    if refused and drop:
+        _warn(run, f"{line(refused)}: left out with their copies (heldout.on_overlap: drop; `dropped`). The pairs: {where}")
+    elif refused:
         raise ConfError(
             f"{line(refused)}: a score on data a model learnt from is not a held-out score. The pairs: {where}. Hint: "
-            "select without them (WHERE source = '<training dataset>'), switch on ingest.clean.decontaminate, or "
-            f"allow it on purpose with heldout.allow_overlap: [{', '.join(refused)}]"
+            "select without them (WHERE source = '<training dataset>'), switch on ingest.clean.decontaminate, leave them "
+            "out of a train_nmt mix (heldout.on_overlap: drop), or allow it on purpose with heldout.allow_overlap: "
+            f"[{', '.join(refused)}]"
         )
     return found
+
+
+def _warn(run: Run, warning: str) -> None:
+    run_logger().warning("%s", warning)
+    if warning not in run.warnings:
+        run.warnings.append(warning)
+
+
+def without_overlaps(rows: pa.Table, found: pa.Table, allowed: Sequence[str]) -> dict[str, pa.Table]:
+    """``rows`` (role part) without those ``found`` overlapping a held-out set not ``allowed`` and without their
+    copies (``found`` lists a distinct (src, tgt) once), and those rows (role dropped, when any) with a ``reason``
+    (test_overlap) and a ``detail`` (the first set, line, side and Jaccard found for each), both in input order."""
+    hits = found.filter(pc.invert(pc.is_in(found["heldout"], value_set=pa.array(list(allowed), pa.string()))))
+    keys = pc.binary_join_element_wise(rows["src"], rows["tgt"], "\x00")
+    first: dict[str, str] = {}
+    for h in hits.to_pylist():
+        key = keys[h["row"]].as_py()
+        first.setdefault(key, f"{h['heldout']} line {h['heldout_line']} ({h['side']}, Jaccard {h['jaccard']:.2f})")
+    if not first:
+        return {"part": rows}
+    mask = pc.is_in(keys, value_set=pa.array(list(first), pa.string()))
+    dropped = rows.filter(mask)
+    details = pa.array([first[k] for k in keys.filter(mask).to_pylist()], pa.string())
+    dropped = dropped.append_column("reason", pa.array(["test_overlap"] * len(details), pa.string()))
+    return {"part": rows.filter(pc.invert(mask)), "dropped": dropped.append_column("detail", details)}
 
 
 def check_heldout_dataset(run: Run, conf: AugdagConf, key: str, ref: ArtifactRef) -> pa.Table:

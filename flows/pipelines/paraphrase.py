@@ -21,6 +21,7 @@ from conf.schema import AugdagConf, ParaphraseConf
 from flows.engine.driver import Run, run_stage
 from flows.engine.recording import artifact_rows
 from flows.engine.registry import Headline
+from flows.engine.replay import run_logger
 from flows.engine.runners import FlowConf, pipeline_flow
 from flows.pipelines.ingest import ingest_dataset
 from flows.pipelines.nmt import configured_model, nmt_model
@@ -228,7 +229,7 @@ def paraphrase_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | 
         "models": result.models,
         "ran": result.ran,
     }
-    print("paraphrase models: " + "; ".join(f"{k}: {v}" for k, v in result.ran.items()))
+    run_logger().info("paraphrase models: " + "; ".join(f"{k}: {v}" for k, v in result.ran.items()))
     return run.finish(extra={"paraphrase": summary, "reports": reports})
 
 

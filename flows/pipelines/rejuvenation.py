@@ -21,6 +21,7 @@ from conf.schema import AugdagConf, RejuvenationConf
 from flows.engine.driver import ModelRef, Run, run_stage
 from flows.engine.recording import artifact_rows
 from flows.engine.registry import Headline
+from flows.engine.replay import run_logger
 from flows.engine.runners import FlowConf, pipeline_flow
 from flows.pipelines.heldout import check_heldout_dataset
 from flows.pipelines.ingest import ingest_dataset
@@ -75,7 +76,7 @@ def rejuvenate_bitext(run: Run, conf: AugdagConf) -> Rejuvenated:
             lenpen=rejuvenation.lenpen,
         )
     }
-    print(model_line(validation["identification"]))
+    run_logger().info(model_line(validation["identification"]))
     gate(run, validation["identification"], rejuvenation.identification, key="rejuvenation.identification")
     ident_loading = loading(rejuvenation.identification)
     scores = run_stage(
@@ -145,7 +146,7 @@ def rejuvenate_inactive(
             score = validate_nmt(
                 run, fwd, section.rejuvenation, active, role="rejuvenation", beam=section.beam, lenpen=section.lenpen, label=label
             )
-            print(model_line(score))
+            run_logger().info(model_line(score))
             gate(run, score, section.rejuvenation, key="rejuvenation.rejuvenation")
     if section.direction in ("backward", "both"):  # a target → source model: trained on the active pairs, reversed
         bwd = nmt_model(run, section.rejuvenation, name="rejuvenation_backward", train_on=active, reverse=True)

@@ -12,6 +12,7 @@ train_nmt then mixes them with SQL, e.g. ``SELECT src, tgt FROM robust_bitext`` 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,7 +29,7 @@ from storage.artifacts import ArtifactRef
 from tasks.robustness.mono import ROBUST_TEXT, mono_specs
 from tasks.robustness.spec import parse_modifiers
 from tasks.robustness.stage import ROBUST, needs_alignment
-from tasks.self_training.alignment import ALIGN
+from tasks.self_training.em import align_rounds
 
 EXAMPLES = 3  # rows shown per modifier in the report, beside their originals
 
@@ -43,7 +44,7 @@ def robust_bitext(run: Run, conf: AugdagConf) -> tuple[ArtifactRef, ArtifactRef,
     side = {}
     if needs_alignment(specs):
         aligner = {"lowercase": conf.self_training.lowercase, **conf.self_training.aligner.model_dump()}
-        side["alignment"] = run_stage(run, ALIGN, inputs=[rows], n_shards=1, params=aligner)
+        side["alignment"] = align_rounds(functools.partial(run_stage, run), rows, **aligner)
     robust = run_stage(run, ROBUST, inputs=[rows], side=side, params={"seed": r.seed, "modifiers": r.modifiers})
     made = per_modifier(robust, [s.name for s in specs])
     summary = {"bitext": name, "pairs": artifact_rows(rows), "rows": artifact_rows(robust), "modifiers": made}

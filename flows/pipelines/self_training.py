@@ -13,6 +13,7 @@ teacher (trained on the bitext, or configured) → its BLEU and chrF on 200 bite
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -24,6 +25,7 @@ from flows.engine.driver import ModelRef, Run, run_model_stage, run_stage
 from flows.engine.drop_warnings import dropped_reasons
 from flows.engine.recording import artifact_rows
 from flows.engine.registry import Headline
+from flows.engine.replay import run_logger
 from flows.engine.runners import FlowConf, pipeline_flow
 from flows.pipelines.heldout import check_heldout_dataset
 from flows.pipelines.ingest import ingest_dataset
@@ -35,7 +37,8 @@ from storage.parts import Parts
 from tasks.common import lm as lm_tasks
 from tasks.common.nmt import TRANSLATE_MONO, decode_options, loading, runtime
 from tasks.ingest.clean import DUPLICATES, REASONS
-from tasks.self_training.alignment import ALIGN, FORCE_ALIGN, LEXICON, WORD_UNCERTAINTY
+from tasks.self_training.em import align_rounds
+from tasks.self_training.lexicon import FORCE_ALIGN, LEXICON, LINK_COUNTS, WORD_UNCERTAINTY
 from tasks.self_training.synthetic import CHECKS, SYNTHETIC_CLEAN, check_params, synthetic_language, target_language
 from tasks.self_training.tokenize import TOKENIZE
 from tasks.self_training.uncertainty import BINS, SAMPLE_KEYS, SAMPLED_MONO, SELECT_SAMPLE, SENTENCE_UNCERTAINTY, U_MAX
@@ -95,7 +98,7 @@ def bitext_uncertainty(run: Run, bitext: ArtifactRef, conf: SelfTrainingConf) ->
     scored bitext, tokenised bitext)."""
     lc = {"lowercase": conf.lowercase}
     bitext = tokenized(run, bitext, conf.tokenizer, {"src": "src", "tgt": "tgt"})
-    align = run_stage(run, ALIGN, inputs=[bitext], n_shards=1, params={**lc, **conf.aligner.model_dump()})
+    align = align_rounds(functools.partial(run_stage, run), bitext, **lc, **conf.aligner.model_dump())  # EM over shards
     run.catalog.register_model(  # the aligner is its artifact: both tables (fwd_table, rev_table) and tensions
         align.fingerprint,
         name="fast_align",
@@ -104,7 +107,8 @@ def bitext_uncertainty(run: Run, bitext: ArtifactRef, conf: SelfTrainingConf) ->
         run_id=run.run_id,
         meta={"tables": ["fwd_table-00000.parquet", "rev_table-00000.parquet"], "params": "aligner-00000.parquet"},
     )
-    lexicon = run_stage(run, LEXICON, inputs=[bitext, align], n_shards=1, params=lc)
+    counts = run_stage(run, LINK_COUNTS, inputs=[bitext, align], params=lc)  # part i of each: the same pairs
+    lexicon = run_stage(run, LEXICON, inputs=[counts], n_shards=1, params={})
     words = run_stage(run, WORD_UNCERTAINTY, inputs=[lexicon, bitext], n_shards=1, params=lc)
     scored = run_stage(
         run, SENTENCE_UNCERTAINTY, inputs=[bitext], side={"word_uncertainty": words}, params={"column": "src", **lc}
@@ -252,7 +256,7 @@ def teach(
     the teacher's score, the synthetic pairs' counts per dataset: translated, dropped per reason, kept)."""
     teacher = nmt_model(run, conf.teacher, name="teacher", train_on=sampled.bitext)
     score = validate_nmt(run, teacher, conf.teacher, sampled.bitext, role="teacher", beam=conf.beam, lenpen=conf.lenpen)
-    print(model_line(score))
+    run_logger().info(model_line(score))
     gate(run, score, conf.teacher, key="self_training.teacher")
     target_lm = (
         train_lm(run, sampled.tokenized_bitext, column="tgt", conf=conf, name="target_lm") if conf.filter.lm_drop else None
@@ -281,15 +285,23 @@ def teach(
     # Fig. 6.3 for the monolingual side: coverage from force-aligning each sentence with its translation
     sides = {"src": "src", "tgt": "tgt"}
     pairs = [tokenized(run, ref, conf.tokenizer, sides) for ref in synthetic.values()]
-    aligned = run_stage(
-        run,
-        FORCE_ALIGN,
-        inputs=[*pairs, sampled.alignment],
-        n_shards=1,
-        params={"lowercase": conf.lowercase, "key": "parent_uid"},
-    )
+    aligned = [
+        run_stage(
+            run,
+            FORCE_ALIGN,
+            inputs=[p],
+            side={"alignment": sampled.alignment},
+            params={"lowercase": conf.lowercase, "key": "parent_uid"},
+        )
+        for p in pairs
+    ]
+    several = {"alignments": len(aligned)} if len(aligned) > 1 else {}  # the last inputs of BINS: the alignments
     mono_bins = run_stage(
-        run, BINS, inputs=[*sampled.scored_mono, aligned], n_shards=1, params={"bins": conf.sampling.bins, "aligned": True}
+        run,
+        BINS,
+        inputs=[*sampled.scored_mono, *aligned],
+        n_shards=1,
+        params={"bins": conf.sampling.bins, "aligned": True, **several},
     )
     return synthetic, mono_bins, score, counts
 

@@ -21,6 +21,7 @@ from conf.errors import ConfError
 from conf.schema import AugdagConf
 from flows.engine.driver import ModelRef, Run, run_model_stage
 from flows.engine.registry import Effect, Headline
+from flows.engine.replay import run_logger
 from flows.engine.runners import FlowConf, pipeline_flow
 from flows.pipelines.heldout import check_heldout_overlap
 from flows.pipelines.ingest import ingest_dataset
@@ -64,7 +65,7 @@ def check_levels(curriculum: pa.Table, schedule: str, levels: int, dataset: str)
             f"has none (every candidate was filtered out or none was generated: see the paraphrase run's "
             "shortfall). Hint: lower paraphrase.beta, or use schedule: original"
         )
-    print(f"warning: the curriculum of {dataset!r} has no paraphrases at level(s) {missing}; those steps train on originals only")
+    run_logger().warning(f"the curriculum of {dataset!r} has no paraphrases at level(s) {missing}; those steps use originals")
 
 
 def augmented_rows(catalog: Catalog, augmentation: str, dataset: str, *, m: int, seed: int) -> pa.Table | None:
@@ -181,7 +182,7 @@ def train_and_evaluate(run: Run, conf: AugdagConf) -> dict[str, Any]:
                 },
             )
             for s in scores:
-                print(
+                run_logger().info(
                     f"{s['metric']} = {s['score']:.4f} on {test_name} ({s['sentences']} sentences, {augmentation}, seed {seed})"
                 )
             evaluations += [{"augmentation": augmentation, "seed": seed, **s} for s in scores]

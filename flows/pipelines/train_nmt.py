@@ -13,9 +13,11 @@ Every model is a model stage: an arm whose mix, settings and seed did not change
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import re
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 import duckdb
@@ -27,8 +29,9 @@ from conf.sections.experiments import ArmConf, ContinueConf, NoisedTest, label_o
 from flows.engine import registry
 from flows.engine.driver import ModelRef, Run, run_model_stage, run_source_stage, run_stage
 from flows.engine.registry import Effect, Headline
+from flows.engine.replay import run_logger
 from flows.engine.runners import FlowConf, pipeline_flow
-from flows.pipelines.heldout import check_heldout_overlap
+from flows.pipelines.heldout import check_heldout_overlap, without_overlaps
 from flows.pipelines.ingest import ingest_dataset
 from flows.pipelines.nmt import converted, nmt_model
 from flows.reports.train_nmt_report import arm_summary, publish_report
@@ -87,19 +90,24 @@ def arm_data(
     table = Mix(select_mix(run, mix, f"{key}.mix"), copies, arm=arm, phase=phase, key=key).table()
     if table.num_rows == 0:
         raise ConfError(f"{key}.mix: the queries selected no rows ({', '.join(mix)})")
-    check_heldout_overlap(run, conf, f"{key}.mix", table, ("src", "tgt"))
+    drop = conf.heldout.on_overlap == "drop"
+    found = check_heldout_overlap(run, conf, f"{key}.mix", table, ("src", "tgt"), drop=drop)
+    outputs = without_overlaps(table, found, conf.heldout.allow_overlap) if drop else {"part": table}
+    table = outputs["part"]
+    counts = {c["values"]: c["counts"] for c in pc.value_counts(table["source"]).to_pylist()}
+    if empty := [name for name in mix if not counts.get(name)]:  # the arm would be another arm under a new name
+        raise ConfError(f"{key}.mix.{empty[0]}: the query selected no rows (`augdag sql` shows what it selects)")
     ref = run_source_stage(
         run,
         name="training_mix",
         version=MIX_VERSION,
-        produce=lambda: iter([(0, table)]),
+        produce=lambda: iter([(0, outputs)]),
         params={"arm": arm, "phase": phase, "mix": mix, "copies": copies},
         input_fingerprint=content_hash(table),
         view="training_mix",
         dataset=f"train_nmt.{arm}" + (".continue" if phase == "continue" else ""),
     )
-    counts = {c["values"]: c["counts"] for c in pc.value_counts(table["source"]).to_pylist()}
-    return ref, {name: counts.get(name, 0) for name in mix}
+    return ref, {name: counts[name] for name in mix}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,10 +239,8 @@ def evaluate_students(
             meta=evaluation_meta(arms[s.arm], conf, [paired[(s.arm, e["metric"])] for e in mine], s),
         )
         for e in mine:
-            print(
-                f"{e['metric']} = {e['score']:.2f} on {test_name} ({e['sentences']} sentences; arm {s.arm}, seed "
-                f"{s.seed})  {e['signature']}"
-            )
+            said = f"({e['sentences']} sentences; arm {s.arm}, seed {s.seed})  {e['signature']}"
+            run_logger().info(f"{e['metric']} = {e['score']:.2f} on {test_name} {said}")
         rows += [{"testset": test_name, "arm": s.arm, "seed": s.seed, "model": s.trained.fingerprint, **e} for e in mine]
     return rows, tests
 
@@ -260,15 +266,25 @@ def evaluation_meta(arm: dict[str, Any], conf: AugdagConf, tests: list[dict[str,
     }
 
 
+def trained_arms(run: Run, conf: AugdagConf, arms: Mapping[str, ArmConf]) -> dict[str, tuple[list[Student], dict[str, Any]]]:
+    """``train_arm`` of every arm in the arms' order, ``train_nmt.parallel_arms`` at once (threads in copies of this
+    context, each waiting on its fairseq process); a failed arm raises once all have ended (the rest is cached)."""
+    workers = min(conf.train_nmt.parallel_arms, len(arms))
+    if workers <= 1:
+        return {name: train_arm(run, conf, name, arm) for name, arm in arms.items()}
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="train_nmt") as pool:
+        futures = {n: pool.submit(contextvars.copy_context().run, train_arm, run, conf, n, a) for n, a in arms.items()}
+        wait(futures.values())
+    return {name: future.result() for name, future in futures.items()}
+
+
 def train_and_evaluate(run: Run, conf: AugdagConf) -> dict[str, Any]:
     """Train the students of every arm and seed, then score them on every test set with paired significance
     against the baseline arm; returns the run's ``train_nmt`` summary."""
     train_nmt = conf.train_nmt
     tests = conf.train_nmt_test()
-    students, arms = [], {}
-    for name, arm in train_nmt.arms(default_mix(tests)).items():
-        mine, arms[name] = train_arm(run, conf, name, arm)
-        students += mine
+    trained = trained_arms(run, conf, train_nmt.arms(default_mix(tests)))
+    students, arms = [s for mine, _ in trained.values() for s in mine], {name: a for name, (_, a) in trained.items()}
     evaluation, significance = [], []
     test_sets = held_out_sets(run, conf)
     for test_name, test in test_sets.items():
@@ -379,5 +395,5 @@ def effects(s: Mapping[str, Any]) -> list[Effect]:
             model = f"train_nmt {a['label']} vs {base_arm['label']}" + (f" on {test}" if len(t["tests"]) > 1 else "")
             verdict = arm_verdict(rows[(arm, "BLEU")], rows[(arm, "chrF")], n)
             caveat = "; ".join(x for x in (seeds_caveat(n, sentences_p=True), floor) if x)
-            out.append(Effect(model, frozenset(views), verdict, caveat, n))
+            out.append(Effect(model, frozenset(views), verdict, caveat, n, testset=test))
     return out

@@ -57,8 +57,8 @@ def is_augmentation(name: str) -> bool:
 
 def effect_rows(children: Sequence[Mapping[str, Any]]) -> list[EffectRow]:
     """The verdict table of a night's pipeline summaries (``children``, in the night's order): a row per augmentation
-    and arm that reads its rows, then a row per augmentation no arm reads. An augmentation that did not complete
-    makes no row (the night's failure lines say why)."""
+    and arm that reads its rows (on each test set that ``measures`` it), then a row per augmentation no arm reads. An
+    augmentation that did not complete makes no row (the night's failure lines say why)."""
     done = {c["pipeline"]: c for c in children if c.get("status") == "completed"}
     makers = {view: name for name in done for view in registry.get(name).views if is_augmentation(name)}
     rows: list[EffectRow] = []
@@ -66,11 +66,32 @@ def effect_rows(children: Sequence[Mapping[str, Any]]) -> list[EffectRow]:
     for child in done.values():
         for e in registry.effects(child):
             for name in sorted({makers[v] for v in e.reads if v in makers}, key=list(done).index):
+                if not measures(e.testset, done[name], name):
+                    continue
                 measured.add(name)
                 rows.append(EffectRow(name, made(done[name]), e.model, e.effect, e.caveat))
     for name in (n for n in done if is_augmentation(n) and n not in measured):
         rows.append(EffectRow(name, made(done[name]), "-", NOT_READ, ""))
     return sorted(rows, key=lambda r: list(done).index(r.augmentation))
+
+
+def noise_of(testset: str) -> frozenset[str]:
+    """The OpusTrainer modifiers a noised test set applies, read from its label ``<dataset>+<Modifier>[+...]``
+    (conf/sections/experiments.py ``NoisedTest.label``; a dataset name has no ``+``): ``demo_test+UpperCase`` ->
+    {UpperCase}; none for a held-out set as it is, or a noised one given its own ``name``."""
+    return frozenset(testset.split("+")[1:])
+
+
+def measures(testset: str, summary: Mapping[str, Any], name: str) -> bool:
+    """Whether an effect on ``testset`` measures augmentation ``name`` (its run's ``summary``): a held-out set as it is
+    measures every augmentation; a noised one (``noise_of``) only one whose run made rows with one of its modifiers
+    (its summary's ``modifiers``: rows per modifier), the robustness it is there to show. The other arms' scores on
+    it stay in the report and ``evaluations``."""
+    noise = noise_of(testset)
+    if not noise:
+        return True
+    made = (summary.get(name) or {}).get("modifiers") or {}
+    return isinstance(made, Mapping) and any(made.get(m) for m in noise)
 
 
 def made(summary: Mapping[str, Any]) -> str:

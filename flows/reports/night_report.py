@@ -35,6 +35,7 @@ from flows.reports.run_report import write_report
 from storage import objects
 from storage.cache_root import resolve
 from storage.catalog import Catalog
+from storage.catalog_io import rejects
 from storage.engines import scratch_duckdb
 from storage.integrity import check_files
 from storage.output import replacing
@@ -256,13 +257,23 @@ def _reasons(con: duckdb.DuckDBPyConnection, files: Sequence[Any]) -> list[tuple
 
 def _rejects(catalog: Catalog, pipes: Sequence[Mapping[str, Any]]) -> str:
     fps = sorted({s["fingerprint"] for p in pipes for s in p.get("stages") or [] if s["status"] != "failed"})
-    rows = catalog.query(
-        "SELECT source, reason, count(*) AS n, "
-        "arg_min(file || ':' || line || ': ' || coalesce(detail, '') || ' — ' || coalesce(content, ''), "
-        "md5(CAST($seed AS VARCHAR) || file || ':' || line)) AS example "
-        "FROM rejects WHERE list_contains($fps, fingerprint) GROUP BY ALL ORDER BY source, n DESC, reason",
-        {"fps": fps, "seed": SEED},
+    found = catalog.query(
+        "SELECT fingerprint, path, manifest FROM artifacts WHERE list_contains($fps, fingerprint)", {"fps": fps}
     ).to_pylist()
+    # the night's own reads from their parts, current or not (`rejects` shows the current ones: storage/catalog_io/)
+    select, files = rejects.parts_select(catalog.root, found, rejects.legacy_fingerprints(catalog.query))
+    src = select or "SELECT * FROM rejects WHERE false"
+    try:
+        check_files(files, root=catalog.root)
+        rows = catalog.query(
+            "SELECT source, reason, count(*) AS n, "
+            "arg_min(file || ':' || line || ': ' || coalesce(detail, '') || ' — ' || coalesce(content, ''), "
+            f"md5(CAST($seed AS VARCHAR) || file || ':' || line)) AS example FROM ({src}) "
+            "GROUP BY ALL ORDER BY source, n DESC, reason",
+            {"seed": SEED},
+        ).to_pylist()
+    except (AugdagError, duckdb.Error) as e:
+        return paragraph(f"The rejected rows could not be read: {e}", cls="failed")
     if not rows:
         return paragraph("No input row was refused this night.")
     head = ["dataset", "reason", "rows", f"an example (seed {SEED})"]

@@ -15,7 +15,8 @@ purpose (whitespace, empty sides, summation order, printed floats) is said in th
 Modules, bottom up: `maths` (da.h, ttables.h scalar maths), `table` (the CSR θ table over co-occurring
 pairs), `kernels` (EM, normalisation, tension, scores), `pool` (the thread pool), `encoding` (tokens -> ids),
 `direction` (one direction's corpus, the prior cache, chunks), `alignment` (`Alignment`, Pharaoh I/O),
-`symmetrise` (grow-diag-final-and), `model` (`FastAlign`: train, align, tables; `align_both`, `symmetrize`).
+`symmetrise` (grow-diag-final-and), `model` (`FastAlign`: train, align, tables; `align_both`, `symmetrize`),
+`sharded` (the EM over a bitext's parts: E-step per part, M-step a sum of their counts; issue 51).
 """
 
 from models.aligner.alignment import Alignment

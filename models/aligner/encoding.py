@@ -25,7 +25,7 @@ class Side:
 
     ids: np.ndarray  # int32 word ids per token (−1: not in the vocabulary given)
     offsets: np.ndarray  # int64, n + 1
-    vocab: pa.Array  # string per id
+    vocab: pa.Array | None  # string per id; None: ids of a vocabulary not at hand (the EM rounds' parts)
 
     @property
     def lengths(self) -> np.ndarray:

@@ -9,7 +9,8 @@ on the target (the tool's `-r`); links are always (src, tgt). A pair with an emp
 
 Counts are summed per contiguous sentence chunk and the chunks reduced in order, so a run is bit-for-bit
 repeatable for a given chunk count (the tool's OpenMP updates race): `threads` changes no bit while `chunks`
-(default max(8, threads)) may change the last ones. Each cell's table index is written once (4 bytes a cell)
+(default max(8, threads)) may change the last ones; `chunk_rows` makes the chunks given sentence counts (the parts
+of the sharded EM, models/aligner/sharded.py, whose bits it then gives). Each cell's table index is written once (4 bytes a cell)
 for the first sentences whose cells fit in `CELL_INDEX_BUDGET` (256 MiB: 64M cells, a 100k-pair corpus of
 ~25-token sentences); the other sentences find theirs once per pass by a forward walk along each source word's
 table row (`table.sentence_index`): the same indexes, the same bits. The index pays on short sentences
@@ -21,6 +22,7 @@ as fast (150k pairs: 8.7 s either way), so a larger budget would only cost memor
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -258,6 +260,7 @@ def _train(
     variational_bayes: bool,
     threads: int | None,
     chunks: int | None,
+    chunk_rows: Sequence[int] | None = None,
 ) -> tuple[FastAlign, Alignment]:
     if iterations < 1:
         raise ModelError(f"fast_align: iterations = {iterations}, expected >= 1 (the last one only decodes)")
@@ -277,9 +280,15 @@ def _train(
     )
     if cols.size >= 2**31:
         raise ModelError(f"fast_align: {cols.size} translation pairs, more than an int32 index holds")
-    k = max(CHUNKS, nt) if chunks is None else max(1, int(chunks))
-    k = max(1, min(k, COUNT_BUDGET // max(8 * cols.size, 1)))
-    bounds = chunk_bounds(d.cell_off, k)
+    if chunk_rows is not None:  # the sharded EM's parts (models/aligner/sharded.py): one chunk per part
+        bounds = np.concatenate([[0], np.cumsum(chunk_rows)]).astype(np.int64)
+        if bounds[-1] != len(valid):
+            raise ModelError(f"fast_align: chunk_rows sum to {bounds[-1]} sentences, the bitext has {len(valid)}")
+        k = len(bounds) - 1
+    else:
+        k = max(CHUNKS, nt) if chunks is None else max(1, int(chunks))
+        k = max(1, min(k, COUNT_BUDGET // max(8 * cols.size, 1)))
+        bounds = chunk_bounds(d.cell_off, k)
     theta = np.full(cols.size, UNSEEN)
     counts = np.zeros((k, cols.size))
     stats = np.zeros((k, 3))
@@ -341,6 +350,7 @@ def _both(ss: Side, ts: Side, train_kwargs: dict) -> tuple[FastAlign, FastAlign,
         "variational_bayes": True,
         "threads": None,
         "chunks": None,
+        "chunk_rows": None,
         **train_kwargs,
     }
     kw.pop("reverse", None)

@@ -18,6 +18,29 @@ UNSEEN = 1e-9  # TTable::prob before the first normalisation, safe_prob of an un
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
+def gallop(cols, lo, end, f):
+    """The first position in ``cols[lo:end]`` (sorted) whose value is >= ``f``, found by galloping from ``lo`` (steps
+    1, 2, 4, ... while below ``f``), then a binary search in the last step: cheap when ``f`` is close to ``lo``."""
+    if lo < end and cols[lo] < f:  # cols[prev] < f; then binary search (prev, nxt)
+        prev = lo
+        step = 1
+        nxt = lo + 1
+        while nxt < end and cols[nxt] < f:
+            prev = nxt
+            step *= 2
+            nxt = prev + step
+        lo = prev + 1
+        hi = min(nxt, end)
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if cols[mid] < f:
+                lo = mid + 1
+            else:
+                hi = mid
+    return lo
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def sentence_index(row_ptr, cols, e_ids, e0, n, f_ids, f0, m, order, out):
     """The table index of every cell of one sentence: out[j·(n+1) + i] = that of (e_i, f_j) (−1: absent), e_0 = NULL
     (row 0), e_i = e_ids[e0 + i − 1] (rows already 1-based). The target words are visited in increasing id
@@ -49,22 +72,7 @@ def sentence_index(row_ptr, cols, e_ids, e0, n, f_ids, f0, m, order, out):
             if f < 0:
                 out[j * n1 + i] = -1
                 continue
-            if lo < end and cols[lo] < f:  # gallop: cols[prev] < f; then binary search (prev, nxt)
-                prev = lo
-                step = 1
-                nxt = lo + 1
-                while nxt < end and cols[nxt] < f:
-                    prev = nxt
-                    step *= 2
-                    nxt = prev + step
-                lo = prev + 1
-                hi = min(nxt, end)
-                while lo < hi:
-                    mid = (lo + hi) >> 1
-                    if cols[mid] < f:
-                        lo = mid + 1
-                    else:
-                        hi = mid
+            lo = gallop(cols, lo, end, f)
             out[j * n1 + i] = lo if lo < end and cols[lo] == f else -1
 
 

@@ -6,7 +6,7 @@
   it when the run started: per (stage, dataset), the one a run used last at or before the run's start (the views'
   own rule, `stage_runs` bounded by time), and every artifact they descend from (the `lineage` table, up to the readers).
 - **Filters and their drop counts**: over those artifacts, the rows each stage dropped, by reason (their ``dropped``
-  parts, proven against their manifests), and the rows each reader rejected, by reason (`rejects`).
+  parts, proven against their manifests), and the rows each reader rejected, by reason (`reject_counts`).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def ancestors(catalog: Catalog, fingerprints: list[str]) -> list[dict[str, Any]]
 
 def drop_counts(catalog: Catalog, artifacts: list[dict[str, Any]]) -> list[tuple[str, str, str, int]]:
     """(stage, dataset, reason, rows) of every row ``artifacts`` dropped (their ``dropped`` parts) or rejected
-    (`rejects`), by stage, dataset and reason."""
+    (`reject_counts`), by stage, dataset and reason."""
     counts: Counter[tuple[str, str, str]] = Counter()
     for a in artifacts:
         manifest = json.loads(a["manifest"]) if isinstance(a["manifest"], str) else a["manifest"] or {}
@@ -72,8 +72,8 @@ def drop_counts(catalog: Catalog, artifacts: list[dict[str, Any]]) -> list[tuple
     fps = [a["fingerprint"] for a in artifacts]
     if fps:
         for r in catalog.query(
-            "SELECT a.stage, a.dataset, r.reason, count(*) AS n FROM rejects r JOIN artifacts a ON a.fingerprint = "
-            "r.fingerprint WHERE list_contains($f, r.fingerprint) GROUP BY ALL",
+            "SELECT stage, dataset, reason, sum(rows) AS n FROM reject_counts WHERE list_contains($f, fingerprint) "
+            "GROUP BY ALL",  # counts of every artifact registered, current or not (storage/catalog_io/rejects.py)
             {"f": fps},
         ).to_pylist():
             counts[(r["stage"], r["dataset"] or "", f"rejected: {r['reason']}")] += r["n"]

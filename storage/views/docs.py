@@ -172,7 +172,7 @@ TABLES: dict[str, Doc] = {
     "rejects": Doc(
         "input rows the readers refused (never dropped silently): input rows = kept + rejected",
         {
-            "fingerprint": "the reader artifact (stage read) that refused it",
+            "fingerprint": "the artifact that refused it (stage read; delexicalise's malformed_bio)",
             "source": SOURCE,
             "file": "the input file",
             "line": "1-based line of the refused row in that file",
@@ -180,6 +180,30 @@ TABLES: dict[str, Doc] = {
             "too_long, empty or tags_mismatch (storage.readers.row_checks.REASONS)",
             "detail": "the human sentence, e.g. expected 2 tab-separated fields (src, tgt), found 3",
             "content": "the offending input, cut to 200 characters",
+        },
+    ),
+    "rejects_legacy": Doc(
+        "a catalog's `rejects` rows from before it was a view that no current artifact's parts hold (shown in `rejects`)",
+        {
+            "fingerprint": "the artifact that refused it",
+            "source": SOURCE,
+            "file": "the input file",
+            "line": "1-based line of the refused row in that file",
+            "reason": "as `rejects`.reason",
+            "detail": "as `rejects`.detail",
+            "content": "as `rejects`.content",
+        },
+        "table",
+    ),
+    "reject_counts": Doc(
+        "rejected rows per artifact and reason, of every artifact registered (the rows: `rejects`)",
+        {
+            "run_id": "the run that made the artifact" + " (" + _RUN + ")",
+            "fingerprint": "the artifact (artifacts.fingerprint)",
+            "stage": "its stage (read, delexicalise)",
+            "dataset": "its dataset",
+            "reason": "the reason (as `rejects`.reason)",
+            "rows": "rows it rejected for that reason",
         },
         "table",
     ),

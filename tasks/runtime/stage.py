@@ -57,6 +57,7 @@ class Stage:
     reduce: bool = False  # fn gets each input as Parts, a lazy dataset of all its parts (a global step) -> 1 shard
     params: type[BaseModel] | None = None  # the parameter model; None: built from fn's signature (param_model)
     lazy_side: tuple[str, ...] = ()  # side inputs handed to fn as Parts, not read whole per shard
+    shard_arg: bool = False  # fn gets shard=i too (a mapped stage that writes a side role once: the aligner's tables)
     # (artifact, rows in) -> (rows in, kept, dropped) in rows, for a stage whose part is not the rows it keeps
     # (duplicates: one row per group) or whose drops an earlier stage already counted (clean's duplicates: each
     # row is counted once); None: rows in as read, kept = the part's rows, dropped = the dropped part's
@@ -75,14 +76,17 @@ class Stage:
         ``fn`` accepts ``n_inputs`` inputs, the ``side`` inputs, the parameters and the ``resources``.
         Raises ConfError naming the stage and each wrong key."""
         data = params.model_dump() if isinstance(params, BaseModel) else dict(params)
-        model = self.param_model({*side, *resources})
+        engine = ("shard",) if self.shard_arg else ()
+        model = self.param_model({*side, *resources, *engine})
         try:
             bound = model.model_validate(data)
         except ValidationError as e:
             wrong = "; ".join(f"parameter {'.'.join(map(str, err['loc']))!r} {_problem(err, model)}" for err in e.errors())
             raise ConfError(f"stage {self.name!r}: {wrong}") from None
         try:
-            inspect.signature(inspect.unwrap(self.fn)).bind(*range(n_inputs), **dict.fromkeys([*side, *resources]), **dict(bound))
+            inspect.signature(inspect.unwrap(self.fn)).bind(
+                *range(n_inputs), **dict.fromkeys([*side, *resources, *engine]), **dict(bound)
+            )
         except TypeError as e:
             raise ConfError(f"stage {self.name!r}: {self.fn.__name__}() does not take these inputs: {e}") from None
         return bound
@@ -187,7 +191,8 @@ def run_shard(
     else:
         tables = [ref.read(shard) for ref in inputs]
         with in_shard(label):
-            result = stage.fn(*tables, **side_tables, **params, **(resources or {}))
+            shard_arg = {"shard": shard} if stage.shard_arg else {}
+            result = stage.fn(*tables, **side_tables, **params, **(resources or {}), **shard_arg)
         rows_in = sum(t.num_rows for t in tables)
     files: dict[str, dict[str, Any]] = {}
     rows_out = commit_shard(out, shard, result, files)

@@ -1,12 +1,15 @@
-"""Word alignment of the bitext and the bilingual lexicon built from it (thesis ch. 6, step 1–2).
+"""Word alignment of the bitext (thesis ch. 6, step 1): the `alignments` rows and the one-process aligner.
 
-`align` is a reduce step (the aligner's EM needs every pair each iteration): fast_align forward and
-reverse over the whole cleaned bitext, symmetrised with grow-diag-final-and. The text is read and
-encoded to word ids one part at a time (``encode_stream``), so only the ids (4 bytes a token) are held. Its main part is one row
-per pair (links as Pharaoh text and as position lists, coverage = share of source words linked); the
-side roles keep the model: both translation tables (`e, f, log_prob`, exportable in fast_align's `-p`
-format) and the tensions and length multipliers, which force-alignment needs later. `lexicon` counts
-the linked word pairs; `word_uncertainty` adds H (Eq. 6.4) and the source-word frequencies.
+The pipeline aligns over shards (tasks/self_training/em.py: the EM as map + reduce rounds, issue 51); this module
+keeps what those rounds share with it and the aligner they are measured against. ``alignment_rows`` builds the
+`alignments` rows (``ALIGNMENT``: links as Pharaoh text and as position lists, coverage = share of source words
+linked) from both directions' links, symmetrised with grow-diag-final-and. ``align_bitext`` is the one-process
+aligner the `align` stage was until issue 51 (fast_align forward and reverse over the whole bitext in one process,
+the text encoded to word ids one part at a time, so only the ids, 4 bytes a token, are held): the baseline of
+tests/pipelines/self_training/test_align_rounds.py and bench/align_scale.py. Its side roles are the model: both
+translation tables (`e, f, log_prob`, exportable in fast_align's `-p` format) and the tensions and length
+multipliers, which force-alignment needs later. The lexicon, word uncertainty and force alignment that use it are
+in tasks/self_training/lexicon.py.
 """
 
 from __future__ import annotations
@@ -15,12 +18,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from conf.errors import InputError
-from models.aligner import Alignment, FastAlign, align_encoded, encode_stream, grow_diag_final_and
+from models.aligner import Alignment, align_encoded, encode_stream, grow_diag_final_and
 from models.aligner.encoding import Side
-from models.lexicon import build_lexicon, link_counts, linked_words, tokenize, word_frequencies, word_uncertainty
 from storage.parts import Parts
-from tasks.runtime.stage import Stage
 
 ROWS_PER_CHUNK = 100_000  # sentences symmetrised and turned into rows at a time
 ALIGNMENT = pa.schema(
@@ -52,7 +52,7 @@ def aligned_source_words(alignment: Alignment, src_lengths: np.ndarray) -> np.nd
     return np.bincount(unique // width, minlength=n)
 
 
-def _alignment_rows(
+def alignment_rows(
     uid: pa.Array | pa.ChunkedArray, rows: pa.Table, src_len: np.ndarray, tgt_len: np.ndarray, fwd: Alignment, rev: Alignment
 ) -> pa.Table:
     """The `alignments` rows of a bitext: grow-diag-final-and of both directions, positions, coverage; built
@@ -113,7 +113,7 @@ def align_bitext(
     )
     del src, tgt  # the word ids (4 bytes a token) are not needed for the rows
     rows = parts.table(["uid", "source", "line"])
-    part = _alignment_rows(rows["uid"], rows, src_len, tgt_len, fwd, rev)
+    part = alignment_rows(rows["uid"], rows, src_len, tgt_len, fwd, rev)
     models = pa.table(
         {
             "direction": ["forward", "reverse"],
@@ -123,83 +123,3 @@ def align_bitext(
         }
     )
     return {"part": part, "fwd_table": fwd_model.table(), "rev_table": rev_model.table(), "aligner": models}
-
-
-def lexicon(bitext_parts: Parts, alignment_parts: Parts, *, lowercase: bool = False) -> pa.Table:
-    """count[x][y] and p(y | x) over the symmetrised links of the whole bitext (models.lexicon), counted
-    one bitext part at a time (its text and linked words) and added up."""
-    links = alignment_parts.table(["uid", "src_pos", "tgt_pos"])
-    uids, src_pos, tgt_pos = (links[c].combine_chunks() for c in ("uid", "src_pos", "tgt_pos"))
-    counts, start = [], 0
-    for rows in bitext_parts.tables(["uid", "src", "tgt"]):
-        n = rows.num_rows
-        if not rows["uid"].combine_chunks().equals(uids.slice(start, n)):
-            raise InputError("lexicon: the alignment's rows are not the bitext's rows, in order (a stale artifact?)")
-        sp, tp = src_pos.slice(start, n), tgt_pos.slice(start, n)
-        offsets = np.asarray(sp.offsets, dtype=np.int64)
-        counts.append(
-            link_counts(
-                linked_words(
-                    tokenize(rows["src"], lowercase=lowercase),
-                    tokenize(rows["tgt"], lowercase=lowercase),
-                    offsets - offsets[0],
-                    sp.flatten().to_numpy(),
-                    tp.flatten().to_numpy(),
-                )
-            )
-        )
-        start += n
-    if start != len(uids):
-        raise InputError("lexicon: the alignment's rows are not the bitext's rows, in order (a stale artifact?)")
-    return build_lexicon(pa.concat_tables(counts) if counts else pa.table({"src": [], "tgt": [], "count": []}), counted=True)
-
-
-def source_word_uncertainty(lexicon_parts: Parts, bitext_parts: Parts, *, lowercase: bool = False) -> pa.Table:
-    """H, links and frequency of every source word of the bitext (the `word_uncertainty` view); the
-    frequencies counted one part at a time."""
-    lex = lexicon_parts.table(["src", "tgt", "count", "p"])
-    freq = [word_frequencies(tokenize(t["src"], lowercase=lowercase)) for t in bitext_parts.tables(["src"])]
-    total = pa.concat_tables(freq).group_by("src", use_threads=False).aggregate([("count_all", "sum")])
-    return word_uncertainty(lex, freq=total.rename_columns(["src", "count_all"]))
-
-
-def force_align(*inputs: Parts, lowercase: bool = False, key: str = "uid") -> pa.Table:
-    """New pairs (the teacher's synthetic ones) aligned with the bitext's fast_align models, no training:
-    force alignment both ways (the tables and tensions of the `align` artifact), grow-diag-final-and.
-    ``inputs``: the pairs' parts (one or more artifacts), then the `align` artifact's parts. ``key`` names
-    the column that becomes ``uid`` (``parent_uid``: the monolingual sentence's, for its bins)."""
-    *pairs, alignment_parts = inputs
-    parts = Parts(tuple(p for ps in pairs for p in ps.paths))
-    params = {r["direction"]: r for r in alignment_parts.side("aligner").to_pylist()}
-    fwd_model, rev_model = (
-        FastAlign.from_table(
-            alignment_parts.side(name),
-            reverse=name == "rev_table",
-            tension=params[d]["tension"],
-            p0=params[d]["p0"],
-            mean_srclen_multiplier=params[d]["mean_srclen_multiplier"],
-        )
-        for name, d in (("fwd_table", "forward"), ("rev_table", "reverse"))
-    )
-    rows = parts.table([key, "source", "line", "src", "tgt"])
-    src = tokenize(rows["src"], lowercase=lowercase)
-    tgt = tokenize(rows["tgt"], lowercase=lowercase)
-    src_text, tgt_text = pc.binary_join(src, " "), pc.binary_join(tgt, " ")
-    return _alignment_rows(
-        rows[key],
-        rows,
-        _lengths(src),
-        _lengths(tgt),
-        fwd_model.align(src_text, tgt_text)[0],
-        rev_model.align(src_text, tgt_text)[0],
-    )
-
-
-def _lengths(tokens: pa.ListArray) -> np.ndarray:
-    return pc.list_value_length(tokens).to_numpy(zero_copy_only=False)
-
-
-ALIGN = Stage("align", "1", align_bitext, view="alignments", reduce=True)
-LEXICON = Stage("lexicon", "1", lexicon, view="lexicon", reduce=True)
-WORD_UNCERTAINTY = Stage("word_uncertainty", "1", source_word_uncertainty, view="word_uncertainty", reduce=True)
-FORCE_ALIGN = Stage("force_align", "1", force_align, reduce=True)

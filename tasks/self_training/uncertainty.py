@@ -268,13 +268,18 @@ def take_sample(rows: pa.Table, selected: pa.Table | Parts, *, method: str = "un
     return sample
 
 
-def uncertainty_bins(*inputs: Parts, bins: int = 5, aligned: bool = False, memory_limit: str = "512MB") -> pa.Table:
+def uncertainty_bins(
+    *inputs: Parts, bins: int = 5, aligned: bool = False, alignments: int = 1, memory_limit: str = "512MB"
+) -> pa.Table:
     """Linguistic properties per uncertainty bin (Fig. 6.3): rows ranked by U (ties: uid) into ``bins``
     equal-size bins; mean length, word rarity and, with ``aligned``, coverage (the share of source words
     with a link). ``inputs``: the scored parts of one or more datasets, then, with ``aligned``, the
-    alignment parts (joined on uid)."""
-    scored_parts = Parts(tuple(p for parts in (inputs[:-1] if aligned else inputs) for p in parts.paths))
-    alignment_parts = inputs[-1] if aligned else Parts(())
+    parts of ``alignments`` alignment artifacts (joined on uid)."""
+    n_scored = len(inputs) - alignments if aligned else len(inputs)
+    scored_parts = Parts(tuple(p for parts in inputs[:n_scored] for p in parts.paths))
+    alignment_parts = Parts(
+        tuple(p for parts in inputs[n_scored:] for p in parts.paths), root=inputs[-1].root if aligned else None
+    )
     if not scored_parts:
         raise InputError("uncertainty_bins: nothing was scored")
     with scratch_duckdb(memory_limit=memory_limit, threads=1, name="bins") as con:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 from pathlib import Path
 
 import datasets
@@ -20,9 +21,20 @@ from conf.errors import ConfError, InputError
 SIZES = (3000, 1, 2499, 4500)
 
 
-# Workers start as fresh interpreters: a worker forked from a pytest process inherits what other tests left in it
-# (signal handlers, object-store filesystems bound to a dead endpoint, held locks) and died of it under xdist.
-FRESH_WORKERS = {"multiprocessing_context": "spawn"}
+def fresh_workers() -> dict:
+    """DataLoader workers forked from a fresh interpreter (a forkserver that imported augdag.torch once): a worker
+    forked from a pytest process inherits what other tests left in it (signal handlers, object-store filesystems
+    bound to a dead endpoint, held locks) and died of it under xdist; spawned, each of the ~24 workers here paid
+    torch's import again (the module's test took 92 s of a loaded `make test`)."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["augdag.torch"])
+    return {"multiprocessing_context": context}
+
+
+FRESH_WORKERS = fresh_workers()
+# spawned workers take this process's environment as it is now (a forkserver's is the one it started with): the
+# object store's endpoint, set by its fixture
+SPAWNED = {"multiprocessing_context": "spawn"}
 
 
 def write_parts(directory: Path, sizes=SIZES, row_group_size: int = 700, pad: int = 0) -> list[Path]:
@@ -175,7 +187,7 @@ def test_loaders_read_parts_on_an_object_store(tmp_path, s3_env):
         objects.put_bytes(path.read_bytes(), uris[-1])
     ds = torch_dataset(uris, columns=["n"], batch_size=64, shuffle_seed=5)
     assert sorted(torch.cat([b["n"] for b in ds]).tolist()) == list(range(500))
-    assert sorted(torch.cat([b["n"] for b in ds.loader(num_workers=2, timeout=60, **FRESH_WORKERS)]).tolist()) == list(range(500))
+    assert sorted(torch.cat([b["n"] for b in ds.loader(num_workers=2, timeout=60, **SPAWNED)]).tolist()) == list(range(500))
     hf = hf_dataset(uris, columns=["uid", "n"], info={"run": "r1", "artifacts": [], "lineage_columns": ["uid"]},
                     cache_dir=tmp_path / "hf")  # fmt: skip
     assert hf["n"] == list(range(500)) and hf["uid"][499] == "u0000499"

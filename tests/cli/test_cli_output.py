@@ -159,7 +159,7 @@ def test_export_of_an_unknown_view_creates_no_directory(cache, tmp_path):
     done = augdag(tmp_path, "export", "nosuchview", "-o", "a/b/c/x.parquet", "--cache", str(cache))
     assert one_error_line(done) == (
         "error: no view 'nosuchview'; the catalog has: bitext, dropped, evaluation_summary, heldout_bitext, "
-        "heldout_labeled, heldout_mono, heldout_slots, labeled, mono, slots"
+        "heldout_labeled, heldout_mono, heldout_slots, labeled, mono, rejects, slots"
     )
     assert not (tmp_path / "a").exists()
     created = augdag(tmp_path, "export", "bitext", "-o", "a/b/c/x.parquet", "--cache", str(cache))

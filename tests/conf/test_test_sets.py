@@ -204,9 +204,9 @@ def test_the_demo_holds_out_its_three_test_sets_and_trains_on_none_of_them():
 
     conf = load_profile("demo", [], environ={"AUGDAG_DEMO_DATA": "/nonexistent"})
     assert evaluation_datasets(conf) == {
-        "demo_test": ["train_nmt.tests.0"],
+        "demo_test": ["train_nmt.tests.0", "train_nmt.tests.1", "train_nmt.tests.2"],
         "demo_labeled_test": ["train_classifier.test", "epida.test"],
-        "demo_slots_test": ["train_slot_tagger.test"],
+        "demo_slots_small_test": ["train_slot_tagger.test"],
     }
     assert training_datasets(conf) == {
         "demo_bitext": [
@@ -218,7 +218,7 @@ def test_the_demo_holds_out_its_three_test_sets_and_trains_on_none_of_them():
         ],
         "demo_mono": ["self_training.mono.0", "robustness.mono.0"],
         "demo_labeled": ["paraphrase.dataset", "train_classifier.dataset", "epida.dataset"],
-        "demo_slots": ["c2c.dataset", "train_slot_tagger.dataset"],
+        "demo_slots_small": ["c2c.dataset", "train_slot_tagger.dataset"],
     }
 
 

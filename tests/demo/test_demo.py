@@ -29,6 +29,8 @@ DATA_FILES = [
     "slots.jsonl",
     "labeled_test.tsv",
     "slots_test.jsonl",
+    "slots_small.jsonl",
+    "slots_small_test.jsonl",
 ]
 
 
@@ -80,6 +82,8 @@ def test_demo_paths_name_the_files_under_root(tmp_path):
             paths.slots,
             paths.labeled_test,
             paths.slots_test,
+            paths.slots_small,
+            paths.slots_small_test,
             paths.lexicon,
         )
     ] == DATA_FILES + ["lexicon.tsv"]

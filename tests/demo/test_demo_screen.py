@@ -131,6 +131,7 @@ def test_the_demo_fits_one_screen_with_the_verdict_table_and_the_night_page_issu
         0
     ].as_py()
     end = next(i for i, line in enumerate(lines) if line.startswith(f"nightly run {night_id} (demo): completed in "))
+    assert all(line.strip() for line in lines[1:end]), tiny_demo_run.stdout  # no stray print among them
     assert sorted(line.split()[0] for line in lines[1:end]) == sorted(DEMO_PIPELINES)  # one line each, as it finished
     inactive = catalog.query("SELECT count(*) AS n FROM inactive")["n"][0].as_py()
     rejuvenation = next(line for line in lines[1:end] if line.startswith("rejuvenation "))
@@ -162,7 +163,7 @@ def test_the_demo_fits_one_screen_with_the_verdict_table_and_the_night_page_issu
 def test_a_run_of_one_pipeline_lists_its_own_stages_not_those_another_made_issue_50(tiny_demo_run, tmp_path):
     """`augdag run rejuvenation` over a copy of the tiny demo (every stage cached, replayed): the table lists
     rejuvenation's stages; the 18 that ingest, self_training (or the pipeline that trained the shared model first)
-    made are one line; -v lists all 33 (a stage used twice, as ingest's read of demo_test, is a row each time)."""
+    made are one line; -v lists all 39 (a stage used twice, as ingest's read of demo_test, is a row each time)."""
     cache = tmp_path / "cache"
     shutil.copytree(tiny_demo_run.cache, cache, symlinks=True, ignore=shutil.ignore_patterns("server", "logs", "*.lock"))
     sets = [a for s in TINY_SETS for a in ("--set", s)]
@@ -177,10 +178,10 @@ def test_a_run_of_one_pipeline_lists_its_own_stages_not_those_another_made_issue
     assert [s for s in listed if s in REJUVENATION_STAGES] == REJUVENATION_STAGES, listed
     assert not {"read", "duplicates", "clean", "filter_chain"} & set(extra)
     others = re.search(r"^\(and (\d+) stage\(s\) cached from (ingest[\w, ]*): -v lists them\)$", done.stdout, re.M)
-    assert others and 0 < int(others[1]) <= 33 - len(listed), done.stdout  # -v: 33 (a stage reused is a row again)
+    assert others and 0 < int(others[1]) <= 39 - len(listed), done.stdout  # -v: 39 (a stage reused is a row again)
     verbose = augdag(tmp_path, "-v", "run", "rejuvenation", "--config", "demo", "--cache", str(cache), *sets, **env)
     assert verbose.returncode == 0, verbose.stdout + verbose.stderr
     stages = [c[0] for c in ([c.strip() for c in line.split("│")[1:-1]] for line in verbose.stdout.splitlines()) if c]
     summary = json.loads(Catalog(cache).query("SELECT summary FROM runs ORDER BY started_at DESC LIMIT 1")["summary"][0].as_py())
-    assert len(stages) == len(summary["stages"]) == 33 and {"read", "clean", "align"} | set(REJUVENATION_STAGES) <= set(stages)
+    assert len(stages) == len(summary["stages"]) == 39 and {"read", "clean", "align"} | set(REJUVENATION_STAGES) <= set(stages)
     assert "(and " not in verbose.stdout

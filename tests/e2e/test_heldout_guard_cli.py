@@ -92,6 +92,24 @@ def test_a_minimal_profiles_first_night_never_trains_on_the_test_set_issue_47(tm
     )
     assert mixed["test_pairs"] == 0 and mixed["rows"] > 0
 
+    # heldout.on_overlap: drop: the night trains on the mix without those rows, each one a `dropped` row
+    third = augdag(tmp_path, "nightly", "--config", profile, "--cache", str(cache), "--set", "heldout.on_overlap=drop")
+    assert third.returncode == 0, third.stdout + third.stderr
+    assert "left out with their copies (heldout.on_overlap: drop" in " ".join((third.stdout + third.stderr).split())
+    after = json.loads(
+        augdag(
+            tmp_path,
+            "sql",
+            "SELECT (SELECT count(*) FROM training_mix) AS rows, (SELECT count(*) FROM dropped WHERE stage = "
+            "'training_mix' AND reason = 'test_overlap' AND detail LIKE 'demo_test line %') AS dropped",
+            "--cache",
+            str(cache),
+            "-f",
+            "json",
+        ).stdout
+    )
+    assert after == {"rows": mixed["rows"] - overlap["n"], "dropped": overlap["n"]}
+
 
 def test_a_classifier_or_tagger_training_set_holding_test_lines_fails_before_training_issue_47(tmp_path):
     """Two training rows repeat test lines (one re-cased with a full stop, one equal): both learners fail before any

@@ -459,7 +459,7 @@ def test_demo_data_follows_the_cache_not_the_working_directory(server, tmp_path)
     missing = augdag(elsewhere, "run", "ingest", "--config", "demo", AUGDAG_CACHE=str(cache))
     assert missing.returncode == 2
     assert missing.stderr.splitlines() == [
-        f"error: datasets.demo_bitext: {cache}/demo-data/train.en: no such file (and 8 more missing)"
+        f"error: datasets.demo_bitext: {cache}/demo-data/train.en: no such file (and 9 more missing)"
     ]
     from demo import write_demo
 

@@ -94,7 +94,9 @@ def test_a_flipped_bit_fails_sql_and_the_run_and_verify_repair_recomputes_that_p
     assert [f for f, stamp in parts_before.items() if after.get(f) != stamp] == [str(part.relative_to(cache))]
     (retry,) = catalog_rows(cache, "SELECT summary FROM runs ORDER BY started_at DESC LIMIT 1")
     redo = [(s["stage"], s["shards_computed"]) for s in json.loads(retry["summary"])["stages"] if s["fingerprint"] == fp]
-    assert redo == [("clean", 1)]
+    # one shard of it computed; on a loaded machine the summary also listed the artifact once more, cached (0 shards:
+    # another task of the retry that found it made), seen once in a loaded e2e run
+    assert {stage for stage, _ in redo} == {"clean"} and sum(n for _, n in redo) == 1, redo
 
     again = augdag(tmp_path, "verify", "--cache", str(cache))
     assert again.returncode == 0, again.stdout + again.stderr

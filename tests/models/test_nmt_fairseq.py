@@ -571,12 +571,15 @@ def piece_counts(model: FairseqModel, texts: list[str]) -> list[int]:
 @pytest.mark.slow
 def test_upper_cased_input_is_translated_within_max_len_a_times_source_plus_max_len_b(model, converted):
     """max_len_a = 0, max_len_b = 3: every translation of the upper-cased sentences stops at 3 subwords in both
-    backends; unbounded by it (the default 1.5 · |source| + 10) the same sentences run to 6-10."""
+    backends; unbounded by it (the default 1.5 · |source| + 10) the same sentences run to 6 or more (6-10 here; the
+    exact lengths move with the tiny model's last bits, trained on the machine's cores: [7, 8, 8, 8, 6, …] in CI,
+    [8, 9, 9, 9, 6, …] on a fresh machine)."""
     ct2 = load_model(converted, device="cpu", threads=1)
     tight = DecodeOptions(beam=4, max_len_a=0, max_len_b=3)
     assert piece_counts(model, model.translate(UPPER, tight)) == [3] * 12
     assert piece_counts(model, ct2.translate(UPPER, tight)) == [3] * 12
-    assert piece_counts(model, model.translate(UPPER, DecodeOptions(beam=4))) == [7, 8, 8, 8, 6, 10, 10, 9, 7, 9, 8, 10]
+    unbounded = piece_counts(model, model.translate(UPPER, DecodeOptions(beam=4)))
+    assert len(unbounded) == 12 and min(unbounded) >= 6, unbounded
 
 
 @pytest.mark.slow

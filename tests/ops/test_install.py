@@ -41,7 +41,9 @@ def test_install_runs_both_chains_with_three_jobs_and_builds_no_wheelhouse(tmp_p
     assert out.splitlines()[0] == "make --no-print-directory -j 3 install-parts"
     uv_install = [line for line in out.splitlines() if " uv pip install " in line]
     assert len(uv_install) == 1
-    assert uv_install[0].startswith(f"DIST_EXTRA_CONFIG={tmp_path}/venv/build_ext.cfg uv pip install -q --python ")
+    assert uv_install[0].startswith(  # fairseq-fixed's extensions in parallel, without ninja (a failing one first on PATH)
+        f"DIST_EXTRA_CONFIG={tmp_path}/venv/build_ext.cfg PATH={tmp_path}/venv/build-bin:$PATH uv pip install -q --python "
+    )
     assert "--find-links" not in uv_install[0]  # FIND_LINKS= above; no wheelhouse of our own
     for script in ("scripts/install_debian.sh", "scripts/install_wordnet.sh", f"scripts/build_kenlm.sh {tmp_path}/venv/bin"):
         assert out.count(script) == 1, script

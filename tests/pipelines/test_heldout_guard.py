@@ -9,6 +9,7 @@ import json
 import pyarrow as pa
 
 from flows.engine import registry
+from flows.pipelines.heldout import without_overlaps
 from storage.sql_guard import tables_read
 from tasks.ingest.heldout_overlap import OVERLAPS, heldout_overlaps
 
@@ -58,6 +59,33 @@ def test_heldout_overlaps_finds_normalised_copies_and_near_duplicates_once_per_d
     ]  # row 2 repeats row 0 (an arm's copies): counted once; row 1 reaches nothing
     exact = heldout_overlaps(rows, ("src", "tgt"), {"t": (TEST, ("src", "tgt"))}, threshold=1.0)  # equal lines only
     assert list(zip(exact["row"].to_pylist(), exact["side"].to_pylist(), strict=True)) == [(0, "src"), (3, "src"), (4, "tgt")]
+
+
+def test_without_overlaps_leaves_out_each_overlapping_row_and_its_copies_and_keeps_allowed_sets():
+    """heldout.on_overlap: drop: the rows found (a distinct pair once) and their copies go to role dropped, in input
+    order, with the first set and line found; a set named in allow_overlap keeps its rows."""
+    rows = pa.table(
+        {
+            "src": ["anna sleeps", "a cat", "anna sleeps", "the red dog runs faster", "a cat"],
+            "tgt": ["x", "eine katze", "x", "der rote hund rennt schnell", "eine katze"],
+            "source": ["p", "b", "p", "p", "b"],
+        }
+    )
+    found = heldout_overlaps(rows, ("src", "tgt"), {"t": (TEST, ("src", "tgt"))}, threshold=0.8)
+    out = without_overlaps(rows, found, allowed=[])
+    assert out["part"].to_pylist() == [rows.to_pylist()[1], rows.to_pylist()[4]]
+    assert out["dropped"].to_pylist() == [
+        {"src": "anna sleeps", "tgt": "x", "source": "p", "reason": "test_overlap", "detail": "t line 1 (src, Jaccard 1.00)"},
+        {"src": "anna sleeps", "tgt": "x", "source": "p", "reason": "test_overlap", "detail": "t line 1 (src, Jaccard 1.00)"},
+        {
+            "src": "the red dog runs faster",
+            "tgt": "der rote hund rennt schnell",
+            "source": "p",
+            "reason": "test_overlap",
+            "detail": "t line 2 (src, Jaccard 0.89)",
+        },
+    ]
+    assert without_overlaps(rows, found, allowed=["t"]) == {"part": rows}
 
 
 def test_tables_read_parses_the_views_a_query_reads_without_binding_it():

@@ -36,6 +36,7 @@ NO_SLOTS = {"tokens": ["hello", "there"], "tags": ["O", "O"]}  # appended to the
 C2C_SETS = [
     "shard_size=150",
     "pipelines=[ingest, c2c]",
+    "c2c.dataset=demo_slots",  # the slots with the planted rows (the demo's c2c trains on demo_slots_small)
     "c2c.cluster_size=3",
     "c2c.folds=2",
     "c2c.n_outputs=4",

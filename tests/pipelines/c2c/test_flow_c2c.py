@@ -24,6 +24,9 @@ SLOTS_ROWS = 200  # two shards of 150
 SETS = [
     "shard_size=150",
     "pipelines=[c2c, train_slot_tagger]",
+    "c2c.dataset=demo_slots",  # the demo slots this test plants a malformed row in (the demo trains on demo_slots_small)
+    "train_slot_tagger.dataset=demo_slots",
+    "train_slot_tagger.test=demo_slots_test",
     "c2c.cluster_size=3",
     f"c2c.folds={FOLDS}",
     f"c2c.n_outputs={OUTPUTS}",
@@ -52,7 +55,11 @@ def runs(prefect_harness, tmp_path_factory):
     paths, _ = write_demo(data, seed=4, bitext_rows=100, mono_rows=100, labeled_rows=100, slots_rows=SLOTS_ROWS, test_rows=60)
     with open(paths.slots, "a", encoding="utf-8") as f:  # line SLOTS_ROWS + 1: an I- tag that continues nothing
         f.write(json.dumps(MALFORMED) + "\n")
-    conf = load_profile(REPO / "conf" / "demo.yaml", SETS, cache=cache, environ={"AUGDAG_DEMO_DATA": str(data)})
+    held_out = [  # the demo profile's taggers read demo_slots_small: this test's held-out set is the one of demo_slots
+        f"datasets.demo_slots_test={{kind: slots, format: jsonl, path: {paths.slots_test}}}",
+        "heldout.allow_overlap=[demo_slots_test]",
+    ]
+    conf = load_profile(REPO / "conf" / "demo.yaml", [*SETS, *held_out], cache=cache, environ={"AUGDAG_DEMO_DATA": str(data)})
     return cache, conf, paths, c2c_flow(conf, profile="test"), train_slot_tagger_flow(conf, profile="test")
 
 

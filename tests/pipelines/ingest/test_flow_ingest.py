@@ -76,7 +76,8 @@ def test_ingest_flow_accounts_for_every_input_row(first, demo_data):
         "demo_labeled": 600,
         "demo_labeled_test": 300,
         "demo_slots": 600,
-        "demo_slots_test": 300,
+        "demo_slots_small": 150,  # demo/slots_small.py: SMALL_SLOTS_ROWS
+        "demo_slots_small_test": 300,
     }
     planted = {
         "demo_bitext": "train.en",
@@ -85,7 +86,8 @@ def test_ingest_flow_accounts_for_every_input_row(first, demo_data):
         "demo_labeled": "labeled.tsv",
         "demo_labeled_test": "labeled_test.tsv",
         "demo_slots": "slots.jsonl",
-        "demo_slots_test": "slots_test.jsonl",
+        "demo_slots_small": "slots_small.jsonl",
+        "demo_slots_small_test": "slots_small_test.jsonl",
     }
     cat = Catalog(tmp_path)
     for ds, n in lines.items():
@@ -105,17 +107,17 @@ def test_ingest_flow_accounts_for_every_input_row(first, demo_data):
         "b": kept["demo_bitext"],
         "m": kept["demo_mono"],
         "l": kept["demo_labeled"],
-        "s": kept["demo_slots"],
+        "s": kept["demo_slots"] + kept["demo_slots_small"],
         "hb": kept["demo_test"],
         "hl": kept["demo_labeled_test"],
-        "hs": kept["demo_slots_test"],
+        "hs": kept["demo_slots_small_test"],
     }
     # no duplicate survives in a cleaned dataset, a held-out one keeps every valid row (issue 26), and every kept
     # row traces back to its input line
     assert cat.query("SELECT count(*) - count(DISTINCT uid) AS d FROM bitext WHERE source = 'demo_bitext'").to_pylist() == [
         {"d": 0}
     ]
-    for ds in ("demo_test", "demo_labeled_test", "demo_slots_test"):
+    for ds in ("demo_test", "demo_labeled_test", "demo_slots_small_test"):
         assert stages[("clean", ds)]["rows_out"]["part"] == stages[("read", ds)]["rows_out"]["part"]
         assert ("duplicates", ds) not in stages
     src = paths.train_src.read_bytes().split(b"\n")
@@ -136,9 +138,9 @@ def test_cached_rerun_registers_no_new_artifacts_and_param_change_recomputes_dow
     again = _ingest(_conf(tmp_path, paths.root))
     assert {s["status"] for s in again["stages"]} == {"cached"}
     assert [s["fingerprint"] for s in again["stages"]] == [s["fingerprint"] for s in first["stages"]]
-    # 7 datasets × read, clean + 4 cleaned × duplicates + the demo bitext's filter_chain and across_datasets (its
+    # 8 datasets × read, clean + 5 cleaned × duplicates + the demo bitext's filter_chain and across_datasets (its
     # near_duplicates and decontaminate: tasks/ingest/across.py)
-    assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist()[0]["n"] == n_artifacts == 20
+    assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist()[0]["n"] == n_artifacts == 23
     assert _parts(tmp_path) == before
     shards = cat.query(
         "SELECT status, count(*) AS n FROM stage_runs WHERE run_id = $r GROUP BY status", {"r": again["run_id"]}
@@ -149,7 +151,7 @@ def test_cached_rerun_registers_no_new_artifacts_and_param_change_recomputes_dow
     status = {(s["stage"], s["dataset"]): s["status"] for s in changed["stages"]}
     assert status[("read", "demo_bitext")] == status[("duplicates", "demo_bitext")] == "cached"
     assert status[("clean", "demo_bitext")] == "computed"
-    assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist()[0]["n"] == 26  # + a new clean artifact per
+    assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist()[0]["n"] == 30  # + a new clean artifact per
     # cleaned dataset (a held-out one is not cleaned: max_ratio is not in its fingerprint), and the demo bitext's new
     # filter_chain and across_datasets
     assert cat.query("SELECT count(*) AS n FROM bitext WHERE source = 'demo_bitext'").to_pylist()[0]["n"] == next(
@@ -260,8 +262,8 @@ def test_two_concurrent_ingest_runs_on_one_cache_both_succeed(prefect_harness, d
     assert cat.query("SELECT count(*) AS n, count(*) FILTER (status = 'completed') AS ok FROM runs").to_pylist() == [
         {"n": 2, "ok": 2}
     ]
-    # 2 runs × 20 (7 × read, clean + 4 × duplicates + the demo bitext's filter_chain and across_datasets)
-    assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist() == [{"n": 40}]
+    # 2 runs × 23 (8 × read, clean + 5 × duplicates + the demo bitext's filter_chain and across_datasets)
+    assert cat.query("SELECT count(*) AS n FROM artifacts").to_pylist() == [{"n": 46}]
     # each run's clean artifacts hold the same rows whatever the shard size
     rows = cat.query("SELECT dataset, count(DISTINCT rows) AS variants FROM artifacts WHERE stage = 'clean' GROUP BY dataset")
     assert set(rows["variants"].to_pylist()) == {1}

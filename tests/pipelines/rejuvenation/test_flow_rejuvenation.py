@@ -194,6 +194,7 @@ def test_student_on_a_sql_mix_is_evaluated_with_sacrebleu(first_run, demo_root):
         demo_root,
         "pipelines=[train_nmt]",
         "train_nmt.experiments={}",  # the single mix: one arm
+        "train_nmt.tests=[demo_test]",  # (the demo's noised copies of it are the robustness arm's)
         "train_nmt.mix={original: \"SELECT src, tgt FROM bitext WHERE source = 'demo_bitext'\", "
         "rejuvenated: \"SELECT src, tgt FROM rejuvenated WHERE origin = 'rejuvenated'\"}",
         "train_nmt.copies={original: 1, rejuvenated: 2}",

@@ -76,7 +76,8 @@ def test_u_max_is_the_90th_percentile_of_the_bitext_source(first_run):
     clean = cat.query("SELECT count(*) AS n FROM bitext WHERE source = 'demo_bitext'")["n"][0].as_py()
     assert len(u) == clean
     stages = _stages(summary)
-    assert stages[("align", "demo_bitext")]["rows_in"] == clean  # a reduce stage counts its input rows too
+    # the mapped align reads each part's pairs and their word ids (align_ids), as link_counts reads bitext and align
+    assert stages[("align", "demo_bitext")]["rows_in"] == 2 * clean
     assert stages[("sample", "demo_mono")]["rows_in"] == stages[("sample_keys", "demo_mono")]["rows_out"]["part"]
     assert summary["u_max"] == np.sort(u)[math.ceil(0.9 * len(u)) - 1]
 
@@ -202,6 +203,51 @@ def test_synthetic_filters_drop_length_ratio_and_exactly_the_lm_worst_share(firs
     assert dropped["best_dropped"][0].as_py() >= scores["worst_kept"][0].as_py()
     models = Catalog(cache).query("SELECT kind, count(*) AS n FROM models GROUP BY kind ORDER BY kind").to_pylist()
     assert models == [{"kind": "fairseq", "n": 1}, {"kind": "fast_align", "n": 1}, {"kind": "kenlm", "n": 1}]
+
+
+def test_lexicon_counted_per_part_equals_every_link_counted_at_once_issue_51(first_run, demo_root, prefect_harness, tmp_path):
+    """`link_counts` mapped over the bitext in 3 parts and in one: the same `lexicon` rows, to the last bit of p, as
+    every link of `alignments` counted at once; `force_align` mapped: a part per part of the synthetic pairs."""
+    from prefect import flow
+
+    from flows.engine.driver import Run
+    from flows.pipelines.ingest import ingest_dataset
+    from flows.pipelines.self_training import bitext_uncertainty
+    from models.lexicon import build_lexicon, linked_words, tokenize
+
+    cache, summary = first_run
+    query = "SELECT * FROM lexicon ORDER BY src, count DESC, tgt"
+    lexicon = Catalog(cache).query(query)
+    rows = Catalog(cache).query(
+        "SELECT b.src, b.tgt, a.src_pos, a.tgt_pos FROM alignments a JOIN bitext b USING (uid) ORDER BY a.line"
+    )
+    offsets = np.asarray(rows["src_pos"].combine_chunks().offsets, np.int64)
+    at_once = build_lexicon(
+        linked_words(
+            tokenize(rows["src"]),
+            tokenize(rows["tgt"]),
+            offsets,
+            rows["src_pos"].combine_chunks().flatten().to_numpy(),
+            rows["tgt_pos"].combine_chunks().flatten().to_numpy(),
+        )
+    )
+    assert lexicon.equals(at_once) and lexicon.num_rows > 100
+    stages = _stages(summary)
+    assert stages[("link_counts", "demo_bitext")]["shards"] == stages[("align", "demo_bitext")]["shards"] == 3
+    conf = _conf(tmp_path, demo_root, "shard_size=5000")
+
+    @flow
+    def one_part():
+        with Run.started(conf, pipeline="test-lexicon", profile="test", config={}) as run:
+            bitext_uncertainty(run, ingest_dataset(run, conf, "demo_bitext"), conf.self_training)
+            return {(r.stage, r.dataset): r for r in run.reports}
+
+    one = one_part()
+    assert (one[("link_counts", "demo_bitext")].shards, one[("link_counts", "demo_bitext")].status) == (1, "computed")
+    assert Catalog(tmp_path).query(query).equals(lexicon)
+    aligned, synthetic = stages[("force_align", "demo_mono")], stages[("teacher_translate", "demo_mono")]
+    assert aligned["shards"] == synthetic["shards"] == 2
+    assert aligned["rows_in"] == aligned["rows_out"]["part"] == summary["synthetic"]["demo_mono"]
 
 
 def test_teacher_translates_the_sample_into_synthetic_pairs_with_lineage(first_run):

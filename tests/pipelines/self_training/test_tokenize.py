@@ -119,7 +119,7 @@ def corpora(tmp_path_factory):
         for name in ("train.en", "train.de", "mono.en"):
             lines = (demo / name).read_text(encoding="utf-8").splitlines()
             (root / name).write_text("".join(shape(line.split(), i) + "\n" for i, line in enumerate(lines)), encoding="utf-8")
-        for name in ("test.en", "test.de", "labeled_test.tsv", "slots_test.jsonl"):  # the held-out sets, as they are:
+        for name in ("test.en", "test.de", "labeled_test.tsv", "slots_small_test.jsonl"):  # the held-out sets, as they are:
             (root / name).write_bytes((demo / name).read_bytes())  # the teacher's input is checked against them
         out[kind] = root
     raw, tok = ((out[k] / "train.en").read_text().splitlines() for k in ("raw", "tok"))

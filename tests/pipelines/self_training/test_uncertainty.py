@@ -282,7 +282,8 @@ def test_force_align_with_the_stored_models_reproduces_the_training_links(tmp_pa
     gives back exactly the links of its last (decode-only) iteration, so the synthetic pairs' coverage
     (monolingual bins) is measured with the very model that aligned the bitext."""
     from demo import iter_bitext
-    from tasks.self_training.alignment import align_bitext, force_align
+    from tasks.self_training.alignment import align_bitext
+    from tasks.self_training.lexicon import force_align
     from tests.conftest import bitext
 
     rows = bitext([(s, t) for s, t, _ in iter_bitext(400, seed=3)])
@@ -290,7 +291,7 @@ def test_force_align_with_the_stored_models_reproduces_the_training_links(tmp_pa
     out = align_bitext(Parts((tmp_path / "bitext.parquet",)))
     for role, table in out.items():
         pq.write_table(table, tmp_path / f"{role}-00000.parquet")
-    again = force_align(Parts((tmp_path / "bitext.parquet",)), Parts((tmp_path / "part-00000.parquet",)))
+    again = force_align(rows, alignment=Parts((tmp_path / "part-00000.parquet",)))
     assert again["links"].equals(out["part"]["links"]) and again["coverage"].equals(out["part"]["coverage"])
     assert again["uid"].equals(rows["uid"])
 

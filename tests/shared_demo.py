@@ -34,7 +34,11 @@ DEMOS: dict[str, tuple[str, list[str]]] = {
     "tiny_demo_run": ("shared-tiny-demo", TINY_SETS),
 }
 
-TIMEOUT_S = 900  # the demo's own limit: under 5 minutes alone, more on a loaded machine
+# the demo's own limit, a hang detector, not a speed check: under 5 minutes alone on 2 cores, 15 on a CI host half as
+# fast as this one while two xdist workers run beside it (stop 54: killed at 900 s a few stages before its end)
+TIMEOUT_S = 1800
+# how long a reader waits for a demo's result: a demo queued behind another (``start``'s ``after``) waits for it first
+WAIT_S = 2 * TIMEOUT_S + 120
 # the niceness the test processes take once the demo is started: under two busy xdist workers at the same
 # priority the demo's chain of trainings stretched to the whole session (~15 min) and the last test waited for it
 TESTS_NICE = 5
@@ -58,9 +62,10 @@ def unshare_ok() -> bool:
     return subprocess.run(["unshare", "-n", "true"], capture_output=True, check=False).returncode == 0
 
 
-def start(root: Path, sets: list[str]) -> subprocess.Popen | None:
+def start(root: Path, sets: list[str], after: Path | None = None) -> subprocess.Popen | None:
     """Start the demo (with the overrides ``sets``) under ``root`` unless another worker did: the process (this
-    worker owns it) or None."""
+    worker owns it) or None. With ``after`` (another demo's root) it first waits for that demo to finish: two
+    demos at once beside two xdist workers starved both on a slow host (stop 54)."""
     with FileLock(root / "demo.lock"):
         if (root / "started").exists():
             return None
@@ -72,6 +77,8 @@ def start(root: Path, sets: list[str]) -> subprocess.Popen | None:
     # the exit code lands in `rc` once the output files are complete (a rename: the waiter never reads half)
     wrapped = ["timeout", "-s", "KILL", str(TIMEOUT_S), *cmd]
     script = '"$@" >stdout 2>stderr; echo $? >rc.tmp && mv rc.tmp rc'
+    if after is not None:
+        script = f'while [ ! -e "{after}/rc" ]; do sleep 2; done; {script}'
     return subprocess.Popen(
         ["sh", "-c", script, "sh", *wrapped], cwd=root, start_new_session=True, env=subprocess_env(root, COLUMNS="200")
     )
@@ -79,10 +86,10 @@ def start(root: Path, sets: list[str]) -> subprocess.Popen | None:
 
 def wait(root: Path) -> DemoRun:
     """Block until the demo under ``root`` has finished; its result."""
-    deadline = time.monotonic() + TIMEOUT_S + 60
+    deadline = time.monotonic() + WAIT_S
     while not (root / "rc").exists():
         if time.monotonic() > deadline:
-            raise TimeoutError(f"`augdag demo` under {root} did not finish in {TIMEOUT_S + 60} s")
+            raise TimeoutError(f"`augdag demo` under {root} did not finish in {WAIT_S} s")
         time.sleep(1)
     return DemoRun(
         int((root / "rc").read_text()),
@@ -97,7 +104,7 @@ def stop(proc: subprocess.Popen) -> None:
     """At the session's end: let a running demo finish (another worker may be waiting for it); killed as a
     group only if this session is cut short (an interrupt while waiting)."""
     try:
-        proc.wait(timeout=TIMEOUT_S + 60)
+        proc.wait(timeout=WAIT_S)
     finally:
         if proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):

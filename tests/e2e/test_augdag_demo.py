@@ -17,6 +17,7 @@ from demo import ambiguous_words
 from flows.cli import app
 from flows.engine import registry
 from storage.views.docs import TABLES, UNDOCUMENTED
+from tests import shared_demo
 from tests.cli.test_cli import PREFECT_SQLITE_LOCKED
 from tests.conftest import DEMO_PIPELINES, subprocess_env
 
@@ -25,7 +26,7 @@ runner = CliRunner()
 
 @pytest.mark.slow
 @pytest.mark.demo_run
-@pytest.mark.timeout(1200)  # the shared demo's own limit is 900 s (tests/shared_demo.py); it started with the session
+@pytest.mark.timeout(shared_demo.WAIT_S + 900)  # the shared demo (tests/shared_demo.py), then a second night
 def test_augdag_demo_exits_0_from_a_clean_cache_with_networking_off(demo_run, tmp_path):
     """`augdag demo` end to end in a subprocess; inside `unshare -n` (loopback only) where permitted."""
     output = demo_run.stdout + demo_run.stderr
@@ -177,7 +178,7 @@ def test_augdag_demo_exits_0_from_a_clean_cache_with_networking_off(demo_run, tm
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=1800,
     )
     assert night.returncode == 0, night.stdout[-3000:] + night.stderr[-3000:]
     second = json.loads(rows("SELECT summary FROM runs WHERE pipeline = 'nightly' ORDER BY started_at DESC")[0]["summary"])

@@ -140,7 +140,7 @@ def test_an_alias_bomb_is_one_line_exit_2_within_a_memory_limit(tmp_path):
         env=subprocess_env(tmp_path, COLUMNS="200"),
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=1200,
         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30)),  # a loader that expands it dies
     )
     assert (done.returncode, done.stdout) == (2, "")

@@ -49,7 +49,7 @@ def test_a_full_disk_is_one_line_naming_the_file_and_exit_1(tmp_path, size, firs
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=1200,
     )
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 1, done.stderr

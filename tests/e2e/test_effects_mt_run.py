@@ -18,7 +18,8 @@ ARMS = ["baseline", "para_10_1_ct", "rejuvenated", "robust", "syn_random", "syn_
 TESTS = ["test2016", "test2016+TitleCase", "test2016+UpperCase", "test2017"]
 
 
-@pytest.mark.timeout(1800)  # three nights of 10-update models: ~4 min on 2 cores, 10+ when they are shared
+@pytest.mark.timeout(2700)  # three nights of 10-update models: ~4 min on 2 cores, 10+ when they are shared,
+# 20+ on a host half as fast (stop 54's CI)
 def test_the_tiny_size_runs_every_arm_and_brings_back_the_table_scores_and_page(tmp_path):
     data, out = multi30k_like(tmp_path), tmp_path / "out"
     done = subprocess.run(
@@ -26,7 +27,7 @@ def test_the_tiny_size_runs_every_arm_and_brings_back_the_table_scores_and_page(
         env=subprocess_env(tmp_path),
         capture_output=True,
         text=True,
-        timeout=1700,
+        timeout=2600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     for method in ("random", "uncertainty"):  # each self_training night's synthetic pairs, src<TAB>tgt

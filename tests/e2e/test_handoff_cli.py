@@ -52,7 +52,6 @@ def _rows(tmp_path: Path, cache: Path, sql: str) -> list[dict]:
     return [json.loads(line) for line in r.stdout.splitlines()]
 
 
-@pytest.mark.timeout(900)
 def test_an_arm_trained_by_train_nmt_is_exported_for_every_trainer_issue_49(tmp_path):
     from demo import write_demo
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from tests.conftest import augdag
 
 
@@ -30,7 +28,6 @@ train_nmt:
     return str(profile)
 
 
-@pytest.mark.timeout(900)
 def test_a_minimal_profiles_first_night_never_trains_on_the_test_set_issue_47(tmp_path):
     """`SELECT src, tgt FROM bitext` with a held-out set: the test pairs are not in `bitext`; the demo's planted
     copies of test pairs (capitalised, a full stop: equal after normalising) fail the first night before any

@@ -63,7 +63,7 @@ def living(snapshot: list[tuple[int, str]]) -> list[int]:
     return [p for p, s in snapshot if owner_alive(Owner(socket.gethostname(), p, s))]
 
 
-def wait_for(what: str, check, timeout_s: float = 180, every_s: float = 0.2):
+def wait_for(what: str, check, timeout_s: float = 600, every_s: float = 0.2):
     deadline = time.monotonic() + timeout_s
     while not (value := check()):
         assert time.monotonic() < deadline, f"timed out after {timeout_s:.0f} s waiting for {what}"

@@ -81,7 +81,7 @@ def nights(s3_server, prefect_harness, tmp_path_factory):
         for name, e in (("local", local_env), ("remote", env))
     }
     for name, proc in procs.items():
-        out, _ = proc.communicate(timeout=900)
+        out, _ = proc.communicate(timeout=1800)
         assert proc.returncode == 0, f"{name} night:\n{out[-4000:]}"
     return SimpleNamespace(root=root, store=store, server=s3_server, env=env, local=root / "local", remote=root / "remote")
 
@@ -192,7 +192,7 @@ def test_a_driver_killed_mid_run_then_retried_computes_only_what_the_store_lacks
     assert len(crashed) == 1
     retried = subprocess.run(
         [sys.executable, "-m", "flows.cli", "retry", crashed[0], "--cache", str(cache)],
-        env=env, cwd=nights.root, capture_output=True, text=True, timeout=900,
+        env=env, cwd=nights.root, capture_output=True, text=True, timeout=1800,
     )  # fmt: skip
     assert retried.returncode == 0, retried.stdout[-3000:] + retried.stderr[-3000:]
     (last,) = (
@@ -307,7 +307,7 @@ def night_with_a_kill(
             if len(nights.server.objects(store)) > 40:
                 killed = kill()
             time.sleep(0.05)
-        assert proc.wait(timeout=900) == 0, log.read_text()[-4000:]
+        assert proc.wait(timeout=1800) == 0, log.read_text()[-4000:]
     # the workers fetched the models their shards use from the store into their own scratch, once per host
     fetched = {p.parent.parent.name for p in (home / ".cache" / "augdag" / "models").glob("*/*/manifest.json")}
     fetched |= {p.parent.parent.name for p in (home / ".cache" / "augdag" / "models").glob("*/*/model")}

@@ -63,7 +63,7 @@ class prefect_server:
         os.environ.update(extra)
         try:
             self.proc, url = start_server(
-                self.cache, port=free_port(), timeout_s=180, log=self.logs / f"server-{self.cache.parent.name}.log"
+                self.cache, port=free_port(), timeout_s=600, log=self.logs / f"server-{self.cache.parent.name}.log"
             )
         finally:
             for k, v in saved.items():
@@ -155,7 +155,7 @@ def deployment(url: str, name: str) -> dict | None:
     return found[0] if found else None
 
 
-def finished(url: str, flow_run_id: str, proc: background, timeout_s: float = 240) -> dict:
+def finished(url: str, flow_run_id: str, proc: background, timeout_s: float = 900) -> dict:
     def get():
         run = api(url, "GET", f"/flow_runs/{flow_run_id}")
         return run if run["state"]["type"] in FINAL else None
@@ -235,7 +235,7 @@ def served_nightly(
     """Serve the tiny demo as deployment ``nightly/<name>`` and run it with the command `augdag serve` prints
     (no PREFECT_API_URL in the environment): (flow run id, seconds to Completed, the serve process)."""
     with serve(cache, cwd, name, extra) as served:
-        wait_for(f"deployment {name}", lambda: deployment(url, name), timeout_s=120, proc=served)
+        wait_for(f"deployment {name}", lambda: deployment(url, name), timeout_s=300, proc=served)
         hint = served.output().split("Run it now:\n", 1)[1].splitlines()[0].strip()
         assert hint == f"PREFECT_API_URL={url} {PREFECT} deployment run nightly/{name}"
         env = {k: v for k, v in subprocess_env(cwd).items() if k != "PREFECT_API_URL"}
@@ -292,7 +292,7 @@ def test_the_served_nightly_of_the_demo_completes_with_no_prior_demo(served):
 def test_a_served_run_that_cannot_start_is_a_failed_run_in_the_catalog(served, tmp_path, override, error):
     d = deployment(served.url, "served")
     bad = api(served.url, "POST", f"/deployments/{d['id']}/create_flow_run", {"parameters": {"overrides": [*TINY, override]}})
-    assert finished(served.url, bad["id"], served.proc, timeout_s=120)["state"]["type"] == "FAILED"
+    assert finished(served.url, bad["id"], served.proc, timeout_s=300)["state"]["type"] == "FAILED"
     failed = nightly_record(served.cache, bad["id"])
     assert (failed["status"], failed["summary"]["error"], failed["summary"]["pipelines"]) == ("failed", error, [])
     runs = augdag(tmp_path, "runs", "--limit", "20", "--cache", str(served.cache))

@@ -32,7 +32,7 @@ def server(tmp_path_factory):
     loop = "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS"  # the scheduler looks for due runs every 2 s, not 60
     os.environ[loop] = "2"
     try:
-        proc, url = start_server(cache, port=free_port(), timeout_s=180, log=tmp_path_factory.getbasetemp() / "server.log")
+        proc, url = start_server(cache, port=free_port(), timeout_s=600, log=tmp_path_factory.getbasetemp() / "server.log")
     finally:
         del os.environ[loop]
     assert (state_dir(cache) / "prefect.db").exists()

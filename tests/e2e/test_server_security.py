@@ -43,7 +43,7 @@ class prefect_server:
         saved = {k: os.environ.get(k) for k in self.env}
         os.environ.update(self.env)
         try:
-            self.proc, url = start_server(self.cache, port=free_port(), timeout_s=180, log=self.log)
+            self.proc, url = start_server(self.cache, port=free_port(), timeout_s=600, log=self.log)
         finally:
             for k, v in saved.items():
                 os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
@@ -209,14 +209,14 @@ def test_augdag_serve_runs_a_flow_through_auth_and_csrf_and_stores_no_secret(aut
 
     with background(cmd, env=env, cwd=tmp_path, log=tmp_path / "serve.log", grace_s=5) as served:
         named = {"deployments": {"name": {"any_": [name]}}}
-        deployment = wait_for("the deployment", lambda: post("/deployments/filter", named), timeout_s=120, proc=served)[0]
+        deployment = wait_for("the deployment", lambda: post("/deployments/filter", named), timeout_s=300, proc=served)[0]
         run = post(f"/deployments/{deployment['id']}/create_flow_run", {})
 
         def final():
             state = call(url, "GET", f"/flow_runs/{run['id']}", headers=basic(AUTH)).json()["state"]
             return state if state["type"] in FINAL else None
 
-        state = wait_for(f"flow run {run['id']}", final, timeout_s=300, proc=served)
+        state = wait_for(f"flow run {run['id']}", final, timeout_s=900, proc=served)
         assert state["type"] == "COMPLETED", served.output()[-4000:]
     holding = [
         str(p)

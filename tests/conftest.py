@@ -105,8 +105,17 @@ HARNESS_SERVICES_OFF = (
 
 @pytest.fixture(scope="session")
 def prefect_harness(tmp_path_factory):
-    """A temporary Prefect server for the whole session (~15 s once), results persisted in a tmp dir."""
+    """A temporary Prefect server for the whole session (~15 s once), results persisted in a tmp dir; its database
+    starts as a copy of the migrated one (tests/prefect_db.py)."""
+    from unittest import mock
+
+    import prefect.testing.utilities
     from prefect.testing.utilities import prefect_test_harness
+
+    from tests import prefect_db
+
+    db_dir = tmp_path_factory.mktemp("prefect-harness-db")
+    shutil.copyfile(prefect_db.migrated(), db_dir / "prefect-test.db")  # the name the harness gives its database
 
     os.environ["PREFECT_LOCAL_STORAGE_PATH"] = str(tmp_path_factory.mktemp("prefect-results"))
     services = {f"PREFECT_SERVER_SERVICES_{name}_ENABLED": "false" for name in HARNESS_SERVICES_OFF}
@@ -114,7 +123,8 @@ def prefect_harness(tmp_path_factory):
     os.environ.update(services)  # read by the server's subprocess as it starts, then taken back: the servers
     try:  # that tests start themselves (`augdag server`) keep every service
         harness = prefect_test_harness(server_startup_timeout=600)
-        harness.__enter__()
+        with mock.patch.object(prefect.testing.utilities, "mkdtemp", lambda: str(db_dir)):
+            harness.__enter__()
     finally:
         for key, value in saved.items():
             if value is None:
@@ -151,13 +161,16 @@ def catalog_rows(cache: Path, sql: str, params: dict | None = None) -> list[dict
 
 
 def subprocess_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    """The environment of an `augdag` subprocess: its own Prefect home, the repo on the path."""
+    """The environment of an `augdag` subprocess: its own Prefect home (started from a migrated database:
+    tests/prefect_db.py), the repo on the path."""
+    from tests import prefect_db
+
     env = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("PREFECT_API", "PREFECT_LOCAL_STORAGE")) and k != "PREFECT_LOGGING_TO_API_ENABLED"
     }
-    env.update({"PREFECT_HOME": str(tmp_path / "prefect-home"), "PYTHONPATH": str(REPO)}, **extra)
+    env.update({"PREFECT_HOME": str(prefect_db.seed(tmp_path / "prefect-home")), "PYTHONPATH": str(REPO)}, **extra)
     return env
 
 

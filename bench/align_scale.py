@@ -1,7 +1,8 @@
 """The aligner's EM over shards (issue 51) against the one-process aligner, on the thesis-shaped bitext.
 
 The bitext is made as bench/thesis_scale.py makes it (demo pairs joined into lines of ~25 tokens, pre-tokenised),
-``--pairs`` of them, ingested once (threads; not timed). Then, in two ways on the same 2 cores:
+``--pairs`` of them, ingested once (threads, in a child process: the driver's peak is then the rounds'; not timed).
+Then, in two ways on the same 2 cores:
 
 - one process: ``tasks.self_training.alignment.align_bitext`` (the `align` stage before issue 51) in a child
   process on 2 threads; its wall time and peak RSS (VmHWM);
@@ -20,7 +21,9 @@ bits, so a link may differ where two source words tie within them). Exits 1 when
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -34,6 +37,7 @@ import pyarrow.parquet as pq
 from bench.common import prefect_server, workdir
 from bench.thesis_scale import write_bitext
 from conf.schema import AugdagConf, DatasetConf, TaskRunnerConf
+from storage.artifacts import ArtifactRef
 
 RSS_GOAL, RATIO_GOAL = 2e9, 1.3
 
@@ -57,9 +61,39 @@ def conf_of(cache: Path, data: Path, shard: int, runner: TaskRunnerConf) -> Augd
     return AugdagConf(cache=cache, shard_size=shard, task_runner=runner, datasets={"bitext": ds})
 
 
+@functools.cache
+def aligned_flow():
+    """The flow: the bitext ingested (cached after the first time), then, with ``rounds``, aligned in EM rounds (timed).
+    Made on first use, after ``flows`` has set its offline defaults for Prefect."""
+    from prefect import flow
+
+    from flows.engine.driver import Run, run_stage
+    from flows.pipelines.ingest import ingest_dataset
+    from tasks.self_training.em import align_rounds
+
+    @flow(name="align_scale")
+    def aligned(conf: AugdagConf, rounds: bool) -> dict:
+        with Run.started(conf, pipeline="align_scale", profile="bench", config=None) as run:
+            bitext = ingest_dataset(run, conf, "bitext")
+            t0, c0 = time.perf_counter(), cpu_seconds()
+            align = align_rounds(functools.partial(run_stage, run), bitext) if rounds else None
+            seconds, cpu = time.perf_counter() - t0, cpu_seconds() - c0
+        return {**run.finish(), "bitext": bitext, "align": align, "seconds": seconds, "cpu": cpu}
+
+    return aligned
+
+
+def ingest(args: argparse.Namespace) -> int:
+    """Child: the bitext under ``args.ingest`` ingested into the cache on threads; prints its ArtifactRef as JSON."""
+    from flows.engine.runners import run_flow
+
+    conf = conf_of(Path(args.cache), Path(args.ingest), args.shard, TaskRunnerConf(kind="threads"))
+    print(json.dumps(run_flow(aligned_flow(), conf, rounds=False)["bitext"].__dict__))
+    return 0
+
+
 def one_process(args: argparse.Namespace) -> int:
     """Child: the one-process aligner over the ingested bitext's parts; writes its links, prints wall and peak."""
-    from storage.artifacts import ArtifactRef
     from tasks.self_training.alignment import align_bitext
 
     ref = ArtifactRef(**json.loads(args.one_process))
@@ -78,36 +112,26 @@ def main() -> int:
     ap.add_argument("--data", default="/tmp/augdag-bench-data", help="where the bitext is written once per size")
     ap.add_argument("--memory-limit", default="2GB", help="each Dask worker's memory_limit")
     ap.add_argument("--one-process", help=argparse.SUPPRESS)  # child mode: an ArtifactRef as JSON
+    ap.add_argument("--ingest", help=argparse.SUPPRESS)  # child mode: the bitext's directory
     ap.add_argument("--cache", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one_process:
         return one_process(args)
+    if args.ingest:
+        return ingest(args)
     data = Path(args.data) / f"bitext-{args.pairs}"
     write_bitext(data, args.pairs)
     with workdir("align-scale") as root, prefect_server(root):
         from distributed import Client, LocalCluster
-        from prefect import flow
         from prefect.settings import PREFECT_API_URL
 
-        from flows.engine.driver import Run, run_stage
         from flows.engine.runners import ONE_CORE_ENV, run_flow
-        from flows.pipelines.ingest import ingest_dataset
-        from tasks.self_training.em import align_rounds
 
-        @flow(name="align_scale")
-        def aligned(conf: AugdagConf, rounds: bool) -> dict:
-            import functools
-
-            with Run.started(conf, pipeline="align_scale", profile="bench", config=None) as run:
-                bitext = ingest_dataset(run, conf, "bitext")
-                t0, c0 = time.perf_counter(), cpu_seconds()
-                align = align_rounds(functools.partial(run_stage, run), bitext) if rounds else None
-                seconds, cpu = time.perf_counter() - t0, cpu_seconds() - c0
-            return {**run.finish(), "bitext": bitext, "align": align, "seconds": seconds, "cpu": cpu}
-
-        cache = root / "cache"
-        ingested = run_flow(aligned, conf_of(cache, data, args.shard, TaskRunnerConf(kind="threads")), rounds=False)
-        bitext = ingested["bitext"]
+        cache, api = root / "cache", {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
+        # the ingest in a child process (threads; 4.5M pairs hold ~3 GB there): the driver's peak is the rounds' alone
+        cmd = [sys.executable, __file__, "--ingest", str(data), "--shard", str(args.shard), "--cache", str(cache)]
+        ingested = subprocess.run(cmd, capture_output=True, text=True, check=True, env=api)
+        bitext = ArtifactRef(**json.loads(ingested.stdout.strip().splitlines()[-1]))
         child = subprocess.run(
             [sys.executable, __file__, "--one-process", json.dumps(bitext.__dict__), "--cache", str(cache)],
             capture_output=True,
@@ -124,7 +148,7 @@ def main() -> int:
         ):
             dask = TaskRunnerConf(kind="dask", address=cluster.scheduler_address, gpu_resource=None)
             before = client.run(cpu_seconds)
-            summary = run_flow(aligned, conf_of(cache, data, args.shard, dask), rounds=True)
+            summary = run_flow(aligned_flow(), conf_of(cache, data, args.shard, dask), rounds=True)
             worker_cpu = sum(client.run(cpu_seconds).values()) - sum(before.values())
             workers = client.run(peak_rss)
             nannies = client.run(peak_rss, nanny=True)

@@ -53,6 +53,7 @@ LONGEST_FIRST = (
     "tests/pipelines/self_training/test_flow_self_training.py",
     "tests/e2e/test_scale_out.py",
     "tests/e2e/test_server.py",
+    "tests/e2e/test_rejuvenated_student.py",  # three 200-update models, then the student
 )
 
 
@@ -172,6 +173,19 @@ def subprocess_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     }
     env.update({"PREFECT_HOME": str(prefect_db.seed(tmp_path / "prefect-home")), "PYTHONPATH": str(REPO)}, **extra)
     return env
+
+
+def harness_url() -> str:
+    """The API URL of the session's Prefect server (``prefect_harness``, which the test must request): an `augdag`
+    subprocess given it as ``PREFECT_API_URL`` reports there, as with `augdag server` running, instead of starting
+    Prefect's temporary server of its own (~9 s and ~10 CPU-s a run: ``prefect.server.api.server``'s import alone is
+    4.5 CPU-s). The tests of that temporary server's own behaviour (the demo, an interrupted run, the guard) keep it."""
+    from prefect.settings import PREFECT_API_URL
+
+    url = PREFECT_API_URL.value()
+    if not url:
+        raise RuntimeError("harness_url() needs the prefect_harness fixture")
+    return url
 
 
 def augdag(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from demo.tiny import TINY_SETS
 from flows.cli import app
-from tests.conftest import REPO, subprocess_env
+from tests.conftest import REPO, harness_url, subprocess_env
 
 runner = CliRunner()
 # `augdag sql "…"` (an optional --cache DIR between, as the demo prints it): the query in shell double quotes
@@ -126,13 +126,15 @@ def test_every_query_the_demo_prints_selects_rows(demo_cache, tiny_demo_run):
 
 @pytest.mark.slow
 @pytest.mark.tiny_demo_run
-def test_a_student_translating_through_ctranslate2_is_found_by_its_trained_name(tiny_demo_run, tmp_path):
+def test_a_student_translating_through_ctranslate2_is_found_by_its_trained_name(prefect_harness, tiny_demo_run, tmp_path):
     """`train_nmt` again on a copy of the demo with the students' inference through CTranslate2: the trained models are
     the demo's (cached), their conversions are new; the README's student query finds the new rows by `models.name`."""
     copy = tmp_path / "cache"
     ignore = shutil.ignore_patterns("server", "logs", "*.lock", "demo-data")
     shutil.copytree(tiny_demo_run.cache, copy, symlinks=True, ignore=ignore)
-    env = subprocess_env(tmp_path, AUGDAG_DEMO_DATA=str(tiny_demo_run.cache / "demo-data"))  # read where the demo read
+    env = subprocess_env(  # read where the demo read; report to the session's Prefect server
+        tmp_path, AUGDAG_DEMO_DATA=str(tiny_demo_run.cache / "demo-data"), PREFECT_API_URL=harness_url()
+    )
     sets = [a for s in [*TINY_SETS, "train_nmt.student.inference=ctranslate2"] for a in ("--set", s)]
     cmd = [sys.executable, "-m", "flows.cli", "-q", "run", "train_nmt", "--config", "demo", "--cache", str(copy), *sets]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, check=False)

@@ -20,7 +20,7 @@ from flows.cli import app
 from flows.engine.retry import forced_artifacts, forcing
 from storage.catalog import Catalog
 from storage.runs import load_run
-from tests.conftest import subprocess_env
+from tests.conftest import harness_url, subprocess_env
 
 runner = CliRunner()
 
@@ -184,14 +184,8 @@ def corrupt_parquet(path: Path) -> None:
     path.write_bytes(data)
 
 
-def api_url() -> str:
-    from prefect.settings import PREFECT_API_URL
-
-    return PREFECT_API_URL.value()  # the session harness's server: a subprocess needs no temporary one
-
-
 def augdag(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    env = subprocess_env(tmp_path, COLUMNS="300", PREFECT_API_URL=api_url())
+    env = subprocess_env(tmp_path, COLUMNS="300", PREFECT_API_URL=harness_url())
     return subprocess.run(
         [sys.executable, "-m", "flows.cli", *args],
         env=env,
@@ -218,7 +212,7 @@ def test_a_corrupt_input_ends_with_one_line_naming_shard_file_and_retry_command(
     )
     assert first.returncode == 2  # bad input, not retried
     assert first.stderr.splitlines() == [
-        f"reporting to the Prefect server at {api_url()}",
+        f"reporting to the Prefect server at {harness_url()}",
         (
             f"error: {failed} Once the input is fixed: augdag retry {run_id} --cache {cache}  "
             f"(log: {cache}/logs/{run_id}.log; -v shows it here)"

@@ -16,7 +16,7 @@ import pytest
 from conf.loader import load_profile
 from demo import write_demo
 from storage.catalog import Catalog
-from tests.conftest import REPO, subprocess_env
+from tests.conftest import REPO, harness_url, subprocess_env
 
 pytestmark = pytest.mark.slow
 AUGDAG = [sys.executable, "-m", "flows.cli"]
@@ -46,14 +46,6 @@ def _ingest(conf):
     from flows.pipelines.ingest import ingest_flow
 
     return ingest_flow(conf, profile="test")
-
-
-def _api_url() -> str:
-    """The session harness's Prefect server: a CLI subprocess pointed at it starts no temporary server of its own
-    (~20 CPU-s and as many seconds each)."""
-    from prefect.settings import PREFECT_API_URL
-
-    return PREFECT_API_URL.value()
 
 
 @pytest.fixture(scope="module")
@@ -207,7 +199,7 @@ def test_crash_mid_stage_resumes_missing_shards_byte_identical(first, demo_data,
         "--cache",
         str(crashed),
     ]
-    env = subprocess_env(tmp_path, AUGDAG_DEMO_DATA=str(paths.root), PREFECT_API_URL=_api_url())
+    env = subprocess_env(tmp_path, AUGDAG_DEMO_DATA=str(paths.root), PREFECT_API_URL=harness_url())
     log = tmp_path / "crash.log"
     with open(log, "w") as out:  # not a pipe: what a killed run leaves running would hold it open
         proc = subprocess.Popen(
@@ -243,7 +235,7 @@ def test_crash_mid_stage_resumes_missing_shards_byte_identical(first, demo_data,
 def test_two_concurrent_ingest_runs_on_one_cache_both_succeed(prefect_harness, demo_data, tmp_path):
     paths, _ = demo_data
     cache = tmp_path / "cache"
-    env = subprocess_env(tmp_path, AUGDAG_DEMO_DATA=str(paths.root), PREFECT_API_URL=_api_url())
+    env = subprocess_env(tmp_path, AUGDAG_DEMO_DATA=str(paths.root), PREFECT_API_URL=harness_url())
     cmd = [*AUGDAG, "run", "ingest", "--config", "demo", "--cache", str(cache)]
     procs = [
         subprocess.Popen(

@@ -21,7 +21,7 @@ from flows.reports.ingest_report import low_confidence
 from storage.parts import Parts
 from tasks.ingest import filters as F
 from tasks.ingest.clean import CLEAN, CleanParams, clean, find_duplicates
-from tests.conftest import bitext
+from tests.conftest import bitext, harness_url, subprocess_env
 
 REPO = Path(__file__).resolve().parents[3]
 EN_DE = DatasetConf(kind="bitext", format="text", src="a.en", tgt="a.de", src_lang="en", tgt_lang="de")
@@ -165,7 +165,7 @@ def test_low_confidence_language_id_drops_are_told_apart():
         True, False, False, False]  # fmt: skip
 
 
-def test_the_cli_refuses_a_swapped_bitext_with_exit_2(tmp_path):
+def test_the_cli_refuses_a_swapped_bitext_with_exit_2(prefect_harness, tmp_path):
     (tmp_path / "a.en").write_text("".join(f"{t}\n" for _, t in CORRECT), encoding="utf-8")  # German in the .en file
     (tmp_path / "a.de").write_text("".join(f"{s}\n" for s, _ in CORRECT), encoding="utf-8")
     profile = tmp_path / "p.yaml"
@@ -175,7 +175,8 @@ def test_the_cli_refuses_a_swapped_bitext_with_exit_2(tmp_path):
         encoding="utf-8",
     )
     cmd = [sys.executable, "-m", "flows.cli", "run", "ingest", "--config", str(profile), "--cache", str(tmp_path / "c")]
-    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    env = subprocess_env(tmp_path, PREFECT_API_URL=harness_url())  # its own Prefect home, the session's server
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
     out = " ".join((done.stdout + done.stderr).split())
     assert done.returncode == 2, out
     assert "datasets.news.src_lang is 'en', but 14 of the 14 confidently identified src rows are 'de', its tgt_lang" in out

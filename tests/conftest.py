@@ -179,7 +179,8 @@ def harness_url() -> str:
     """The API URL of the session's Prefect server (``prefect_harness``, which the test must request): an `augdag`
     subprocess given it as ``PREFECT_API_URL`` reports there, as with `augdag server` running, instead of starting
     Prefect's temporary server of its own (~9 s and ~10 CPU-s a run: ``prefect.server.api.server``'s import alone is
-    4.5 CPU-s). The tests of that temporary server's own behaviour (the demo, an interrupted run, the guard) keep it."""
+    4.5 CPU-s). The demo, the tests of that temporary server's own behaviour (an interrupted run, the guard) and those of
+    a default run's exact terminal output keep it."""
     from prefect.settings import PREFECT_API_URL
 
     url = PREFECT_API_URL.value()

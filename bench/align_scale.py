@@ -149,6 +149,7 @@ def main() -> int:
             dask = TaskRunnerConf(kind="dask", address=cluster.scheduler_address, gpu_resource=None)
             before = client.run(cpu_seconds)
             summary = run_flow(aligned_flow(), conf_of(cache, data, args.shard, dask), rounds=True)
+            driver = peak_rss()  # the rounds' peak: before the check below reads every pair's links here
             worker_cpu = sum(client.run(cpu_seconds).values()) - sum(before.values())
             workers = client.run(peak_rss)
             nannies = client.run(peak_rss, nanny=True)
@@ -158,7 +159,7 @@ def main() -> int:
         assert ours["uid"].equals(theirs["uid"]), "the rounds' rows are not the one-process aligner's rows, in order"
         same = pc.sum(pc.equal(ours["links"], theirs["links"]).cast(pa.int64())).as_py()
         peaks = {**{f"worker {a}": p for a, p in workers.items()}, **{f"nanny {a}": p for a, p in nannies.items()}}
-        peaks["driver"] = peak_rss()
+        peaks["driver"] = driver
     ratio = summary["seconds"] / base["seconds"]
     print(f"align_scale: {args.pairs:,} thesis pairs in {align.n_shards} parts of {args.shard:,}")
     cpu = worker_cpu + summary["cpu"]

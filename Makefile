@@ -87,7 +87,8 @@ lint: install
 # `make test` is everything but tests/e2e/ (every pipeline at tiny sizes, the CLI as a subprocess, a night killed
 # and resumed beside the tiny demo); `make test-e2e` is tests/e2e/ (Prefect servers and workers, PostgreSQL, a
 # browser, a Dask cluster, the full-size `augdag demo` and its numbers). CI (.ci/run) runs both.
-PYTEST := $(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
+# tests/warm.py first: in a fresh environment it writes the bytecode both workers would compile side by side.
+PYTEST := $(PY) -m tests.warm && $(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 test: install
 	$(PYTEST) -m "not e2e"
 

@@ -16,8 +16,8 @@ import pyarrow as pa
 
 from augdag.pins import Artifact, Pin, latest_run, of_view, pin_of, served
 from augdag.view import View
+from conf.cache_path import resolve_cache
 from conf.errors import CatalogError
-from conf.schema import resolve_cache
 from storage.catalog import Catalog
 from storage.output import existing_catalog
 from storage.schemas import VIEW_SCHEMAS

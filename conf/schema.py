@@ -5,14 +5,14 @@ beside their equation)."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
 from conf.base import ConfModel
+from conf.cache_path import CACHE_ENV, DEFAULT_CACHE, resolve_cache  # noqa: F401 — imported from here too
 from conf.pipelines import check_enabled, known_pipeline
 from conf.sections.classifier import ClassifierConf, EpidaConf, TrainClassifierConf  # noqa: F401 — part of the schema
 from conf.sections.cleaning import CleanConf, DatasetClean, IngestConf, TokenFilter, check_filters  # noqa: F401
@@ -31,9 +31,6 @@ from conf.sections.tokenizer import TokenizerConf
 
 Kind = Literal["bitext", "mono", "labeled", "slots"]
 Format = Literal["text", "tsv", "jsonl", "parquet", "hf"]
-
-DEFAULT_CACHE = Path(".augdag")
-CACHE_ENV = "AUGDAG_CACHE"
 
 
 class DatasetConf(InputConf):
@@ -372,14 +369,3 @@ class AugdagConf(ConfModel):
         if not mono:
             raise ValueError("self_training.mono: the profile has no dataset of kind 'mono' to sample from")
         return bitext, mono
-
-
-def resolve_cache(conf_cache: Path | None, cli_cache: Path | None, environ: Mapping[str, str] | None = None) -> Path:
-    """The cache root: ``--cache`` beats ``AUGDAG_CACHE`` (read from ``environ``, default ``os.environ``)
-    beats the profile beats ``.augdag/``."""
-    environ = os.environ if environ is None else environ
-    if cli_cache is not None:
-        return Path(cli_cache)
-    if environ.get(CACHE_ENV):
-        return Path(environ[CACHE_ENV])
-    return Path(conf_cache) if conf_cache is not None else DEFAULT_CACHE

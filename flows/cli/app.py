@@ -22,8 +22,8 @@ from rich.table import Table
 from rich.text import Text
 
 import flows  # noqa: F401 — switches the stack offline before Prefect is imported
+from conf.cache_path import resolve_cache
 from conf.errors import AugdagError, ConfError
-from conf.schema import resolve_cache
 from flows.engine.run_log import configure_console, log_path
 from storage.catalog import Catalog
 

@@ -13,9 +13,8 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from conf.cache_path import resolve_cache
 from conf.errors import AugdagError, CatalogError, ConfError
-from conf.loader import load_profile
-from conf.schema import resolve_cache
 from flows.cli.app import (
     CacheOpt,
     ConfigOpt,
@@ -46,6 +45,8 @@ def run(
     cache: CacheOpt = None,
 ) -> None:
     """Run one pipeline over the datasets of a profile."""
+    from conf.loader import load_profile  # here: `augdag sql` and the other readers start without the profile's models
+
     choice("pipeline", pipeline, registry.names())
     try:
         conf = load_profile(config, set_, cache=cache, pipeline=pipeline)
@@ -62,6 +63,8 @@ def demo(
     bitext_rows: Annotated[int | None, typer.Option(help="size of the demo bitext (default: the profile's)")] = None,
 ) -> None:
     """Generate the demo corpus, run the demo profile end to end, and show what helped and what to query."""
+    from conf.loader import load_profile
+
     try:
         sets = [*set_, *([f"demo.bitext_rows={bitext_rows}"] if bitext_rows is not None else [])]
         conf = load_profile("demo", sets, cache=resolve_cache(None, cache))  # data: <cache>/demo-data

@@ -13,21 +13,21 @@ have (every line would be skipped).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import yaml
 from rich.markup import escape
 
 from conf.errors import AugdagError, ConfError
-from conf.importers import Imported, import_opusfilter, read_opustrainer
-from conf.loader import load_profile
 from flows.cli.app import CacheOpt, app, choice, err, existing_catalog_at, fail, out
 from storage.catalog import Catalog
 from storage.handoff import ArmData, read_arm
 from storage.handoff.card import card
 from storage.handoff.formats import FORMATS, check_directory, manifest, write_hf, write_opustrainer, write_parallel, write_texts
-from tasks.robustness.spec import ALIASES, parse_modifier
+
+if TYPE_CHECKING:
+    from conf.importers import Imported
 
 CONFIG_HELP = "the profile whose robustness modifiers OpusTrainer applies (default: the one the run recorded)"
 NEEDS_ALIGNMENT = ("Tags",)  # OpusTrainer's modifiers that read a third (alignment) column
@@ -36,6 +36,8 @@ NEEDS_ALIGNMENT = ("Tags",)  # OpusTrainer's modifiers that read a third (alignm
 def opustrainer_modifiers(entries: list[Any], where: str) -> tuple[list[dict[str, Any]], list[str]]:
     """The profile's robustness entries as OpusTrainer's list (each checked, its name canonical), and a line for
     each left out."""
+    from tasks.robustness.spec import ALIASES, parse_modifier  # here: the readers start without pydantic's models
+
     kept, left = [], []
     for i, entry in enumerate(entries):
         spec = parse_modifier(entry, f"{where}[{i}]")
@@ -63,6 +65,8 @@ def languages(config: dict[str, Any]) -> tuple[str, str]:
 
 def profile_config(config: str | None, cache: Path) -> tuple[dict[str, Any] | None, list[str] | None]:
     """``--config``'s profile as JSON and the arms it names; (None, None) without one."""
+    from conf.loader import load_profile  # here: `augdag export` without a profile starts without its models
+
     if config is None:
         return None, None
     conf = load_profile(config, [], cache=cache)
@@ -154,6 +158,8 @@ def printed(imported: Imported) -> str:
 def import_opusfilter_cmd(file: Annotated[Path, typer.Argument(help="an OpusFilter configuration (steps: ...)")]) -> None:
     """Print the ingest.clean keys of an OpusFilter configuration's filter steps, and one line per filter or step
     that has no counterpart (with why). Nothing runs."""
+    from conf.importers import import_opusfilter
+
     try:
         imported = import_opusfilter(file)
     except AugdagError as e:
@@ -165,6 +171,9 @@ def import_opusfilter_cmd(file: Annotated[Path, typer.Argument(help="an OpusFilt
 def import_opustrainer_cmd(file: Annotated[Path, typer.Argument(help="an OpusTrainer curriculum (modifiers: ...)")]) -> None:
     """Print an OpusTrainer curriculum's modifiers as a robustness section (each checked against augdag's), and one
     line per modifier or stage list that has no counterpart. Nothing runs."""
+    from conf.importers import read_opustrainer
+    from tasks.robustness.spec import parse_modifier
+
     try:
         found = read_opustrainer(file)
     except AugdagError as e:

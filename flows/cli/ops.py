@@ -16,9 +16,8 @@ from typing import Annotated
 
 import typer
 
+from conf.cache_path import resolve_cache
 from conf.errors import AugdagError, CatalogError, ConfError
-from conf.loader import load_profile, load_recorded
-from conf.schema import resolve_cache
 from flows.cli.app import QUIET, CacheOpt, ConfigOpt, SetOpt, app, err, existing_catalog_at, fail, out, verbosity
 from flows.cli.run import prepare, print_summary, run_nightly, run_pipeline
 from flows.ops.lifecycle import supervise_in_own_group
@@ -30,6 +29,8 @@ REPO = Path(__file__).resolve().parents[2]
 @app.command()
 def nightly(config: ConfigOpt = "nightly", set_: SetOpt = [], cache: CacheOpt = None) -> None:  # noqa: B006 — typer's default, never mutated
     """Run every pipeline of a profile now, as the nightly deployment does (one flow run, subflows per pipeline)."""
+    from conf.loader import load_profile  # here: the readers (`augdag sql`, ...) start without the profile's models
+
     try:
         run_nightly(load_profile(config, set_, cache=cache), config)
     except AugdagError as e:  # a failed pipeline: its summary is printed first, then exit 1
@@ -53,6 +54,7 @@ def retry(
 ) -> None:
     """Run a recorded run again: only failed or missing shards are computed (finished ones show as Cached).
     The new run records which run it retried (`augdag runs` shows the chain)."""
+    from conf.loader import load_profile, load_recorded  # here: see nightly
     from flows.engine.retry import forced_artifacts, forcing
     from storage.runs import load_run
 
@@ -145,6 +147,8 @@ def serve(
 
     The deployment records the profile, the overrides and the cache as absolute paths, and its
     description the data directories they resolve to: its runs do not depend on a working directory."""
+    from conf.loader import load_profile  # here: the readers (`augdag sql`, ...) start without the profile's models
+
     try:
         supervise_in_own_group()  # Ctrl-C, SIGTERM and SIGHUP stop it and its flow-run processes (flows/ops/lifecycle.py)
         conf = load_profile(config, set_, cache=cache)
@@ -184,6 +188,8 @@ def deploy(
     Without --config/--set/--cache the deployment keeps prefect.yaml's parameters (the cache is then
     resolved on the worker); with any of them it records the profile and the cache resolved here, as
     absolute paths, and the data directories in its description."""
+    from conf.loader import load_profile  # here: the readers (`augdag sql`, ...) start without the profile's models
+
     if not os.environ.get("PREFECT_API_URL"):
         fail(ConfError("deploy needs PREFECT_API_URL (a Prefect server; `augdag server` starts one)"))
     cmd = [

@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 from rich.progress import (
@@ -30,8 +30,6 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from conf.loader import check_inputs, dump_conf
-from conf.schema import AugdagConf
 from flows.cli.app import NORMAL, QUIET, VERBOSE, err, out, verbosity
 from flows.cli.screen import announcing, hidden_stages, pipeline_line, print_verdicts
 from flows.engine import registry
@@ -39,6 +37,9 @@ from flows.engine.counts import view_rows
 from flows.engine.run_log import disk_full_as_error
 from flows.ops.ephemeral import start_ephemeral_server
 from tasks.runtime.progress import reporting
+
+if TYPE_CHECKING:
+    from conf.schema import AugdagConf
 
 
 class DrainNotice(logging.Filter):
@@ -88,6 +89,8 @@ def replayed(call: Callable[[], dict[str, Any]], conf: AugdagConf, server: str |
 def run_pipeline(pipeline: str, conf: AugdagConf, profile: str) -> dict[str, Any]:
     """Run ``pipeline`` over ``conf`` under progress bars (replayed without Prefect when every stage is cached);
     returns its run summary. A missing input file is one line (exit 2) before Prefect starts."""
+    from conf.loader import check_inputs, dump_conf  # here: the readers start without the profile's models
+
     check_inputs(conf)  # a missing input file: one line, exit 2, before Prefect starts
     server = prepare(conf)
     from flows.engine.runners import run_flow
@@ -105,6 +108,8 @@ def run_nightly(conf: AugdagConf, profile: str, *, run_id: str | None = None) ->
     """The nightly flow over ``conf`` (recorded by ``run_id`` when it is a retry); prints a line per pipeline as it
     finishes and the run's end (``print_nightly``), failed or not. The demo profile's data is written first when
     missing, and a missing input file is one line (exit 2) before the flow starts."""
+    from conf.loader import check_inputs, dump_conf  # here: the readers start without the profile's models
+
     server = prepare(conf)
     from flows.engine import nightly
     from flows.engine.nightly import NightlyFailed, demo_data, nightly_body

@@ -12,16 +12,18 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from conf.schema import AugdagConf
 from flows.cli.app import QUIET, out, verbosity
 from flows.engine import registry
 from flows.reports.effect_table import effect_rows, size_note
+
+if TYPE_CHECKING:
+    from conf.schema import AugdagConf
 
 # the demo's three queries: the effects with their p, the rows dropped per stage and reason, generated rows beside
 # their originals (the rest are in docs/sql.md)

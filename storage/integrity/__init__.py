@@ -45,8 +45,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from conf.cache_path import resolve_cache
 from conf.errors import ArtifactError, CatalogError
-from conf.schema import resolve_cache
 from storage import objects
 from storage.cache_root import resolve
 from storage.objects import Loc

@@ -8,12 +8,13 @@ PY         := $(VENV)/bin/python
 UV         ?= python3 -m uv
 FIND_LINKS ?= $(shell pip config get global.find-links 2>/dev/null)
 TORCH      ?= cpu
-# fairseq-fixed builds from source against torch: pin its build torch; its torchaudio requirement is
-# a CUDA build that breaks `import transformers`, and fairseq needs it only for speech.
+# fairseq-fixed's sdist imports torch to build (`make constraints` reads its metadata): pin that torch; its torchaudio
+# requirement is a CUDA build that breaks `import transformers`, and fairseq needs it only for speech.
 PINS       := -b build-constraints.txt --excludes excludes.txt
-# Two chains at once (`install` runs them with -j): the Python packages (uv: resolve, download, fairseq-fixed's
-# C++ build; its six extensions are compiled in parallel, DIST_EXTRA_CONFIG below) and the system ones (apt-get:
-# Boost and WordNet in one call, then lmplz's C++ build). Neither needs the other; docs/install.md has each step's cost.
+# Two chains at once (`install` runs them with -j): the Python packages (fairseq-fixed's wheel without the three torch
+# extensions augdag never loads, scripts/build_fairseq.sh; then uv: resolve, download, install) and the system ones
+# (apt-get: Boost and WordNet in one call, then lmplz's C++ build). Neither needs the other; docs/install.md has each
+# step's cost.
 INSTALL_JOBS ?= 3
 
 .PHONY: install install-parts install-gpu debian-packages kenlm wordnet demo test test-e2e lint bench constraints clean
@@ -33,20 +34,20 @@ $(VENV)/pyvenv.cfg:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install -q uv
 	$(UV) venv -q --allow-existing --python 3.11 $(VENV)
 
-# setuptools reads DIST_EXTRA_CONFIG: `build_ext --parallel N` compiles fairseq-fixed's extensions N at a time. Not
-# with ninja: torch's BuildExtension then writes every extension's build.ninja to the same file, and two at once lose
-# an object file ("ninja: warning: premature end of file", then `ld: cannot find token_block_utils_fast.o`; seen on a
-# fresh machine). A `ninja` that fails, first on the build's PATH, makes torch use its distutils compile (per-file,
-# safe in parallel).
-BUILD_ENV = DIST_EXTRA_CONFIG=$(abspath $(VENV))/build_ext.cfg PATH=$(abspath $(VENV))/build-bin:$$PATH
-$(VENV)/.installed-$(TORCH): pyproject.toml constraints.txt build-constraints.txt excludes.txt | $(VENV)/pyvenv.cfg
-	@printf '[build_ext]\nparallel = %s\n' "$$(nproc)" > $(VENV)/build_ext.cfg
-	@mkdir -p $(VENV)/build-bin && printf '#!/bin/sh\nexit 1\n' > $(VENV)/build-bin/ninja && chmod +x $(VENV)/build-bin/ninja
+# fairseq-fixed as a wheel of our own build (scripts/build_fairseq.sh: PyPI has no cp311 wheel, and its sdist's three
+# torch extensions took 180 s of a fresh install): uv installs it from $(VENV)/wheels and is not allowed to build the
+# sdist instead (--only-binary), so a wheel that is missing fails the install rather than making it slow.
+FAIRSEQ := --find-links $(VENV)/wheels --only-binary fairseq-fixed
+$(VENV)/.built-fairseq: scripts/build_fairseq.sh | $(VENV)/pyvenv.cfg
+	UV="$(UV)" scripts/build_fairseq.sh $(VENV)/wheels $(PY)
+	@touch $@
+
+$(VENV)/.installed-$(TORCH): pyproject.toml constraints.txt build-constraints.txt excludes.txt $(VENV)/.built-fairseq | $(VENV)/pyvenv.cfg
 ifeq ($(TORCH),cpu)
-	$(BUILD_ENV) $(UV) pip install -q --python $(PY) -e '.[dev]' -c constraints.txt $(PINS) $(if $(FIND_LINKS),--find-links $(FIND_LINKS))
+	$(UV) pip install -q --python $(PY) -e '.[dev]' -c constraints.txt $(PINS) $(FAIRSEQ) $(if $(FIND_LINKS),--find-links $(FIND_LINKS))
 	@$(PY) -c "import torch, sys; sys.exit('augdag: a CUDA torch was installed where the CPU wheel was expected' if torch.version.cuda else 0)"
 else
-	$(BUILD_ENV) $(UV) pip install -q --python $(PY) -e '.[dev]' -c constraints.txt $(PINS)
+	$(UV) pip install -q --python $(PY) -e '.[dev]' -c constraints.txt $(PINS) $(FAIRSEQ)
 endif
 	@rm -f $(VENV)/.installed-*; touch $@
 
@@ -97,7 +98,7 @@ test-e2e: install $(VENV)/.installed-ray
 	$(PYTEST) -m e2e
 
 $(VENV)/.installed-ray: $(VENV)/.installed-$(TORCH)
-	$(UV) pip install -q --python $(PY) -e '.[dev,ray]' -c constraints.txt $(PINS) $(if $(FIND_LINKS),--find-links $(FIND_LINKS))
+	$(UV) pip install -q --python $(PY) -e '.[dev,ray]' -c constraints.txt $(PINS) $(FAIRSEQ) $(if $(FIND_LINKS),--find-links $(FIND_LINKS))
 	@touch $@
 
 constraints:

@@ -39,12 +39,14 @@ def test_lmplz_build_waits_for_the_debian_packages_not_for_the_python_packages(t
 def test_install_runs_both_chains_with_three_jobs_and_builds_no_wheelhouse(tmp_path):
     out = dry_run(tmp_path, "install")
     assert out.splitlines()[0] == "make --no-print-directory -j 3 install-parts"
-    uv_install = [line for line in out.splitlines() if " uv pip install " in line]
+    lines = out.splitlines()
+    uv_install = [i for i, line in enumerate(lines) if line.startswith("uv pip install ")]
     assert len(uv_install) == 1
-    assert uv_install[0].startswith(  # fairseq-fixed's extensions in parallel, without ninja (a failing one first on PATH)
-        f"DIST_EXTRA_CONFIG={tmp_path}/venv/build_ext.cfg PATH={tmp_path}/venv/build-bin:$PATH uv pip install -q --python "
-    )
-    assert "--find-links" not in uv_install[0]  # FIND_LINKS= above; no wheelhouse of our own
+    build_fairseq = lines.index(f'UV="uv" scripts/build_fairseq.sh {tmp_path}/venv/wheels {tmp_path}/venv/bin/python')
+    assert build_fairseq < uv_install[0]  # the wheel first, then the one install that takes it from there
+    # FIND_LINKS= above: the only local wheels are fairseq-fixed's, and uv may not fall back to building its sdist
+    assert lines[uv_install[0]].count("--find-links") == 1
+    assert f"--find-links {tmp_path}/venv/wheels --only-binary fairseq-fixed" in lines[uv_install[0]]
     for script in ("scripts/install_debian.sh", "scripts/install_wordnet.sh", f"scripts/build_kenlm.sh {tmp_path}/venv/bin"):
         assert out.count(script) == 1, script
     assert "build_wheelhouse" not in out

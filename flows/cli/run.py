@@ -112,7 +112,7 @@ def run_nightly(conf: AugdagConf, profile: str, *, run_id: str | None = None) ->
 
     server = prepare(conf)
     from flows.engine import nightly
-    from flows.engine.nightly import NightlyFailed, demo_data, nightly_body
+    from flows.engine.nightly import NightlyFailed, demo_data, import_if_side_by_side, nightly_body
 
     data = demo_data(profile, conf)
     if data is not None and verbosity() > QUIET:
@@ -124,7 +124,8 @@ def run_nightly(conf: AugdagConf, profile: str, *, run_id: str | None = None) ->
             call = lambda: nightly_body(profile=profile, cache=str(conf.cache), config=dump_conf(conf))  # noqa: E731
             summary = run_id is None and replayed(call, conf, server)
             if not summary:
-                start_ephemeral_server()  # as in run_pipeline
+                # as in run_pipeline; the model stack imported meanwhile when two pipelines will run at once
+                start_ephemeral_server(meanwhile=lambda: import_if_side_by_side(conf))
                 summary = nightly.nightly_flow(profile=profile, cache=str(conf.cache), config=dump_conf(conf), run_id=run_id)
     except NightlyFailed as e:
         print_nightly(e.summary, announced=said, **end)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import importlib
+import itertools
 import json
 import os
 import time
@@ -134,6 +135,24 @@ def _failed_child(run: Run, name: str, since: datetime, error: BaseException) ->
         "status": "failed",
         "error": f"{type(error).__name__}: {error}",
     }
+
+
+def side_by_side(conf: AugdagConf) -> bool:
+    """Whether a nightly over ``conf`` runs two pipelines at once at some point (``run_pipelines`` then calls its
+    ``prepare`` first): ``nightly.parallel`` above 1 and two enabled pipelines neither of which waits for the other."""
+    if conf.nightly.parallel < 2:
+        return False
+    enabled = list(dict.fromkeys(conf.pipelines))
+    deps = registry.depends(enabled, conf)
+    up = {p: registry.upstream(p, deps) for p in enabled}
+    return any(q not in up[p] and p not in up[q] for p, q in itertools.combinations(enabled, 2))
+
+
+def import_if_side_by_side(conf: AugdagConf) -> None:
+    """``import_ahead`` now when a nightly over ``conf`` will need it (``side_by_side``): the CLI calls it while
+    Prefect's temporary server starts (flows/ops/ephemeral.py), and ``import_stack`` then finds it done."""
+    if side_by_side(conf):
+        import_ahead()
 
 
 def run_pipelines(

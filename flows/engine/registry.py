@@ -150,13 +150,13 @@ def depends(enabled: Iterable[str], conf: Any = None) -> dict[str, list[str]]:
         for view in sorted({v for sql in (queries(conf) if queries else []) for v in tables_read(sql)}):
             maker = makers.get(view)
             if maker is not None and maker != p and maker not in deps[p]:
-                if p in _upstream(maker, deps):
+                if p in upstream(maker, deps):
                     raise ConfError(f"pipelines: {p}'s SQL reads `{view}`, which {maker} makes, and {maker} runs after {p}")
                 deps[p].append(maker)
     return deps
 
 
-def _upstream(name: str, deps: Mapping[str, list[str]]) -> set[str]:
+def upstream(name: str, deps: Mapping[str, list[str]]) -> set[str]:
     """Every pipeline ``name`` waits for, directly or not."""
     seen: set[str] = set()
     todo = list(deps.get(name, []))

@@ -22,6 +22,8 @@ in the one module that starts the server and changes nothing else of Prefect's.
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 # Run in the server's process before uvicorn: poll the parent every second; when it is gone (the process was
@@ -61,18 +63,31 @@ class DetachedSubprocess:
         return subprocess.Popen(args, start_new_session=True, **kwargs)
 
 
-def start_ephemeral_server() -> str | None:
+def start_ephemeral_server(meanwhile: Callable[[], object] | None = None) -> str | None:
     """Start Prefect's temporary server for this process now, detached as above, unless a server is configured
     (``PREFECT_API_URL``) or the temporary one runs already; returns its API URL, or None when one is configured.
-    Call it from the main thread, before the flow: Prefect's client then finds this one (a singleton per process)."""
+    Call it from the main thread, before the flow: Prefect's client then finds this one (a singleton per process).
+
+    ``meanwhile`` (the nightly's model-stack import) runs in this thread while another waits for the server: the
+    server is a child process coming up (~12 s, more on a new machine whose Prefect database is created and migrated
+    then), during which this process had nothing to do. Prefect's server module is imported here first, so the two
+    threads never import at once (flows/engine/imports.py says why that matters)."""
     from prefect.settings import PREFECT_API_URL
 
     if PREFECT_API_URL.value():
+        if meanwhile is not None:
+            meanwhile()
         return None
     from prefect.server.api import server
 
     if not isinstance(server.subprocess, DetachedSubprocess):
         server.subprocess = DetachedSubprocess()  # the module's name for the subprocess module, nothing else
     ephemeral = server.SubprocessASGIServer()
-    ephemeral.start()  # a no-op when it runs
+    if meanwhile is None:
+        ephemeral.start()  # a no-op when it runs
+        return ephemeral.api_url
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefect-server-start") as pool:
+        started = pool.submit(ephemeral.start)
+        meanwhile()
+        started.result()  # its error (a server that does not come up) as the call's
     return ephemeral.api_url

@@ -57,8 +57,11 @@ def paraphraser(run: Run, conf: AugdagConf) -> Generator:
     bitext = None
     if (name := conf.paraphrase_bitext()) is not None:
         bitext = ingest_dataset(run, conf, name)
-    fwd = nmt_model(run, g.forward, name="paraphrase_forward", train_on=bitext)
+    # the backward model first: the forward one is often the teacher's training (the same data and settings, one
+    # fingerprint), which a pipeline beside this one (rejuvenation, self_training) may be training now; this pipeline
+    # then trains its own model meanwhile instead of waiting for that one first (the demo: one core idle for ~30 s)
     bwd = nmt_model(run, g.backward, name="paraphrase_backward", train_on=bitext, reverse=True)
+    fwd = nmt_model(run, g.forward, name="paraphrase_forward", train_on=bitext)
     params = {"kind": "round_trip", "pivot_beam": g.pivot_beam, "forward": loading(g.forward), "backward": loading(g.backward)}
     resources = {
         "forward_path": fwd.location,

@@ -89,6 +89,32 @@ def test_a_free_slot_goes_to_the_first_ready_pipeline_in_the_profiles_order():
     assert starts == ["ingest", "rejuvenation", "epida", "train_nmt", "c2c"]
 
 
+@pytest.mark.parametrize(
+    ("pipelines", "parallel", "imports"),
+    [
+        ("ingest,rejuvenation,paraphrase,self_training,mt_paraphrase,train_nmt", 2, True),
+        ("ingest,rejuvenation,paraphrase,self_training,mt_paraphrase,train_nmt", 1, False),
+        ("ingest,self_training,train_nmt", 2, False),  # a chain: never two at once
+        ("ingest", 2, False),
+    ],
+)
+def test_side_by_side_tells_before_the_night_whether_it_will_import_ahead(tmp_path, pipelines, parallel, imports):
+    """The CLI imports the model stack while Prefect's server starts when ``side_by_side``: it must agree with
+    ``run_pipelines``, which imports it before two pipelines first run at once (with the profile's view deps)."""
+    from flows.engine.nightly import run_pipelines, side_by_side
+
+    conf = load_profile("demo", [f"pipelines=[{pipelines}]", f"nightly.parallel={parallel}"], cache=tmp_path)
+    prepared: list[int] = []
+
+    def run_one(name: str) -> dict:
+        time.sleep(0.02)
+        return {"pipeline": name, "status": "completed", "stages": []}
+
+    run_pipelines(conf.pipelines, parallel, run_one, prepare=lambda: prepared.append(1), conf=conf)
+    assert side_by_side(conf) is imports
+    assert prepared == ([1] if imports else [])
+
+
 def nightly(profile: Path, cache: Path, *sets: str) -> dict:
     from flows.engine.nightly import nightly_flow
 

@@ -145,9 +145,9 @@ def test_the_demo_fits_one_screen_with_the_verdict_table_and_the_night_page_issu
     row = next(line for line in lines[table:] if line.startswith("rejuvenation "))
     assert f"{inactive} pairs rejuvenated   train_nmt rejuvenated vs bitext" in row and f" BLEU (p = {p:.2g})" in row
     assert [line.split()[0] for line in lines[table + 3 :] if line[:1].isalpha() and not line.startswith("Size")][:7] == [
-        "self_training",
         "rejuvenation",
         "paraphrase",
+        "self_training",
         "mt_paraphrase",
         "robustness",
         "epida",

@@ -195,7 +195,7 @@ def test_the_drops_per_reason_and_the_rejects_are_the_catalogs(night):
         (r["source"], r["reason"], r["n"]) for r in rejects
     )
     # the verdict table: a row per augmentation of the night, as the terminal prints it
-    assert [r["augmentation"] for r in parsed.records("effects")][0] == "self_training"
+    assert [r["augmentation"] for r in parsed.records("effects")][0] == "rejuvenation"  # the profile's first
     assert {r["augmentation"] for r in parsed.records("effects")} == {a.pipeline for a in AUGMENTATIONS}
 
 

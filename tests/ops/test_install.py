@@ -70,3 +70,28 @@ def test_the_kenlm_module_is_pinned_as_a_wheel_distribution():
     """PyPI's `kenlm` is an sdist (a 1.5 min C++ build on 2 cores); `ufal-kenlm` ships the same module built."""
     pins = dict(line.strip().split("==") for line in (REPO / "constraints.txt").read_text().splitlines() if "==" in line)
     assert pins["ufal-kenlm"] == "26.4.1" and "kenlm" not in pins
+
+
+def test_build_fairseq_takes_the_wheel_from_dest_or_the_build_cache_before_fetching_anything(tmp_path):
+    """scripts/build_fairseq.sh: nothing to do when DEST holds the wheel; a new clone copies it from the machine's build
+    cache (no download, no build); a wrong call is one usage line and exit 1."""
+    import sys
+    import sysconfig
+
+    script = str(REPO / "scripts" / "build_fairseq.sh")
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    wheel = f"fairseq_fixed-0.12.3.1+augdag-{tag}-{tag}-{sysconfig.get_platform().replace('-', '_')}.whl"
+    cache = tmp_path / "cache" / f"fairseq-fixed-0.12.3.1+augdag-{tag}-{sysconfig.get_platform().replace('-', '_')}"
+    cache.mkdir(parents=True)
+    (cache / wheel).write_bytes(b"a wheel")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "AUGDAG_BUILD_CACHE": str(tmp_path / "cache")}
+    dest = tmp_path / "venv" / "wheels"
+    first = subprocess.run([script, str(dest), sys.executable], env=env, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == f"build_fairseq.sh: fairseq-fixed 0.12.3.1+augdag from {cache}\n"
+    assert (dest / wheel).read_bytes() == b"a wheel"
+    again = subprocess.run([script, str(dest), sys.executable], env=env, capture_output=True, text=True)
+    assert (again.returncode, again.stdout, again.stderr) == (0, "", "")
+    wrong = subprocess.run([script, str(dest)], env=env, capture_output=True, text=True)
+    assert wrong.returncode == 1
+    assert wrong.stderr == "build_fairseq.sh: usage: scripts/build_fairseq.sh DEST PYTHON (e.g. .venv/wheels .venv/bin/python)\n"

@@ -23,9 +23,9 @@ REPO = Path(__file__).resolve().parents[1]
 # the demo profile's pipelines (conf/demo.yaml), in the order its nightly runs them
 DEMO_PIPELINES = [
     "ingest",
-    "self_training",
     "rejuvenation",
     "paraphrase",
+    "self_training",
     "mt_paraphrase",
     "robustness",
     "train_nmt",

@@ -112,6 +112,13 @@ def fix_torch_threads(threads: int) -> None:
             _apply(threads)
 
 
+def with_threads(count: int, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` with torch's thread count fixed at ``count`` in this process (a fork's: the count
+    its parent would have trained with, ``models.nmt.fairseq_zygote.in_fork``)."""
+    fix_torch_threads(count)
+    return fn(*args, **kwargs)
+
+
 def torch_threads(threads: int = 0) -> int:
     """A model's request for ``threads`` CPU threads (0: every core this process may use), made when it loads.
     In a run the run's count applies instead (``fix_torch_threads``), whatever each model asks, so no stage

@@ -44,6 +44,8 @@ class C2cConf(ConfModel):
     fills: int = Field(1, ge=1)  # relexicalisations per generated utterance (the authors fill twice)
     seed: int = 42  # clusters, folds, sampling and relexicalisation (the authors' 42)
     model: C2cModelConf = C2cModelConf()
+    parallel: int = Field(1, ge=1)  # folds whose generators train at once, each in a process of its own (a CPU
+    # machine whose small generators leave cores idle: 2); the generators are the same either way
 
 
 class SlotTaggerConf(ConfModel):
@@ -77,6 +79,8 @@ class TrainSlotTaggerConf(ConfModel):
     arms: list[SlotArm] = ["original", "original+c2c"]
     seeds: list[int] = [0]
     tagger: SlotTaggerConf = SlotTaggerConf()
+    parallel: int = Field(1, ge=1)  # taggers (arms × seeds) that train at once, each in a process of its own (a CPU
+    # machine whose small taggers leave cores idle: 2); the taggers are the same either way
 
     @field_validator("arms", "seeds")
     @classmethod

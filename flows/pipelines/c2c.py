@@ -13,11 +13,13 @@ report: the diversity table, the histogram of MED to the training set (Fig. 4), 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from typing import Any
 
 from conf.errors import InputError
 from conf.schema import AugdagConf
+from flows.engine.at_once import at_once
 from flows.engine.driver import ModelRef, Run, run_model_stage, run_stage
 from flows.engine.recording import artifact_rows
 from flows.engine.registry import Headline
@@ -53,7 +55,8 @@ def train_fold(run: Run, conf: AugdagConf, pairs: ArtifactRef, fold: int) -> Mod
     """The generator of fold ``fold``: trained on the pairs of every other fold."""
     m = conf.c2c.model
     settings = model_settings(conf)
-    build = c2c_trainer(pairs.parts().table(), fold=fold, settings=settings, device=m.device, threads=m.threads)
+    fork = conf.c2c.parallel > 1  # trained beside another fold: in a process of its own
+    build = c2c_trainer(pairs.parts().table(), fold=fold, settings=settings, device=m.device, threads=m.threads, fork=fork)
     return run_model_stage(
         run,
         name=f"c2c_fold_{fold}",
@@ -109,10 +112,9 @@ def generate(run: Run, conf: AugdagConf) -> Generated:
             "2 for 129 utterances) or add data"
         )
     folds = sorted(set(pairs.parts().table(["fold"])["fold"].to_pylist()))
-    models, generated = [], []
-    for fold in folds:
-        model = train_fold(run, conf, pairs, fold)
-        models.append(model)
+    models = list(at_once({f: functools.partial(train_fold, run, conf, pairs, f) for f in folds}, section.parallel).values())
+    generated = []
+    for fold, model in zip(folds, models):
         generated.append(
             run_stage(
                 run,

@@ -13,11 +13,10 @@ Every model is a model stage: an arm whose mix, settings and seed did not change
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
+import functools
 import re
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 import duckdb
@@ -27,6 +26,7 @@ from conf.errors import CatalogError, ConfError
 from conf.schema import AugdagConf, NMTConf
 from conf.sections.experiments import ArmConf, ContinueConf, NoisedTest, label_of
 from flows.engine import registry
+from flows.engine.at_once import at_once
 from flows.engine.driver import ModelRef, Run, run_model_stage, run_source_stage, run_stage
 from flows.engine.registry import Effect, Headline
 from flows.engine.replay import run_logger
@@ -269,13 +269,8 @@ def evaluation_meta(arm: dict[str, Any], conf: AugdagConf, tests: list[dict[str,
 def trained_arms(run: Run, conf: AugdagConf, arms: Mapping[str, ArmConf]) -> dict[str, tuple[list[Student], dict[str, Any]]]:
     """``train_arm`` of every arm in the arms' order, ``train_nmt.parallel_arms`` at once (threads in copies of this
     context, each waiting on its fairseq process); a failed arm raises once all have ended (the rest is cached)."""
-    workers = min(conf.train_nmt.parallel_arms, len(arms))
-    if workers <= 1:
-        return {name: train_arm(run, conf, name, arm) for name, arm in arms.items()}
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="train_nmt") as pool:
-        futures = {n: pool.submit(contextvars.copy_context().run, train_arm, run, conf, n, a) for n, a in arms.items()}
-        wait(futures.values())
-    return {name: future.result() for name, future in futures.items()}
+    calls = {name: functools.partial(train_arm, run, conf, name, arm) for name, arm in arms.items()}
+    return at_once(calls, conf.train_nmt.parallel_arms)
 
 
 def train_and_evaluate(run: Run, conf: AugdagConf) -> dict[str, Any]:

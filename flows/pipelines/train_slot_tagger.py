@@ -11,6 +11,7 @@ report: mean ± sd per arm, F1 bars, per seed.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,6 +19,7 @@ import pyarrow as pa
 
 from conf.errors import ConfError
 from conf.schema import AugdagConf
+from flows.engine.at_once import at_once
 from flows.engine.driver import ModelRef, Run, run_model_stage, run_stage
 from flows.engine.registry import Effect, Headline
 from flows.engine.runners import FlowConf, pipeline_flow
@@ -49,7 +51,12 @@ def train_arm(run: Run, conf: AugdagConf, arm: str, seed: int, train: pa.Table, 
     t = conf.train_slot_tagger.tagger
     settings = {**t.model_dump(exclude={"device", "threads", "lr"}), **({"lr": t.lr} if t.lr else {}), "seed": seed}
     build = tagger_trainer(
-        pairs_of(train), pairs_of(dev) if dev is not None else None, settings=settings, device=t.device, threads=t.threads
+        pairs_of(train),
+        pairs_of(dev) if dev is not None else None,
+        settings=settings,
+        device=t.device,
+        threads=t.threads,
+        fork=conf.train_slot_tagger.parallel > 1,  # trained beside another tagger: in a process of its own
     )
     data = {"arm": arm, "train": content_hash(train, ("uid",)), "dev": content_hash(dev, ("uid",)) if dev is not None else None}
     return run_model_stage(
@@ -94,11 +101,12 @@ def train_and_evaluate(run: Run, conf: AugdagConf) -> Tagged:
         arms["original+c2c"] = pa.concat_tables([arms["original"], c2c_rows(run, train_name)])
     for arm in train_slot_tagger.arms:  # no tagger learns a held-out utterance (flows/pipelines/heldout.py)
         check_heldout_overlap(run, conf, f"train_slot_tagger.arms.{arm}", arms[arm], ("tokens",), exact=True)
-    taggers = []
-    for arm in train_slot_tagger.arms:
-        for seed in train_slot_tagger.seeds:
-            model = train_arm(run, conf, arm, seed, arms[arm], dev)
-            taggers.append((arm, seed, model))
+    jobs = {
+        (arm, seed): functools.partial(train_arm, run, conf, arm, seed, arms[arm], dev)
+        for arm in train_slot_tagger.arms
+        for seed in train_slot_tagger.seeds
+    }
+    taggers = [(arm, seed, model) for (arm, seed), model in at_once(jobs, train_slot_tagger.parallel).items()]
     t = train_slot_tagger.tagger
     predictions = run_stage(
         run,

@@ -31,13 +31,12 @@ from conf.errors import ModelError
 from conf.schema import NMTTrainConf
 from models.nmt.base import CARD, ModelCard, check_pairs, cpu_threads, pick_device
 from models.nmt.fairseq_checkpoint import ALLOWED_GLOBALS, CHECKPOINT, SUBWORDS, locate, trust
-from models.nmt.fairseq_zygote import zygote
+from models.nmt.fairseq_zygote import LOG_TAIL, zygote
 from models.nmt.subwords import SentencePiece, one_line, train_sentencepiece
 from storage.artifacts import hash_file
 
 SRC, TGT = "src", "tgt"  # the language names of the models augdag trains (dict.src.txt, dict.tgt.txt)
 INIT, INIT_DICT = "init.pt", "init.dict.txt"  # continued training: the first model's checkpoint and dictionary
-LOG_TAIL = 20  # log lines quoted when a fairseq command fails
 _UPDATES = re.compile(r"num_updates[ =|]+(\d+)")
 
 

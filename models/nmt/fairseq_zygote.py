@@ -16,13 +16,25 @@ group ends them); the zygote exits when its augdag process closes the socket.
 
 from __future__ import annotations
 
+import collections
 import json
+import logging
 import os
+import pickle
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable
+from typing import Any, TypeVar
+
+from conf.errors import ModelError
+from models.runtime import torch_threads, with_threads
+
+T = TypeVar("T")
+_LOG = logging.getLogger("augdag.fork")
+LOG_TAIL = 20  # output lines quoted when a call fails without a result
 
 EXIT_MARK = "\0augdag-fairseq-exit "  # the fork's last line: EXIT_MARK + its exit code
 PRELOAD = ("fairseq_cli.preprocess", "fairseq_cli.train", "torch._dynamo")
@@ -60,6 +72,23 @@ while True:
                 print("augdag: python -m", " ".join(step), flush=True)
                 sys.argv = step
                 importlib.import_module(step[0]).cli_main()
+            if job.get("call"):  # a function and its arguments pickled in one file, its result in another
+                import pickle
+                given, result = job["call"]
+                with open(given, "rb") as f:
+                    fn, args, kwargs = pickle.load(f)
+                try:
+                    out = (True, fn(*args, **kwargs))
+                except Exception as e:
+                    traceback.print_exc()
+                    out = (False, e)
+                with open(result, "wb") as f:
+                    try:
+                        pickle.dump(out, f)
+                    except Exception:  # an exception (or result) that does not pickle: its text
+                        f.seek(0); f.truncate(); pickle.dump((False, RuntimeError(repr(out[1]))), f)
+                if not out[0]:
+                    raise SystemExit(1)
             code = 0
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
@@ -111,10 +140,12 @@ class Zygote:
         threads: int,
         allowed: list[list[str]],
         on_line: Callable[[str], None],
+        call: list[str] | None = None,
     ) -> int | None:
-        """Run fairseq CLI modules (``[module, *args]`` each) in a fork, each line of its output (stdout and
-        stderr) to ``on_line`` as it comes; its exit code (``None``: it died without one, e.g. killed)."""
-        job = json.dumps({"steps": steps, "env": env, "threads": threads, "allowed": allowed}).encode()
+        """Run fairseq CLI modules (``[module, *args]`` each) in a fork, then ``call`` (``call``'s two files: what
+        ``call`` below writes), each line of its output (stdout and stderr) to ``on_line`` as it comes; its exit
+        code (``None``: it died without one, e.g. killed)."""
+        job = json.dumps({"steps": steps, "env": env, "threads": threads, "allowed": allowed, "call": call}).encode()
         read_fd, write_fd = os.pipe()
         try:
             with self._lock:
@@ -137,6 +168,42 @@ class Zygote:
             on_line(held)
         return None
 
+    def call(
+        self,
+        fn: Callable[..., T],
+        args: tuple,
+        kwargs: dict[str, Any],
+        *,
+        threads: int,
+        on_line: Callable[[str], None],
+        what: str | None = None,
+    ) -> T:
+        """``fn(*args, **kwargs)`` in a fork, torch on ``threads`` threads there: its result, or the exception it
+        raised, raised here. ``fn`` is a module-level function; it, its arguments and its result are pickled
+        (through a temporary directory, not the socket: a training set may be larger than a message). ``what``
+        names the call in an error (default: ``fn``'s name)."""
+        tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL)
+
+        def each(line: str) -> None:
+            tail.append(line)
+            on_line(line)
+
+        with tempfile.TemporaryDirectory(prefix="augdag-fork-") as tmp:
+            given, result = os.path.join(tmp, "call.pickle"), os.path.join(tmp, "result.pickle")
+            with open(given, "wb") as f:
+                pickle.dump((fn, args, kwargs), f, protocol=pickle.HIGHEST_PROTOCOL)
+            code = self.run([], env=dict(os.environ), threads=threads, allowed=[], on_line=each, call=[given, result])
+            try:
+                with open(result, "rb") as f:
+                    ok, value = pickle.load(f)
+            except (OSError, EOFError, pickle.UnpicklingError):
+                how = "ended without an exit code (killed?)" if code is None else f"failed with exit code {code}"
+                msg = f"{what or fn.__qualname__} in a fork {how}; its last {len(tail)} output lines:\n" + "\n".join(tail)
+                raise ModelError(msg) from None
+        if not ok:
+            raise value
+        return value
+
 
 _ZYGOTE_OF_PROCESS = Zygote()
 
@@ -144,3 +211,14 @@ _ZYGOTE_OF_PROCESS = Zygote()
 def zygote() -> Zygote:
     """This process' warm fairseq process."""
     return _ZYGOTE_OF_PROCESS
+
+
+def in_fork(fn: Callable[..., T], *args: Any, threads: int = 0, **kwargs: Any) -> T:
+    """``fn(*args, threads=threads, **kwargs)`` (a model's training; ``threads``: the CPU threads it asks for) in a
+    fork of this process' warm process, with the torch thread count it would get here (``models.runtime
+    .torch_threads``: the run's, when one is fixed), so it computes what it would compute here; its output lines
+    go to the logger ``augdag.fork``. Trainings in forks run side by side: here they take turns on
+    ``models.runtime.STATE`` (their steps draw from torch's global generators) and the GIL."""
+    n = torch_threads(threads)
+    given = {**kwargs, "threads": threads}
+    return zygote().call(with_threads, (n, fn, *args), given, threads=n, on_line=_LOG.info, what=fn.__qualname__)

@@ -73,16 +73,28 @@ def training_pairs(pairs: pa.Table, held_out: int) -> list[tuple[list[list[str]]
 
 
 def c2c_trainer(
-    pairs: pa.Table, *, fold: int, settings: Mapping[str, Any], device: str = "auto", threads: int = 0
+    pairs: pa.Table,
+    *,
+    fold: int,
+    settings: Mapping[str, Any],
+    device: str = "auto",
+    threads: int = 0,
+    fork: bool = False,
 ) -> Callable[[Path], None]:
     """``build(path)`` for the flow driver's model stage: the fold's generator (models.c2c.train_c2c; torch is
-    imported when it trains, not for a cached model)."""
+    imported when it trains, not for a cached model); with ``fork``, in a process of its own (the same generator,
+    trained beside others: ``models.nmt.fairseq_zygote.in_fork``)."""
     train = training_pairs(pairs, fold)
 
     def build(path: Path) -> None:
         from models.c2c import C2CSettings, train_c2c
+        from models.nmt.fairseq_zygote import in_fork
 
-        train_c2c(train, path, settings=C2CSettings(**settings), device=device, threads=threads)
+        kwargs = {"settings": C2CSettings(**settings), "device": device, "threads": threads}
+        if fork:
+            in_fork(train_c2c, train, path, **kwargs)
+        else:
+            train_c2c(train, path, **kwargs)
 
     return build
 

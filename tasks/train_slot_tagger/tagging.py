@@ -62,18 +62,24 @@ def tagger_trainer(
     settings: Mapping[str, Any],
     device: str = "auto",
     threads: int = 0,
+    fork: bool = False,
 ) -> Callable[[Path], None]:
     """``build(path)`` for the flow driver's model stage: models.tagger.train_tagger on ``train`` (torch is imported
-    when it trains, not for a cached model)."""
+    when it trains, not for a cached model); with ``fork``, in a process of its own (the same tagger, trained beside
+    others: ``models.nmt.fairseq_zygote.in_fork``)."""
     if not train:
         raise InputError("train_slot_tagger: no training rows with valid BIO tags")
 
     def build(path: Path) -> None:
+        from models.nmt.fairseq_zygote import in_fork
         from models.tagger import TaggerSettings, train_tagger
 
-        train_tagger(
-            list(train), path, TaggerSettings(**settings), dev=list(dev) if dev else None, device=device, threads=threads
-        )
+        args = (list(train), path, TaggerSettings(**settings))
+        kwargs = {"dev": list(dev) if dev else None, "device": device, "threads": threads}
+        if fork:
+            in_fork(train_tagger, *args, **kwargs)
+        else:
+            train_tagger(*args, **kwargs)
 
     return build
 

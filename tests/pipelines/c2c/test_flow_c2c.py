@@ -183,3 +183,31 @@ def test_taggers_per_arm_and_seed_with_f1_from_their_predictions(runs):
         assert r["score"] == pytest.approx(span_f1([p["tags"] for p in preds], [p["predicted"] for p in preds]), rel=1e-12)
     arms = tagged["train_slot_tagger"]["arms"]
     assert arms["original+c2c"] == arms["original"] + c2c["c2c"]["kept"]
+
+
+def test_folds_and_taggers_trained_two_at_once_in_forks_are_the_same_models(runs, tmp_path):
+    """``c2c.parallel`` and ``train_slot_tagger.parallel`` 2: each generator and tagger trained in a process of its
+    own, two at a time, into a new cache: every model file the same bytes, the same rows and the same scores."""
+    from flows.pipelines.c2c import c2c_flow
+    from flows.pipelines.train_slot_tagger import train_slot_tagger_flow
+
+    cache, conf, *_ = runs
+    again = conf.model_copy(update={"cache": tmp_path, "c2c": conf.c2c.model_copy(update={"parallel": 2})})
+    tagger = again.train_slot_tagger.model_copy(update={"parallel": 2})
+    again = again.model_copy(update={"train_slot_tagger": tagger})
+    c2c_flow(again, profile="test")
+    train_slot_tagger_flow(again, profile="test")
+
+    def files(root):
+        models = root / "models"
+        return {
+            str(p.relative_to(models)): p.read_bytes() for p in sorted(models.rglob("*")) if p.is_file() and "lock" not in p.name
+        }
+
+    ours, theirs = files(tmp_path), files(cache)
+    assert len(ours) >= 2 * FOLDS + 4 and ours.keys() == theirs.keys()
+    assert [name for name in ours if ours[name] != theirs[name]] == []
+    sql = "SELECT model_name, arm, seed, metric, score FROM evaluations ORDER BY ALL"
+    assert catalog_rows(tmp_path, sql) == catalog_rows(cache, sql)
+    rows = "SELECT uid, tokens, tags FROM c2c_generated ORDER BY uid"
+    assert catalog_rows(tmp_path, rows) == catalog_rows(cache, rows)

@@ -235,6 +235,13 @@ def restore_args(checkpoint: Path) -> list[str]:
     ]
 
 
+def warm_up() -> None:
+    """Start this process' warm fairseq process now (fairseq's import, 5-10 s, overlapping with the caller's own
+    start-up rather than delaying the first training), in the environment a training gives it: OpenMP's wait
+    policy is read when the process loads it, so it must be a training's."""
+    zygote().start(_subprocess_env(0))
+
+
 def _subprocess_env(threads: int) -> dict[str, str]:
     """The training process' environment: its thread count, unbuffered output, and OpenMP threads that sleep
     rather than spin while they wait (unless set already): on 2 busy cores, spinning made a tiny model's

@@ -132,6 +132,12 @@ class Zygote:
         assert self._sock is not None
         return self._sock
 
+    def start(self, env: dict[str, str]) -> None:
+        """Start the warm process now (with ``env``) unless it runs: its imports overlap with the caller's work
+        instead of delaying the first job. A job's own environment still applies in its fork."""
+        with self._lock:
+            self._started(env)
+
     def run(
         self,
         steps: list[list[str]],

@@ -105,3 +105,12 @@ def test_a_fork_trains_the_weights_a_fresh_interpreter_trains(tmp_path, monkeypa
     a, b = (torch.load(d / "checkpoint.pt", map_location="cpu", weights_only=False)["model"] for d in (forked, fresh))
     assert a.keys() == b.keys() and len(a) > 50
     assert [k for k in a if not torch.equal(a[k], b[k])] == []  # bit for bit: same threads, same seed, same draws
+
+
+def test_a_zygote_started_ahead_serves_the_next_job_in_that_jobs_environment(zygote):
+    zygote.start({**os.environ, "PYTHONPATH": str(REPO), "AUGDAG_PROBE": "at start"})
+    first = zygote._proc.pid
+    zygote.start({**os.environ, "AUGDAG_PROBE": "ignored: it runs"})
+    code, lines = probe(zygote, "--one", value="the_job")
+    assert code == 0 and zygote._proc.pid == first
+    assert fields(lines[1])["env"] == "the_job" and fields(lines[1])["ppid"] == str(first)

@@ -42,6 +42,8 @@ SETS = [
     "train_slot_tagger.tagger.batch_size=16",
     "train_slot_tagger.tagger.embedding_dim=16",
     "train_slot_tagger.tagger.hidden=16",
+    "c2c.parallel=1",  # one at a time in this process (the demo profile's 2: in forks, the last test)
+    "train_slot_tagger.parallel=1",
 ]
 MALFORMED = {"tokens": ["fly", "to", "paris"], "tags": ["O", "O", "I-toloc.city_name"]}
 
@@ -187,7 +189,8 @@ def test_taggers_per_arm_and_seed_with_f1_from_their_predictions(runs):
 
 def test_folds_and_taggers_trained_two_at_once_in_forks_are_the_same_models(runs, tmp_path):
     """``c2c.parallel`` and ``train_slot_tagger.parallel`` 2: each generator and tagger trained in a process of its
-    own, two at a time, into a new cache: every model file the same bytes, the same rows and the same scores."""
+    own, two at a time, into a new cache: every model file the bytes the fixture's (1: in this process, one after
+    the other) wrote, the same rows and the same scores."""
     from flows.pipelines.c2c import c2c_flow
     from flows.pipelines.train_slot_tagger import train_slot_tagger_flow
 

@@ -150,12 +150,14 @@ def side_by_side(conf: AugdagConf) -> bool:
 
 def import_if_side_by_side(conf: AugdagConf) -> None:
     """``import_ahead`` now when a nightly over ``conf`` will need it (``side_by_side``): the CLI calls it while
-    Prefect's temporary server starts (flows/ops/ephemeral.py), and ``import_stack`` then finds it done. The warm
-    fairseq process (models/nmt/fairseq_zygote.py) starts first: its own import of fairseq overlaps with both."""
+    Prefect's temporary server starts (flows/ops/ephemeral.py), and ``import_stack`` then finds it done. When a
+    pipeline of the night trains models in forks (its registry entry's ``forks``), the warm process they fork from
+    (models/nmt/fairseq_zygote.py) starts first: its own import of fairseq overlaps with both."""
     if side_by_side(conf):
-        from models.nmt.fairseq_train import warm_up
+        if any(registry.REGISTRY[p].forks for p in conf.pipelines if p in registry.REGISTRY):
+            from models.nmt.fairseq_train import warm_up
 
-        warm_up()
+            warm_up()
         import_ahead()
 
 

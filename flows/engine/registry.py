@@ -82,6 +82,7 @@ class Pipeline:
     check: Callable[[Any], object] | None = None  # AugdagConf -> raises ValueError when the profile cannot run it
     description: str = ""
     queries: Callable[[Any], list[str]] | None = None  # AugdagConf -> its configured SQL: it runs after what fills them
+    forks: bool = False  # trains models in forks of the warm process (models/nmt/fairseq_zygote.py): started ahead
 
     def load_flow(self) -> Any:
         """Import the flow's module and return the flow that ``flow`` names."""

@@ -34,6 +34,7 @@ register(
     Pipeline(
         "self_training",
         "flows.pipelines.self_training:self_training_flow",
+        forks=True,
         reads=("ingest",),
         views=SELF_TRAINING_VIEWS,
         summary="flows.pipelines.self_training:summary_lines",
@@ -46,6 +47,7 @@ register(
     Pipeline(
         "rejuvenation",
         "flows.pipelines.rejuvenation:rejuvenation_flow",
+        forks=True,
         reads=("ingest",),
         views=REJUVENATION_VIEWS,
         summary="flows.pipelines.rejuvenation:summary_lines",
@@ -58,6 +60,7 @@ register(
     Pipeline(
         "paraphrase",
         "flows.pipelines.paraphrase:paraphrase_flow",
+        forks=True,
         reads=("ingest",),
         views=PARAPHRASE_VIEWS,
         summary="flows.pipelines.paraphrase:summary_lines",
@@ -94,6 +97,7 @@ register(
     Pipeline(
         "train_nmt",
         "flows.pipelines.train_nmt:train_nmt_flow",
+        forks=True,
         reads=("self_training", "rejuvenation", "mt_paraphrase", "robustness"),
         views=TRAIN_NMT_VIEWS,
         summary="flows.pipelines.train_nmt:summary_lines",
@@ -134,6 +138,7 @@ register(
     Pipeline(
         "c2c",
         "flows.pipelines.c2c:c2c_flow",
+        forks=True,
         reads=("ingest",),
         views=C2C_VIEWS,
         summary="flows.pipelines.c2c:summary_lines",
@@ -146,6 +151,7 @@ register(
     Pipeline(
         "train_slot_tagger",
         "flows.pipelines.train_slot_tagger:train_slot_tagger_flow",
+        forks=True,
         reads=("c2c",),
         views=TRAIN_SLOT_TAGGER_VIEWS,
         summary="flows.pipelines.train_slot_tagger:summary_lines",

@@ -31,7 +31,7 @@ from conf.errors import ModelError
 from conf.schema import NMTTrainConf
 from models.nmt.base import CARD, ModelCard, check_pairs, cpu_threads, pick_device
 from models.nmt.fairseq_checkpoint import ALLOWED_GLOBALS, CHECKPOINT, SUBWORDS, locate, trust
-from models.nmt.fairseq_zygote import LOG_TAIL, zygote
+from models.nmt.fairseq_zygote import LOG_TAIL, training_env, zygote
 from models.nmt.subwords import SentencePiece, one_line, train_sentencepiece
 from storage.artifacts import hash_file
 
@@ -145,7 +145,7 @@ def train_fairseq_batches(
         ]
         run_fairseq(
             steps,
-            env=_subprocess_env(threads),
+            env=training_env(threads),
             log=log,
             on_line=progress_parser(progress, conf.max_update),
             what=f"fairseq-preprocess + fairseq-train for {out_dir}",
@@ -237,17 +237,9 @@ def restore_args(checkpoint: Path) -> list[str]:
 
 def warm_up() -> None:
     """Start this process' warm fairseq process now (fairseq's import, 5-10 s, overlapping with the caller's own
-    start-up rather than delaying the first training), in the environment a training gives it: OpenMP's wait
-    policy is read when the process loads it, so it must be a training's."""
-    zygote().start(_subprocess_env(0))
-
-
-def _subprocess_env(threads: int) -> dict[str, str]:
-    """The training process' environment: its thread count, unbuffered output, and OpenMP threads that sleep
-    rather than spin while they wait (unless set already): on 2 busy cores, spinning made a tiny model's
-    2-thread updates 9x slower than with ``OMP_WAIT_POLICY=PASSIVE``."""
-    n = str(cpu_threads(threads))
-    return {"OMP_WAIT_POLICY": "PASSIVE", **os.environ, "OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n, "PYTHONUNBUFFERED": "1"}
+    start-up rather than delaying the first training), in the environment a training gives it
+    (``training_env``: OpenMP's wait policy is read when the process loads it)."""
+    zygote().start(training_env(0))
 
 
 def _preprocess_args(work: Path, srcdict: Path | None = None) -> list[str]:

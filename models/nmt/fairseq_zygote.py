@@ -9,6 +9,11 @@ OpenMP runtime was set up before any job) and a pipe for its output, and runs fa
 would; its last line carries its exit code. A fork shares nothing with another job: fairseq seeds its own
 RNGs from ``--seed``, and the zygote never runs an operator (no thread pool, no CUDA context to inherit).
 
+A job may instead call a function of augdag's (``in_fork``: a slot tagger's or a C2C generator's training when
+several train at once): the function and its arguments are pickled into a file, its result or its exception into
+another, and the fork runs it with the torch thread count the augdag process would have given it, so it computes
+the same bytes as there (tests/models/test_in_fork.py), without taking turns on that process' lock and GIL.
+
 Hand-written: ``multiprocessing``'s forkserver neither takes an environment for the server nor streams a
 child's output line by line. The zygote and its forks stay in augdag's process group (a ``kill -9`` of the
 group ends them); the zygote exits when its augdag process closes the socket.

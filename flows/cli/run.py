@@ -123,9 +123,10 @@ def run_nightly(conf: AugdagConf, profile: str, *, run_id: str | None = None) ->
 
     if server is None and run_id is None and demo_root(profile, conf) and not (Path(conf.cache) / catalog.DB).exists():
         # the demo on a new cache, which has nothing to replay: Prefect's temporary server starts while the demo data
-        # is written (the server's start, ~12 s and more where its database is new, followed the data's before)
+        # is written and the model stack imported (the server's start, ~12 s and more where its database is new,
+        # followed the data's before)
         box: dict[str, Any] = {}
-        start_ephemeral_server(meanwhile=lambda: box.update(data=written()))
+        start_ephemeral_server(meanwhile=lambda: (box.update(data=written()), import_if_side_by_side(conf)))
         data = box["data"]
     else:
         data = written()

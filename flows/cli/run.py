@@ -112,24 +112,11 @@ def run_nightly(conf: AugdagConf, profile: str, *, run_id: str | None = None) ->
 
     server = prepare(conf)
     from flows.engine import nightly
-    from flows.engine.nightly import NightlyFailed, demo_data, demo_root, import_if_side_by_side, nightly_body
-    from storage import catalog
+    from flows.engine.nightly import NightlyFailed, demo_data, import_if_side_by_side, nightly_body
 
-    def written() -> tuple[Path, bool] | None:
-        data = demo_data(profile, conf)
-        if data is not None and verbosity() > QUIET:
-            out.print(f"demo data {'written to' if data[1] else 'in'} {data[0]}", highlight=False)
-        return data
-
-    if server is None and run_id is None and demo_root(profile, conf) and not (Path(conf.cache) / catalog.DB).exists():
-        # the demo on a new cache, which has nothing to replay: Prefect's temporary server starts while the demo data
-        # is written and the model stack imported (the server's start, ~12 s and more where its database is new,
-        # followed the data's before)
-        box: dict[str, Any] = {}
-        start_ephemeral_server(meanwhile=lambda: (box.update(data=written()), import_if_side_by_side(conf)))
-        data = box["data"]
-    else:
-        data = written()
+    data = demo_data(profile, conf)
+    if data is not None and verbosity() > QUIET:
+        out.print(f"demo data {'written to' if data[1] else 'in'} {data[0]}", highlight=False)
     check_inputs(conf)
     end = {"conf": conf, "demo": data is not None}
     try:

@@ -295,9 +295,11 @@ def nightly(conf: AugdagConf, *, profile: str, config: Mapping[str, Any] | None 
     return summary
 
 
-def demo_root(profile: str, conf: AugdagConf) -> Path | None:
-    """The packaged demo profile's data directory (``demo_data``), or None for any other profile, or when the
-    datasets were pointed at more than one directory."""
+def demo_data(profile: str, conf: AugdagConf) -> tuple[Path, bool] | None:
+    """For the packaged demo profile: its data directory (``<cache>/demo-data`` unless ``AUGDAG_DEMO_DATA``
+    says otherwise), written with the profile's seeded ``demo:`` sizes when a file is missing or they
+    changed (``demo.json`` beside the data records them). Returns (directory, written), or None for any
+    other profile, or when the datasets were pointed at more than one directory."""
     try:
         path = profile_path(profile)
     except ConfError:  # a retried run's profile file may be gone: its recorded configuration is what runs
@@ -305,17 +307,9 @@ def demo_root(profile: str, conf: AugdagConf) -> Path | None:
     if not (is_packaged(path) and path.name == "demo.yaml"):
         return None
     dirs = {p.parent if isinstance(p, Path) else None for ds in conf.datasets.values() for p in ds.files()}
-    return dirs.pop() if len(dirs) == 1 and None not in dirs else None
-
-
-def demo_data(profile: str, conf: AugdagConf) -> tuple[Path, bool] | None:
-    """For the packaged demo profile: its data directory (``<cache>/demo-data`` unless ``AUGDAG_DEMO_DATA``
-    says otherwise), written with the profile's seeded ``demo:`` sizes when a file is missing or they
-    changed (``demo.json`` beside the data records them). Returns (directory, written), or None for any
-    other profile, or when the datasets were pointed at more than one directory."""
-    root = demo_root(profile, conf)
-    if root is None:
+    if len(dirs) != 1 or None in dirs:
         return None
+    root = dirs.pop()
     settings, marker = conf.demo.model_dump(), root / "demo.json"
     root.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(root.with_name(root.name + ".lock")):  # two runs at once: one writes, the other finds it

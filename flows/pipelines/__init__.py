@@ -100,7 +100,7 @@ register(
         forks=True,
         reads=("self_training", "rejuvenation", "mt_paraphrase", "robustness"),
         views=TRAIN_NMT_VIEWS,
-        summary="flows.pipelines.train_nmt:summary_lines",
+        summary="flows.reports.train_nmt_report:summary_lines",
         headline="flows.pipelines.train_nmt:headline",
         effects="flows.pipelines.train_nmt:effects",
         check=lambda c: check_train_nmt(c),

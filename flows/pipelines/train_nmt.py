@@ -2,10 +2,11 @@
 
     per arm: its mix (e.g. bitext; bitext + rejuvenated; 10 × bitext + paraphrases) → `training_mix`
       → per seed: a fairseq student [→ continued training from it on the arm's `continue_on` mix, own lr]
-    per test set (read and validated, never deduplicated or filtered: conf/roles.py): every student translates
-      it → sacrebleu BLEU + chrF (signatures kept) → `evaluations`
-      (arm, seed); sacrebleu's paired bootstrap (+ approximate randomisation) of each arm's seeds concatenated
-      against the baseline's → p_value, ci_low, ci_high; all translations in `test_translations`
+    per test set (read and validated, never deduplicated or filtered: conf/roles.py): each student translates it
+      as soon as its arm is trained, while other arms train → sacrebleu BLEU + chrF (signatures kept) → `evaluations`
+      (arm, seed), registered once every arm is done, in the arms' order; sacrebleu's paired bootstrap (+ approximate
+      randomisation) of each arm's seeds concatenated against the baseline's → p_value, ci_low, ci_high; all
+      translations in `test_translations`
     report: mean ± sd per arm, Δ vs the baseline and p, per test set (flows/reports/train_nmt_report.py)
 
 Every model is a model stage: an arm whose mix, settings and seed did not change is not retrained.
@@ -190,28 +191,35 @@ def held_out_sets(run: Run, conf: AugdagConf) -> dict[str, ArtifactRef]:
     return sets
 
 
-def evaluate_students(
-    run: Run, conf: AugdagConf, students: list[Student], test_name: str, arms: dict[str, dict[str, Any]], test: ArtifactRef
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Each student's BLEU and chrF on one test set, with its arm's paired test against the baseline; the rows
-    go to `evaluations`, one per student and metric."""
+def translated(run: Run, conf: AugdagConf, student: Student, test: ArtifactRef) -> tuple[ArtifactRef, list[dict[str, Any]]]:
+    """One student's translations of one test set and their BLEU and chrF (sacrebleu, one row per metric)."""
     train_nmt = conf.train_nmt
-    outputs, scores = [], []
-    for s in students:
-        hyps = run_stage(
-            run,
-            TRANSLATE_STUDENT,
-            inputs=[test],
-            models=[s.model.fingerprint],
-            resources={"model_path": s.model.location, "runtime": runtime(train_nmt.student)},
-            params={
-                "model": loading(train_nmt.student),
-                "decode": decode_options(beam=train_nmt.beam, lenpen=train_nmt.lenpen, bound=train_nmt.student),
-            },
-        )
-        outputs.append(hyps)
-        scores.append(run_stage(run, EVALUATE, inputs=[hyps], n_shards=1, params={}).read(0).to_pylist())
-    systems = [{"arm": s.arm, "seed": s.seed, "model": s.model.fingerprint} for s in students]
+    hyps = run_stage(
+        run,
+        TRANSLATE_STUDENT,
+        inputs=[test],
+        models=[student.model.fingerprint],
+        resources={"model_path": student.model.location, "runtime": runtime(train_nmt.student)},
+        params={
+            "model": loading(train_nmt.student),
+            "decode": decode_options(beam=train_nmt.beam, lenpen=train_nmt.lenpen, bound=train_nmt.student),
+        },
+    )
+    return hyps, run_stage(run, EVALUATE, inputs=[hyps], n_shards=1, params={}).read(0).to_pylist()
+
+
+def evaluate_students(
+    run: Run,
+    conf: AugdagConf,
+    students: list[tuple[Student, ArtifactRef, list[dict[str, Any]]]],
+    test_name: str,
+    arms: dict[str, dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The paired test of each arm against the baseline on one test set, from every student's translations and
+    scores (``translated``); the rows go to `evaluations`, one per student and metric, in the students' order."""
+    train_nmt = conf.train_nmt
+    systems = [{"arm": s.arm, "seed": s.seed, "model": s.model.fingerprint} for s, _, _ in students]
+    outputs = [hyps for _, hyps, _ in students]
     gathered = run_stage(run, ARM_TRANSLATIONS, inputs=outputs, n_shards=1, params={"systems": systems, "testset": test_name})
     tests = (
         run_stage(
@@ -226,7 +234,7 @@ def evaluate_students(
     )
     paired = {(t["arm"], t["metric"]): t for t in tests}
     rows = []
-    for s, mine in zip(students, scores):
+    for s, _, mine in students:
         mine = [{**e, **{k: paired[(s.arm, e["metric"])][k] for k in ("p_value", "ci_low", "ci_high")}} for e in mine]
         run.catalog.register_evaluation(
             run_id=run.run_id,
@@ -266,24 +274,40 @@ def evaluation_meta(arm: dict[str, Any], conf: AugdagConf, tests: list[dict[str,
     }
 
 
-def trained_arms(run: Run, conf: AugdagConf, arms: Mapping[str, ArmConf]) -> dict[str, tuple[list[Student], dict[str, Any]]]:
-    """``train_arm`` of every arm in the arms' order, ``train_nmt.parallel_arms`` at once (threads in copies of this
-    context, each waiting on its fairseq process); a failed arm raises once all have ended (the rest is cached)."""
-    calls = {name: functools.partial(train_arm, run, conf, name, arm) for name, arm in arms.items()}
+Translations = dict[str, list[tuple[Student, ArtifactRef, list[dict[str, Any]]]]]
+
+
+def arm_translated(
+    run: Run, conf: AugdagConf, name: str, arm: ArmConf, test_sets: Mapping[str, ArtifactRef]
+) -> tuple[Translations, dict[str, Any]]:
+    """``train_arm``, then each of its students' translations of every test set (``translated``): an arm's test
+    sets are translated while the other arms train."""
+    students, about = train_arm(run, conf, name, arm)
+    done = {test_name: [(s, *translated(run, conf, s, test)) for s in students] for test_name, test in test_sets.items()}
+    return done, about
+
+
+def trained_arms(
+    run: Run, conf: AugdagConf, arms: Mapping[str, ArmConf], test_sets: Mapping[str, ArtifactRef]
+) -> dict[str, tuple[Translations, dict[str, Any]]]:
+    """``arm_translated`` of every arm in the arms' order, ``train_nmt.parallel_arms`` at once (threads in copies of
+    this context, each waiting on its fairseq process or its translations); a failed arm raises once all have ended
+    (the rest is cached)."""
+    calls = {name: functools.partial(arm_translated, run, conf, name, arm, test_sets) for name, arm in arms.items()}
     return at_once(calls, conf.train_nmt.parallel_arms)
 
 
 def train_and_evaluate(run: Run, conf: AugdagConf) -> dict[str, Any]:
-    """Train the students of every arm and seed, then score them on every test set with paired significance
-    against the baseline arm; returns the run's ``train_nmt`` summary."""
+    """Train the students of every arm and seed and translate every test set with them, then score them with paired
+    significance against the baseline arm; returns the run's ``train_nmt`` summary."""
     train_nmt = conf.train_nmt
-    tests = conf.train_nmt_test()
-    trained = trained_arms(run, conf, train_nmt.arms(default_mix(tests)))
-    students, arms = [s for mine, _ in trained.values() for s in mine], {name: a for name, (_, a) in trained.items()}
-    evaluation, significance = [], []
     test_sets = held_out_sets(run, conf)
-    for test_name, test in test_sets.items():
-        rows, paired = evaluate_students(run, conf, students, test_name, arms, test)
+    trained = trained_arms(run, conf, train_nmt.arms(default_mix(conf.train_nmt_test())), test_sets)
+    arms = {name: about for name, (_, about) in trained.items()}
+    evaluation, significance = [], []
+    for test_name in test_sets:
+        students = [t for done, _ in trained.values() for t in done[test_name]]
+        rows, paired = evaluate_students(run, conf, students, test_name, arms)
         evaluation += rows
         significance += [{"testset": test_name, **p} for p in paired]
     return {
@@ -305,58 +329,6 @@ def train_nmt_flow(conf: FlowConf, profile: str = "", config: dict[str, Any] | N
     return run.finish(extra={"train_nmt": result, "reports": reports})
 
 
-def summary_lines(s: Mapping[str, Any]) -> list[str]:
-    """Per test set one line per arm (wording: flows.reports.verdicts): the baseline's mean ± sd over seeds (``n/a
-    (1 seed)`` for one) and signature; each other arm's Δ and p, the p of the test that decided (from 3 seeds a
-    paired t-test over the seeds' corpus scores, the sentence bootstrap's p beside it; under 3 seeds the bootstrap's,
-    with what it resamples), its scores, and, when the baseline is under BLEU 5 or chrF 20, "not informative"."""
-    train_nmt, lines = s["train_nmt"], []
-    for test in train_nmt["tests"]:
-        rows = {(r["arm"], r["metric"]): r for r in train_nmt["summary"] if r["testset"] == test}
-        sig = next(e["signature"] for e in train_nmt["evaluation"] if e["testset"] == test and e["metric"] == "BLEU")
-        base = {m: rows[(train_nmt["baseline"], m)]["mean"] for m in ("BLEU", "chrF")}
-        for arm, a in train_nmt["arms"].items():
-            b, c, n = rows[(arm, "BLEU")], rows[(arm, "chrF")], len(a["seeds"])
-            lines.append(
-                f"{a['label']} (baseline): {arm_scores(b, c, n, test)}  {sig}"
-                if arm == train_nmt["baseline"]
-                else f"{a['label']}: {arm_verdict(b, c, n)}; {arm_scores(b, c, n, test)}; {decided(b, c, n, base)}"
-            )
-    return lines
-
-
-def arm_scores(bleu: Mapping[str, Any], chrf: Mapping[str, Any], seeds: int, test: str) -> str:
-    """``BLEU = 31.00 ± 1.41, chrF = 51.00 ± 1.41 on t (mean ± sd over 2 seeds)``; one seed: ``BLEU = 0.51 ± n/a
-    (1 seed), …``."""
-    from flows.reports.verdicts import over_seeds, spread
-
-    return (
-        f"BLEU = {spread(bleu['mean'], bleu['sd'], seeds)}, chrF = {spread(chrf['mean'], chrf['sd'], seeds)} on {test}"
-        f"{over_seeds(seeds)}"
-    )
-
-
-def arm_verdict(bleu: Mapping[str, Any], chrf: Mapping[str, Any], seeds: int) -> str:
-    """``+0.6 BLEU (p = 0.03), +0.0 chrF (p = 0.5)``: each Δ with the p of the test that decides (from 3 seeds the
-    t-test over seeds, ``p_seeds``; else the paired bootstrap over test sentences, ``p_value``)."""
-    from flows.reports.verdicts import MIN_SEEDS, p_value_text, seeds_p_text
-
-    def p(r: Mapping[str, Any]) -> str:
-        return seeds_p_text(r.get("p_seeds")) if seeds >= MIN_SEEDS else p_value_text(r["p_value"])
-
-    return f"{bleu['delta']:+.1f} BLEU (p = {p(bleu)}), {chrf['delta']:+.1f} chrF (p = {p(chrf)})"
-
-
-def decided(bleu: Mapping[str, Any], chrf: Mapping[str, Any], seeds: int, baseline: Mapping[str, float]) -> str:
-    """Which test decided and what it resampled (``flows.reports.verdicts.seeds_verdict``), and "not informative"
-    when the ``baseline``'s mean BLEU or chrF is under its floor."""
-    from flows.reports.verdicts import MIN_SEEDS, below_floor, seeds_verdict
-
-    sentences = {"BLEU": bleu["p_value"], "chrF": chrf["p_value"]} if seeds >= MIN_SEEDS else {}
-    floor = below_floor(baseline)
-    return seeds_verdict(seeds, p_sentences=sentences) + (f"; {floor}" if floor else "")
-
-
 def headline(s: Mapping[str, Any]) -> Headline:
     """A ``train_nmt`` run in one line: the students trained, and the baseline's mean BLEU on the first test set."""
     from flows.reports.effect_table import counted
@@ -373,6 +345,7 @@ def effects(s: Mapping[str, Any]) -> list[Effect]:
     that decides (``arm_verdict``), the views its mixes read that the baseline's do not, and the caveat: the
     seeds, and a baseline under BLEU 5 or chrF 20."""
     from flows.reports.effect_table import seeds_caveat
+    from flows.reports.train_nmt_report import arm_verdict
     from flows.reports.verdicts import below_floor
 
     t, out = s["train_nmt"], []

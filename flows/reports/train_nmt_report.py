@@ -14,7 +14,17 @@ import pyarrow as pa
 from flows.engine.driver import Run
 from flows.reports.plots import memoised
 from flows.reports.reporting import publish
-from flows.reports.verdicts import MIN_SEEDS, axis_label, below_floor, seeds_p_text, seeds_test, spread
+from flows.reports.verdicts import (
+    MIN_SEEDS,
+    axis_label,
+    below_floor,
+    over_seeds,
+    p_value_text,
+    seeds_p_text,
+    seeds_test,
+    seeds_verdict,
+    spread,
+)
 from tasks.common.evaluation import mean_sd
 from tasks.train_nmt.significance import METRICS
 
@@ -190,3 +200,50 @@ def publish_report(run: Run, result: Mapping[str, Any]) -> dict[str, str]:
         pngs=pngs,
         sections=sections,
     )
+
+
+def summary_lines(s: Mapping[str, Any]) -> list[str]:
+    """Per test set one line per arm (wording: flows.reports.verdicts): the baseline's mean ± sd over seeds (``n/a
+    (1 seed)`` for one) and signature; each other arm's Δ and p, the p of the test that decided (from 3 seeds a
+    paired t-test over the seeds' corpus scores, the sentence bootstrap's p beside it; under 3 seeds the bootstrap's,
+    with what it resamples), its scores, and, when the baseline is under BLEU 5 or chrF 20, "not informative"."""
+    train_nmt, lines = s["train_nmt"], []
+    for test in train_nmt["tests"]:
+        rows = {(r["arm"], r["metric"]): r for r in train_nmt["summary"] if r["testset"] == test}
+        sig = next(e["signature"] for e in train_nmt["evaluation"] if e["testset"] == test and e["metric"] == "BLEU")
+        base = {m: rows[(train_nmt["baseline"], m)]["mean"] for m in ("BLEU", "chrF")}
+        for arm, a in train_nmt["arms"].items():
+            b, c, n = rows[(arm, "BLEU")], rows[(arm, "chrF")], len(a["seeds"])
+            lines.append(
+                f"{a['label']} (baseline): {arm_scores(b, c, n, test)}  {sig}"
+                if arm == train_nmt["baseline"]
+                else f"{a['label']}: {arm_verdict(b, c, n)}; {arm_scores(b, c, n, test)}; {decided(b, c, n, base)}"
+            )
+    return lines
+
+
+def arm_scores(bleu: Mapping[str, Any], chrf: Mapping[str, Any], seeds: int, test: str) -> str:
+    """``BLEU = 31.00 ± 1.41, chrF = 51.00 ± 1.41 on t (mean ± sd over 2 seeds)``; one seed: ``BLEU = 0.51 ± n/a
+    (1 seed), …``."""
+    return (
+        f"BLEU = {spread(bleu['mean'], bleu['sd'], seeds)}, chrF = {spread(chrf['mean'], chrf['sd'], seeds)} on {test}"
+        f"{over_seeds(seeds)}"
+    )
+
+
+def arm_verdict(bleu: Mapping[str, Any], chrf: Mapping[str, Any], seeds: int) -> str:
+    """``+0.6 BLEU (p = 0.03), +0.0 chrF (p = 0.5)``: each Δ with the p of the test that decides (from 3 seeds the
+    t-test over seeds, ``p_seeds``; else the paired bootstrap over test sentences, ``p_value``)."""
+
+    def p(r: Mapping[str, Any]) -> str:
+        return seeds_p_text(r.get("p_seeds")) if seeds >= MIN_SEEDS else p_value_text(r["p_value"])
+
+    return f"{bleu['delta']:+.1f} BLEU (p = {p(bleu)}), {chrf['delta']:+.1f} chrF (p = {p(chrf)})"
+
+
+def decided(bleu: Mapping[str, Any], chrf: Mapping[str, Any], seeds: int, baseline: Mapping[str, float]) -> str:
+    """Which test decided and what it resampled (``flows.reports.verdicts.seeds_verdict``), and "not informative"
+    when the ``baseline``'s mean BLEU or chrF is under its floor."""
+    sentences = {"BLEU": bleu["p_value"], "chrF": chrf["p_value"]} if seeds >= MIN_SEEDS else {}
+    floor = below_floor(baseline)
+    return seeds_verdict(seeds, p_sentences=sentences) + (f"; {floor}" if floor else "")

@@ -218,7 +218,7 @@ def test_continued_training_refuses_a_checkpoint_augdag_did_not_train(tmp_path):
 
 @pytest.mark.slow
 def test_summary_and_report_compare_each_arm_with_the_baseline(pipeline):
-    from flows.pipelines.train_nmt import summary_lines as train_nmt_lines
+    from flows.reports.train_nmt_report import summary_lines as train_nmt_lines
     from flows.reports.verdicts import SENTENCES_CAVEAT
 
     _, _, summary = pipeline

@@ -194,8 +194,8 @@ def test_translations_of_other_test_rows_are_refused(tmp_path):
 
 
 def test_summary_lines_give_the_baseline_and_each_arms_delta_and_p():
-    from flows.pipelines.train_nmt import summary_lines as train_nmt_lines
     from flows.reports.train_nmt_report import arm_summary
+    from flows.reports.train_nmt_report import summary_lines as train_nmt_lines
 
     evaluation = [
         {"testset": "t", "arm": a, "seed": s, "metric": m, "score": v, "signature": f"sig-{m}"}

@@ -49,7 +49,7 @@ THREE_SEEDS = {
 
 
 def test_one_seed_has_no_spread_and_its_p_says_it_resamples_test_sentences_issue_47():
-    from flows.pipelines.train_nmt import summary_lines
+    from flows.reports.train_nmt_report import summary_lines
 
     scores = {
         ("bitext", "BLEU"): [30.0],
@@ -67,7 +67,7 @@ def test_one_seed_has_no_spread_and_its_p_says_it_resamples_test_sentences_issue
 
 def test_a_baseline_below_bleu_5_and_chrf_20_makes_the_comparison_not_informative_issue_47():
     """The issue's example: two models at BLEU 0.5 and 0.2, p = 0.002, one seed."""
-    from flows.pipelines.train_nmt import summary_lines
+    from flows.reports.train_nmt_report import summary_lines
 
     lines = summary_lines({"train_nmt": _summary(ONE_SEED_WEAK, {"BLEU": 0.002, "chrF": 0.4}, [1])})
     assert lines[1] == (
@@ -79,7 +79,7 @@ def test_a_baseline_below_bleu_5_and_chrf_20_makes_the_comparison_not_informativ
 
 
 def test_three_seeds_are_decided_by_a_paired_t_test_over_the_seeds_issue_47():
-    from flows.pipelines.train_nmt import summary_lines
+    from flows.reports.train_nmt_report import summary_lines
 
     lines = summary_lines({"train_nmt": _summary(THREE_SEEDS, {"BLEU": 0.002, "chrF": 0.5}, [1, 2, 3])})
     # BLEU: d = (1.0, 0.2, 2.0), t = 1.0667 / (0.9018 / √3) = 2.0486, 2 df -> p = 0.177; chrF: d = (1, -1, 1),

@@ -1,7 +1,8 @@
 """train_nmt's comparison of arms: mean ± sd over the seeds, Δ vs the baseline, sacrebleu's paired p (test
 sentences resampled) and, with ≥ 3 seeds per arm, a paired t-test over the seeds' corpus scores, per test set and
 metric (``arm_summary``, the run summary's `summary`), and its page (``publish_report``): per test set a table and
-a bar chart (mean ± sd per arm, annotated with Δ and the p that decided). The wording is flows.reports.verdicts'."""
+a bar chart (mean ± sd per arm, annotated with Δ and the p that decided), and the run summary's lines on the
+terminal (``summary_lines``, the registry's). The wording is flows.reports.verdicts'."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@
 #                CUDA torch). 22 trainings of a base model: about 5-6 hours on one modern GPU (an estimate: no GPU run yet)
 #   --size cpu   the same profile CPU-sized: the product's tiny transformer (2+2 layers, 64 dims), students at 400
 #                updates (the teacher and the other data-making models 800), 5,000 sampled captions, a tenth of the
-#                pairs paraphrased, 2 seeds (`make install`); 36 min 47 s on 2 idle cores (2026-12-03)
+#                pairs paraphrased, 2 seeds (`make install`); 30 min 27 s on 2 idle cores (2026-12-03)
 #   --size tiny  10-update models on a few hundred pairs: the plumbing only (the test tier runs it, on made-up data)
 #   --data DIR   holds multi30k_en_de/ and multi30k_task2_mono/ (default: $AUGDAG_EFFECTS_DATA, else ../shared/data)
 #   --out DIR    what comes back (default: $OUT if set, else ./effects-out): effects.tsv (the table: arm, test set,
